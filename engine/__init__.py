@@ -1,0 +1,1 @@
+"""Memory Workbench engine: a plain Python library (no UI imports)."""

@@ -1,0 +1,174 @@
+"""`memwb`: replay, retrieve, export, consolidate and open the workbench from a shell.
+
+The command-line contract (flags and JSON shapes) is stable: scripts and
+checks rely on it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.allmem.settings import ABLATIONS
+
+
+def _add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", required=True, help="memory database file (SQLite) or database URL")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memwb", description="Memory Workbench command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("replay", help="ingest a conversation turn by turn, consolidating on schedule")
+    p.add_argument("input", help="LoCoMo JSON, LongMemEval JSON or JSONL conversation file")
+    p.add_argument("--conversation", help="conversation id (required when the file holds several)")
+    _add_db(p)
+    p.add_argument("--engine", default="allmem", choices=["allmem"])
+    p.add_argument("--llm", default="offline", choices=["offline", "openai", "recorded"])
+    p.add_argument("--records", help="for --llm recorded: database or JSONL file holding the recorded calls")
+    p.add_argument("--consolidate", default="every-3-sessions",
+                   help="every-3-sessions (default, as in All-Mem), every-N-sessions, every-N-turns or manual")
+    p.add_argument("--ablation", action="append", default=[], choices=sorted(ABLATIONS),
+                   help="App. H ablation switch (repeatable)")
+    p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("retrieve", help="three-stage retrieval with provenance")
+    _add_db(p)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--query", help="one query")
+    group.add_argument("--queries", help='JSONL file of {"id": ..., "query": ...}')
+    p.add_argument("--k", type=int, default=5, help="number of ranked source ids (default 5)")
+    p.add_argument("--json", action="store_true", help="print JSON (one object per query)")
+
+    p = sub.add_parser("export", help="print every unit and edge")
+    _add_db(p)
+    p.add_argument("--json", action="store_true", help="print JSON (the only format)")
+
+    p = sub.add_parser("consolidate", help="run one consolidation pass on the buffer now (gate decides)")
+    _add_db(p)
+
+    p = sub.add_parser("diagnostics", help="structure diagnostics: visible ratio, Cov(H), H0.95, degrees")
+    _add_db(p)
+
+    p = sub.add_parser("ui", help="open the workbench (streamlit)")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--headless", action="store_true", help="do not open a browser window")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # one clear line for the user; tracebacks on request
+        if os.environ.get("MEMWB_DEBUG"):
+            raise
+        print(f"memwb {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_replay(args) -> int:
+    from engine.loaders import load_conversation
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+
+    schedule = Schedule.parse(args.consolidate)
+    conversation = load_conversation(args.input, args.conversation)
+    settings = {"ablations": sorted(set(args.ablation))} if args.ablation else None
+    engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings, records=args.records,
+                          conversation=conversation.id, source=str(Path(args.input).resolve()),
+                          schedule=args.consolidate)
+    stored = engine.store.get_meta("conversation")
+    if stored and stored != conversation.id:
+        raise ValueError(f"{args.db} holds conversation {stored!r}, not {conversation.id!r}; use another --db")
+
+    def progress(done: int, total: int) -> None:
+        if not args.quiet and (done % 50 == 0 or done == total):
+            print(f"\r{done}/{total} turns", end="", file=sys.stderr, flush=True)
+
+    summary = replay(engine, conversation, schedule, progress)
+    if not args.quiet:
+        print(file=sys.stderr)
+    print(summary.line())
+    return 0
+
+
+def _read_queries(path: str) -> list[dict]:
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}: line {n}: not JSON ({exc})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("query"), str) or "id" not in row:
+            raise ValueError(f"{path}: line {n}: field 'query' (string) and field 'id' are required")
+        rows.append(row)
+    return rows
+
+
+def cmd_retrieve(args) -> int:
+    from engine.session import open_session
+
+    engine = open_session(args.db, create=False)
+    engine.embedder.warm()
+    queries = [{"id": None, "query": args.query}] if args.query is not None else _read_queries(args.queries)
+    for q in queries:
+        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k)
+        if q["id"] is not None:
+            result = {"id": q["id"], **result}
+        if args.json:
+            print(json.dumps(result, ensure_ascii=False))
+        else:
+            print(f"query: {q['query']}\nsource_ids: {', '.join(result['source_ids'])}\n{result['context']}\n")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from engine.session import open_session
+
+    print(json.dumps(open_session(args.db, create=False).snapshot(), ensure_ascii=False))
+    return 0
+
+
+def cmd_consolidate(args) -> int:
+    from engine.session import open_session
+
+    engine = open_session(args.db, create=False)
+    if not engine.state.buffer:
+        print("buffer is empty: nothing to consolidate")
+        return 0
+    report = engine.consolidate()
+    print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
+    return 0
+
+
+def cmd_diagnostics(args) -> int:
+    from engine.diagnostics import structure
+    from engine.session import open_session
+
+    print(json.dumps(structure(open_session(args.db, create=False).state), indent=1))
+    return 0
+
+
+def cmd_ui(args) -> int:
+    app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
+           "--browser.gatherUsageStats", "false"]
+    if args.headless:
+        cmd += ["--server.headless", "true"]
+    return subprocess.call(cmd)
+
+
+COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
+            "diagnostics": cmd_diagnostics, "ui": cmd_ui}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Structure diagnostics of a memory bank (All-Mem §4.5, App. H.4).
+
+Visible ratio, hop distance h(v) of archived units from the visible surface,
+budgeted coverage Cov(H), H0.95, unreachable fraction and per-type out-degree
+distributions; computed from state alone so any past fold can be measured.
+"""
+from __future__ import annotations
+
+from collections import Counter, deque
+
+from engine.edge import EdgeType
+from engine.state import MemoryState
+
+
+def hop_distances(state: MemoryState, edge_types: tuple[str, ...] | None = None) -> dict[int, float]:
+    """h(v) for every archived unit: directed multi-source BFS from the visible surface."""
+    dist: dict[int, int] = {u: 0 for u in state.visible_ids}
+    queue = deque(dist)
+    while queue:
+        u = queue.popleft()
+        for e in state.out_edges(u):
+            if edge_types and e.type not in edge_types:
+                continue
+            if e.dst not in dist:
+                dist[e.dst] = dist[u] + 1
+                queue.append(e.dst)
+    return {v: float(dist.get(v, float("inf"))) for v in state.archived_ids}
+
+
+def coverage(h: dict[int, float], hops: int) -> float:
+    return sum(1 for d in h.values() if d <= hops) / len(h) if h else 1.0
+
+
+def degree_distribution(state: MemoryState) -> dict[str, dict[int, int]]:
+    """Out-degree histogram per edge type, over visible units."""
+    out: dict[str, dict[int, int]] = {}
+    for etype in EdgeType.ALLMEM:
+        hist = Counter(len(state.out(u, etype)) for u in state.visible_ids)
+        out[etype] = dict(sorted(hist.items()))
+    return out
+
+
+def structure(state: MemoryState, max_hops: int = 8) -> dict:
+    h = hop_distances(state)
+    finite = sorted(d for d in h.values() if d != float("inf"))
+    cov = {H: round(coverage(h, H), 4) for H in range(1, max_hops + 1)}
+    h95 = next((H for H, c in cov.items() if c >= 0.95), None)
+    n_turns = max(state.turn, 1)
+    return {
+        "turns": state.turn,
+        "units": len(state.units),
+        "visible": len(state.visible_ids),
+        "archived": len(state.archived_ids),
+        "visible_ratio": round(len(state.visible_ids) / n_turns, 4),
+        "median_hop": finite[len(finite) // 2] if finite else None,
+        "coverage": cov,
+        "h95": h95,
+        "unreachable_fraction": round(sum(1 for d in h.values() if d == float("inf")) / len(h), 4) if h else 0.0,
+        "version_orphans": len(version_orphans(state)),
+        "edges": state.edge_counts(),
+        "degree": degree_distribution(state),
+    }
+
+
+def version_orphans(state: MemoryState) -> list[int]:
+    """Archived units not reachable from the visible surface along version edges (must be empty)."""
+    h = hop_distances(state, (EdgeType.VERSION,))
+    return sorted(v for v, d in h.items() if d == float("inf"))

@@ -1,0 +1,194 @@
+"""The offline backend: deterministic, embedding- and rule-based answers for every role.
+
+It needs no key and no network, so it is the default everywhere. It reads the
+request's structured payload (not the rendered prompt), computes its answer
+with explicit rules and returns JSON text, which then goes through the same
+parsing and schema checks as a real model's reply. Confidences are the scores
+the rules computed, never constants, so the 0.9 gate means something.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+from engine.embedder import Embedder
+from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
+from engine.text import (
+    STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
+)
+
+# Words that make a sentence lean on the one before it: splitting there would cut a narrative.
+_CONTINUATIONS = frozenset("it that this these those he she they him her them his their its so because but "
+                           "and which then there after afterwards".split())
+_MIN_CONTENT = 4          # tokens a statement or segment needs before Merge/Update/Split rules apply
+# MiniLM cosines of unrelated sentence pairs cluster below ~0.15 and of same-topic pairs above ~0.3;
+# the split confidence is a logistic around this midpoint rather than a linear 1 - cosine.
+_UNRELATED_MID, _UNRELATED_SCALE = 0.2, 0.035
+_MAX_KEYWORDS = 8
+
+
+def keywords_of(text: str, limit: int = _MAX_KEYWORDS) -> list[str]:
+    """Extractive keywords: names and numbers first, then longer content words, in text order."""
+    _, body = strip_speaker(text)
+    seen: dict[str, tuple[int, int, str]] = {}
+    for pos, token in enumerate(body.replace("’", "'").split()):
+        word = token.strip(".,!?;:\"'()[]{}").strip()
+        low = word.lower()
+        if len(word) < 3 and not word.isdigit() or low in STOPWORDS or low in seen:
+            continue
+        rank = 0 if word[:1].isupper() and pos > 0 else 1 if any(c.isdigit() for c in word) else 2
+        seen[low] = (rank, pos, word if rank == 0 else low)
+    ordered = sorted(seen.items(), key=lambda kv: (kv[1][0], -len(kv[0]), kv[1][1]))
+    chosen = {w for w, _ in ordered[:limit]}
+    return [v[2] for w, v in sorted(seen.items(), key=lambda kv: kv[1][1]) if w in chosen]
+
+
+def summary_of(text: str, speaker: str = "", time: str = "", max_words: int = 60) -> str:
+    """Extractive summary: the statement itself (trimmed), attributed and dated."""
+    spk, body = strip_speaker(text)
+    speaker = speaker or spk
+    tokens = body.split()
+    clipped = " ".join(tokens[:max_words]) + (" …" if len(tokens) > max_words else "")
+    date = human_date(time)
+    head = f"{speaker} ({date})" if speaker and date else speaker or date
+    return f"{head}: {clipped}" if head else clipped
+
+
+class OfflineBackend(LLMBackend):
+    name = "offline"
+    model = "offline-rules-v1"
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+
+    def generate(self, request: LLMRequest) -> BackendReply:
+        handler = getattr(self, f"_{request.role}", None)
+        if handler is None:
+            raise BackendError("UNSUPPORTED_ROLE", f"offline backend has no rule for role {request.role!r}")
+        data = handler(request.payload)
+        text = json.dumps(data, ensure_ascii=False)
+        prompt_text = " ".join(m["content"] for m in request.messages)
+        return BackendReply(text=text, prompt_tokens=estimate_tokens(prompt_text),
+                            completion_tokens=estimate_tokens(text), model=self.model)
+
+    # -- roles -----------------------------------------------------------------
+    def _descriptor(self, p: dict) -> dict:
+        return {"summary": summary_of(p["text"], p.get("speaker", ""), p.get("time", "")),
+                "keywords": keywords_of(p["text"])}
+
+    def _diagnosis(self, p: dict) -> dict:
+        target = p["target"]
+        tasks: dict[str, list] = {"split_tasks": [], "merge_tasks": [], "update_tasks": []}
+        split = self.best_split(target["raw"])
+        if split is not None:
+            conf, _, reason = split
+            tasks["split_tasks"].append({"node_id": target["id"], "reason": reason, "confidence": round(conf, 4)})
+        _, t_body = strip_speaker(target["raw"])
+        neighbours = [n for n in p.get("context", []) if n["id"] != target["id"]]
+        if not neighbours:
+            return tasks
+        vecs = self.embedder.embed([t_body] + [strip_speaker(n["raw"])[1] for n in neighbours])
+        for n, vec in zip(neighbours, vecs[1:]):
+            verdict = self.compare(target, n, float(vecs[0] @ vec))
+            if verdict is None:
+                continue
+            op, conf, reason = verdict
+            if op == "merge":
+                tasks["merge_tasks"].append({"node_ids": sorted([target["id"], n["id"]], key=int), "reason": reason,
+                                             "confidence": round(conf, 4)})
+            else:
+                newer, older = (target, n) if _is_newer(target, n) else (n, target)
+                tasks["update_tasks"].append({"old_node_id": older["id"], "new_node_id": newer["id"],
+                                              "reason": reason, "confidence": round(conf, 4)})
+        return tasks
+
+    def _split_plan(self, p: dict) -> dict:
+        raw = p["original_text"]
+        split = self.best_split(raw)
+        if split is None:
+            return {"do_split": False, "split_rationale": "one coherent topic",
+                    "segments": [self._segment(raw, "whole")]}
+        conf, cut, reason = split
+        parts = [raw[:cut].rstrip(), raw[cut:].lstrip()]
+        return {"do_split": True, "split_rationale": reason,
+                "segments": [self._segment(part, f"topic {i + 1}") for i, part in enumerate(parts)]}
+
+    def _merge_plan(self, p: dict) -> dict:
+        sources = p["sources"]
+        bodies = [strip_speaker(s["raw"])[1] for s in sources]
+        vecs = self.embedder.embed(bodies)
+        centroid = vecs.mean(axis=0)
+        medoid = max(range(len(sources)), key=lambda i: (float(vecs[i] @ centroid), sources[i]["time"], i))
+        counts = Counter(k.lower() for s in sources for k in s.get("keywords", []))
+        first_seen = {k: i for i, k in reversed(list(enumerate(k.lower() for s in sources for k in s["keywords"])))}
+        keywords = sorted(counts, key=lambda k: (-counts[k], first_seen[k]))[:10]
+        points = list(dict.fromkeys(b.strip() for b in bodies))[:3]
+        return {"summary": sources[medoid]["summary"], "keywords": keywords, "salient_points": points}
+
+    def _update_plan(self, p: dict) -> dict:
+        cur, old = p["current"], p["superseded"]
+        gone = sorted(numbers(old["raw"]) - numbers(cur["raw"]))
+        deprecations = [f"earlier value {g}" for g in gone]
+        if has_negation(cur["raw"]) != has_negation(old["raw"]):
+            deprecations.append("earlier statement with the opposite polarity")
+        note = (f"statement of {human_date(cur['time'])} replaces the one of {human_date(old['time'])}; "
+                "the older evidence stays archived behind a version link")
+        return {"updated_summary": cur["summary"], "updated_keywords": list(cur["keywords"]),
+                "deprecations": deprecations, "alignment_note": note}
+
+    # -- rules -----------------------------------------------------------------
+    def compare(self, a: dict, b: dict, cosine: float) -> tuple[str, float, str] | None:
+        """Merge (same static fact) or Update (same subject, changed value) between two statements."""
+        if (a.get("speaker") or "") != (b.get("speaker") or ""):
+            return None
+        ta = {t for t in content_tokens(strip_speaker(a["raw"])[1]) if not t.isdigit()}
+        tb = {t for t in content_tokens(strip_speaker(b["raw"])[1]) if not t.isdigit()}
+        if len(ta) < _MIN_CONTENT or len(tb) < _MIN_CONTENT:
+            return None
+        overlap = jaccard(ta, tb)
+        score = (max(cosine, 0.0) + overlap) / 2
+        na, nb = numbers(a["raw"]), numbers(b["raw"])
+        changed = []
+        if na != nb and (na or nb):
+            changed.append(f"numbers {sorted(nb if _is_newer(a, b) else na)} -> {sorted(na if _is_newer(a, b) else nb)}")
+        if has_negation(a["raw"]) != has_negation(b["raw"]):
+            changed.append("negation flips")
+        figures = f"same speaker; cosine {cosine:.2f}, content overlap {overlap:.2f}"
+        if changed:
+            return "update", score, f"{figures}; {', '.join(changed)}; the newer statement supersedes"
+        return "merge", score, f"{figures}; no changed numbers or negation: redundant statement"
+
+    def best_split(self, raw: str) -> tuple[float, int, str] | None:
+        """The most confident two-way cut between sentences, as (confidence, char offset, reason)."""
+        spans = sentence_spans(raw)
+        if len(spans) < 2:
+            return None
+        best: tuple[float, int, str] | None = None
+        for i in range(1, len(spans)):
+            left, right = raw[spans[0][0]:spans[i - 1][1]], raw[spans[i][0]:spans[-1][1]]
+            tl = set(content_tokens(strip_speaker(left)[1]))
+            tr = set(content_tokens(right))
+            if len(tl) < _MIN_CONTENT or len(tr) < _MIN_CONTENT:
+                continue
+            va, vb = self.embedder.embed([strip_speaker(left)[1], right])
+            cosine = float(va @ vb)
+            shared = jaccard(tl, tr)
+            conf = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
+            first = (words(right) or [""])[0]
+            if first in _CONTINUATIONS:
+                conf *= 0.5
+            reason = (f"sentences {1}-{i} and {i + 1}-{len(spans)} share {shared:.2f} of their words, "
+                      f"cosine {cosine:.2f}" + ("; the second part leans on the first" if first in _CONTINUATIONS else ""))
+            if best is None or conf > best[0]:
+                best = (conf, spans[i][0], reason)
+        return best
+
+    def _segment(self, text: str, label: str) -> dict:
+        return {"segment_text": text, "segment_summary": summary_of(text),
+                "segment_keywords": keywords_of(text) or words(text)[:3], "topic_label": label}
+
+
+def _is_newer(a: dict, b: dict) -> bool:
+    return (a.get("time") or "", int(a["id"])) > (b.get("time") or "", int(b["id"]))
+

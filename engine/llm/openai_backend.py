@@ -1,0 +1,141 @@
+"""Backend for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, LM Studio...).
+
+The SDK's own retries are switched off (`max_retries=0`) so that this module
+alone decides what is retried: only transient failures (network, timeouts,
+429, 5xx), with a bounded exponential backoff. Everything else fails at once
+with a BackendError whose code becomes the call's error code, so a run never
+hangs on a dead endpoint and never hammers one that rejects the request.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import openai
+
+from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
+
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_BACKOFF_BASE = 0.2
+
+
+def _env(*names: str) -> str | None:
+    """First non-empty environment variable among `names`."""
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def is_retryable_status(status: int) -> bool:
+    """Rate limits and server faults may pass; any other 4xx will fail the same way again."""
+    return status == 429 or 500 <= status <= 599
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    """The server's own error message when it sent the usual {"error": {"message": ...}} body."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return exc.message
+
+
+class OpenAIBackend(LLMBackend):
+    """Structured-output chat completions with strict JSON-schema response format."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        backoff_base: float = DEFAULT_BACKOFF_BASE,
+        sleep: Callable[[float], None] = time.sleep,
+        client: Any | None = None,
+    ):
+        self.model = model or _env("MEMWB_OPENAI_MODEL") or DEFAULT_MODEL
+        self.base_url = base_url or _env("MEMWB_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+        self.timeout = float(timeout if timeout is not None else _env("MEMWB_OPENAI_TIMEOUT") or DEFAULT_TIMEOUT)
+        self.max_retries = int(max_retries if max_retries is not None
+                               else _env("MEMWB_OPENAI_MAX_RETRIES") or DEFAULT_MAX_RETRIES)
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        self.backoff_base = backoff_base
+        self._sleep = sleep
+        if client is None:
+            key = api_key or _env("MEMWB_OPENAI_API_KEY", "OPENAI_API_KEY")
+            if not key:
+                raise ValueError(
+                    "OpenAIBackend needs an API key: pass api_key=... or set MEMWB_OPENAI_API_KEY "
+                    "(or OPENAI_API_KEY); local servers that ignore keys accept any placeholder, e.g. 'EMPTY'")
+            client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0)
+        self._client = client
+        self.endpoint = str(getattr(client, "base_url", None) or self.base_url or "the default OpenAI endpoint")
+
+    def backoff(self, attempt: int) -> float:
+        """Delay before retry number `attempt` (1-based): base, 2*base, 4*base..."""
+        return self.backoff_base * (2 ** (attempt - 1))
+
+    def generate(self, request: LLMRequest) -> BackendReply:
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                completion = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=request.messages,
+                    temperature=0,
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {"name": request.role, "schema": request.schema, "strict": True},
+                    },
+                )
+            except openai.APITimeoutError as exc:
+                code, detail = "TIMEOUT", f"no answer within {self.timeout:g}s ({exc})"
+            except openai.APIConnectionError as exc:
+                code, detail = "NETWORK", f"connection failed ({exc.__cause__ or exc})"
+            except openai.APIStatusError as exc:
+                code, detail = f"HTTP_{exc.status_code}", f"HTTP {exc.status_code}: {_error_text(exc)}"
+                if not is_retryable_status(exc.status_code):
+                    raise BackendError(code, self._failure(detail, attempt, "not retryable")) from exc
+            except openai.OpenAIError as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                raise BackendError("API_ERROR", self._failure(detail, attempt, "not retryable")) from exc
+            except ValueError as exc:
+                detail = f"the reply body is not a chat completion ({exc})"
+                raise BackendError("BAD_RESPONSE", self._failure(detail, attempt, "not retryable")) from exc
+            else:
+                return self._reply(completion, request)
+            if attempt < attempts:
+                self._sleep(self.backoff(attempt))
+        raise BackendError(code, self._failure(detail, attempts, "gave up"))
+
+    def _failure(self, detail: str, attempts: int, outcome: str) -> str:
+        plural = "attempt" if attempts == 1 else "attempts"
+        return f"{self.endpoint} (model {self.model}): {detail}; {outcome}, {attempts} {plural} made"
+
+    def _reply(self, completion: Any, request: LLMRequest) -> BackendReply:
+        choices = getattr(completion, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        text = getattr(message, "content", None) if message is not None else None
+        if not text:
+            refusal = getattr(message, "refusal", None) if message is not None else None
+            reason = f"model refused: {refusal}" if refusal else "the reply carries no message content"
+            raise BackendError("EMPTY_RESPONSE", f"{self.endpoint} (model {self.model}): {reason}")
+        usage = getattr(completion, "usage", None)
+        if usage is not None:
+            prompt_tokens, completion_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
+        else:
+            prompt_tokens = sum(estimate_tokens(str(m.get("content", ""))) for m in request.messages)
+            completion_tokens = estimate_tokens(text)
+        return BackendReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                            model=getattr(completion, "model", None) or self.model)

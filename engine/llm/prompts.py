@@ -1,0 +1,46 @@
+"""Prompt text for each LLM role, rendered from the role's structured payload.
+
+The payload is the single source of what a role sees; chat backends receive
+these messages, the offline backend reads the payload directly. The wording is
+ours; the output field names follow the papers.
+"""
+from __future__ import annotations
+
+import json
+
+_SYSTEM = ("You maintain the long-term memory of a conversational agent. "
+           "Reply with one JSON object that matches the given schema and nothing else.")
+
+_TASKS = {
+    "descriptor": (
+        "Write a retrieval descriptor for the memory below: a one-sentence `summary` that keeps "
+        "names, dates and numbers, and 3-8 `keywords` taken from the text. Do not add facts."),
+    "diagnosis": (
+        "Look at the TARGET memory and its NEIGHBOURS and propose maintenance edits.\n"
+        "- split_tasks: the target mixes unrelated topics (not a single story). Never split narrative.\n"
+        "- merge_tasks: 2-4 memories state the same fact about the same entity. Never merge states "
+        "from different times.\n"
+        "- update_tasks: the target explicitly contradicts or supersedes an older memory "
+        "(new_node_id = target id, old_node_id = the stale one).\n"
+        "Give each task a confidence in [0,1]; use 0.0 when in doubt. Empty lists are fine."),
+    "split_plan": (
+        "Split the memory into topic segments. Every `segment_text` must be copied exactly, "
+        "character for character, from ORIGINAL_TEXT; keep speaker tags; cover the whole text. "
+        "If it is one coherent topic, set do_split=false and return the whole text as the only segment."),
+    "merge_plan": (
+        "These memories are redundant. Write one canonical `summary` and `keywords` supported only by "
+        "the sources, plus up to three `salient_points`."),
+    "update_plan": (
+        "The CURRENT memory supersedes the SUPERSEDED one. Refresh the current memory's summary and "
+        "keywords from its own evidence (and the anchors), list the stale details in `deprecations`, "
+        "and explain the change in `alignment_note`. Prefer the current evidence on conflict."),
+}
+
+
+def render(role: str, payload: dict) -> list[dict]:
+    task = _TASKS[role]
+    body = json.dumps(payload, ensure_ascii=False, indent=1, sort_keys=True)
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {"role": "user", "content": f"{task}\n\nINPUT:\n{body}"},
+    ]

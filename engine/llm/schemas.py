@@ -1,0 +1,53 @@
+"""JSON schemas of every LLM role's output.
+
+Field names follow the All-Mem paper (App. B.6, C.1) so recorded plans can be
+compared with the paper's. Every output is validated against these before use;
+anything that does not validate is a fail-closed no-op upstream.
+"""
+from __future__ import annotations
+
+_STR = {"type": "string"}
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_CONF = {"type": "number", "minimum": 0.0, "maximum": 1.0}
+
+
+def _obj(props: dict, required: list[str] | None = None) -> dict:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props) if required is None else required,
+        "additionalProperties": False,
+    }
+
+
+DESCRIPTOR = _obj({"summary": _STR, "keywords": _STR_LIST})
+
+DIAGNOSIS = _obj({
+    "split_tasks": {"type": "array", "items": _obj({"node_id": _STR, "reason": _STR, "confidence": _CONF})},
+    "merge_tasks": {"type": "array", "items": _obj({
+        "node_ids": {"type": "array", "items": _STR, "minItems": 2, "maxItems": 4},
+        "reason": _STR, "confidence": _CONF})},
+    "update_tasks": {"type": "array", "items": _obj({
+        "old_node_id": _STR, "new_node_id": _STR, "reason": _STR, "confidence": _CONF})},
+})
+
+SPLIT_PLAN = _obj({
+    "do_split": {"type": "boolean"},
+    "segments": {"type": "array", "items": _obj({
+        "segment_text": _STR, "segment_summary": _STR, "segment_keywords": _STR_LIST, "topic_label": _STR})},
+    "split_rationale": _STR,
+})
+
+MERGE_PLAN = _obj({"summary": _STR, "keywords": _STR_LIST, "salient_points": _STR_LIST})
+
+UPDATE_PLAN = _obj({
+    "updated_summary": _STR, "updated_keywords": _STR_LIST, "deprecations": _STR_LIST, "alignment_note": _STR})
+
+SCHEMAS: dict[str, dict] = {
+    "descriptor": DESCRIPTOR,
+    "diagnosis": DIAGNOSIS,
+    "split_plan": SPLIT_PLAN,
+    "merge_plan": MERGE_PLAN,
+    "update_plan": UPDATE_PLAN,
+}
+ROLES = tuple(SCHEMAS)

@@ -1,0 +1,104 @@
+"""Dataset files -> `Conversation`s, whatever the dataset's own layout.
+
+Callers pass a path; the format (LoCoMo JSON, LongMemEval JSON or JSONL) is
+recognised from the extension and content so the CLI and the workbench need
+no format flag. Every failure is a `LoaderError` naming file, record and field.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.conversation import Conversation
+from engine.loaders.errors import LoaderError, read_text
+from engine.loaders.jsonl import load_jsonl, looks_like_jsonl, parse_jsonl
+from engine.loaders.locomo import is_locomo, load_locomo, parse_locomo
+from engine.loaders.longmemeval import is_longmemeval, load_longmemeval, parse_longmemeval
+
+__all__ = [
+    "LoaderError",
+    "load_conversation",
+    "load_conversations",
+    "load_jsonl",
+    "load_locomo",
+    "load_longmemeval",
+]
+
+_JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+_MAX_LISTED_IDS = 20
+
+
+def load_conversations(path: str | Path) -> list[Conversation]:
+    """Load every conversation in a LoCoMo, LongMemEval or JSONL file."""
+    text = read_text(path)
+    if Path(path).suffix.lower() in _JSONL_SUFFIXES:
+        return parse_jsonl(text, path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if looks_like_jsonl(text):
+            return parse_jsonl(text, path)
+        if Path(path).suffix.lower() == ".json":
+            raise LoaderError(
+                path, f"not valid JSON: {exc.msg} (column {exc.colno})", record=f"line {exc.lineno}"
+            ) from exc
+        raise LoaderError(
+            path, "unknown format: not JSON (LoCoMo, LongMemEval) nor JSONL", record=f"line {exc.lineno}"
+        ) from exc
+    return _parse_json(data, path)
+
+
+def _parse_json(data: Any, path: str | Path) -> list[Conversation]:
+    """Pick the parser from the first item; a lone object is treated as a one-item list."""
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise LoaderError(
+            path,
+            "unknown format: expected a JSON list of LoCoMo samples or LongMemEval instances, "
+            f"got {type(data).__name__}",
+            record="top level",
+        )
+    if not items:
+        return []
+    first = items[0]
+    if is_locomo(first):
+        return parse_locomo(items, path)
+    if is_longmemeval(first):
+        return parse_longmemeval(items, path)
+    found = f"keys {sorted(first)[:8]}" if isinstance(first, dict) else f"a {type(first).__name__}"
+    raise LoaderError(
+        path,
+        "unknown format: expected LoCoMo (sample_id, conversation) or "
+        f"LongMemEval (question_id, haystack_sessions) items, found {found}",
+        record="item 0",
+    )
+
+
+def load_conversation(path: str | Path, conversation_id: str | None = None) -> Conversation:
+    """Load one conversation; the id may be omitted only when the file holds exactly one."""
+    conversations = load_conversations(path)
+    ids = [c.id for c in conversations]
+    if conversation_id is None:
+        if len(conversations) == 1:
+            return conversations[0]
+        problem = "file holds no conversations" if not conversations else (
+            f"file holds {len(conversations)} conversations; pass one of: {_listing(ids)}"
+        )
+        raise LoaderError(path, problem, field="conversation_id")
+    for conversation in conversations:
+        if conversation.id == conversation_id:
+            return conversation
+    raise LoaderError(
+        path,
+        f"no such conversation; available: {_listing(ids) or '(none)'}",
+        record=conversation_id,
+        field="conversation_id",
+    )
+
+
+def _listing(ids: list[str]) -> str:
+    """Comma-separated ids, truncated so a 500-instance file gives a readable message."""
+    shown = ", ".join(ids[:_MAX_LISTED_IDS])
+    hidden = len(ids) - _MAX_LISTED_IDS
+    return f"{shown}, ... ({hidden} more)" if hidden > 0 else shown

@@ -1,0 +1,175 @@
+"""Replay: load a conversation, step it into All-Mem turn by turn, and see what each turn caused."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from engine.allmem.settings import ABLATIONS, AllMemSettings
+from engine.loaders import LoaderError
+from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbench, list_conversations
+from workbench.replay_view import render_effects, transcript_html, turn_effects, when
+from workbench.state import get_workbench, header, new_embedder, set_workbench
+
+SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
+SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (All-Mem default)",
+             "every-N-turns": "Every N turns"}
+DEFAULTS = AllMemSettings()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _conversation_ids(path: str, mtime: float, size: int) -> list[str]:
+    """Conversation ids in a file; keyed by mtime and size so an edited file is read again."""
+    return list_conversations(Path(path))
+
+
+def _show_loader_error(err: LoaderError) -> None:
+    where = ", ".join(part for part in (f"record {err.record}" if err.record else "",
+                                        f"field '{err.field}'" if err.field else "") if part)
+    st.error(f"Could not load **{Path(err.path).name}**{f' ({where})' if where else ''}: {err.message}. "
+             "Nothing was changed: the conversation already loaded is still there.", icon="🚫")
+
+
+def _saved_upload(upload) -> Path:
+    """Uploaded bytes on disk under their own name (the loaders recognise the format by suffix)."""
+    root = Path(st.session_state.setdefault("replay_upload_dir", tempfile.mkdtemp(prefix="memwb-upload-")))
+    target = root / upload.file_id / Path(upload.name).name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(upload.getvalue())
+    return target
+
+
+def _source_path(kind: str) -> tuple[Path | None, str]:
+    """The file the chosen source points at (None if not usable yet) and a label for the header."""
+    if kind == "Bundled demo":
+        return DEMO_PATH, "bundled demo"
+    if kind == "Upload":
+        upload = st.file_uploader("Dataset file (LoCoMo / LongMemEval JSON or JSONL)", type=["json", "jsonl", "ndjson"],
+                                  key="replay_upload")
+        if upload is None:
+            return None, ""
+        if upload.size > UPLOAD_LIMIT_BYTES:
+            st.error(f"**{upload.name}** is {upload.size / 2**20:.1f} MB; uploads are limited to "
+                     f"{UPLOAD_LIMIT_BYTES / 2**20:.0f} MB. Put the file on disk and use a path source instead.",
+                     icon="🚫")
+            return None, ""
+        return _saved_upload(upload), f"upload: {upload.name}"
+    default = str(LOCOMO_PATH) if kind == "LoCoMo file" and LOCOMO_PATH.exists() else ""
+    text = st.text_input(f"{kind.split()[0]} file path", value=default, key=f"replay_path_{kind}",
+                         placeholder="/path/to/file.json" if kind == "LoCoMo file" else "/path/to/file.jsonl")
+    if not text.strip():
+        return None, ""
+    path = Path(text.strip()).expanduser()
+    if not path.is_file():
+        st.error(f"No file at `{path}`.", icon="🚫")
+        return None, ""
+    return path, path.name
+
+
+def _settings_form() -> tuple[str, dict]:
+    """Schedule string and engine settings from the widgets."""
+    c1, c2, c3 = st.columns([2, 2, 3])
+    c1.selectbox("Engine", ["All-Mem"], key="replay_engine", help="The engine the conversation is replayed into.")
+    choice = c2.selectbox("Consolidation schedule", list(SCHEDULES), format_func=SCHEDULES.get, key="replay_schedule")
+    schedule = choice
+    if choice == "every-N-turns":
+        n = c2.number_input("N (turns between runs)", min_value=1, max_value=500, value=10, key="replay_every_n")
+        schedule = f"every-{int(n)}-turns"
+    ablations = c3.multiselect("Ablations", list(ABLATIONS), key="replay_ablations",
+                               help="  \n".join(f"**{k}**: {v}" for k, v in ABLATIONS.items()))
+    c = st.columns(6)
+    k = c[0].number_input("Sources returned (k)", 1, 100, DEFAULTS.k, key="replay_k")
+    hops = c[1].number_input("Expansion hops", 0, 5, DEFAULTS.hops, key="replay_hops")
+    budget = c[2].number_input("Expansion budget (units)", 1, 500, DEFAULTS.budget, key="replay_budget")
+    theta = {op: c[3 + i].number_input(f"Gate θ {op}", 0.0, 1.0, DEFAULTS.theta[op], 0.05, key=f"replay_theta_{op}")
+             for i, op in enumerate(("split", "merge", "update"))}
+    return schedule, {"ablations": ablations, "k": int(k), "hops": int(hops), "budget": int(budget),
+                      "theta": {op: float(v) for op, v in theta.items()}}
+
+
+def loader() -> None:
+    """Source, conversation, engine and settings; Load replaces the session's workbench only on success."""
+    kind = st.radio("Source", SOURCES, horizontal=True, key="replay_source")
+    path, label = _source_path(kind)
+    ids: list[str] = []
+    if path is not None:
+        try:
+            stat = path.stat()
+            ids = _conversation_ids(str(path), stat.st_mtime, stat.st_size)
+        except LoaderError as err:
+            _show_loader_error(err)
+    conversation = st.selectbox("Conversation", ids, key=f"replay_conversation_{kind}", disabled=not ids,
+                                placeholder="choose a source first" if not ids else "choose")
+    schedule, settings = _settings_form()
+    if st.button("Load", type="primary", disabled=conversation is None, key="replay_load"):
+        try:
+            with st.spinner(f"Opening {conversation}…"):
+                wb = Workbench.open(path, conversation, label=label, schedule=schedule, settings=settings,
+                                    embedder=new_embedder())
+        except LoaderError as err:
+            _show_loader_error(err)
+            return
+        set_workbench(wb)
+        st.session_state["replay_flash"] = f"Loaded {conversation} from {label}: {wb.total_turns} turns."
+        st.rerun()
+
+
+# -- stepping (callbacks run before the page is drawn, so the header shows the new turn) ---------------------
+def _sync_targets() -> None:
+    wb = get_workbench()
+    st.session_state["replay_turn_target"] = wb.cursor
+    if wb.current_turn is not None:
+        st.session_state["replay_session_target"] = wb.current_turn.session
+
+
+def _do(action, *args) -> None:
+    action(*args)
+    _sync_targets()
+
+
+def stepping(wb: Workbench) -> None:
+    sessions = wb.conversation.sessions
+    turns = wb.conversation.turns
+    upcoming = turns[wb.cursor].session if wb.cursor < wb.total_turns else None
+    c = st.columns([1, 1, 2, 2, 3])
+    c[0].button("◀ Back", key="replay_back", on_click=_do, args=(wb.back,), disabled=wb.cursor == 0,
+                width="stretch", help="Cursor one turn back; the log is kept (the view becomes a fold of it).")
+    c[1].button("Next ▶", key="replay_next", on_click=_do, args=(wb.next,), type="primary",
+                disabled=wb.cursor >= wb.total_turns, width="stretch",
+                help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
+    c[2].button(f"⏭ Play to end of session {upcoming}" if upcoming else "⏭ Play to end of session",
+                key="replay_play", on_click=_do, args=(wb.play_to_session_end,), disabled=upcoming is None,
+                width="stretch")
+    st.session_state.setdefault("replay_turn_target", wb.cursor)
+    with c[3]:
+        t1, t2 = st.columns([3, 2], vertical_alignment="bottom")
+        target = t1.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target",
+                                 help="Turns seen after the jump (0 = before the first turn).")
+        t2.button("Go", key="replay_go_turn", on_click=_do, args=(wb.jump, int(target)), width="stretch")
+    with c[4]:
+        s1, s2 = st.columns([3, 2], vertical_alignment="bottom")
+        first = {s: next(t for t in turns if t.session == s) for s in sessions}
+        count = {s: sum(t.session == s for t in turns) for s in sessions}
+        if st.session_state.get("replay_session_target") not in sessions:
+            st.session_state["replay_session_target"] = wb.current_turn.session if wb.current_turn else sessions[0]
+        session = s1.selectbox("Jump to session", sessions, key="replay_session_target",
+                               format_func=lambda s: f"Session {s} · {when(first[s].time)[:10]} · {count[s]} turns")
+        s2.button("Go", key="replay_go_session", on_click=_do, args=(wb.jump_to_session, session), width="stretch")
+
+
+wb = get_workbench()
+header(wb)
+if "replay_flash" in st.session_state:
+    st.success(st.session_state.pop("replay_flash"))
+with st.expander("Source, conversation, engine and settings", expanded=False):
+    loader()
+stepping(wb)
+
+left, right = st.columns([5, 6], gap="large")
+with left:
+    st.subheader("Transcript")
+    st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.view.state))
+with right:
+    render_effects(wb, turn_effects(wb.view, wb.cursor, wb.last_ingest))

@@ -1,0 +1,171 @@
+"""Annotate: SCDS-style diagnostic cases over the loaded conversation, scored against the memory."""
+import html
+
+import streamlit as st
+
+from engine.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
+from workbench import annotate_view as av
+from workbench.state import get_workbench, header
+
+wb = get_workbench()
+header(wb)
+conv = wb.conversation
+store = av.annotation_store(wb)
+
+st.subheader("Annotate · SCDS diagnostic cases")
+st.caption("A case is a scenario cut out of this conversation: its turns get pointers `scenario_id:tNN`, and each "
+           "question names its gold evidence and its causal chain (`gold_causal_structure`). Every change is saved "
+           "to this session's database at once.")
+messages = st.container()
+av.show_flash(messages)
+
+cases = store.cases(conv.id)
+ids = [c.scenario_id for c in cases]
+av.keep_selection("annotate_case", ids)
+titles = {c.scenario_id: c.title for c in cases}
+
+bar = st.columns([4, 1, 1, 1], vertical_alignment="bottom")
+sid = bar[0].selectbox("Case", ids, key="annotate_case", placeholder="No cases yet",
+                       format_func=lambda s: f"{s} · {titles[s]}" if titles.get(s) else s)
+with bar[1].popover("New case", icon=":material/add:", width="stretch"):
+    st.text_input("scenario_id", key="annotate_new_id", placeholder="e.g. commute",
+                  help="Letters, digits, '_', '.', '-'; it prefixes every turn pointer and cannot change later.")
+    st.text_input("title", key="annotate_new_title")
+    st.button("Create case", key="annotate_create", on_click=av.create_case, args=(store, conv.id), type="primary")
+with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
+    upload = st.file_uploader("Cases JSON (format: engine/annotation.py)", type=["json"], key="annotate_upload")
+    demo = av.bundled_cases(wb)
+    if demo:
+        st.button("Load the bundled demo cases", key="annotate_demo", on_click=av.import_bundled,
+                  args=(store, demo, conv))
+if av.handle_upload(store, upload, conv):
+    st.rerun()
+bar[3].download_button("Export", data=export_json(cases, conv), file_name=f"{conv.id}-cases.json",
+                       mime="application/json", icon=":material/download:", disabled=not cases,
+                       width="stretch")
+
+if sid is None:
+    st.info("No cases for this conversation yet: create one with **New case**, or **Import** a cases file"
+            + (" (the bundled demo has two ready-made cases)." if av.bundled_cases(wb) else "."))
+    st.stop()
+
+case = next(c for c in cases if c.scenario_id == sid)
+head = st.columns([5, 1], vertical_alignment="bottom")
+title = head[0].text_input("Title", value=case.title, key=f"annotate_title|{sid}")
+if title != case.title:
+    case.title = title
+    store.save(case)
+with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
+    st.button(f"Delete case {sid} and its questions", key="annotate_delete_case", type="primary",
+              on_click=av.delete_case, args=(store, conv.id, sid))
+
+qkey = av.question_key(sid)
+av.keep_selection(qkey, [q.sample_id for q in case.questions])
+tab_annotate, tab_score = st.tabs(["Questions & evidence", "Score"])
+
+with tab_annotate:
+    qbar = st.columns([5, 1, 1], vertical_alignment="bottom")
+    sample = qbar[0].selectbox("Question", [q.sample_id for q in case.questions], key=qkey,
+                               format_func=lambda s: av.question_label(case.question(s)))
+    qbar[1].button("Add question", key="annotate_add_question", icon=":material/add:", width="stretch",
+                   on_click=av.add_question, args=(store, conv.id, sid))
+    qbar[2].button("Delete question", key="annotate_delete_question", icon=":material/delete:", width="stretch",
+                   disabled=sample is None,
+                   on_click=av.delete_question, args=(store, conv.id, sid, sample))
+    if sample is None:
+        st.info("This case has no questions: **Add question** to start annotating.")
+    else:
+        q = case.question(sample)
+        chain = q.gold_causal_structure
+        upper, lower = st.container(), st.container()
+
+        with lower:  # filled first: ticks from the last run are stored before the fields above show them
+            st.markdown("**Transcript** · tick *evidence* for `gold_evidence_keys`, *chain* for the causal "
+                        "chain's `supporting_evidence_keys`, *scenario* for context turns")
+            filt = st.columns([1, 3])
+            session = filt[0].selectbox("Session", [av.ALL_SESSIONS, *conv.sessions], key="annotate_session")
+            needle = filt[1].text_input("Find text", key="annotate_find", placeholder="word, speaker or turn id")
+            rows = av.filter_turns(conv, session, needle)
+            key = av.editor_key(case, q, session, needle)
+            if av.apply_pending_edits(case, q, rows, key):
+                store.save(case)
+                key = av.editor_key(case, q, session, needle)
+            st.data_editor(av.turn_table(case, q, rows), key=key, hide_index=True,
+                           disabled=av.READ_ONLY, column_config=av.TURN_COLUMNS,
+                           height=av.editor_height(len(rows)))
+            st.caption(f"{len(rows)} of {len(conv.turns)} turns shown · {len(case.turns)} in the scenario")
+
+        with upper:
+            field_key = f"annotate|{sid}|{sample}|"
+            left, right = st.columns(2, gap="large")
+            with left:
+                st.markdown(f"**Question** · `{html.escape(q.sample_id)}`")
+                query_text = st.text_area("query_text", value=q.query_text, key=field_key + "query_text",
+                                          height=68)
+                gold_answer = st.text_area("gold_answer", value=q.gold_answer, key=field_key + "gold_answer",
+                                           height=68)
+                pair = st.columns(2)
+                task_options = av.choices(TASK_TYPES, q.task_type)
+                task_type = pair[0].selectbox("task_type", task_options, index=task_options.index(q.task_type),
+                                              key=field_key + "task_type")
+                viewers = av.choices(["", *av.speakers(conv)], q.viewer_id)
+                viewer_id = pair[1].selectbox("viewer_id", viewers, index=viewers.index(q.viewer_id),
+                                              key=field_key + "viewer_id", format_func=lambda v: v or "(none)",
+                                              help="The participant who asks (whose view of memory is tested).")
+            with right:
+                st.markdown("**Causal chain** · `gold_causal_structure`")
+                pair = st.columns(2)
+                dependency_type = pair[0].selectbox("dependency_type", DEPENDENCY_TYPES,
+                                                    index=DEPENDENCY_TYPES.index(chain.dependency_type),
+                                                    key=field_key + "dependency_type")
+                local_id = pair[1].text_input("local_id", value=chain.local_id, key=field_key + "local_id")
+                attribution_target = st.text_input(
+                    "attribution_target", value=chain.attribution_target, key=field_key + "attribution_target",
+                    help="What the chain explains, usually the pointer of the effect turn (e.g. commute:t80).")
+                if av.update_question(case, q, query_text=query_text, gold_answer=gold_answer,
+                                      task_type=task_type, viewer_id=viewer_id, dependency_type=dependency_type,
+                                      local_id=local_id, attribution_target=attribution_target):
+                    store.save(case)
+                st.markdown(f"**Picked turns** · evidence {len(q.gold_evidence_keys)} · "
+                            f"chain {len(chain.supporting_evidence_keys)}")
+                picked = av.chosen_table(case, q, conv)
+                if picked.empty:
+                    st.caption("None yet: tick turns in the transcript below.")
+                else:
+                    st.dataframe(picked, hide_index=True)
+
+with tab_score:
+    if wb.cursor < wb.total_turns:
+        note = st.columns([4, 1], vertical_alignment="center")
+        note[0].warning(f"Memory holds {wb.cursor} of {wb.total_turns} turns (the cursor); later turns cannot be "
+                        "retrieved yet.")
+        if note[1].button("Ingest to the end", key="annotate_ingest", width="stretch"):
+            with st.spinner(f"Ingesting to turn {wb.total_turns}…"):
+                wb.jump(wb.total_turns)
+            st.rerun()
+    controls = st.columns([1, 1, 4], vertical_alignment="bottom")
+    k = controls[0].number_input("K (top-K turns)", min_value=1, max_value=50, value=5, key="annotate_k")
+    if controls[1].button("Score", key="annotate_score", type="primary", width="stretch"):
+        with st.spinner("Retrieving for every question…"):
+            st.session_state["annotate_scores"] = (sid, wb.cursor, av.score(wb, case, int(k)))
+    stored = st.session_state.get("annotate_scores")
+    if stored and stored[0] == sid:
+        _, turn, scores = stored
+        k_used = scores[0].k if scores else int(k)
+        st.caption(f"Scored at turn {turn} of {wb.total_turns}: All-Mem as of that turn, naive RAG over the same "
+                   f"{turn} raw turns. R@{k_used}: share of gold evidence turns in the top {k_used}; SCR@{k_used}: 1 "
+                   "if every turn of the causal chain is in the top K. Blank: not annotated.")
+        summary = summarize(scores)
+        tiles = st.columns(2 * len(av.RETRIEVERS))
+        for i, name in enumerate(av.RETRIEVERS):
+            result = summary.get(name, {})
+            tiles[2 * i].metric(f"{name} · mean R@{k_used}", av.fmt(result.get("recall")))
+            tiles[2 * i + 1].metric(f"{name} · mean SCR@{k_used}", av.fmt(result.get("scr")))
+        st.dataframe(av.score_table(case, scores), hide_index=True,
+                     column_config={c: st.column_config.NumberColumn(c, format="%.2f")
+                                    for c in av.score_columns(k_used)})
+        unscored = [q.sample_id for q in case.questions if not q.query_text.strip()]
+        if unscored:
+            st.caption(f"Not scored (no query_text): {', '.join(unscored)}")
+    else:
+        st.caption("Press **Score** to retrieve for every question of this case with All-Mem and naive RAG.")

@@ -1,0 +1,93 @@
+"""The `memwb` command-line contract, run as a user would (subprocess)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.loaders import load_conversation
+from tests.conftest import ROOT, locomo_or_skip
+
+DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
+
+
+def memwb(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=1200)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"memwb {args} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("cli") / "demo.sqlite"
+    out = memwb("replay", DEMO, "--db", db, "--quiet").stdout.strip()
+    assert out.startswith("turns=102 ") and "archived=" in out and "proposals applied=" in out
+    return db
+
+
+def test_retrieve_json_contract(demo_db):
+    res = json.loads(memwb("retrieve", "--db", demo_db, "--query", "How many half marathons has Maya run?",
+                           "--json").stdout)
+    assert set(res) >= {"source_ids", "units", "context", "stages"}
+    assert len(res["source_ids"]) == 5 and res["source_ids"][0] == "D5:4"
+    for u in res["units"]:
+        assert set(u) >= {"id", "visible", "score", "source_ids", "path"}
+        for hop in u["path"]:
+            assert set(hop) == {"from", "to", "type"}
+    archived = [u for u in res["units"] if not u["visible"]]
+    assert any(u["source_ids"] == ["D1:4"] and u["path"][-1]["type"] == "version" for u in archived)
+    assert set(res["stages"]) >= {"stage1_ms", "stage2_ms", "stage3_ms"}
+
+
+def test_retrieve_queries_file_keeps_ids(demo_db, tmp_path):
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text('{"id": "a", "query": "Where does Lena live?"}\n\n{"id": 7, "query": "kitten"}\n')
+    lines = memwb("retrieve", "--db", demo_db, "--queries", qfile, "--k", "3", "--json").stdout.splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["id"] for r in rows] == ["a", 7] and all(len(r["source_ids"]) == 3 for r in rows)
+
+
+def test_export_json(demo_db):
+    data = json.loads(memwb("export", "--db", demo_db, "--json").stdout)
+    conv = load_conversation(DEMO)
+    raws = {t.raw for t in conv.turns}
+    turn_units = [u for u in data["units"] if u["kind"] == "turn"]
+    assert len(turn_units) == 102 and {u["raw"] for u in turn_units} == raws   # evidence verbatim
+    assert all(set(u) == {"id", "visible", "kind", "raw", "summary", "keywords", "time", "source_ids"}
+               for u in data["units"])
+    assert {e["type"] for e in data["edges"]} >= {"temporal", "semantic", "version"}
+
+
+def test_clear_errors(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x1", "speaker": "A", "time": "2024-01-01", "session": "1"}\n')
+    proc = memwb("replay", bad, "--db", tmp_path / "x.sqlite", check=False)
+    assert proc.returncode == 2 and "bad.jsonl" in proc.stderr and "text" in proc.stderr
+    proc = memwb("retrieve", "--db", tmp_path / "missing.sqlite", "--query", "x", check=False)
+    assert proc.returncode == 2 and "no memory database" in proc.stderr
+    proc = memwb("replay", DEMO, "--db", tmp_path / "y.sqlite", "--consolidate", "sometimes", check=False)
+    assert proc.returncode == 2 and "every-3-sessions" in proc.stderr
+
+
+@pytest.mark.slow
+def test_locomo_end_to_end(tmp_path):
+    """Replay a LoCoMo dev conversation offline; answers carry the conversation's dia_ids."""
+    data = locomo_or_skip()
+    db = tmp_path / "c26.sqlite"
+    out = memwb("replay", data, "--conversation", "conv-26", "--db", db, "--quiet").stdout
+    conv = load_conversation(data, "conv-26")
+    assert out.startswith(f"turns={len(conv.turns)} ")
+    questions = [q for q in conv.questions if q.category in (1, 2, 3, 4)][:20]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("\n".join(json.dumps({"id": q.id, "query": q.question}) for q in questions))
+    rows = [json.loads(x) for x in memwb("retrieve", "--db", db, "--queries", qfile, "--json").stdout.splitlines()]
+    dia_ids = conv.turn_ids()
+    assert len(rows) == 20
+    for row, q in zip(rows, questions):
+        assert row["id"] == q.id and row["source_ids"] and set(row["source_ids"]) <= dia_ids
+    hits = sum(bool(set(r["source_ids"]) & set(q.evidence)) for r, q in zip(rows, questions))
+    assert hits >= 8, f"only {hits}/20 questions have gold evidence in the top 5"

@@ -1,0 +1,319 @@
+"""OpenAI backend against a real local HTTP server, plus record/replay.
+
+The server speaks the chat-completions wire format on 127.0.0.1, so these
+tests cover the real SDK, HTTP, timeouts and retries without any network.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from engine.llm import (
+    BACKENDS,
+    LLM,
+    LLMCall,
+    OpenAIBackend,
+    RecordedBackend,
+    dump_calls_jsonl,
+    load_calls_jsonl,
+    make_backend,
+    register_backend,
+)
+from engine.llm.schemas import SCHEMAS
+
+REPO = Path(__file__).resolve().parents[1]
+PAYLOAD = {"text": "Caroline: I went to the LGBTQ support group on 7 May 2023."}
+GOOD = {"summary": "Caroline attended an LGBTQ support group on 7 May 2023.",
+        "keywords": ["Caroline", "LGBTQ", "support group"]}
+
+
+@dataclass
+class Scripted:
+    status: int = 200
+    body: Any = None
+    delay: float = 0.0
+
+
+def completion(content: str | None, prompt_tokens: int = 42, completion_tokens: int = 17) -> dict:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": "fake-model-1",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def error_body(status: int) -> dict:
+    return {"error": {"message": f"scripted {status}", "type": "test", "code": None}}
+
+
+class FakeServer:
+    """Chat-completions server that answers from a per-test queue and keeps every request."""
+
+    def __init__(self) -> None:
+        self.queue: deque[Scripted] = deque()
+        self.requests: list[dict] = []
+        self.stopping = threading.Event()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def script(self, *items: Scripted) -> None:
+        self.queue.extend(items)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                                        "json": json.loads(body or b"{}")})
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": "not found"}})
+                step = server.queue.popleft() if server.queue else Scripted(500, {"error": {"message": "unscripted"}})
+                if step.delay and server.stopping.wait(step.delay):
+                    return
+                self._send(step.status, step.body)
+
+            def _send(self, status: int, body: Any) -> None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    with FakeServer() as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MEMWB_OPENAI_BASE_URL", "OPENAI_BASE_URL", "MEMWB_OPENAI_API_KEY", "OPENAI_API_KEY",
+                 "MEMWB_OPENAI_MODEL", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def backend(base_url: str, sleeps: list[float] | None = None, **kw: Any) -> OpenAIBackend:
+    kw.setdefault("max_retries", 2)
+    kw.setdefault("timeout", 5.0)
+    return OpenAIBackend("fake-model", base_url=base_url, api_key="test-key",
+                         sleep=(sleeps.append if sleeps is not None else lambda _s: None), **kw)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_valid_answer_is_parsed_validated_and_measured(server: FakeServer) -> None:
+    server.script(Scripted(200, completion(json.dumps(GOOD))))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+
+    assert call.ok, call.error
+    assert call.data == GOOD
+    assert call.backend == "openai" and call.model == "fake-model-1"
+    assert (call.prompt_tokens, call.completion_tokens) == (42, 17)
+    assert call.latency_ms > 0
+    assert len(server.requests) == 1
+    sent = server.requests[0]
+    assert sent["headers"]["authorization"] == "Bearer test-key"
+    body = sent["json"]
+    assert body["model"] == "fake-model"
+    assert body["temperature"] == 0
+    assert body["messages"] == call.prompt
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "descriptor", "schema": SCHEMAS["descriptor"], "strict": True}}
+
+
+def test_invalid_json_is_parse_fail(server: FakeServer) -> None:
+    server.script(Scripted(200, completion("Sure! Here is the summary: Caroline...")))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+    assert call.error_code == "JSON_PARSE_FAIL"
+    assert call.response.startswith("Sure!") and call.data is None
+
+
+def test_json_off_schema_is_schema_fail(server: FakeServer) -> None:
+    server.script(Scripted(200, completion(json.dumps({"summary": "x", "keywords": "not-a-list"}))))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+    assert call.error_code == "SCHEMA_FAIL"
+    assert "keywords" in call.error
+
+
+def test_empty_content_is_empty_response(server: FakeServer) -> None:
+    server.script(Scripted(200, completion(None)))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+    assert call.error_code == "EMPTY_RESPONSE"
+
+
+def test_non_json_body_is_bad_response(server: FakeServer) -> None:
+    server.script(Scripted(200, b"<html>proxy login</html>"))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+    assert call.error_code == "BAD_RESPONSE"
+    assert len(server.requests) == 1
+
+
+def test_rate_limit_is_retried(server: FakeServer) -> None:
+    sleeps: list[float] = []
+    server.script(Scripted(429, error_body(429)), Scripted(200, completion(json.dumps(GOOD))))
+    call = LLM(backend(server.base_url, sleeps)).call("descriptor", PAYLOAD)
+    assert call.ok, call.error
+    assert len(server.requests) == 2
+    assert sleeps == [pytest.approx(0.2)]
+
+
+def test_server_errors_exhaust_retries(server: FakeServer) -> None:
+    sleeps: list[float] = []
+    server.script(*[Scripted(500, error_body(500))] * 3)
+    call = LLM(backend(server.base_url, sleeps, max_retries=2)).call("descriptor", PAYLOAD)
+    assert call.error_code == "HTTP_500"
+    assert len(server.requests) == 3
+    assert sleeps == [pytest.approx(0.2), pytest.approx(0.4)]
+    assert server.base_url in call.error and "3 attempts" in call.error
+
+
+def test_client_error_is_not_retried(server: FakeServer) -> None:
+    server.script(Scripted(400, error_body(400)), Scripted(200, completion(json.dumps(GOOD))))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+    assert call.error_code == "HTTP_400"
+    assert len(server.requests) == 1
+    assert "1 attempt" in call.error
+
+
+def test_slow_server_times_out(server: FakeServer) -> None:
+    server.script(*[Scripted(200, completion(json.dumps(GOOD)), delay=3.0)] * 2)
+    call = LLM(backend(server.base_url, timeout=0.5, max_retries=1)).call("descriptor", PAYLOAD)
+    assert call.error_code == "TIMEOUT"
+    assert len(server.requests) == 2
+    assert call.latency_ms < 2900
+
+
+def test_connection_refused_is_network() -> None:
+    sleeps: list[float] = []
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+    call = LLM(backend(base_url, sleeps, max_retries=1)).call("descriptor", PAYLOAD)
+    assert call.error_code == "NETWORK"
+    assert base_url in call.error and "2 attempts" in call.error
+    assert len(sleeps) == 1
+
+
+def test_recorded_calls_replay_without_server(tmp_path: Path) -> None:
+    other = {"text": "Melanie: I painted a sunrise last week."}
+    records: list[LLMCall] = []
+    with FakeServer() as srv:
+        srv.script(Scripted(200, completion(json.dumps(GOOD))),
+                   Scripted(200, completion("not json")),
+                   Scripted(400, error_body(400)))
+        live = LLM(backend(srv.base_url), recorder=records.append)
+        originals = [live.call("descriptor", PAYLOAD), live.call("descriptor", other),
+                     live.call("merge_plan", {"sources": ["a", "b"]})]
+    assert [c.error_code for c in originals] == [None, "JSON_PARSE_FAIL", "HTTP_400"]
+
+    path = tmp_path / "calls" / "run.jsonl"
+    assert dump_calls_jsonl(records, path) == 3
+    for source in (records, [r.to_dict() for r in records], load_calls_jsonl(path)):
+        replay = LLM(RecordedBackend(source))
+        again = [replay.call("descriptor", PAYLOAD), replay.call("descriptor", other),
+                 replay.call("merge_plan", {"sources": ["a", "b"]})]
+        for before, after in zip(originals, again):
+            assert after.backend == "recorded"
+            assert (after.key, after.data, after.response, after.error_code, after.error,
+                    after.prompt_tokens, after.completion_tokens) == (
+                before.key, before.data, before.response, before.error_code, before.error,
+                before.prompt_tokens, before.completion_tokens)
+        assert [a.model for a in again[:2]] == [b.model for b in originals[:2]] == ["fake-model-1"] * 2
+
+    missing = LLM(RecordedBackend(records)).call("descriptor", {"text": "never asked"})
+    assert missing.error_code == "NOT_RECORDED"
+    assert "descriptor" in missing.error
+
+
+def test_last_recorded_call_wins() -> None:
+    first = LLM(RecordedBackend([])).call("descriptor", PAYLOAD)
+    older = LLMCall(**{**first.to_dict(), "response": json.dumps({"summary": "old", "keywords": []}),
+                       "error_code": None, "error": None})
+    newer = LLMCall(**{**older.to_dict(), "response": json.dumps(GOOD)})
+    assert LLM(RecordedBackend([older, newer])).call("descriptor", PAYLOAD).data == GOOD
+
+
+def test_settings_come_from_environment(monkeypatch: pytest.MonkeyPatch, server: FakeServer) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "generic-key")
+    monkeypatch.setenv("MEMWB_OPENAI_API_KEY", "memwb-key")
+    monkeypatch.setenv("MEMWB_OPENAI_MODEL", "env-model")
+    made = make_backend("openai", sleep=lambda _s: None)
+    assert isinstance(made, OpenAIBackend)
+    assert (made.model, made.timeout, made.max_retries) == ("env-model", 60.0, 3)
+    server.script(Scripted(200, completion(json.dumps(GOOD))))
+    assert LLM(made).call("descriptor", PAYLOAD).ok
+    sent = server.requests[0]
+    assert sent["headers"]["authorization"] == "Bearer memwb-key"
+    assert sent["json"]["model"] == "env-model"
+
+
+def test_missing_api_key_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="MEMWB_OPENAI_API_KEY"):
+        OpenAIBackend(base_url="http://127.0.0.1:9/v1")
+
+
+def test_registry(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"known backends: \['openai', 'recorded'"):
+        make_backend("no-such-backend")
+    path = tmp_path / "empty.jsonl"
+    dump_calls_jsonl([], path)
+    assert isinstance(make_backend("recorded", path=path), RecordedBackend)
+    assert isinstance(make_backend("recorded", calls=[]), RecordedBackend)
+    with pytest.raises(ValueError, match="already registered"):
+        register_backend("recorded", lambda **_: RecordedBackend([]))
+    try:
+        register_backend("echo-test", lambda **kw: RecordedBackend([], **kw))
+        assert make_backend("echo-test", model="m").model == "m"
+    finally:
+        BACKENDS.pop("echo-test", None)
+
+
+def test_import_does_not_need_openai() -> None:
+    code = ("import sys; import engine.llm as m; m.make_backend('recorded', calls=[]); "
+            "assert 'openai' not in sys.modules, 'openai imported eagerly'")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,46 @@
+"""The offline backend: deterministic, schema-valid, honest confidences."""
+from __future__ import annotations
+
+from engine.embedder import Embedder
+from engine.llm import LLM, make_backend
+
+
+def client():
+    return LLM(make_backend("offline", embedder=Embedder()))
+
+
+def node(i, raw, time="2024-01-01T10:00:00", speaker="Maya"):
+    return {"id": str(i), "raw": raw, "summary": raw, "keywords": [], "time": time, "speaker": speaker}
+
+
+def test_descriptor_is_extractive_and_dated():
+    call = client().call("descriptor", {"text": "Maya: I adopted a kitten named Miso from the shelter.",
+                                        "speaker": "Maya", "time": "2024-03-09T19:00:00"})
+    assert call.ok and call.data["summary"].startswith("Maya (9 March 2024): I adopted")
+    assert "Miso" in call.data["keywords"] and call.prompt_tokens > 0
+
+
+def test_diagnosis_confidences_are_scores_not_constants():
+    llm = client()
+    target = node(2, "Maya: I've run 4 half marathons so far now, all along the river.", "2024-05-01T10:00:00")
+    strong = llm.call("diagnosis", {"target": target, "context": [
+        node(1, "Maya: I've run 3 half marathons so far, all along the river.")]}).data
+    weak = llm.call("diagnosis", {"target": target, "context": [
+        node(1, "Maya: I ran 3 races in spring, mostly 10k ones near the park.")]}).data
+    s, w = strong["update_tasks"], weak["update_tasks"]
+    assert s and s[0]["new_node_id"] == "2" and s[0]["old_node_id"] == "1" and s[0]["confidence"] >= 0.9
+    assert not w or w[0]["confidence"] < s[0]["confidence"] - 0.1
+    other = llm.call("diagnosis", {"target": target, "context": [
+        node(1, "Jon: I've run 3 half marathons so far, all along the river.", speaker="Jon")]}).data
+    assert other["update_tasks"] == [] and other["merge_tasks"] == []   # different subject
+
+
+def test_split_plan_segments_are_exact_substrings():
+    raw = "Maya: The plumber fixed our kitchen sink today. Also, I started cello lessons with Mr. Okafor."
+    plan = client().call("split_plan", {"node_id": "1", "original_text": raw, "reason": "mixed"}).data
+    assert plan["do_split"] and len(plan["segments"]) == 2
+    assert all(s["segment_text"] in raw for s in plan["segments"])
+    narrative = "Maya: We drove to the coast on Friday night. It rained the whole way there, so we stopped."
+    plan = client().call("split_plan", {"node_id": "1", "original_text": narrative, "reason": "x"}).data
+    split = client().call("diagnosis", {"target": node(1, narrative), "context": []}).data["split_tasks"]
+    assert not split or split[0]["confidence"] < 0.9

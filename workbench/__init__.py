@@ -1,0 +1,1 @@
+"""Memory Workbench app: Streamlit presentation over the `engine` library."""

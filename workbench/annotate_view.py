@@ -1,0 +1,302 @@
+"""Helpers for the Annotate page: tables in, edits out, so the page stays layout.
+
+The transcript is a `st.data_editor` whose checkbox columns are the annotation.
+Each run applies the previous run's cell edits to the case, saves it and gives
+the editor a fresh key, so the table always shows what is stored (no stale
+edits replayed on top of a changed case).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from engine.annotation import AnnotationStore, Case, CaseQuestion, QuestionScore, Retriever, score_case
+from engine.baselines import NaiveRAG
+from engine.conversation import Conversation, Turn
+from engine.loaders import LoaderError
+from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
+
+DEMO_CASES = DEMO_PATH.with_name("cases.json")
+ALL_SESSIONS = "All sessions"
+RETRIEVERS = ("All-Mem", "Naive RAG")
+_CARRIED = "annotate_carried"
+_NONCE = "annotate_nonce"
+_ROW_PX = 35
+
+
+def annotation_store(wb: Workbench) -> AnnotationStore:
+    """Cases in the workbench's database.
+
+    An edit behind the log head branches into a new database that holds the log
+    only; the cases are carried over once from the database it branched from.
+    """
+    store = AnnotationStore(wb.engine.store.engine)
+    carried = st.session_state.setdefault(_CARRIED, set())
+    if wb.branches and str(wb.db_path) not in carried:
+        carried.add(str(wb.db_path))
+        if not store.cases(wb.conversation.id):
+            for older in reversed(wb.branches):
+                cases = AnnotationStore.at(older).cases(wb.conversation.id)
+                if cases:
+                    store.add_all(cases, older)
+                    break
+    return store
+
+
+def bundled_cases(wb: Workbench) -> Path | None:
+    """The demo's ready-made cases, offered only when the demo conversation is loaded."""
+    return DEMO_CASES if wb.source_path.resolve() == DEMO_PATH.resolve() and DEMO_CASES.is_file() else None
+
+
+def import_upload(store: AnnotationStore, name: str, data: bytes, conversation: Conversation):
+    """Import an uploaded cases file; raises LoaderError (file, record, field) and writes nothing then."""
+    if len(data) > UPLOAD_LIMIT_BYTES:
+        raise LoaderError(name, f"file is {len(data) / 2**20:.1f} MB; the limit is {UPLOAD_LIMIT_BYTES // 2**20} MB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LoaderError(name, f"not UTF-8 text: {exc}") from exc
+    return store.import_json(text, name, conversation)
+
+
+def speakers(conversation: Conversation) -> list[str]:
+    return list(conversation.speakers) or list(dict.fromkeys(t.speaker for t in conversation.turns))
+
+
+def question_label(q: CaseQuestion) -> str:
+    text = q.query_text.strip() or "(no query text yet)"
+    return f"{q.sample_id} · {text[:70]}"
+
+
+# -- the transcript editor -------------------------------------------------------------
+def filter_turns(conversation: Conversation, session: str, text: str) -> list[Turn]:
+    needle = text.strip().lower()
+    return [t for t in conversation.turns
+            if (session == ALL_SESSIONS or t.session == session)
+            and (not needle or needle in t.text.lower() or needle in t.speaker.lower() or needle == t.id.lower())]
+
+
+def editor_key(case: Case, question: CaseQuestion, session: str, text: str) -> str:
+    """Rows are positional, so the key changes with anything that changes which turn a row is."""
+    nonce = st.session_state.setdefault(_NONCE, 0)
+    return f"annotate-turns|{case.scenario_id}|{question.sample_id}|{session}|{text.strip()}|{nonce}"
+
+
+def apply_pending_edits(case: Case, question: CaseQuestion, rows: list[Turn], key: str) -> bool:
+    """Apply the cell edits the editor under `key` holds from the last run; True if the case changed."""
+    edits = (st.session_state.get(key) or {}).get("edited_rows") or {}
+    changed = False
+    for row, cells in edits.items():
+        turn = rows[int(row)]
+        if "in scenario" in cells:
+            if cells["in scenario"]:
+                case.include(turn)
+            else:
+                case.exclude(turn.id)
+            changed = True
+        for column, chain in (("evidence", False), ("chain", True)):
+            if column in cells:
+                case.mark(question.sample_id, turn, bool(cells[column]), chain=chain)
+                changed = True
+    if changed:
+        st.session_state[_NONCE] = st.session_state.get(_NONCE, 0) + 1
+    return changed
+
+
+def turn_table(case: Case, question: CaseQuestion, rows: list[Turn]) -> pd.DataFrame:
+    evidence = set(case.resolve(question.gold_evidence_keys))
+    chain = set(case.resolve(question.gold_causal_structure.supporting_evidence_keys))
+    return pd.DataFrame({
+        "in scenario": [case.pointer_of(t.id) is not None for t in rows],
+        "evidence": [t.id in evidence for t in rows],
+        "chain": [t.id in chain for t in rows],
+        "pointer": [case.pointer_of(t.id) or "" for t in rows],
+        "turn": [t.id for t in rows],
+        "date": [t.time[:10] for t in rows],
+        "speaker": [t.speaker for t in rows],
+        "text": [t.text for t in rows],
+    })
+
+
+TURN_COLUMNS = {
+    "in scenario": st.column_config.CheckboxColumn(
+        "scenario", width="small", help="Part of this case's scenario (gets a pointer scenario_id:tNN). "
+        "Unticking also removes the turn from every question's evidence and chain."),
+    "evidence": st.column_config.CheckboxColumn(
+        "evidence", width="small", help="gold_evidence_keys of the selected question"),
+    "chain": st.column_config.CheckboxColumn(
+        "chain", width="small", help="gold_causal_structure.supporting_evidence_keys of the selected question"),
+    "pointer": st.column_config.TextColumn("pointer", width="small"),
+    "turn": st.column_config.TextColumn("turn id", width="small"),
+    "date": st.column_config.TextColumn("date", width="small"),
+    "speaker": st.column_config.TextColumn("speaker", width="small"),
+    "text": st.column_config.TextColumn("text", width=900),
+}
+READ_ONLY = ["pointer", "turn", "date", "speaker", "text"]
+
+
+def editor_height(rows: int, cap: int = 40) -> int:
+    """Tall enough to show every row (up to `cap`), so ticking a box does not reset an inner scroll."""
+    return (min(max(rows, 1), cap) + 1) * _ROW_PX + 3
+
+
+def chosen_table(case: Case, question: CaseQuestion, conversation: Conversation) -> pd.DataFrame:
+    """The question's evidence and chain turns, for reading them together."""
+    by_id = {t.id: t for t in conversation.turns}
+    evidence = set(question.gold_evidence_keys)
+    chain = set(question.gold_causal_structure.supporting_evidence_keys)
+    rows = [(ct, by_id[ct.turn_id]) for ct in case.turns if ct.pointer in evidence | chain]
+    return pd.DataFrame({
+        "pointer": [ct.pointer for ct, _ in rows],
+        "turn id": [t.id for _, t in rows],
+        "role": [" + ".join(r for r, keys in (("evidence", evidence), ("chain", chain)) if ct.pointer in keys)
+                 for ct, _ in rows],
+        "speaker": [t.speaker for _, t in rows],
+        "text": [t.text for _, t in rows],
+    })
+
+
+# -- scoring ----------------------------------------------------------------------------
+def retrievers(wb: Workbench, k: int) -> dict[str, Retriever]:
+    """All-Mem as of the cursor, and naive RAG over the same turns, for a fair side by side."""
+    naive = NaiveRAG(wb.engine.embedder, wb.conversation.turns[:wb.cursor])
+    return {RETRIEVERS[0]: lambda q: wb.view.retrieve(q, k=k).source_ids,
+            RETRIEVERS[1]: lambda q: naive.source_ids(q, k)}
+
+
+def score(wb: Workbench, case: Case, k: int) -> list[QuestionScore]:
+    return score_case(case, retrievers(wb, k), k)
+
+
+def score_table(case: Case, scores: list[QuestionScore]) -> pd.DataFrame:
+    """One row per question, R@K and SCR per retriever side by side (blank where not annotated)."""
+    k = scores[0].k if scores else 0
+    by = {(s.sample_id, s.retriever): s for s in scores}
+    rows = []
+    for q in case.questions:
+        if (q.sample_id, RETRIEVERS[0]) not in by:
+            continue
+        row = {"sample_id": q.sample_id, "task_type": q.task_type, "query_text": q.query_text}
+        for name in RETRIEVERS:
+            s = by[(q.sample_id, name)]
+            recall, scr = score_columns(k, name)
+            row[recall], row[scr] = s.recall, s.scr
+            row[f"{name} missed"] = ", ".join(s.missed)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def score_columns(k: int, *names: str) -> list[str]:
+    """Column titles of the metric columns of `score_table` (all retrievers when none named)."""
+    return [f"{name} {metric}@{k}" for name in names or RETRIEVERS for metric in ("R", "SCR")]
+
+
+def fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+# -- edits from widgets ----------------------------------------------------------------------
+_CHAIN_FIELDS = ("dependency_type", "local_id", "attribution_target")
+
+
+def update_question(case: Case, question: CaseQuestion, **values: str) -> bool:
+    """Copy widget values onto the question (chain fields onto its causal structure); True if any differ."""
+    changed = False
+    for name, value in values.items():
+        target = question.gold_causal_structure if name in _CHAIN_FIELDS else question
+        if getattr(target, name) != value:
+            setattr(target, name, value)
+            changed = True
+    return changed
+
+
+def choices(options: tuple[str, ...] | list[str], current: str) -> list[str]:
+    """Known options plus the stored value, so an imported value outside the list still shows."""
+    return list(options) + ([current] if current not in options else [])
+
+
+def keep_selection(key: str, options: list[str]) -> None:
+    """Before a selectbox renders: fall back to the first option when the stored pick no longer exists."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[0] if options else None
+
+
+def flash(kind: str, text: str, detail: str = "") -> None:
+    """A message for the next run (callbacks run before the page, which shows it at the top)."""
+    st.session_state["annotate_flash"] = (kind, text, detail)
+
+
+def show_flash(where) -> None:
+    """Show the pending message; `detail` (file/record/field of an error) verbatim, not as markdown."""
+    kind, text, detail = st.session_state.pop("annotate_flash", (None, "", ""))
+    if kind == "error":
+        where.error(text, icon=":material/error:")
+    elif kind:
+        where.success(text, icon=":material/check_circle:")
+    if detail:
+        where.code(detail, language=None, wrap_lines=True)
+
+
+def create_case(store: AnnotationStore, conversation_id: str) -> None:
+    sid = st.session_state.get("annotate_new_id", "").strip()
+    title = st.session_state.get("annotate_new_title", "").strip()
+    if store.get(conversation_id, sid):
+        return flash("error", f"A case `{sid}` already exists; pick another scenario_id.")
+    try:
+        case = Case(scenario_id=sid, conversation_id=conversation_id, title=title)
+    except ValueError as exc:
+        return flash("error", str(exc))
+    case.add_question()
+    store.save(case)
+    st.session_state["annotate_case"] = sid
+    st.session_state["annotate_new_id"] = st.session_state["annotate_new_title"] = ""
+    flash("success", f"Created case `{sid}` with an empty question; tick turns in the transcript to add evidence.")
+
+
+def delete_case(store: AnnotationStore, conversation_id: str, scenario_id: str) -> None:
+    store.delete(conversation_id, scenario_id)
+    flash("success", f"Deleted case `{scenario_id}`.")
+
+
+def add_question(store: AnnotationStore, conversation_id: str, scenario_id: str) -> None:
+    case = store.get(conversation_id, scenario_id)
+    q = case.add_question()
+    store.save(case)
+    st.session_state[question_key(scenario_id)] = q.sample_id
+
+
+def delete_question(store: AnnotationStore, conversation_id: str, scenario_id: str, sample_id: str) -> None:
+    case = store.get(conversation_id, scenario_id)
+    case.remove_question(sample_id)
+    store.save(case)
+
+
+def question_key(scenario_id: str) -> str:
+    return f"annotate_question|{scenario_id}"
+
+
+def handle_upload(store: AnnotationStore, upload, conversation: Conversation) -> bool:
+    """Import an uploaded file once (the uploader keeps it across reruns); True if it was just imported."""
+    done = st.session_state.setdefault("annotate_uploads", set())
+    if upload is None or upload.file_id in done:
+        return False
+    done.add(upload.file_id)
+    report_import(lambda: import_upload(store, upload.name, upload.getvalue(), conversation))
+    return True
+
+
+def import_bundled(store: AnnotationStore, path: Path, conversation: Conversation) -> None:
+    report_import(lambda: store.import_json(path.read_text(encoding="utf-8"), path.name, conversation))
+
+
+def report_import(run) -> None:
+    """Run an import and leave its outcome for the page; a failure names file, record and field."""
+    try:
+        report = run()
+    except LoaderError as exc:
+        return flash("error", "Import failed: nothing was imported and the stored cases are unchanged.", str(exc))
+    if report.added:
+        st.session_state["annotate_case"] = report.added[0]
+    flash("success", f"Imported: {report.line()}.")

@@ -1,0 +1,429 @@
+"""The memory graph as a self-contained pyvis / vis-network HTML document.
+
+Used by every page that draws memory (graph, retrieval provenance, consolidation
+diffs), so it is plain Python over an engine `MemoryState` with no Streamlit.
+
+Encodings never rely on colour alone: visible units are filled dots, archived
+units are hollow grey squares with a dashed border and "[archived]" in their
+label; each edge type has its own colour *and* dash pattern; highlighted units
+get a thick ring and highlighted edges are drawn thick while the rest fade.
+
+The layout is fixed, not simulated: one row per session (top to bottom in time
+order) and, within a row, one column per distinct time. Units made by
+consolidation share their source's time and stack just below it. No physics
+means a 1,000-unit graph renders at once and a unit keeps its place when the
+graph is re-drawn at another turn, so two turns can be compared by eye.
+
+vis-network 9 shows string tooltips as plain text, so tooltips are sent as
+escaped HTML strings and turned into DOM elements in the page; every piece of
+conversation text is `html.escape`d before it gets there.
+"""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable
+
+import pyvis
+from pyvis.network import Network
+
+from engine.edge import EDGE_STYLE
+from engine.state import MemoryState
+from engine.unit import Unit, UnitKind
+
+_VIS_LIB = Path(pyvis.__file__).parent / "lib" / "vis-9.1.2"
+KIND_COLOR = {UnitKind.TURN: "#4e79a7", UnitKind.MERGED: "#f28e2b", UnitKind.SPLIT_PART: "#9467bd"}
+OTHER_KIND_COLOR = "#17becf"
+ARCHIVED_GREY = "#8c8c8c"
+RING_COLOR = "#e6a100"
+UNKNOWN_EDGE_STYLE = {"color": "#bcbd22", "dashes": [2, 4], "label": "other"}
+DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network, reused by the legend
+X_STEP, ROW_STEP, STACK_STEP = 120, 170, 55
+TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
+
+
+# -- selection ---------------------------------------------------------------------------
+@dataclass
+class Selection:
+    """Which units a drawing shows: `shown` after aggregation, out of `matched` that pass the filters."""
+
+    shown: list[int]
+    matched: int
+    pinned: set[int]
+
+    @property
+    def hidden(self) -> int:
+        return self.matched - len(self.shown)
+
+
+def session_order(state: MemoryState) -> dict[str, int]:
+    """Session label -> 1-based number in time order (numeric labels such as LoCoMo's keep their number)."""
+    first: dict[str, tuple[str, int]] = {}
+    for u in state.units.values():
+        key = (u.time, u.id)
+        if u.session not in first or key < first[u.session]:
+            first[u.session] = key
+    labels = list(first)
+    if labels and all(s.isdigit() for s in labels):
+        return {s: int(s) for s in labels}
+    return {s: i for i, s in enumerate(sorted(labels, key=first.__getitem__), start=1)}
+
+
+def matches(unit: Unit, text: str) -> bool:
+    """Case-insensitive search over raw evidence, summary, keywords and source ids."""
+    needle = text.strip().lower()
+    if not needle:
+        return True
+    haystack = " ".join([unit.raw, unit.summary, " ".join(unit.keywords), " ".join(unit.source_ids)])
+    return needle in haystack.lower()
+
+
+def select_units(state: MemoryState, *, edge_types: set[str] | None = None, visible_only: bool = False,
+                 sessions: tuple[int, int] | None = None, search: str = "", focus: Iterable[int] | None = None,
+                 pinned: Iterable[int] = (), max_nodes: int = 400) -> Selection:
+    """Apply the filters, then keep at most `max_nodes`: pinned and focus units first, then the most recent.
+
+    `pinned` units (highlights, provenance paths) are drawn whatever the filters say, so a path through
+    an archived unit stays visible with "visible only" on.
+    """
+    numbers = session_order(state)
+    pinned = {u for u in pinned if u in state.units}
+    focus_ids = {u for u in (focus or ()) if u in state.units}
+    candidates: Iterable[int] = state.units
+    if focus is not None:
+        candidates = focus_ids | {n for u in focus_ids for n in _neighbours(state, u, edge_types)}
+
+    def keep(uid: int) -> bool:
+        u = state.units[uid]
+        if visible_only and not u.visible:
+            return False
+        if sessions is not None and not sessions[0] <= numbers[u.session] <= sessions[1]:
+            return False
+        return matches(u, search)
+
+    passing = {uid for uid in candidates if keep(uid)} | focus_ids | pinned
+    must = focus_ids | pinned
+    if len(passing) <= max_nodes:
+        shown = passing
+    else:
+        recent = sorted(passing - must, key=lambda i: (state.units[i].created_turn, i), reverse=True)
+        shown = must | set(recent[: max(0, max_nodes - len(must))])
+    return Selection(shown=sorted(shown), matched=len(passing), pinned=must)
+
+
+def _neighbours(state: MemoryState, uid: int, edge_types: set[str] | None) -> set[int]:
+    edges = state.out_edges(uid) + state.in_edges(uid)
+    return {e.dst if e.src == uid else e.src for e in edges if edge_types is None or e.type in edge_types}
+
+
+# -- layout ----------------------------------------------------------------------------------
+def layout(state: MemoryState, ids: Iterable[int]) -> tuple[dict[int, tuple[int, int]], dict[str, int]]:
+    """Fixed positions: a row per session, a column per distinct time, stacked where units share a time.
+
+    Returns unit positions and the y of each session row that has units.
+    """
+    numbers = session_order(state)
+    by_session: dict[str, list[Unit]] = {}
+    for uid in ids:
+        u = state.units[uid]
+        by_session.setdefault(u.session, []).append(u)
+    rows = sorted(by_session, key=numbers.__getitem__)
+    positions: dict[int, tuple[int, int]] = {}
+    row_y: dict[str, int] = {}
+    y = 0
+    for session in rows:
+        units = sorted(by_session[session], key=lambda u: (u.time, u.id))
+        column = {t: i for i, t in enumerate(dict.fromkeys(u.time for u in units))}
+        stacked: dict[str, int] = {}
+        for u in units:
+            depth = stacked.get(u.time, 0)
+            stacked[u.time] = depth + 1
+            positions[u.id] = (column[u.time] * X_STEP + depth * 18, y + depth * STACK_STEP)
+        row_y[session] = y
+        y += ROW_STEP + (max(stacked.values()) - 1) * STACK_STEP
+    return positions, row_y
+
+
+# -- encodings ---------------------------------------------------------------------------------
+def edge_style(etype: str) -> dict:
+    return EDGE_STYLE.get(etype, UNKNOWN_EDGE_STYLE)
+
+
+def _dashes(style: dict) -> bool | list[int]:
+    return DASH_PATTERN if style["dashes"] is True else style["dashes"]
+
+
+def node_label(unit: Unit) -> str:
+    return unit.label if unit.visible else f"{unit.label} [archived]"
+
+
+def visibility_text(unit: Unit) -> str:
+    return "● visible" if unit.visible else "◌ archived"
+
+
+def unit_title(unit: Unit) -> str:
+    """Tooltip HTML for a unit; every field from the data is escaped."""
+    e = html.escape
+    raw = unit.raw if len(unit.raw) <= TEXT_LIMIT else unit.raw[:TEXT_LIMIT] + "…"
+    rows = [
+        f"<b>{e(unit.label)}</b> · {e(visibility_text(unit))} · {e(unit.kind)} · made by {e(unit.made_by)}",
+        f"<b>Time</b> {e(unit.time)} · <b>Session</b> {e(unit.session)} · <b>Created at turn</b> {unit.created_turn}",
+        f"<b>Source ids</b> {e(', '.join(unit.source_ids)) or '—'}",
+        f"<b>Raw evidence</b><br>{e(raw)}",
+        f"<b>Summary</b><br>{e(unit.summary)}",
+        f"<b>Keywords</b> {e(', '.join(unit.keywords)) or '—'}",
+    ]
+    return "<br>".join(rows)
+
+
+def edge_title(edge) -> str:
+    e = html.escape
+    conf = "" if edge.confidence is None else f" · cosine {edge.confidence:.3f}"
+    return (f"<b>{e(edge_style(edge.type)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
+            f"made by {e(str(edge.made_by))} at turn {edge.created_turn}{conf}")
+
+
+def _node_options(unit: Unit, ringed: bool) -> dict:
+    fill = KIND_COLOR.get(unit.kind, OTHER_KIND_COLOR)
+    ring = {"borderWidth": 5, "borderWidthSelected": 6} if ringed else {"borderWidth": 2}
+    if unit.visible:
+        return {"shape": "dot", "size": 14, "font": {"color": "#1a1a1a"},
+                "color": {"background": fill, "border": RING_COLOR if ringed else "#1a1a1a",
+                          "highlight": {"background": fill, "border": "#000000"}},
+                **ring}
+    return {"shape": "square", "size": 11, "font": {"color": "#6b6b6b"},
+            "shapeProperties": {"borderDashes": [4, 3]},
+            "color": {"background": "#ffffff", "border": RING_COLOR if ringed else ARCHIVED_GREY,
+                      "highlight": {"background": "#f2f2f2", "border": "#000000"}},
+            **ring}
+
+
+# -- the document --------------------------------------------------------------------------------
+def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int, int, str]] = (),
+                     highlight_units: Iterable[int] = (), edge_types: set[str] | None = None,
+                     visible_only: bool = False, sessions: tuple[int, int] | None = None, search: str = "",
+                     focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600) -> str:
+    """A full HTML document for `streamlit.components.v1.html(html, height=height_px + 20)`."""
+    path = {_stored_key(state, tuple(k)) for k in highlight_edges}
+    ringed = {u for u in highlight_units if u in state.units}
+    selection = select_units(state, edge_types=edge_types, visible_only=visible_only, sessions=sessions,
+                             search=search, focus=focus, max_nodes=max_nodes,
+                             pinned=ringed | {u for s, d, _ in path for u in (s, d)})
+    shown = set(selection.shown)
+    positions, row_y = layout(state, shown)
+    large = len(shown) > 150
+
+    net = Network(height=f"{height_px}px", width="100%", directed=True)
+    for session, y in row_y.items():
+        net.add_node(f"session:{session}", label=f"Session {session}", shape="text", x=-X_STEP * 1.4, y=y,
+                     font={"size": 16, "color": "#555555", "face": "sans-serif"}, physics=False)
+    for uid in selection.shown:
+        unit = state.units[uid]
+        x, y = positions[uid]
+        net.add_node(uid, label=node_label(unit), title=unit_title(unit), x=x, y=y, physics=False,
+                     **_node_options(unit, uid in ringed))
+    drawn = 0
+    for key, edge in state.edges.items():
+        on_path = key in path
+        if edge.src not in shown or edge.dst not in shown:
+            continue
+        if not on_path and edge_types is not None and edge.type not in edge_types:
+            continue
+        style = edge_style(edge.type)
+        faded = bool(path) and not on_path
+        net.add_edge(edge.src, edge.dst, title=edge_title(edge), dashes=_dashes(style),
+                     width=5 if on_path else 1.5,
+                     color={"color": style["color"], "opacity": 0.25 if faded else 0.9},
+                     smooth=False if large or edge.type == "temporal" else
+                     {"enabled": True, "type": "curvedCW", "roundness": 0.18})
+        drawn += 1
+    net.options = _options(large)
+    return _document(net, height_px, _summary_line(selection, drawn, max_nodes))
+
+
+def _stored_key(state: MemoryState, key: tuple[int, int, str]) -> tuple[int, int, str]:
+    """A path hop may walk an edge against its direction (e.g. from an archived unit to its representative)."""
+    src, dst, etype = key
+    return (dst, src, etype) if key not in state.edges and (dst, src, etype) in state.edges else key
+
+
+def _options(large: bool) -> dict:
+    return {
+        "physics": {"enabled": False},
+        "layout": {"improvedLayout": False},
+        "interaction": {"hover": True, "tooltipDelay": 150, "hideEdgesOnDrag": large,
+                        "multiselect": False, "navigationButtons": False},
+        "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}},
+        "nodes": {"font": {"size": 14, "face": "sans-serif"}},
+    }
+
+
+def _summary_line(selection: Selection, edges: int, max_nodes: int) -> str:
+    line = f"Showing {len(selection.shown):,} units and {edges:,} edges"
+    if selection.hidden:
+        return (f"{line} of {selection.matched:,} units that pass the filters: the {max_nodes:,} most recent "
+                f"plus highlighted and focused ones. {selection.hidden:,} hidden; narrow the session range, "
+                f"search for text or focus on a unit to see them.")
+    return f"{line}."
+
+
+def legend_html() -> str:
+    """Edge colour and dash per type, and the node encodings, as an HTML fragment."""
+    def line(style: dict) -> str:
+        dash = _dashes(style)
+        dasharray = f' stroke-dasharray="{",".join(map(str, dash))}"' if dash else ""
+        return (f'<svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" y2="5" '
+                f'stroke="{style["color"]}" stroke-width="2.5"{dasharray}/></svg>')
+
+    edges = "".join(f'<div class="lg-row">{line(s)}<span>{html.escape(s["label"])}</span></div>'
+                    for s in EDGE_STYLE.values())
+    kinds = "".join(
+        f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><circle cx="21" cy="8" r="6" '
+        f'fill="{color}" stroke="#1a1a1a" stroke-width="1.5"/></svg><span>visible {html.escape(kind)}</span></div>'
+        for kind, color in KIND_COLOR.items())
+    archived = (f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><rect x="15" y="2" '
+                f'width="12" height="12" fill="#ffffff" stroke="{ARCHIVED_GREY}" stroke-width="1.5" '
+                f'stroke-dasharray="3,2"/></svg><span>archived (hollow dashed square, label “[archived]”)</span></div>')
+    ring = (f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><circle cx="21" cy="8" r="6" '
+            f'fill="{KIND_COLOR[UnitKind.TURN]}" stroke="{RING_COLOR}" stroke-width="3.5"/></svg>'
+            f'<span>highlighted unit (thick ring)</span></div>'
+            f'<div class="lg-row"><svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" '
+            f'y2="5" stroke="#555" stroke-width="5"/></svg><span>highlighted edge (path)</span></div>')
+    return (f'<div class="mw-legend"><span class="lg-head">Edges</span>{edges}'
+            f'<span class="lg-head">Units</span>{kinds}{archived}{ring}</div>')
+
+
+_CSS = """
+html, body { margin: 0; font-family: sans-serif; font-size: 12px; color: #262730; }
+#wrap { display: flex; flex-direction: column; height: %(total)spx; }
+#graph { flex: 1 1 auto; min-height: 120px; border: 1px solid #d9d9d9; border-radius: 4px; background: #ffffff; }
+#summary { padding: 3px 2px 0; }
+.mw-legend { display: flex; flex-wrap: wrap; align-items: center; gap: 2px 14px; padding: 0 2px 4px; }
+.mw-legend .lg-head { font-weight: bold; }
+.mw-legend .lg-row { display: flex; align-items: center; gap: 4px; white-space: nowrap; }
+div.vis-tooltip { max-width: 460px; white-space: normal !important; font-family: sans-serif; font-size: 12px;
+                  line-height: 1.35; padding: 6px 8px; }
+"""
+
+_SCRIPT = """
+function asElement(markup) { var d = document.createElement('div'); d.innerHTML = markup; return d; }
+var nodeData = %(nodes)s, edgeData = %(edges)s;
+nodeData.forEach(function (n) { if (n.title) { n.title = asElement(n.title); } });
+edgeData.forEach(function (e) { if (e.title) { e.title = asElement(e.title); } });
+var network = new vis.Network(document.getElementById('graph'),
+    {nodes: new vis.DataSet(nodeData), edges: new vis.DataSet(edgeData)}, %(options)s);
+"""
+
+
+@lru_cache(maxsize=1)
+def _vis_assets() -> str:
+    """vis-network as shipped with pyvis, inlined so the graph works offline."""
+    css = (_VIS_LIB / "vis-network.css").read_text(encoding="utf-8")
+    js = (_VIS_LIB / "vis-network.min.js").read_text(encoding="utf-8")
+    return f"<style>{css}</style><script>{js}</script>"
+
+
+def _document(net: Network, height_px: int, summary: str) -> str:
+    nodes, edges, _, _, _, options = net.get_network_data()
+    script = _SCRIPT % {"nodes": _json(nodes), "edges": _json(edges), "options": options}
+    return (
+        f"<!DOCTYPE html><html><head><meta charset=\"utf-8\">{_vis_assets()}"
+        f"<style>{_CSS % {'total': height_px + 12}}</style></head><body><div id=\"wrap\">"
+        f"{legend_html()}<div id=\"graph\"></div><div id=\"summary\">{html.escape(summary)}</div></div>"
+        f"<script>{script}</script></body></html>"
+    )
+
+
+def _json(value) -> str:
+    """JSON safe to put inside a <script> element."""
+    return json.dumps(value).replace("</", "<\\/")
+
+
+# -- diffs ---------------------------------------------------------------------------------------
+def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:
+    """What changed between two states: units added/removed/archived/restored/re-described, edges, rewiring.
+
+    A rewired semantic edge is one redirected to a representative: p -> x removed, p -> r added, where
+    r now has a version edge to x (All-Mem's redirect-to-representative).
+    """
+    old_u, new_u = old_state.units, new_state.units
+    common = old_u.keys() & new_u.keys()
+    added_edges = sorted(new_state.edges.keys() - old_state.edges.keys())
+    removed_edges = sorted(old_state.edges.keys() - new_state.edges.keys())
+    added_semantic = {(s, d) for s, d, t in added_edges if t == "semantic"}
+    rewired = sorted((s, x, r) for s, x, t in removed_edges if t == "semantic"
+                     for r in new_state.inc(x, "version") if (s, r) in added_semantic)
+    return {
+        "added_units": sorted(new_u.keys() - old_u.keys()),
+        "removed_units": sorted(old_u.keys() - new_u.keys()),
+        "archived_units": sorted(u for u in common if old_u[u].visible and not new_u[u].visible),
+        "restored_units": sorted(u for u in common if not old_u[u].visible and new_u[u].visible),
+        "redescribed_units": sorted(u for u in common if (old_u[u].summary, old_u[u].keywords)
+                                    != (new_u[u].summary, new_u[u].keywords)),
+        "added_edges": added_edges,
+        "removed_edges": removed_edges,
+        "rewired": rewired,
+    }
+
+
+def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dict[str, list[dict]]:
+    """Table rows for a `diff_states` result, with the text a reader needs to recognise each unit."""
+    def unit_row(state: MemoryState, uid: int) -> dict:
+        u = state.units[uid]
+        return {"unit": u.label, "now": visibility_text(u), "kind": u.kind, "session": u.session,
+                "sources": ", ".join(u.source_ids), "made by": u.made_by, "summary": u.summary}
+
+    def label(uid: int) -> str:
+        return f"u{uid}"
+
+    def edge_row(key: tuple[int, int, str]) -> dict:
+        src, dst, etype = key
+        return {"type": edge_style(etype)["label"], "from": label(src), "to": label(dst)}
+
+    archived = [{**unit_row(new_state, u), "superseded by": ", ".join(map(label, sorted(new_state.inc(u, "version"))))
+                 or "—"} for u in diff["archived_units"]]
+    return {
+        "added": [unit_row(new_state, u) for u in diff["added_units"]],
+        "archived": archived,
+        "restored": [unit_row(new_state, u) for u in diff["restored_units"]],
+        "removed": [unit_row(old_state, u) for u in diff["removed_units"]],
+        "redescribed": [{**unit_row(new_state, u), "summary before": old_state.units[u].summary}
+                        for u in diff["redescribed_units"]],
+        "rewired": [{"from": label(s), "old target": label(x), "new target": label(r),
+                     "new target summary": new_state.units[r].summary} for s, x, r in diff["rewired"]],
+        "edges added": [edge_row(k) for k in diff["added_edges"]],
+        "edges removed": [edge_row(k) for k in diff["removed_edges"]],
+    }
+
+
+# -- one unit ----------------------------------------------------------------------------------
+def lineage(state: MemoryState, uid: int) -> dict[str, list[tuple[int, int]]]:
+    """Version edges walked both ways: (depth, unit) it supersedes (older) and that superseded it (newer)."""
+    def walk(step) -> list[tuple[int, int]]:
+        seen, frontier, out = {uid}, [uid], []
+        depth = 0
+        while frontier:
+            depth += 1
+            nxt = sorted({n for f in frontier for n in step(f, "version")} - seen)
+            seen.update(nxt)
+            out += [(depth, n) for n in nxt]
+            frontier = nxt
+        return out
+
+    return {"supersedes": walk(state.out), "superseded_by": walk(state.inc)}
+
+
+def edge_rows(state: MemoryState, uid: int) -> list[dict]:
+    """A unit's out- and in-edges with the unit at the other end."""
+    rows = []
+    for direction, edges in (("out →", state.out_edges(uid)), ("← in", state.in_edges(uid))):
+        for edge in sorted(edges, key=lambda e: (e.type, e.src, e.dst)):
+            other = state.units.get(edge.dst if direction == "out →" else edge.src)
+            rows.append({"direction": direction, "type": edge_style(edge.type)["label"],
+                         "other unit": other.label if other else "?", "other is": visibility_text(other) if other else "",
+                         "made by": edge.made_by, "cosine": edge.confidence, "created at turn": edge.created_turn,
+                         "other summary": other.summary if other else ""})
+    return rows
