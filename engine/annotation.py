@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import Engine, create_engine
 from sqlmodel import Field, Session, SQLModel, delete, func, select
@@ -232,7 +233,7 @@ class AnnotationStore:
             table.create(engine, checkfirst=True)
 
     @classmethod
-    def at(cls, target: str | Path) -> "AnnotationStore":
+    def at(cls, target: str | Path) -> AnnotationStore:
         """Open the cases of a database file or URL (e.g. a workbench's `db_path`)."""
         return cls(create_engine(database_url(target)))
 
@@ -272,7 +273,7 @@ class AnnotationStore:
 
     def add_all(self, cases: list[Case], source: str | Path = "cases") -> ImportReport:
         """Add new cases; identical ones are skipped, a differing case under a stored id is an error."""
-        added: list[str] = []
+        fresh: list[Case] = []
         unchanged: list[str] = []
         stored: dict[str, dict[str, Case]] = {}
         for i, case in enumerate(cases):
@@ -280,7 +281,7 @@ class AnnotationStore:
                 stored[case.conversation_id] = {c.scenario_id: c for c in self.cases(case.conversation_id)}
             old = stored[case.conversation_id].get(case.scenario_id)
             if old is None:
-                added.append(case.scenario_id)
+                fresh.append(case)
             elif old == case:
                 unchanged.append(case.scenario_id)
             else:
@@ -288,11 +289,10 @@ class AnnotationStore:
                                   "file (pointers included) or delete the stored case first",
                                   record=_case_record(i, case.scenario_id), field="scenario_id")
         with Session(self.engine) as s:
-            for case in cases:
-                if case.scenario_id in added:
-                    _write(s, case)
+            for case in fresh:
+                _write(s, case)
             s.commit()
-        return ImportReport(tuple(added), tuple(unchanged))
+        return ImportReport(tuple(c.scenario_id for c in fresh), tuple(unchanged))
 
 
 def _write(s: Session, case: Case) -> None:
@@ -386,11 +386,7 @@ def parse_document(data: Any, source: str | Path, conversation: Conversation) ->
     cases: list[Case] = []
     seen_samples: set[str] = set()
     for i, item in enumerate(items):
-        case = _parse_case(item, i, source, conversation, seen_samples)
-        if any(c.scenario_id == case.scenario_id for c in cases):
-            raise LoaderError(source, "duplicate scenario_id in this file",
-                              record=_case_record(i, case.scenario_id), field="scenario_id")
-        cases.append(case)
+        cases.append(_parse_case(item, i, source, conversation, {c.scenario_id for c in cases}, seen_samples))
     return cases
 
 
@@ -398,13 +394,16 @@ def _case_record(i: int, scenario_id: Any) -> str:
     return f"cases[{i}] {scenario_id!r}" if isinstance(scenario_id, str) else f"cases[{i}]"
 
 
-def _parse_case(item: Any, i: int, source, conversation: Conversation, seen_samples: set[str]) -> Case:
+def _parse_case(item: Any, i: int, source, conversation: Conversation, seen_cases: set[str],
+                seen_samples: set[str]) -> Case:
     record = _case_record(i, item.get("scenario_id") if isinstance(item, dict) else None)
     obj = check(item, dict, path=source, record=record)
     sid = require(obj, "scenario_id", str, path=source, record=record)
     if not SCENARIO_ID.fullmatch(sid):
         raise LoaderError(source, "use letters, digits, '_', '.' or '-' (it prefixes every pointer)",
                           record=record, field="scenario_id")
+    if sid in seen_cases:
+        raise LoaderError(source, "duplicate scenario_id in this file", record=record, field="scenario_id")
     case = Case(scenario_id=sid, conversation_id=conversation.id,
                 title=optional(obj, "title", str, path=source, record=record) or "")
     by_id = {t.id: t for t in conversation.turns}
@@ -430,16 +429,11 @@ def _parse_case(item: Any, i: int, source, conversation: Conversation, seen_samp
         case.turns.append(CaseTurn(pointer, turn_id))
     pointers = {t.pointer for t in case.turns}
     for j, raw in enumerate(require(obj, "questions", list, path=source, record=record)):
-        q = _parse_question(raw, f"{record} / questions[{j}]", source, pointers)
-        if q.sample_id in seen_samples:
-            raise LoaderError(source, "duplicate sample_id in this file",
-                              record=f"{record} / questions[{j}]", field="sample_id")
-        seen_samples.add(q.sample_id)
-        case.questions.append(q)
+        case.questions.append(_parse_question(raw, f"{record} / questions[{j}]", source, pointers, seen_samples))
     return case
 
 
-def _parse_question(raw: Any, record: str, source, pointers: set[str]) -> CaseQuestion:
+def _parse_question(raw: Any, record: str, source, pointers: set[str], seen_samples: set[str]) -> CaseQuestion:
     sample = raw.get("sample_id") if isinstance(raw, dict) else None
     if isinstance(sample, str):
         record = f"{record} {sample!r}"
@@ -451,6 +445,9 @@ def _parse_question(raw: Any, record: str, source, pointers: set[str]) -> CaseQu
     sample_id = require(q, "sample_id", str, path=source, record=record)
     if not sample_id.strip():
         raise LoaderError(source, "empty", record=record, field="sample_id")
+    if sample_id in seen_samples:
+        raise LoaderError(source, "duplicate sample_id in this file", record=record, field="sample_id")
+    seen_samples.add(sample_id)
     chain_raw = optional(q, "gold_causal_structure", dict, path=source, record=record) or {}
     chain_rec = f"{record} / gold_causal_structure"
     dependency = optional(chain_raw, "dependency_type", str, path=source, record=chain_rec) or "CAUSAL_FOLLOW"
@@ -517,7 +514,7 @@ def score_case(case: Case, retrievers: dict[str, Retriever], k: int = 5) -> list
 
 
 def summarize(scores: Iterable[QuestionScore]) -> dict[str, dict[str, float | int | None]]:
-    """Mean R@K and SCR per retriever, over the questions where each is defined."""
+    """Mean R@K and SCR per retriever, each over the questions where it is defined (counts alongside)."""
     grouped: dict[str, list[QuestionScore]] = {}
     for s in scores:
         grouped.setdefault(s.retriever, []).append(s)
@@ -526,6 +523,6 @@ def summarize(scores: Iterable[QuestionScore]) -> dict[str, dict[str, float | in
         recalls = [s.recall for s in group if s.recall is not None]
         scrs = [s.scr for s in group if s.scr is not None]
         out[name] = {"questions": len(group),
-                     "recall": sum(recalls) / len(recalls) if recalls else None,
-                     "scr": sum(scrs) / len(scrs) if scrs else None}
+                     "recall": sum(recalls) / len(recalls) if recalls else None, "recall_n": len(recalls),
+                     "scr": sum(scrs) / len(scrs) if scrs else None, "scr_n": len(scrs)}
     return out

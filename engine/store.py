@@ -207,7 +207,21 @@ class Store:
         with Session(self.engine) as s:
             rows = list(s.exec(select(EmbeddingRow)))
         other.put_embeddings({r.key: np.frombuffer(r.vector, dtype=np.float32) for r in rows})
+        self._copy_side_tables(other)
         return other
+
+    def _copy_side_tables(self, other: "Store") -> None:
+        """Carry tables that are not part of the fold (annotations and the like) into a branch."""
+        core = {OpRow.__tablename__, UnitRow.__tablename__, EdgeRow.__tablename__, ProposalRow.__tablename__,
+                EventRow.__tablename__, EmbeddingRow.__tablename__, MetaRow.__tablename__}
+        SQLModel.metadata.create_all(other.engine)
+        with self.engine.connect() as src, other.engine.begin() as dst:
+            for table in SQLModel.metadata.sorted_tables:
+                if table.name in core:
+                    continue
+                rows = [dict(r._mapping) for r in src.execute(table.select())]
+                if rows:
+                    dst.execute(table.insert(), rows)
 
     # -- materialized tables ---------------------------------------------------
     def _materialize(self, s: Session, ops: list[OpRecord], state: MemoryState) -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 from engine.allmem.settings import ABLATIONS, AllMemSettings
 from engine.loaders import LoaderError
 from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbench, list_conversations
-from workbench.replay_view import render_effects, transcript_html, turn_effects, when
+from workbench.replay_view import render_effects, transcript_html, turn_effects
 from workbench.state import get_workbench, header, new_embedder, set_workbench
 
 SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
@@ -28,7 +28,7 @@ def _show_loader_error(err: LoaderError) -> None:
     where = ", ".join(part for part in (f"record {err.record}" if err.record else "",
                                         f"field '{err.field}'" if err.field else "") if part)
     st.error(f"Could not load **{Path(err.path).name}**{f' ({where})' if where else ''}: {err.message}. "
-             "Nothing was changed: the conversation already loaded is still there.", icon="🚫")
+             "Nothing was changed: the conversation already loaded is still there.", icon=":material/error:")
 
 
 def _saved_upload(upload) -> Path:
@@ -53,7 +53,7 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
         if upload.size > UPLOAD_LIMIT_BYTES:
             st.error(f"**{upload.name}** is {upload.size / 2**20:.1f} MB; uploads are limited to "
                      f"{UPLOAD_LIMIT_BYTES / 2**20:.0f} MB. Put the file on disk and use a path source instead.",
-                     icon="🚫")
+                     icon=":material/error:")
             return None, ""
         return _saved_upload(upload), f"upload: {upload.name}"
     default = str(LOCOMO_PATH) if kind == "LoCoMo file" and LOCOMO_PATH.exists() else ""
@@ -63,7 +63,7 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
         return None, ""
     path = Path(text.strip()).expanduser()
     if not path.is_file():
-        st.error(f"No file at `{path}`.", icon="🚫")
+        st.error(f"No file at `{path}`.", icon=":material/error:")
         return None, ""
     return path, path.name
 
@@ -100,8 +100,8 @@ def loader() -> None:
             ids = _conversation_ids(str(path), stat.st_mtime, stat.st_size)
         except LoaderError as err:
             _show_loader_error(err)
-    conversation = st.selectbox("Conversation", ids, key=f"replay_conversation_{kind}", disabled=not ids,
-                                placeholder="choose a source first" if not ids else "choose")
+    conversation = st.selectbox("Conversation", ids, key=f"replay_conversation:{path}", disabled=not ids,
+                                placeholder="choose a readable source first")
     schedule, settings = _settings_form()
     if st.button("Load", type="primary", disabled=conversation is None, key="replay_load"):
         try:
@@ -112,20 +112,27 @@ def loader() -> None:
             _show_loader_error(err)
             return
         set_workbench(wb)
+        _sync_targets()
         st.session_state["replay_flash"] = f"Loaded {conversation} from {label}: {wb.total_turns} turns."
         st.rerun()
 
 
 # -- stepping (callbacks run before the page is drawn, so the header shows the new turn) ---------------------
 def _sync_targets() -> None:
+    """Point the jump widgets at the cursor (after a step, or a new conversation with other bounds)."""
     wb = get_workbench()
     st.session_state["replay_turn_target"] = wb.cursor
-    if wb.current_turn is not None:
-        st.session_state["replay_session_target"] = wb.current_turn.session
+    st.session_state["replay_session_target"] = (wb.current_turn or wb.conversation.turns[0]).session
 
 
-def _do(action, *args) -> None:
-    action(*args)
+def _do(action: str) -> None:
+    """Run a stepping action; jump targets are read from their widgets when the button is pressed."""
+    wb = get_workbench()
+    steps = {"next": wb.next, "back": wb.back, "play": wb.play_to_session_end,
+             "turn": lambda: wb.jump(int(st.session_state["replay_turn_target"])),
+             "session": lambda: wb.jump_to_session(st.session_state["replay_session_target"])}
+    with st.spinner("Stepping through the conversation…"):
+        steps[action]()
     _sync_targets()
 
 
@@ -133,30 +140,31 @@ def stepping(wb: Workbench) -> None:
     sessions = wb.conversation.sessions
     turns = wb.conversation.turns
     upcoming = turns[wb.cursor].session if wb.cursor < wb.total_turns else None
-    c = st.columns([1, 1, 2, 2, 3])
-    c[0].button("◀ Back", key="replay_back", on_click=_do, args=(wb.back,), disabled=wb.cursor == 0,
+    c = st.columns([2, 2, 4, 4, 6])
+    c[0].button("◀ Back", key="replay_back", on_click=_do, args=("back",), disabled=wb.cursor == 0,
                 width="stretch", help="Cursor one turn back; the log is kept (the view becomes a fold of it).")
-    c[1].button("Next ▶", key="replay_next", on_click=_do, args=(wb.next,), type="primary",
+    c[1].button("Next ▶", key="replay_next", on_click=_do, args=("next",), type="primary",
                 disabled=wb.cursor >= wb.total_turns, width="stretch",
                 help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
-    c[2].button(f"⏭ Play to end of session {upcoming}" if upcoming else "⏭ Play to end of session",
-                key="replay_play", on_click=_do, args=(wb.play_to_session_end,), disabled=upcoming is None,
+    c[2].button(f"▶▶ Play to end of session {upcoming}" if upcoming else "▶▶ Play to end of session",
+                key="replay_play", on_click=_do, args=("play",), disabled=upcoming is None,
                 width="stretch")
-    st.session_state.setdefault("replay_turn_target", wb.cursor)
+    if not 0 <= st.session_state.get("replay_turn_target", -1) <= wb.total_turns:
+        st.session_state["replay_turn_target"] = wb.cursor
     with c[3]:
-        t1, t2 = st.columns([3, 2], vertical_alignment="bottom")
-        target = t1.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target",
-                                 help="Turns seen after the jump (0 = before the first turn).")
-        t2.button("Go", key="replay_go_turn", on_click=_do, args=(wb.jump, int(target)), width="stretch")
+        t1, t2 = st.columns([5, 2], vertical_alignment="bottom")
+        t1.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target",
+                        help="Turns seen after the jump (0 = before the first turn).")
+        t2.button("Go", key="replay_go_turn", on_click=_do, args=("turn",), width="stretch")
     with c[4]:
-        s1, s2 = st.columns([3, 2], vertical_alignment="bottom")
+        s1, s2 = st.columns([4, 1], vertical_alignment="bottom")
         first = {s: next(t for t in turns if t.session == s) for s in sessions}
         count = {s: sum(t.session == s for t in turns) for s in sessions}
         if st.session_state.get("replay_session_target") not in sessions:
-            st.session_state["replay_session_target"] = wb.current_turn.session if wb.current_turn else sessions[0]
-        session = s1.selectbox("Jump to session", sessions, key="replay_session_target",
-                               format_func=lambda s: f"Session {s} · {when(first[s].time)[:10]} · {count[s]} turns")
-        s2.button("Go", key="replay_go_session", on_click=_do, args=(wb.jump_to_session, session), width="stretch")
+            st.session_state["replay_session_target"] = (wb.current_turn or turns[0]).session
+        s1.selectbox("Jump to session", sessions, key="replay_session_target",
+                     format_func=lambda s: f"Session {s} ({first[s].time[:10]}, {count[s]} turns)")
+        s2.button("Go", key="replay_go_session", on_click=_do, args=("session",), width="stretch")
 
 
 wb = get_workbench()
@@ -170,6 +178,6 @@ stepping(wb)
 left, right = st.columns([5, 6], gap="large")
 with left:
     st.subheader("Transcript")
-    st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.view.state))
+    st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.head, wb.view.state))
 with right:
     render_effects(wb, turn_effects(wb.view, wb.cursor, wb.last_ingest))

@@ -7,8 +7,17 @@ import streamlit.components.v1 as components
 
 from engine.edge import EDGE_STYLE
 from engine.state import MemoryState
-from workbench.graph_view import (build_graph_html, diff_rows, diff_states, edge_rows, edge_style, lineage,
-                                  select_units, session_order, visibility_text)
+from workbench.graph_view import (
+    build_graph_html,
+    diff_rows,
+    diff_states,
+    edge_rows,
+    edge_style,
+    lineage,
+    select_units,
+    session_order,
+    visibility_text,
+)
 from workbench.model import Workbench
 from workbench.state import get_workbench, header
 
@@ -47,53 +56,53 @@ def _in_range(low: int, high: int):
     return lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and low <= v[0] <= v[1] <= high
 
 
-def time_travel(wb: Workbench) -> int:
+def time_travel(wb: Workbench, where) -> int:
     """The turn the graph is drawn at; follows the Replay cursor until the slider is moved."""
     seen = (str(wb.db_path), wb.cursor)
     if st.session_state.get("graph_followed") != seen or st.session_state.get("graph_turn", 0) > wb.head:
         st.session_state["graph_turn"], st.session_state["graph_followed"] = wb.cursor, seen
-    turn = st.slider("Graph as of turn", 0, wb.head, key="graph_turn",
-                     help="Time travel: memory folded from the log up to this turn (the Replay cursor by default).")
+    turn = where.slider("Graph as of turn", 0, wb.head, key="graph_turn",
+                        help="Time travel: memory folded from the log up to this turn (the Replay cursor by default).")
     if turn != wb.cursor:
-        st.caption(f"Showing memory as of turn {turn}; the Replay cursor is at turn {wb.cursor}.")
+        where.caption(f"Showing memory as of turn {turn}; the Replay cursor is at turn {wb.cursor}.")
     return turn
 
 
-def filters(state: MemoryState) -> dict:
-    """Filter widgets; returns keyword arguments for `build_graph_html`."""
-    counts = state.edge_counts()
-    types = list(EDGE_STYLE) + sorted(set(counts) - set(EDGE_STYLE))
+def session_range(state: MemoryState, where) -> tuple[int, int] | None:
     numbers = session_order(state)
     by_number = {n: s for s, n in numbers.items()}
-    c = st.columns([3, 3, 2, 2])
-    shown_types = c[0].multiselect("Edge types", types, default=types, key="graph_edge_types",
-                                   format_func=lambda t: f"{edge_style(t)['label']} · {counts.get(t, 0)}")
-    search = c[1].text_input("Search text", key="graph_search", placeholder="raw, summary, keywords or D5:4")
-    visible_only = c[2].toggle("Visible only", key="graph_visible_only", help="Hide archived units.")
-    max_nodes = c[3].number_input("Max units drawn", 50, 3000, 400, 50, key="graph_max_nodes",
-                                  help="Above this, the most recent units are drawn and the rest counted as hidden.")
-    sessions = None
     ordered = sorted(by_number)
-    if len(ordered) > 1:
-        _keep_valid("graph_sessions", lambda v: _in_range(ordered[0], ordered[-1])(v) and set(v) <= set(ordered),
-                    (ordered[0], ordered[-1]))
-        sessions = st.select_slider("Sessions", ordered, key="graph_sessions",
-                                    format_func=lambda n: f"Session {by_number[n]}")
-    return {"edge_types": set(shown_types), "visible_only": visible_only, "sessions": sessions,
-            "search": search, "max_nodes": int(max_nodes)}
-
-
-def unit_picker(wb: Workbench, state: MemoryState) -> int | None:
-    ids = sorted(state.units)
-    if not ids:
+    if len(ordered) < 2:
         return None
-    current = state.turn_units.get(wb.current_turn.id) if wb.current_turn else None
-    _keep_valid("graph_unit", state.units.__contains__, current if current in state.units else ids[-1])
-    c1, c2 = st.columns([5, 2], vertical_alignment="bottom")
-    uid = c1.selectbox("Inspect unit (ringed on the graph)", ids, key="graph_unit", format_func=lambda i: (
-        f"{state.units[i].label} · {visibility_text(state.units[i])} · {state.units[i].summary[:90]}"))
-    c2.toggle("Focus on it and its neighbours", key="graph_focus")
-    return uid
+    _keep_valid("graph_sessions", lambda v: _in_range(ordered[0], ordered[-1])(v) and set(v) <= set(ordered),
+                (ordered[0], ordered[-1]))
+    return where.select_slider("Sessions", ordered, key="graph_sessions",
+                               format_func=lambda n: f"Session {by_number[n]}")
+
+
+def controls(wb: Workbench, state: MemoryState) -> tuple[dict, int | None]:
+    """Filter widgets and the inspected unit: keyword arguments for `build_graph_html` and the unit id."""
+    counts = state.edge_counts()
+    types = list(EDGE_STYLE) + sorted(set(counts) - set(EDGE_STYLE))
+    c = st.columns([7, 2, 2], vertical_alignment="bottom")
+    shown_types = c[0].pills("Edge types", types, selection_mode="multi", default=types, key="graph_edge_types",
+                             format_func=lambda t: f"{edge_style(t)['label']} · {counts.get(t, 0)}")
+    visible_only = c[1].toggle("Visible only", key="graph_visible_only", help="Hide archived units.")
+    max_nodes = c[2].number_input("Max units drawn", 50, 3000, 400, 50, key="graph_max_nodes",
+                                  help="Above this, the most recent units are drawn and the rest counted as hidden.")
+    c = st.columns([3, 6, 3], vertical_alignment="bottom")
+    search = c[0].text_input("Search text", key="graph_search", placeholder="raw, summary, keywords or D5:4",
+                             help="Case-insensitive; draws only the units whose text matches.")
+    uid = None
+    if state.units:
+        current = state.turn_units.get(wb.current_turn.id) if wb.current_turn else None
+        _keep_valid("graph_unit", state.units.__contains__, current if current in state.units else max(state.units))
+        uid = c[1].selectbox("Inspect unit (ringed on the graph)", sorted(state.units), key="graph_unit",
+                             format_func=lambda i: f"{state.units[i].label} · {visibility_text(state.units[i])} · "
+                                                   f"{state.units[i].summary[:90]}")
+        c[2].toggle("Focus on it and its neighbours", key="graph_focus")
+    return {"edge_types": set(shown_types), "visible_only": visible_only, "search": search,
+            "max_nodes": int(max_nodes)}, uid
 
 
 def unit_detail(state: MemoryState, uid: int) -> None:
@@ -121,19 +130,19 @@ def unit_detail(state: MemoryState, uid: int) -> None:
     st.markdown(f"**Edges** · {sum(r['direction'] == 'out →' for r in edges)} out, "
                 f"{sum(r['direction'] == '← in' for r in edges)} in")
     if edges:
-        st.dataframe(pd.DataFrame(edges), hide_index=True, width="stretch",
-                     column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+        st.dataframe(pd.DataFrame(edges), hide_index=True, width="stretch")
 
 
 def diff_panel(wb: Workbench) -> None:
     _keep_valid("graph_diff", _in_range(0, wb.head), (max(0, wb.cursor - 1), wb.cursor))
     first, last = st.slider("Diff between turns", 0, wb.head, key="graph_diff",
                             help="What changed in memory from the first turn to the second (ingests and runs).")
+    st.toggle("Ring the units added or archived in this diff on the graph", key="graph_ring_diff")
     old, new = state_at(wb, first), state_at(wb, last)
     diff = diff_states(old, new)
     rows = diff_rows(diff, old, new)
     labels = {"added": "Units added", "archived": "Archived", "restored": "Restored", "removed": "Removed",
-              "redescribed": "Re-described", "rewired": "Semantic edges rewired", "edges added": "Edges added",
+              "redescribed": "Re-described", "rewired": "Rewired (σ)", "edges added": "Edges added",
               "edges removed": "Edges removed"}
     cols = st.columns(len(labels))
     for col, (key, label) in zip(cols, labels.items()):
@@ -153,10 +162,12 @@ if wb.head == 0:
     st.info("Memory is empty: step through the conversation on the **Replay** page first.")
     st.stop()
 
-turn = time_travel(wb)
+top = st.columns(2)
+turn = time_travel(wb, top[0])
 state = state_at(wb, turn)
-opts = filters(state)
-uid = unit_picker(wb, state)
+sessions = session_range(state, top[1])
+opts, uid = controls(wb, state)
+opts["sessions"] = sessions
 focus = {uid} if uid is not None and st.session_state.get("graph_focus") else None
 rings = {uid} if uid is not None else set()
 if st.session_state.get("graph_ring_diff") and st.session_state.get("graph_diff"):
@@ -179,5 +190,4 @@ with details:
     if uid is not None:
         unit_detail(state, uid)
 with changes:
-    st.toggle("Ring the units added or archived in this diff on the graph", key="graph_ring_diff")
     diff_panel(wb)

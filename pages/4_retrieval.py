@@ -31,22 +31,24 @@ def naive_rag() -> NaiveRAG:
 view = wb.view
 state = view.state
 questions = wb.conversation.questions
+seen = set(state.turn_ids)
 source = st.radio("Query", [QUESTION, FREE] if questions else [FREE], horizontal=True, key="retrieval_source")
+ask, knob = st.columns([4, 1])
+k = knob.number_input("k (source ids scored)", 1, 50, 5, key="retrieval_k",
+                      help="How many ranked source ids (and naive-RAG turns) count for R@k.")
 gold: tuple[str, ...] = ()
 if source == QUESTION:
-    question = st.selectbox("Question", questions, key="retrieval_question",
-                            format_func=lambda q: f"{q.id.split(':')[-1]} · {q.question}")
+    question = ask.selectbox("Question", questions, key="retrieval_question",
+                             format_func=lambda q: f"{q.id.split(':')[-1]} · {q.question}")
     query = question.question
     gold = tuple(question.evidence)
-    seen_ids = set(state.turn_ids)
-    unseen = [g for g in gold if g not in seen_ids]
+    unseen = [g for g in gold if g not in seen]
     st.markdown(text_html("Gold answer:", question.answer or "—") +
                 text_html("Gold evidence:", ", ".join(gold) or "none given") +
                 (text_html("Not ingested yet at this turn:", ", ".join(unseen)) if unseen else ""),
                 unsafe_allow_html=True)
 else:
-    query = st.text_input("Query", key="retrieval_query", placeholder="e.g. How many half marathons has Jon run?")
-k = st.slider("k (ranked source ids scored against gold)", 1, 20, 5, key="retrieval_k")
+    query = ask.text_input("Query", key="retrieval_query", placeholder="Ask about the conversation so far")
 
 if not query.strip():
     st.info("Type a query or pick a dataset question.")
@@ -73,41 +75,56 @@ with left:
     st.markdown(f"**All-Mem** · ranked source ids (top {k})")
     st.dataframe(rv.sources_frame(res.source_ids, gold), hide_index=True, width="stretch")
     if gold:
-        st.dataframe(rv.gold_frame(res.source_ids, gold, k, set(state.turn_ids)), hide_index=True,
+        st.dataframe(rv.gold_frame(res.source_ids, gold, k, seen), hide_index=True,
                      width="stretch")
 with right:
     st.markdown(f"**Naive RAG** · dense cosine over the {wb.cursor} raw turns seen (top {k})")
     st.dataframe(rv.naive_frame(naive_hits, gold), hide_index=True, width="stretch")
     if gold:
-        st.dataframe(rv.gold_frame(naive_ids, gold, k, set(state.turn_ids)), hide_index=True,
+        st.dataframe(rv.gold_frame(naive_ids, gold, k, seen), hide_index=True,
                      width="stretch")
 
-paths_tab, s1_tab, s2_tab, s3_tab, ctx_tab = st.tabs(["Provenance paths", "Stage 1 · anchors", "Stage 2 · expansion",
-                                                      "Stage 3 · ranking", "Materialized context"])
-with paths_tab:
+
+def provenance(res) -> None:
     st.caption(f"The {len(res.units)} returned units, ranked, each with the path Stage 2 took from its anchor. "
                "Units marked [archived] are off the visible surface and were reached only through links.")
-    st.code(rv.paths_block(state, res.units), language=None)
-    options = [ALL_RESULTS] + [r.id for r in res.units]
-    pick = st.selectbox("Highlight on the graph", options, key="retrieval_highlight",
-                        format_func=lambda o: o if o == ALL_RESULTS else rv.path_text(state, next(
-                            r for r in res.units if r.id == o)))
-    chosen = res.units if pick == ALL_RESULTS else [r for r in res.units if r.id == pick]
-    st.iframe(build_graph_html(state, highlight_edges=rv.path_edges(chosen),
-                                     highlight_units=[r.id for r in chosen], focus=rv.path_units(chosen),
-                                     height_px=560), height=580)
-with s1_tab:
+    st.code(rv.paths_block(state, res.units, gold), language=None)
+    by_id = {r.id: r for r in res.units}
+    pick = st.selectbox("Highlight on the graph", [ALL_RESULTS, *by_id], key="retrieval_highlight",
+                        format_func=lambda o: o if o == ALL_RESULTS else rv.path_text(state, by_id[o]))
+    chosen = res.units if pick == ALL_RESULTS else [by_id[pick]]
+    st.iframe(build_graph_html(state, highlight_edges=rv.path_edges(chosen), highlight_units=[r.id for r in chosen],
+                               focus=rv.path_units(chosen), height_px=560), height=580)
+
+
+def stage1(res) -> None:
     st.caption(f"Exact top-{len(res.anchors)} on the visible surface; score = z(dense cosine) + "
-               f"{wb.engine.settings.lexical_weight} · z(BM25).")
+               f"{settings.lexical_weight} · z(BM25).")
     st.dataframe(rv.anchors_frame(state, res), hide_index=True, width="stretch")
-with s2_tab:
-    st.caption(f"Breadth-first over outgoing typed links, hop limit {wb.engine.settings.hops}, "
-               f"candidate budget {wb.engine.settings.budget}, priority sibling < version < temporal < semantic.")
+
+
+def stage2(res) -> None:
+    st.caption(f"Breadth-first over outgoing typed links: hop limit {settings.hops}, candidate budget "
+               f"{settings.budget}, priority sibling < version < temporal < semantic, then id.")
     st.code(rv.expansion_tree(state, res), language=None)
     st.dataframe(rv.expansion_frame(state, res), hide_index=True, width="stretch")
-with s3_tab:
+
+
+def stage3(res) -> None:
     st.caption(f"All {len(res.candidates)} candidates re-ranked; the top {len(res.units)} are returned.")
-    st.dataframe(rv.ranking_frame(res, gold), hide_index=True, width="stretch")
-with ctx_tab:
-    st.caption("The returned units' raw evidence, ordered by time: what an answering model would read.")
+    st.dataframe(rv.ranking_frame(res, gold), hide_index=True, width="stretch",
+                 height=min(35 * (len(res.candidates) + 1) + 3, 640))
+
+
+def context(res) -> None:
+    st.caption("The returned units' raw evidence ordered by time: what an answering model would read.")
     st.text(res.context)
+
+
+settings = view.settings
+sections = {"Provenance paths": provenance, "Stage 1 · anchors": stage1, "Stage 2 · expansion": stage2,
+            "Stage 3 · ranking": stage3, "Materialized context": context}
+for tab, draw in zip(st.tabs(list(sections), key="retrieval_tab", on_change="rerun"), sections.values()):
+    if tab.open:
+        with tab:
+            draw(res)

@@ -1,6 +1,4 @@
 """Annotate: SCDS-style diagnostic cases over the loaded conversation, scored against the memory."""
-import html
-
 import streamlit as st
 
 from engine.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
@@ -21,12 +19,11 @@ av.show_flash(messages)
 
 cases = store.cases(conv.id)
 ids = [c.scenario_id for c in cases]
-av.keep_selection("annotate_case", ids)
 titles = {c.scenario_id: c.title for c in cases}
 
 bar = st.columns([4, 1, 1, 1], vertical_alignment="bottom")
-sid = bar[0].selectbox("Case", ids, key="annotate_case", placeholder="No cases yet",
-                       format_func=lambda s: f"{s} · {titles[s]}" if titles.get(s) else s)
+sid = av.pick(bar[0], "Case", ids, "annotate_case", placeholder="No cases yet",
+              format_func=lambda s: f"{s} · {titles[s]}" if titles.get(s) else s)
 with bar[1].popover("New case", icon=":material/add:", width="stretch"):
     st.text_input("scenario_id", key="annotate_new_id", placeholder="e.g. commute",
                   help="Letters, digits, '_', '.', '-'; it prefixes every turn pointer and cannot change later.")
@@ -59,14 +56,12 @@ with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
     st.button(f"Delete case {sid} and its questions", key="annotate_delete_case", type="primary",
               on_click=av.delete_case, args=(store, conv.id, sid))
 
-qkey = av.question_key(sid)
-av.keep_selection(qkey, [q.sample_id for q in case.questions])
 tab_annotate, tab_score = st.tabs(["Questions & evidence", "Score"])
 
 with tab_annotate:
-    qbar = st.columns([5, 1, 1], vertical_alignment="bottom")
-    sample = qbar[0].selectbox("Question", [q.sample_id for q in case.questions], key=qkey,
-                               format_func=lambda s: av.question_label(case.question(s)))
+    qbar = st.columns([4, 1, 1], vertical_alignment="bottom")
+    labels = {q.sample_id: av.question_label(q) for q in case.questions}
+    sample = av.pick(qbar[0], "Question", list(labels), av.question_key(sid), format_func=labels.get)
     qbar[1].button("Add question", key="annotate_add_question", icon=":material/add:", width="stretch",
                    on_click=av.add_question, args=(store, conv.id, sid))
     qbar[2].button("Delete question", key="annotate_delete_question", icon=":material/delete:", width="stretch",
@@ -99,7 +94,7 @@ with tab_annotate:
             field_key = f"annotate|{sid}|{sample}|"
             left, right = st.columns(2, gap="large")
             with left:
-                st.markdown(f"**Question** · `{html.escape(q.sample_id)}`")
+                st.markdown(f"**Question** · `{q.sample_id}`")
                 query_text = st.text_area("query_text", value=q.query_text, key=field_key + "query_text",
                                           height=68)
                 gold_answer = st.text_area("gold_answer", value=q.gold_answer, key=field_key + "gold_answer",
@@ -154,13 +149,15 @@ with tab_score:
         k_used = scores[0].k if scores else int(k)
         st.caption(f"Scored at turn {turn} of {wb.total_turns}: All-Mem as of that turn, naive RAG over the same "
                    f"{turn} raw turns. R@{k_used}: share of gold evidence turns in the top {k_used}; SCR@{k_used}: 1 "
-                   "if every turn of the causal chain is in the top K. Blank: not annotated.")
+                   "if every turn of the causal chain is in the top K. None: not annotated.")
         summary = summarize(scores)
         tiles = st.columns(2 * len(av.RETRIEVERS))
         for i, name in enumerate(av.RETRIEVERS):
             result = summary.get(name, {})
-            tiles[2 * i].metric(f"{name} · mean R@{k_used}", av.fmt(result.get("recall")))
-            tiles[2 * i + 1].metric(f"{name} · mean SCR@{k_used}", av.fmt(result.get("scr")))
+            tiles[2 * i].metric(f"{name} · mean R@{k_used}", av.fmt(result.get("recall")),
+                                help=f"over {result.get('recall_n', 0)} question(s) with gold evidence")
+            tiles[2 * i + 1].metric(f"{name} · mean SCR@{k_used}", av.fmt(result.get("scr")),
+                                    help=f"over {result.get('scr_n', 0)} question(s) with a causal chain")
         st.dataframe(av.score_table(case, scores), hide_index=True,
                      column_config={c: st.column_config.NumberColumn(c, format="%.2f")
                                     for c in av.score_columns(k_used)})

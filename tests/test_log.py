@@ -67,3 +67,19 @@ def test_recorded_backend_replays_a_session_without_a_model(make_engine, tmp_pat
     ingest(replayed, UPDATE_OLD, UPDATE_NEW)
     replayed.consolidate()
     assert replayed.snapshot() == eng.snapshot()
+
+
+def test_branch_carries_annotation_cases(make_engine, tmp_path):
+    from engine.annotation import AnnotationStore
+    from engine.loaders import load_conversation
+    from tests.conftest import ROOT
+
+    demo = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl")
+    eng = make_engine()
+    ingest(eng, UPDATE_OLD)
+    store = AnnotationStore(eng.store.engine)
+    report = store.import_json((ROOT / "datasets" / "demo" / "cases.json").read_text(), "cases.json", demo)
+    assert store.cases("demo"), report.line()
+    other = eng.store.branch(tmp_path / "b.sqlite", eng.store.last_seq())
+    assert [c.scenario_id for c in AnnotationStore(other.engine).cases("demo")] == \
+        [c.scenario_id for c in store.cases("demo")]

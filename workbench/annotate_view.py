@@ -12,7 +12,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from engine.annotation import AnnotationStore, Case, CaseQuestion, QuestionScore, Retriever, score_case
+from engine.annotation import (
+    AnnotationStore,
+    Case,
+    CaseQuestion,
+    ImportReport,
+    QuestionScore,
+    Retriever,
+    score_case,
+)
 from engine.baselines import NaiveRAG
 from engine.conversation import Conversation, Turn
 from engine.loaders import LoaderError
@@ -21,28 +29,13 @@ from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
 DEMO_CASES = DEMO_PATH.with_name("cases.json")
 ALL_SESSIONS = "All sessions"
 RETRIEVERS = ("All-Mem", "Naive RAG")
-_CARRIED = "annotate_carried"
 _NONCE = "annotate_nonce"
 _ROW_PX = 35
 
 
 def annotation_store(wb: Workbench) -> AnnotationStore:
-    """Cases in the workbench's database.
-
-    An edit behind the log head branches into a new database that holds the log
-    only; the cases are carried over once from the database it branched from.
-    """
-    store = AnnotationStore(wb.engine.store.engine)
-    carried = st.session_state.setdefault(_CARRIED, set())
-    if wb.branches and str(wb.db_path) not in carried:
-        carried.add(str(wb.db_path))
-        if not store.cases(wb.conversation.id):
-            for older in reversed(wb.branches):
-                cases = AnnotationStore.at(older).cases(wb.conversation.id)
-                if cases:
-                    store.add_all(cases, older)
-                    break
-    return store
+    """Cases in the workbench's database (a branch carries them over, see Store.branch)."""
+    return AnnotationStore(wb.engine.store.engine)
 
 
 def bundled_cases(wb: Workbench) -> Path | None:
@@ -50,7 +43,7 @@ def bundled_cases(wb: Workbench) -> Path | None:
     return DEMO_CASES if wb.source_path.resolve() == DEMO_PATH.resolve() and DEMO_CASES.is_file() else None
 
 
-def import_upload(store: AnnotationStore, name: str, data: bytes, conversation: Conversation):
+def import_upload(store: AnnotationStore, name: str, data: bytes, conversation: Conversation) -> ImportReport:
     """Import an uploaded cases file; raises LoaderError (file, record, field) and writes nothing then."""
     if len(data) > UPLOAD_LIMIT_BYTES:
         raise LoaderError(name, f"file is {len(data) / 2**20:.1f} MB; the limit is {UPLOAD_LIMIT_BYTES // 2**20} MB")
@@ -114,7 +107,6 @@ def turn_table(case: Case, question: CaseQuestion, rows: list[Turn]) -> pd.DataF
         "chain": [t.id in chain for t in rows],
         "pointer": [case.pointer_of(t.id) or "" for t in rows],
         "turn": [t.id for t in rows],
-        "date": [t.time[:10] for t in rows],
         "speaker": [t.speaker for t in rows],
         "text": [t.text for t in rows],
     })
@@ -122,19 +114,18 @@ def turn_table(case: Case, question: CaseQuestion, rows: list[Turn]) -> pd.DataF
 
 TURN_COLUMNS = {
     "in scenario": st.column_config.CheckboxColumn(
-        "scenario", width="small", help="Part of this case's scenario (gets a pointer scenario_id:tNN). "
+        "scenario", width=95, help="Part of this case's scenario (gets a pointer scenario_id:tNN). "
         "Unticking also removes the turn from every question's evidence and chain."),
     "evidence": st.column_config.CheckboxColumn(
-        "evidence", width="small", help="gold_evidence_keys of the selected question"),
+        "evidence", width=95, help="gold_evidence_keys of the selected question"),
     "chain": st.column_config.CheckboxColumn(
-        "chain", width="small", help="gold_causal_structure.supporting_evidence_keys of the selected question"),
-    "pointer": st.column_config.TextColumn("pointer", width="small"),
-    "turn": st.column_config.TextColumn("turn id", width="small"),
-    "date": st.column_config.TextColumn("date", width="small"),
-    "speaker": st.column_config.TextColumn("speaker", width="small"),
-    "text": st.column_config.TextColumn("text", width=900),
+        "chain", width=95, help="gold_causal_structure.supporting_evidence_keys of the selected question"),
+    "pointer": st.column_config.TextColumn("pointer", width=150),
+    "turn": st.column_config.TextColumn("turn id", width=70),
+    "speaker": st.column_config.TextColumn("speaker", width=90),
+    "text": st.column_config.TextColumn("text"),
 }
-READ_ONLY = ["pointer", "turn", "date", "speaker", "text"]
+READ_ONLY = ["pointer", "turn", "speaker", "text"]
 
 
 def editor_height(rows: int, cap: int = 40) -> int:
@@ -151,10 +142,9 @@ def chosen_table(case: Case, question: CaseQuestion, conversation: Conversation)
     return pd.DataFrame({
         "pointer": [ct.pointer for ct, _ in rows],
         "turn id": [t.id for _, t in rows],
-        "role": [" + ".join(r for r, keys in (("evidence", evidence), ("chain", chain)) if ct.pointer in keys)
-                 for ct, _ in rows],
-        "speaker": [t.speaker for _, t in rows],
-        "text": [t.text for _, t in rows],
+        "evidence": [ct.pointer in evidence for ct, _ in rows],
+        "chain": [ct.pointer in chain for ct, _ in rows],
+        "text": [f"{t.speaker}: {t.text}" for _, t in rows],
     })
 
 
@@ -171,19 +161,20 @@ def score(wb: Workbench, case: Case, k: int) -> list[QuestionScore]:
 
 
 def score_table(case: Case, scores: list[QuestionScore]) -> pd.DataFrame:
-    """One row per question, R@K and SCR per retriever side by side (blank where not annotated)."""
+    """One row per question: R@K and SCR per retriever side by side (None where not annotated), then misses."""
     k = scores[0].k if scores else 0
     by = {(s.sample_id, s.retriever): s for s in scores}
     rows = []
     for q in case.questions:
         if (q.sample_id, RETRIEVERS[0]) not in by:
             continue
-        row = {"sample_id": q.sample_id, "task_type": q.task_type, "query_text": q.query_text}
+        row = {"sample_id": q.sample_id, "task_type": q.task_type}
         for name in RETRIEVERS:
             s = by[(q.sample_id, name)]
             recall, scr = score_columns(k, name)
             row[recall], row[scr] = s.recall, s.scr
-            row[f"{name} missed"] = ", ".join(s.missed)
+        row.update({f"{name} missed": ", ".join(by[(q.sample_id, name)].missed) for name in RETRIEVERS})
+        row["query_text"] = q.query_text
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -217,10 +208,18 @@ def choices(options: tuple[str, ...] | list[str], current: str) -> list[str]:
     return list(options) + ([current] if current not in options else [])
 
 
-def keep_selection(key: str, options: list[str]) -> None:
-    """Before a selectbox renders: fall back to the first option when the stored pick no longer exists."""
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = options[0] if options else None
+def pick(where, label: str, options: list[str], state_key: str, format_func, **kwargs) -> str | None:
+    """A selectbox whose choice lives in `state_key`, not in the widget.
+
+    A widget keyed by its key alone is still rebuilt when an option's label
+    changes (an edited title or query text), which would jump back to the first
+    option; rebuilding it from the remembered choice keeps the selection.
+    """
+    current = st.session_state.get(state_key)
+    index = options.index(current) if current in options else 0
+    choice = where.selectbox(label, options, index=index if options else None, format_func=format_func, **kwargs)
+    st.session_state[state_key] = choice
+    return choice
 
 
 def flash(kind: str, text: str, detail: str = "") -> None:

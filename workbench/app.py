@@ -10,14 +10,14 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-st.set_page_config(page_title="Memory Workbench", page_icon="🧠", layout="wide")
+st.set_page_config(page_title="Memory Workbench", page_icon=":material/memory:", layout="wide")
 
 PAGES = [
-    st.Page(str(ROOT / "pages" / "1_replay.py"), title="Replay", icon="▶️", default=True),
-    st.Page(str(ROOT / "pages" / "2_memory_graph.py"), title="Memory graph", icon="🕸️"),
-    st.Page(str(ROOT / "pages" / "3_consolidation.py"), title="Consolidation", icon="🧹"),
-    st.Page(str(ROOT / "pages" / "4_retrieval.py"), title="Retrieval", icon="🔎"),
-    st.Page(str(ROOT / "pages" / "5_annotate.py"), title="Annotate", icon="🏷️"),
+    st.Page(str(ROOT / "pages" / "1_replay.py"), title="Replay", icon=":material/play_circle:", url_path="replay", default=True),
+    st.Page(str(ROOT / "pages" / "2_memory_graph.py"), title="Memory graph", icon=":material/hub:", url_path="graph"),
+    st.Page(str(ROOT / "pages" / "3_consolidation.py"), title="Consolidation", icon=":material/cleaning_services:", url_path="consolidation"),
+    st.Page(str(ROOT / "pages" / "4_retrieval.py"), title="Retrieval", icon=":material/search:", url_path="retrieval"),
+    st.Page(str(ROOT / "pages" / "5_annotate.py"), title="Annotate", icon=":material/label:", url_path="annotate"),
 ]
 
 st.navigation(PAGES).run()

@@ -9,8 +9,8 @@ label; each edge type has its own colour *and* dash pattern; highlighted units
 get a thick ring and highlighted edges are drawn thick while the rest fade.
 
 The layout is fixed, not simulated: one row per session (top to bottom in time
-order) and, within a row, one column per distinct time. Units made by
-consolidation share their source's time and stack just below it. No physics
+order) and, within a row, one column per turn in time order. Units made by
+consolidation stack just below the turn they come from. No physics
 means a 1,000-unit graph renders at once and a unit keeps its place when the
 graph is re-drawn at another turn, so two turns can be compared by eye.
 
@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 import pyvis
 from pyvis.network import Network
 
-from engine.edge import EDGE_STYLE
+from engine.edge import EDGE_STYLE, EdgeType
 from engine.state import MemoryState
 from engine.unit import Unit, UnitKind
 
@@ -41,6 +41,9 @@ ARCHIVED_GREY = "#8c8c8c"
 RING_COLOR = "#e6a100"
 UNKNOWN_EDGE_STYLE = {"color": "#bcbd22", "dashes": [2, 4], "label": "other"}
 DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network, reused by the legend
+# (width, opacity) per edge type: consolidation structure stands out, the dense semantic web recedes
+EDGE_WEIGHT = {EdgeType.TEMPORAL: (1.5, 0.9), EdgeType.SEMANTIC: (1.0, 0.45), EdgeType.VERSION: (2.5, 1.0),
+               EdgeType.SIBLING: (2.5, 1.0)}
 X_STEP, ROW_STEP, STACK_STEP = 120, 170, 55
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 
@@ -120,8 +123,18 @@ def _neighbours(state: MemoryState, uid: int, edge_types: set[str] | None) -> se
 
 
 # -- layout ----------------------------------------------------------------------------------
+def _anchor(state: MemoryState, unit: Unit) -> int:
+    """The turn unit a unit is drawn with: itself, or for consolidation output the turn of its latest source.
+
+    Turns often share a timestamp (LoCoMo dates a whole session), so columns follow turns, not times.
+    """
+    if unit.kind == UnitKind.TURN or not unit.source_ids:
+        return unit.id
+    return state.turn_units.get(unit.source_ids[-1], unit.id)
+
+
 def layout(state: MemoryState, ids: Iterable[int]) -> tuple[dict[int, tuple[int, int]], dict[str, int]]:
-    """Fixed positions: a row per session, a column per distinct time, stacked where units share a time.
+    """Fixed positions: a row per session, a column per turn, consolidation output stacked under its turn.
 
     Returns unit positions and the y of each session row that has units.
     """
@@ -130,20 +143,19 @@ def layout(state: MemoryState, ids: Iterable[int]) -> tuple[dict[int, tuple[int,
     for uid in ids:
         u = state.units[uid]
         by_session.setdefault(u.session, []).append(u)
-    rows = sorted(by_session, key=numbers.__getitem__)
     positions: dict[int, tuple[int, int]] = {}
     row_y: dict[str, int] = {}
     y = 0
-    for session in rows:
-        units = sorted(by_session[session], key=lambda u: (u.time, u.id))
-        column = {t: i for i, t in enumerate(dict.fromkeys(u.time for u in units))}
-        stacked: dict[str, int] = {}
-        for u in units:
-            depth = stacked.get(u.time, 0)
-            stacked[u.time] = depth + 1
-            positions[u.id] = (column[u.time] * X_STEP + depth * 18, y + depth * STACK_STEP)
+    for session in sorted(by_session, key=numbers.__getitem__):
+        stacks: dict[tuple[str, int], list[Unit]] = {}
+        for u in sorted(by_session[session], key=lambda u: u.id):
+            anchor = _anchor(state, u)
+            stacks.setdefault((state.units[anchor].time if anchor in state.units else u.time, anchor), []).append(u)
+        for column, key in enumerate(sorted(stacks)):
+            for depth, u in enumerate(stacks[key]):
+                positions[u.id] = (column * X_STEP + depth * 36, y + depth * STACK_STEP)
         row_y[session] = y
-        y += ROW_STEP + (max(stacked.values()) - 1) * STACK_STEP
+        y += ROW_STEP + (max(map(len, stacks.values())) - 1) * STACK_STEP
     return positions, row_y
 
 
@@ -179,9 +191,13 @@ def unit_title(unit: Unit) -> str:
     return "<br>".join(rows)
 
 
+def cosine_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
 def edge_title(edge) -> str:
     e = html.escape
-    conf = "" if edge.confidence is None else f" · cosine {edge.confidence:.3f}"
+    conf = "" if edge.confidence is None else f" · cosine {cosine_text(edge.confidence)}"
     return (f"<b>{e(edge_style(edge.type)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
             f"made by {e(str(edge.made_by))} at turn {edge.created_turn}{conf}")
 
@@ -216,7 +232,7 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
     positions, row_y = layout(state, shown)
     large = len(shown) > 150
 
-    net = Network(height=f"{height_px}px", width="100%", directed=True)
+    net = Network(directed=True)
     for session, y in row_y.items():
         net.add_node(f"session:{session}", label=f"Session {session}", shape="text", x=-X_STEP * 1.4, y=y,
                      font={"size": 16, "color": "#555555", "face": "sans-serif"}, physics=False)
@@ -233,11 +249,12 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
         if not on_path and edge_types is not None and edge.type not in edge_types:
             continue
         style = edge_style(edge.type)
-        faded = bool(path) and not on_path
-        net.add_edge(edge.src, edge.dst, title=edge_title(edge), dashes=_dashes(style),
-                     width=5 if on_path else 1.5,
-                     color={"color": style["color"], "opacity": 0.25 if faded else 0.9},
-                     smooth=False if large or edge.type == "temporal" else
+        width, opacity = EDGE_WEIGHT.get(edge.type, (1.5, 0.8))
+        if path:
+            width, opacity = (5, 1.0) if on_path else (width, 0.2)
+        net.add_edge(edge.src, edge.dst, title=edge_title(edge), dashes=_dashes(style), width=width,
+                     color={"color": style["color"], "opacity": opacity},
+                     smooth=False if large or edge.type == EdgeType.TEMPORAL else
                      {"enabled": True, "type": "curvedCW", "roundness": 0.18})
         drawn += 1
     net.options = _options(large)
@@ -286,7 +303,7 @@ def legend_html() -> str:
         for kind, color in KIND_COLOR.items())
     archived = (f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><rect x="15" y="2" '
                 f'width="12" height="12" fill="#ffffff" stroke="{ARCHIVED_GREY}" stroke-width="1.5" '
-                f'stroke-dasharray="3,2"/></svg><span>archived (hollow dashed square, label “[archived]”)</span></div>')
+                f'stroke-dasharray="3,2"/></svg><span>archived (hollow dashed square, “[archived]”)</span></div>')
     ring = (f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><circle cx="21" cy="8" r="6" '
             f'fill="{KIND_COLOR[UnitKind.TURN]}" stroke="{RING_COLOR}" stroke-width="3.5"/></svg>'
             f'<span>highlighted unit (thick ring)</span></div>'
@@ -353,9 +370,9 @@ def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:
     common = old_u.keys() & new_u.keys()
     added_edges = sorted(new_state.edges.keys() - old_state.edges.keys())
     removed_edges = sorted(old_state.edges.keys() - new_state.edges.keys())
-    added_semantic = {(s, d) for s, d, t in added_edges if t == "semantic"}
-    rewired = sorted((s, x, r) for s, x, t in removed_edges if t == "semantic"
-                     for r in new_state.inc(x, "version") if (s, r) in added_semantic)
+    added_semantic = {(s, d) for s, d, t in added_edges if t == EdgeType.SEMANTIC}
+    rewired = sorted((s, x, r) for s, x, t in removed_edges if t == EdgeType.SEMANTIC
+                     for r in new_state.inc(x, EdgeType.VERSION) if (s, r) in added_semantic)
     return {
         "added_units": sorted(new_u.keys() - old_u.keys()),
         "removed_units": sorted(old_u.keys() - new_u.keys()),
@@ -373,7 +390,7 @@ def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dic
     """Table rows for a `diff_states` result, with the text a reader needs to recognise each unit."""
     def unit_row(state: MemoryState, uid: int) -> dict:
         u = state.units[uid]
-        return {"unit": u.label, "now": visibility_text(u), "kind": u.kind, "session": u.session,
+        return {"unit": u.label, "visibility": visibility_text(u), "kind": u.kind, "session": u.session,
                 "sources": ", ".join(u.source_ids), "made by": u.made_by, "summary": u.summary}
 
     def label(uid: int) -> str:
@@ -383,8 +400,9 @@ def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dic
         src, dst, etype = key
         return {"type": edge_style(etype)["label"], "from": label(src), "to": label(dst)}
 
-    archived = [{**unit_row(new_state, u), "superseded by": ", ".join(map(label, sorted(new_state.inc(u, "version"))))
-                 or "—"} for u in diff["archived_units"]]
+    archived = [{**unit_row(new_state, u),
+                 "superseded by": ", ".join(map(label, sorted(new_state.inc(u, EdgeType.VERSION)))) or "—"}
+                for u in diff["archived_units"]]
     return {
         "added": [unit_row(new_state, u) for u in diff["added_units"]],
         "archived": archived,
@@ -407,7 +425,7 @@ def lineage(state: MemoryState, uid: int) -> dict[str, list[tuple[int, int]]]:
         depth = 0
         while frontier:
             depth += 1
-            nxt = sorted({n for f in frontier for n in step(f, "version")} - seen)
+            nxt = sorted({n for f in frontier for n in step(f, EdgeType.VERSION)} - seen)
             seen.update(nxt)
             out += [(depth, n) for n in nxt]
             frontier = nxt
@@ -423,7 +441,8 @@ def edge_rows(state: MemoryState, uid: int) -> list[dict]:
         for edge in sorted(edges, key=lambda e: (e.type, e.src, e.dst)):
             other = state.units.get(edge.dst if direction == "out →" else edge.src)
             rows.append({"direction": direction, "type": edge_style(edge.type)["label"],
-                         "other unit": other.label if other else "?", "other is": visibility_text(other) if other else "",
-                         "made by": edge.made_by, "cosine": edge.confidence, "created at turn": edge.created_turn,
-                         "other summary": other.summary if other else ""})
+                         "other unit": other.label if other else "?",
+                         "other is": visibility_text(other) if other else "",
+                         "made by": edge.made_by, "cosine": cosine_text(edge.confidence),
+                         "created at turn": edge.created_turn, "other summary": other.summary if other else ""})
     return rows

@@ -14,6 +14,7 @@ edit happens there, so the original history stays intact.
 from __future__ import annotations
 
 import itertools
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,9 @@ class Workbench:
 
     @classmethod
     def demo(cls, **kwargs) -> "Workbench":
-        return cls.open(DEMO_PATH, "demo", label="bundled demo", **kwargs)
+        """The conversation a fresh session opens on; MEMWB_DEMO names another single-conversation file."""
+        path = Path(os.environ.get("MEMWB_DEMO", DEMO_PATH))
+        return cls.open(path, None, label="bundled demo" if path == DEMO_PATH else path.name, **kwargs)
 
     # -- the view at the cursor ---------------------------------------------------------
     @property

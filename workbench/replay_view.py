@@ -18,8 +18,9 @@ from engine.conversation import Turn
 from engine.edge import Edge
 from engine.oplog import OpKind, RunInfo
 from engine.state import MemoryState
-from workbench.graph_view import edge_style, visibility_text
+from workbench.graph_view import cosine_text, edge_style, visibility_text
 
+RUN_ICON = ":material/cleaning_services:"
 _EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.UNIT_CREATED, OpKind.EDGE_ADDED, OpKind.BUFFER_PUSHED,
                  OpKind.BUFFER_FLUSHED, OpKind.UNIT_RETRACTED, OpKind.RUN_STARTED)
 
@@ -51,10 +52,12 @@ _TRANSCRIPT_CSS = """<style>
 </style>"""
 
 
-def transcript_html(turns: list[Turn], cursor: int, state: MemoryState, before: int = 10, after: int = 4) -> str:
+def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryState, before: int = 10,
+                    after: int = 4) -> str:
     """The turns around the cursor as escaped HTML, the current one marked and the upcoming ones dimmed.
 
-    Seen turns name the unit they became in `state` (the view at the cursor) and whether it is archived.
+    Seen turns name the unit they became in `state` (the view at the cursor) and whether it is archived;
+    upcoming turns say whether the log already holds them (cursor behind the head) or not.
     """
     e = html.escape
     start, stop = transcript_window(len(turns), cursor, before, after)
@@ -65,16 +68,16 @@ def transcript_html(turns: list[Turn], cursor: int, state: MemoryState, before: 
             session = t.session
             rows.append(f'<div class="sess">Session {e(t.session)} · {e(t.time[:10])}</div>')
         if i == cursor - 1:
-            state, tag = "cur", '<span class="tag">▶ current turn</span> · '
+            css, tag = "cur", '<span class="tag">▶ current turn</span> · '
         elif i >= cursor:
-            state, tag = "future", "not yet ingested · "
+            css, tag = "future", "in the log, ahead of the cursor · " if i < head else "not yet ingested · "
         else:
-            state, tag = "seen", ""
+            css, tag = "seen", ""
         u = state.units.get(state.turn_units.get(t.id, -1))
         unit = "" if u is None else f" · → {e(u.label)}{'' if u.visible else ' [archived]'}"
         caption = f" <i>[shares an image: {e(t.image_caption)}]</i>" if t.image_caption else ""
         rows.append(
-            f'<div class="row {state}"><div class="meta">{tag}#{i + 1} · {e(t.id)} · session {e(t.session)} · '
+            f'<div class="row {css}"><div class="meta">{tag}#{i + 1} · {e(t.id)} · session {e(t.session)} · '
             f'{e(when(t.time))}{unit}</div><div><b>{e(t.speaker)}</b>: {e(t.text)}{caption}</div></div>')
     shown = f"turns {start + 1}–{stop} of {len(turns)}" if stop > start else "no turns"
     return (f'{_TRANSCRIPT_CSS}<div class="meta" style="color:#666;font-size:0.8rem">Showing {shown}</div>'
@@ -149,12 +152,12 @@ def run_sentence(run: RunInfo, moment: str, schedule_text: str) -> str:
     who = f"on schedule ({schedule_text})" if run.mode == "auto" and schedule_text != "manual" else f"{run.mode} run"
     s = run.summary
     if run.status == "open" or not s:
-        return f"Consolidation {run.run_id} ({who}) was opened {moment}; its proposals await decisions."
+        return f"Consolidation {run.run_id} was opened {moment}, {who}; its proposals await decisions."
     counts = ", ".join(f"{s.get(k, 0)} {k}" for k in ("applied", "rejected", "skipped", "failed"))
     made = (f"{len(s.get('created', []))} units created, {len(s.get('archived', []))} archived, "
             f"{s.get('rewired', 0)} semantic edges rewired")
     undone = " It was undone later." if run.status == "undone" else ""
-    return f"Consolidation {run.run_id} ({who}) ran {moment}: proposals {counts}; {made}.{undone}"
+    return f"Consolidation {run.run_id} ran {moment}, {who}. Proposals: {counts}; {made}.{undone}"
 
 
 def _unit_text(state, uid: int) -> str:
@@ -175,7 +178,7 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
                 "cursor forward through the log without ingesting again.")
     schedule = wb.schedule.kind if wb.schedule.kind == "manual" else f"every {wb.schedule.every} {wb.schedule.kind}"
     for run_id in effects.runs_before:
-        st.success(run_sentence(state.runs[run_id], "before this turn was ingested", schedule), icon="🧹")
+        st.success(run_sentence(state.runs[run_id], "before this turn was ingested", schedule), icon=RUN_ICON)
     unit = state.units.get(effects.unit_id)
     if unit is not None:
         e = html.escape
@@ -187,7 +190,8 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
     c1, c2, c3 = st.columns(3)
     c1.metric("Anchors found", len(effects.anchors), help="Top visible units by cosine when the turn arrived")
     c2.metric("Edges added", len(effects.edges), help="Online edges from the new unit")
-    c3.metric("Buffer after this turn", effects.buffer_size, help="Units waiting for the next consolidation run")
+    c3.metric("Buffer right after ingest", effects.buffer_size,
+              help="Units waiting for consolidation just after this turn was ingested (before any run that followed)")
     if effects.anchors:
         st.markdown("**Anchors** (visible units nearest to the new unit when it arrived)")
         st.dataframe(pd.DataFrame([
@@ -198,10 +202,10 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
     if effects.edges:
         st.markdown("**Edges added**")
         st.dataframe(pd.DataFrame([
-            {"type": edge_style(e.type)["label"], "from": f"u{e.src}", "to": f"u{e.dst}", "cosine": e.confidence,
+            {"type": edge_style(e.type)["label"], "from": f"u{e.src}", "to": f"u{e.dst}",
+             "cosine": cosine_text(e.confidence),
              "target summary": _unit_text(state, e.dst)} for e in effects.edges]),
-            hide_index=True, width="stretch",
-            column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+            hide_index=True, width="stretch")
     for run_id in effects.runs_after:
         if run_id in state.runs:
-            st.success(run_sentence(state.runs[run_id], "after this turn was ingested", schedule), icon="🧹")
+            st.success(run_sentence(state.runs[run_id], "after this turn was ingested", schedule), icon=RUN_ICON)

@@ -6,7 +6,7 @@ Conversation text only goes into dataframes and plain text, never raw HTML.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
@@ -43,11 +43,17 @@ def path_text(state: MemoryState, r: RetrievedUnit) -> str:
     return " ".join(parts)
 
 
-def paths_block(state: MemoryState, units: Sequence[RetrievedUnit]) -> str:
-    """One line per ranked result: rank, unit, score, path."""
-    width = max((len(f"u{r.id}") for r in units), default=2)
-    return "\n".join(f"#{i:<2} {f'u{r.id}':<{width}}  score {r.score:7.3f}  hop {r.hop}   {path_text(state, r)}"
-                     for i, r in enumerate(units, 1))
+def paths_block(state: MemoryState, units: Sequence[RetrievedUnit], gold: Sequence[str] = ()) -> str:
+    """One line per ranked result: rank, unit, its source ids (gold ones starred), score, path."""
+    gold_set = set(gold)
+    sources = [", ".join(f"{s}*" if s in gold_set else s for s in r.source_ids) for r in units]
+    uw = max((len(f"u{r.id}") for r in units), default=2)
+    sw = max((len(s) for s in sources), default=2)
+    lines = [f"#{i:<2} {f'u{r.id}':<{uw}}  [{src:<{sw}}]  score {r.score:7.3f}  hop {r.hop}   {path_text(state, r)}"
+             for i, (r, src) in enumerate(zip(units, sources), 1)]
+    if gold_set:
+        lines.append("\n* = gold evidence")
+    return "\n".join(lines)
 
 
 def path_edges(units: Iterable[RetrievedUnit]) -> list[tuple[int, int, str]]:

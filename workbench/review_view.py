@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 import plotly.express as px
@@ -58,11 +58,7 @@ def set_decisions(run_key: str, choices: dict[int, bool | None]) -> None:
 
 def _radio_changed(run_key: str, pid: int) -> None:
     choice = st.session_state[widget_key(run_key, pid)]
-    current = decisions(run_key)
-    if choice == UNDECIDED:
-        current.pop(pid, None)
-    else:
-        current[pid] = choice == ACCEPT
+    set_decisions(run_key, {pid: None if choice == UNDECIDED else choice == ACCEPT})
 
 
 def choice_of(value: bool | None) -> str:
@@ -313,5 +309,5 @@ def reason_chart(frame: pd.DataFrame):
     fig = px.bar(frame, x="reason code", y="proposals", color="operator", barmode="group", text="proposals",
                  labels={"proposals": "proposals (count)", "reason code": "reason code"},
                  title="Reason codes per operator, all proposals in the log")
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=50, b=10), legend_title_text="operator")
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend_title_text="operator")
     return fig

@@ -129,7 +129,8 @@ class AllMemEngine:
         return [(i, s) for i, s in self.index.search(self.vectors[uid], k + 1) if i != uid][:k]
 
     def _commit(self, ops: list[OpRecord]) -> list[OpRecord]:
-        ops = ops + [OpRecord(kind=OpKind.LLM_CALL, payload=c.to_dict(), turn=self.state.turn,
+        turn = ops[0].turn if ops else self.state.turn     # calls belong to the turn their ops belong to
+        ops = ops + [OpRecord(kind=OpKind.LLM_CALL, payload=c.to_dict(), turn=turn,
                               run_id=ops[0].run_id if ops else None, actor="llm") for c in self.pending_calls]
         self.pending_calls.clear()
         self.store.commit(ops, self.state)

@@ -25,6 +25,9 @@ _MIN_CONTENT = 4          # tokens a statement or segment needs before Merge/Upd
 # MiniLM cosines of unrelated sentence pairs cluster below ~0.15 and of same-topic pairs above ~0.3;
 # the split confidence is a logistic around this midpoint rather than a linear 1 - cosine.
 _UNRELATED_MID, _UNRELATED_SCALE = 0.2, 0.035
+# Below this score a rule does not consider the pair a candidate at all (an LLM diagnoser would not
+# propose it either); between it and the gate, proposals are shown to a reviewer as gated out.
+_PROPOSE_FLOOR = 0.5
 _MAX_KEYWORDS = 8
 
 
@@ -81,7 +84,7 @@ class OfflineBackend(LLMBackend):
         target = p["target"]
         tasks: dict[str, list] = {"split_tasks": [], "merge_tasks": [], "update_tasks": []}
         split = self.best_split(target["raw"])
-        if split is not None:
+        if split is not None and split[0] >= _PROPOSE_FLOOR:
             conf, _, reason = split
             tasks["split_tasks"].append({"node_id": target["id"], "reason": reason, "confidence": round(conf, 4)})
         _, t_body = strip_speaker(target["raw"])
@@ -91,7 +94,7 @@ class OfflineBackend(LLMBackend):
         vecs = self.embedder.embed([t_body] + [strip_speaker(n["raw"])[1] for n in neighbours])
         for n, vec in zip(neighbours, vecs[1:]):
             verdict = self.compare(target, n, float(vecs[0] @ vec))
-            if verdict is None:
+            if verdict is None or verdict[1] < _PROPOSE_FLOOR:
                 continue
             op, conf, reason = verdict
             if op == "merge":

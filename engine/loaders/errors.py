@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["LoaderError", "answer_text", "check", "optional", "read_json", "read_text", "require"]
 
@@ -127,3 +127,20 @@ def read_json(path: str | Path) -> Any:
         raise LoaderError(
             path, f"not valid JSON: {exc.msg} (column {exc.colno})", record=f"line {exc.lineno}"
         ) from exc
+
+
+def parse_list(data: Any, path: str | Path, what: str, id_field: str,
+               parse_one: Callable[[dict[str, Any], str | Path, int], Any]) -> list:
+    """Parse a JSON list of conversation records, rejecting non-objects and duplicate ids."""
+    if not isinstance(data, list):
+        raise LoaderError(path, f"expected a JSON list of {what}, got {type(data).__name__}")
+    items: list = []
+    seen: dict[str, int] = {}
+    for position, record in enumerate(data):
+        check(record, dict, path=path, record=f"item {position}")
+        item = parse_one(record, path, position)
+        if item.id in seen:
+            raise LoaderError(path, f"duplicate of item {seen[item.id]}", record=f"item {position}", field=id_field)
+        seen[item.id] = position
+        items.append(item)
+    return items

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation, Question, Turn
-from engine.loaders.errors import LoaderError, answer_text, check, optional, read_json, require
+from engine.loaders.errors import LoaderError, answer_text, check, optional, parse_list, read_json, require
 
 __all__ = ["is_locomo", "load_locomo", "normalise_evidence", "parse_locomo", "parse_locomo_time"]
 
@@ -76,20 +76,7 @@ def load_locomo(path: str | Path) -> list[Conversation]:
 
 def parse_locomo(data: Any, path: str | Path) -> list[Conversation]:
     """Convert already-decoded LoCoMo JSON; `path` is used for errors and `source`."""
-    if not isinstance(data, list):
-        raise LoaderError(path, f"expected a JSON list of LoCoMo samples, got {type(data).__name__}")
-    conversations: list[Conversation] = []
-    seen: dict[str, int] = {}
-    for position, sample in enumerate(data):
-        check(sample, dict, path=path, record=f"item {position}")
-        conversation = _parse_sample(sample, path, position)
-        if conversation.id in seen:
-            raise LoaderError(
-                path, f"duplicate of item {seen[conversation.id]}", record=f"item {position}", field="sample_id"
-            )
-        seen[conversation.id] = position
-        conversations.append(conversation)
-    return conversations
+    return parse_list(data, path, "LoCoMo samples", "sample_id", _parse_sample)
 
 
 def _parse_sample(sample: dict[str, Any], path: str | Path, position: int) -> Conversation:

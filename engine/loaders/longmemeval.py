@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation, Question, Turn
-from engine.loaders.errors import LoaderError, answer_text, check, optional, read_json, require
+from engine.loaders.errors import LoaderError, answer_text, check, optional, parse_list, read_json, require
 
 __all__ = ["is_longmemeval", "load_longmemeval", "parse_longmemeval", "parse_longmemeval_time"]
 
@@ -56,20 +56,7 @@ def load_longmemeval(path: str | Path) -> list[Conversation]:
 
 def parse_longmemeval(data: Any, path: str | Path) -> list[Conversation]:
     """Convert already-decoded LongMemEval JSON; `path` is used for errors and `source`."""
-    if not isinstance(data, list):
-        raise LoaderError(path, f"expected a JSON list of LongMemEval instances, got {type(data).__name__}")
-    conversations: list[Conversation] = []
-    seen: dict[str, int] = {}
-    for position, instance in enumerate(data):
-        check(instance, dict, path=path, record=f"item {position}")
-        conversation = _parse_instance(instance, path, position)
-        if conversation.id in seen:
-            raise LoaderError(
-                path, f"duplicate of item {seen[conversation.id]}", record=f"item {position}", field="question_id"
-            )
-        seen[conversation.id] = position
-        conversations.append(conversation)
-    return conversations
+    return parse_list(data, path, "LongMemEval instances", "question_id", _parse_instance)
 
 
 def _time(value: str, *, path: str | Path, record: str, field: str = "haystack_dates") -> str:

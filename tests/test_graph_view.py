@@ -1,0 +1,218 @@
+"""graph_view: filters, escaping, aggregation above max_nodes, lineage and diffs, on states folded from ops."""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from engine.edge import EDGE_STYLE, Edge
+from engine.oplog import OpKind, OpRecord
+from engine.state import MemoryState
+from engine.unit import Unit
+from workbench.graph_view import (
+    build_graph_html,
+    diff_states,
+    edge_rows,
+    legend_html,
+    lineage,
+    select_units,
+    session_order,
+)
+
+XSS = "<script>alert(1)</script>"
+
+
+def _unit(uid: int, raw: str, session: str = "1", kind: str = "turn", keywords=("alpha",)) -> Unit:
+    return Unit(id=uid, raw=raw, summary=f"summary of {raw}", keywords=list(keywords),
+                time=f"2024-0{min(int(session) if session.isdigit() else 1, 9)}-01T10:{uid % 60:02d}:00",
+                kind=kind, source_ids=[f"D{session}:{uid}"], speakers=["Ana"], session=session, created_turn=uid)
+
+
+def _add(state: MemoryState, *items) -> MemoryState:
+    """Apply units and edges through the same op handlers the engine's log uses."""
+    for item in items:
+        if isinstance(item, Unit):
+            state.apply(OpRecord(OpKind.UNIT_CREATED, {"unit": item.to_dict()}))
+        else:
+            state.apply(OpRecord(OpKind.EDGE_ADDED, {"edge": item.to_dict()}))
+    return state
+
+
+def _archive(state: MemoryState, uid: int) -> None:
+    state.apply(OpRecord(OpKind.VISIBILITY_CHANGED, {"unit": uid, "visible": False}))
+
+
+def _graph(html: str) -> tuple[list[dict], list[dict]]:
+    """The node and edge data embedded in a built document."""
+    m = re.search(r"var nodeData = (.*?), edgeData = (.*?);\n", html, re.DOTALL)
+    return json.loads(m.group(1)), json.loads(m.group(2))
+
+
+def _unit_ids(nodes: list[dict]) -> set[int]:
+    return {n["id"] for n in nodes if isinstance(n["id"], int)}
+
+
+def small_state() -> MemoryState:
+    """Two sessions: 1-2-3 in session 1, 4-5 in session 2; 3 is archived and superseded by 5."""
+    s = _add(MemoryState(),
+             _unit(1, "Jon: I run half marathons"), _unit(2, "Maya: corals bleach"), _unit(3, "Jon: 3 races"),
+             _unit(4, "Maya: Lena lives in Porto", "2"), _unit(5, "Jon: 4 races", "2", kind="merged"),
+             Edge(2, 1, "temporal"), Edge(3, 2, "temporal"), Edge(5, 4, "temporal"),
+             Edge(4, 2, "semantic", confidence=0.5), Edge(5, 3, "version", made_by="run-0001"),
+             Edge(4, 1, "sibling"))
+    _archive(s, 3)
+    return s
+
+
+def test_document_has_legend_nodes_and_no_physics():
+    html = build_graph_html(small_state())
+    assert html.startswith("<!DOCTYPE html>") and "vis.Network" in html
+    assert "mw-legend" in html and all(style["label"] in html for style in EDGE_STYLE.values())
+    nodes, edges = _graph(html)
+    assert _unit_ids(nodes) == {1, 2, 3, 4, 5}
+    assert len(edges) == 6
+    assert '"physics": {"enabled": false}' in html
+
+
+def test_archived_and_visible_differ_by_shape_border_and_label():
+    nodes, _ = _graph(build_graph_html(small_state()))
+    by_id = {n["id"]: n for n in nodes}
+    archived, visible = by_id[3], by_id[1]
+    assert archived["label"] == "u3 [archived]" and archived["shape"] == "square"
+    assert archived["shapeProperties"]["borderDashes"]
+    assert visible["label"] == "u1" and visible["shape"] == "dot" and "shapeProperties" not in visible
+
+
+def test_edge_colour_and_dash_follow_edge_style():
+    _, edges = _graph(build_graph_html(small_state()))
+    for e in edges:
+        etype = next(t for t, s in EDGE_STYLE.items() if s["color"] == e["color"]["color"])
+        assert bool(e["dashes"]) == bool(EDGE_STYLE[etype]["dashes"])
+
+
+def test_legend_names_every_edge_type_and_the_archived_encoding():
+    legend = legend_html()
+    assert all(s["label"] in legend and s["color"] in legend for s in EDGE_STYLE.values())
+    assert "archived" in legend and "stroke-dasharray" in legend
+
+
+def test_conversation_text_is_escaped_everywhere():
+    s = _add(MemoryState(), Unit(id=1, raw=XSS, summary=XSS, keywords=[XSS], time="2024-01-01T10:00:00", kind="turn",
+                                 source_ids=[XSS], speakers=[XSS], session="1", made_by=XSS))
+    html = build_graph_html(s, search="alert")
+    assert XSS not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "</script>alert" not in html.lower()
+
+
+def test_edge_type_filter():
+    _, edges = _graph(build_graph_html(small_state(), edge_types={"temporal"}))
+    assert {e["color"]["color"] for e in edges} == {EDGE_STYLE["temporal"]["color"]}
+    assert len(edges) == 3
+
+
+def test_visible_only_hides_archived_units():
+    nodes, edges = _graph(build_graph_html(small_state(), visible_only=True))
+    assert 3 not in _unit_ids(nodes)
+    assert all(3 not in (e["from"], e["to"]) for e in edges)
+
+
+def test_session_range_and_search_and_focus():
+    s = small_state()
+    assert select_units(s, sessions=(2, 2)).shown == [4, 5]
+    assert select_units(s, search="PORTO").shown == [4]
+    assert select_units(s, search="d2:5").shown == [5]
+    assert select_units(s, focus={4}).shown == [1, 2, 4, 5]
+    assert select_units(s, focus={4}, edge_types={"semantic"}).shown == [2, 4]
+
+
+def test_highlighted_units_and_path_are_drawn_even_when_filtered_out():
+    html = build_graph_html(small_state(), visible_only=True, highlight_units=[3],
+                            highlight_edges=[(3, 5, "version")])     # hop walked against the edge's direction
+    nodes, edges = _graph(html)
+    assert 3 in _unit_ids(nodes)
+    ringed = next(n for n in nodes if n["id"] == 3)
+    assert ringed["borderWidth"] > 2
+    path = [e for e in edges if (e["from"], e["to"]) == (5, 3)]
+    assert path and path[0]["width"] == 5
+    assert all(e["color"]["opacity"] < 0.5 for e in edges if (e["from"], e["to"]) != (5, 3))
+
+
+def big_state(n: int) -> MemoryState:
+    s = MemoryState()
+    for i in range(1, n + 1):
+        _add(s, _unit(i, f"turn number {i}", session=str(1 + i // 40)))
+        if i > 1:
+            _add(s, Edge(i, i - 1, "temporal"))
+        if i > 7:
+            _add(s, Edge(i, i - 7, "semantic", confidence=0.4))
+    return s
+
+
+def test_aggregates_above_max_nodes_and_says_how_many_are_hidden():
+    s = big_state(1200)
+    start = time.perf_counter()
+    html = build_graph_html(s, max_nodes=400, highlight_units=[3])
+    assert time.perf_counter() - start < 5
+    nodes, edges = _graph(html)
+    shown = _unit_ids(nodes)
+    assert len(shown) == 400 and 3 in shown
+    assert set(range(1200 - 398, 1201)) <= shown           # the most recent, plus the pinned unit
+    assert "800 hidden" in html and "narrow the session range" in html
+    assert all(e["from"] in shown and e["to"] in shown for e in edges)
+    assert '"smooth": false' in html
+
+
+def test_aggregation_keeps_focus_and_search_within_the_limit():
+    s = big_state(1200)
+    sel = select_units(s, search="turn number 5", max_nodes=50)
+    assert sel.matched == 111 and len(sel.shown) == 50 and sel.hidden == 61
+    sel = select_units(s, focus={10}, max_nodes=3)
+    assert 10 in sel.shown and len(sel.shown) == 3
+
+
+def test_layout_rows_by_session_and_columns_by_time():
+    nodes, _ = _graph(build_graph_html(small_state()))
+    pos = {n["id"]: (n["x"], n["y"]) for n in nodes if isinstance(n["id"], int)}
+    assert pos[1][1] == pos[2][1] == pos[3][1] < pos[4][1]
+    assert pos[1][0] < pos[2][0] < pos[3][0]
+    labels = [n["label"] for n in nodes if not isinstance(n["id"], int)]
+    assert labels == ["Session 1", "Session 2"]
+
+
+def test_session_order_numbers_named_sessions_by_time():
+    s = _add(MemoryState(), Unit(1, "a", "a", [], "2024-02-01T00:00:00", "turn", ["x"], session="later"),
+             Unit(2, "b", "b", [], "2024-01-01T00:00:00", "turn", ["y"], session="earlier"))
+    assert session_order(s) == {"earlier": 1, "later": 2}
+    assert session_order(small_state()) == {"1": 1, "2": 2}
+
+
+def test_lineage_walks_version_edges_both_ways():
+    s = small_state()
+    _add(s, _unit(6, "Jon: 5 races", "2"), Edge(6, 5, "version"))
+    assert lineage(s, 3) == {"supersedes": [], "superseded_by": [(1, 5), (2, 6)]}
+    assert lineage(s, 6) == {"supersedes": [(1, 5), (2, 3)], "superseded_by": []}
+    rows = edge_rows(s, 5)
+    assert {(r["direction"], r["other unit"]) for r in rows} == {("out →", "u3"), ("out →", "u4"), ("← in", "u6")}
+
+
+def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
+    old = small_state()
+    _add(old, _unit(6, "Maya: Lena is a nurse", "2"), Edge(6, 4, "semantic", confidence=0.8))
+    new = old.clone()
+    _add(new, _unit(7, "Maya: Lena, a nurse in Porto", "2", kind="merged"), Edge(7, 4, "version"))
+    _archive(new, 4)
+    new.apply(OpRecord(OpKind.VISIBILITY_CHANGED, {"unit": 3, "visible": True}))
+    new.apply(OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
+    _add(new, Edge(6, 7, "semantic", confidence=0.9))
+    new.apply(OpRecord(OpKind.DESCRIPTOR_CHANGED, {"unit": 1, "summary": "updated", "keywords": ["x"]}))
+    d = diff_states(old, new)
+    assert d["added_units"] == [7]
+    assert d["archived_units"] == [4]
+    assert d["restored_units"] == [3]
+    assert d["removed_units"] == []
+    assert d["redescribed_units"] == [1]
+    assert d["added_edges"] == [(6, 7, "semantic"), (7, 4, "version")]
+    assert d["removed_edges"] == [(6, 4, "semantic")]
+    assert d["rewired"] == [(6, 4, 7)]
+    assert diff_states(new, new) == {k: [] for k in d}

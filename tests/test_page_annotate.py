@@ -1,0 +1,151 @@
+"""Page 5 (Annotate) driven through Streamlit's AppTest, checked against the session database."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.annotation import AnnotationStore
+from workbench.model import Workbench
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "workbench" / "app.py"
+PAGE = "../pages/5_annotate.py"          # relative to the main script, which lives in workbench/
+DEMO_CASES = ROOT / "datasets" / "demo" / "cases.json"
+XSS = ROOT / "tests" / "fixtures" / "xss.jsonl"
+
+pytestmark = pytest.mark.slow
+
+
+def open_page(workbench: Workbench | None = None) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=180)
+    if workbench is not None:
+        at.session_state["workbench"] = workbench
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def cases_of(at: AppTest):
+    wb = at.session_state["workbench"]
+    return AnnotationStore.at(wb.db_path).cases(wb.conversation.id)
+
+
+def by_label(widgets, label: str):
+    return next(w for w in widgets if w.label == label)
+
+
+def tick(at: AppTest, turn_id: str, **cells: bool) -> None:
+    """Tick cells of the transcript editor the way the browser reports them (edited_rows by position)."""
+    editor = at.data_editor[0]
+    row = list(editor.value["turn"]).index(turn_id)
+    at.session_state[editor.key] = {"edited_rows": {row: cells}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception, at.exception
+
+
+def create_case(at: AppTest, scenario_id: str, title: str) -> None:
+    at.text_input(key="annotate_new_id").input(scenario_id)
+    at.text_input(key="annotate_new_title").input(title)
+    at.button(key="annotate_create").click().run()
+    assert not at.exception, at.exception
+
+
+def test_page_runs_and_offers_the_demo_cases():
+    at = open_page()
+    assert any("No cases for this conversation yet" in i.value for i in at.info)
+    at.button(key="annotate_demo").click().run()
+    assert not at.exception
+    assert [c.scenario_id for c in cases_of(at)] == ["commute", "half-marathons"]
+    assert any("added 2 case(s)" in s.value for s in at.success)
+    assert by_label(at.selectbox, "Case").value == "commute"
+    table = at.data_editor[0].value.set_index("turn")
+    assert table.loc[["D2:6", "D3:9", "D4:2", "D6:6"], "evidence"].all()
+    assert table.loc["D2:6", "pointer"] == "commute:t20"
+    assert not table.loc["D1:1", "in scenario"]
+
+
+def test_creating_a_case_and_ticking_turns_is_stored_at_once():
+    at = open_page()
+    create_case(at, "trip", "Maya's move")
+    [case] = cases_of(at)
+    assert (case.scenario_id, case.title, len(case.questions)) == ("trip", "Maya's move", 1)
+
+    by_label(at.text_area, "query_text").input("Why did Maya move to Riverside?").run()
+    by_label(at.selectbox, "dependency_type").set_value("CAUSAL_FOLLOW").run()
+    by_label(at.text_input, "attribution_target").input("trip:t46").run()
+    tick(at, "D2:6", evidence=True, chain=True)
+    tick(at, "D4:2", evidence=True)
+
+    [case] = cases_of(at)
+    q = case.questions[0]
+    assert q.query_text == "Why did Maya move to Riverside?"
+    assert q.gold_evidence_keys == ["trip:t20", "trip:t46"]
+    assert case.resolve(q.gold_evidence_keys) == ["D2:6", "D4:2"]
+    assert q.gold_causal_structure.supporting_evidence_keys == ["trip:t20"]
+    assert q.gold_causal_structure.attribution_target == "trip:t46"
+    table = at.data_editor[0].value.set_index("turn")          # the editor shows what is stored
+    assert table.loc["D4:2", "evidence"] and not table.loc["D4:2", "chain"]
+
+    tick(at, "D2:6", **{"in scenario": False})                 # dropping a turn drops it everywhere
+    q = cases_of(at)[0].questions[0]
+    assert q.gold_evidence_keys == ["trip:t46"] and q.gold_causal_structure.supporting_evidence_keys == []
+
+    at.button(key="annotate_add_question").click().run()
+    assert by_label(at.selectbox, "Question").value == "trip-q2"
+    assert [x.sample_id for x in cases_of(at)[0].questions] == ["trip-q1", "trip-q2"]
+
+
+def test_a_bad_scenario_id_is_refused_with_a_message():
+    at = open_page()
+    create_case(at, "has space", "x")
+    assert cases_of(at) == []
+    assert any("scenario_id" in e.value for e in at.error)
+
+
+def test_import_errors_are_located_and_keep_stored_cases():
+    at = open_page()
+    create_case(at, "mine", "kept")
+    doc = json.loads(DEMO_CASES.read_text(encoding="utf-8"))
+    doc["cases"][0]["questions"][1]["gold_evidence_keys"].append("commute:t99")
+    at.file_uploader(key="annotate_upload").upload("broken.json", json.dumps(doc).encode(), "application/json")
+    at.run()
+    assert not at.exception
+    assert any("nothing was imported" in e.value for e in at.error)
+    detail = " ".join(c.value for c in at.code)
+    assert "broken.json" in detail and "questions[1] 'commute-q2'" in detail and "'gold_evidence_keys[3]'" in detail
+    assert [c.scenario_id for c in cases_of(at)] == ["mine"]
+
+    at.file_uploader(key="annotate_upload").set_value(("good.json", DEMO_CASES.read_bytes(), "application/json"))
+    at.run()
+    assert [c.scenario_id for c in cases_of(at)] == ["mine", "commute", "half-marathons"]
+
+
+def test_scoring_shows_recall_and_scr_for_all_mem_and_naive_rag():
+    at = open_page()
+    at.button(key="annotate_demo").click().run()
+    at.button(key="annotate_ingest").click().run()
+    assert not at.exception
+    wb = at.session_state["workbench"]
+    assert wb.cursor == wb.total_turns
+    at.button(key="annotate_score").click().run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "All-Mem · mean R@5" in labels and "Naive RAG · mean SCR@5" in labels
+    table = next(d.value for d in at.dataframe if "All-Mem R@5" in d.value.columns)
+    assert list(table["sample_id"]) == ["commute-q1", "commute-q2", "commute-q3"]
+    assert table["All-Mem R@5"].between(0, 1).all() and table["Naive RAG R@5"].between(0, 1).all()
+    assert table["All-Mem SCR@5"].isna().tolist() == [False, False, True]     # q3 has no causal chain
+
+
+def test_conversation_text_never_reaches_html_unescaped():
+    at = open_page(Workbench.open(XSS, "xss", label="xss fixture"))
+    create_case(at, "x", "hostile text")
+    tick(at, "D1:1", evidence=True, chain=True)
+    shown = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    assert not any("<script" in text or "<img" in text for text in shown)
+    assert cases_of(at)[0].resolve(cases_of(at)[0].questions[0].gold_evidence_keys) == ["D1:1"]

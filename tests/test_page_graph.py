@@ -1,0 +1,123 @@
+"""Memory graph page through Streamlit's AppTest: the embedded graph, archived units, time travel, details, diff."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.edge import EDGE_STYLE
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "workbench" / "app.py")
+PAGE = "../pages/2_memory_graph.py"      # relative to the main script's folder
+
+
+def _open_graph(prepare=None) -> AppTest:
+    """Run the app, let `prepare(workbench)` set memory up, then open the graph page."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    if prepare is not None:
+        prepare(at.session_state["workbench"])
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _graph_html(at: AppTest) -> str:
+    frames = at.get("iframe")
+    assert len(frames) == 1
+    return frames[0].proto.srcdoc
+
+
+def _archived_nodes(html: str) -> list[str]:
+    return re.findall(r'"label": "(u\d+) \[archived\]"', html)
+
+
+def _through_d5_4_and_consolidate(wb) -> None:
+    wb.jump(next(i for i, t in enumerate(wb.conversation.turns) if t.id == "D5:4") + 1)
+    wb.ensure_head()
+    wb.engine.consolidate()
+    wb.reload()
+
+
+@pytest.fixture(scope="module")
+def consolidated() -> AppTest:
+    return _open_graph(_through_d5_4_and_consolidate)
+
+
+def test_empty_memory_points_to_replay():
+    at = _open_graph()
+    assert any("Replay" in i.value for i in at.info)
+    assert not at.get("iframe")
+
+
+def test_graph_renders_with_legend():
+    at = _open_graph(lambda wb: wb.jump(6))
+    html = _graph_html(at)
+    assert "mw-legend" in html
+    assert all(style["label"] in html for style in EDGE_STYLE.values())
+    assert "Showing 6 units" in html
+
+
+def test_archived_units_are_distinguished_after_consolidation(consolidated):
+    wb = consolidated.session_state["workbench"]
+    archived = wb.engine.state.archived_ids
+    assert archived
+    html = _graph_html(consolidated)
+    assert sorted(_archived_nodes(html)) == sorted(f"u{uid}" for uid in archived)
+    assert '"shape": "square"' in html and '"borderDashes"' in html
+    assert len(re.findall(r'"shape": "dot"', html)) == len(wb.engine.state.visible_ids)
+
+
+def test_time_travel_before_the_run_has_no_archived_units(consolidated):
+    wb = consolidated.session_state["workbench"]
+    consolidated.slider(key="graph_turn").set_value(wb.cursor - 1).run()
+    assert not consolidated.exception
+    html = _graph_html(consolidated)
+    assert not _archived_nodes(html)
+    assert f"Showing {wb.cursor - 1} units" in html
+    assert any("as of turn" in c.value for c in consolidated.caption)
+    consolidated.slider(key="graph_turn").set_value(wb.cursor).run()
+    assert _archived_nodes(_graph_html(consolidated))
+
+
+def test_unit_detail_shows_lineage_of_an_archived_unit(consolidated):
+    wb = consolidated.session_state["workbench"]
+    uid = wb.engine.state.archived_ids[0]
+    consolidated.selectbox(key="graph_unit").set_value(uid).run()
+    assert not consolidated.exception
+    assert any(m.value.startswith(f"#### u{uid} · ◌ archived") for m in consolidated.markdown)
+    tables = [t.value for t in consolidated.dataframe]
+    lineage = next(t for t in tables if "relation" in t.columns)
+    assert (lineage["relation"] == "superseded by (newer)").any()
+    assert any("direction" in t.columns for t in tables)
+
+
+def test_diff_between_turns_lists_archived_and_added(consolidated):
+    wb = consolidated.session_state["workbench"]
+    consolidated.slider(key="graph_diff").set_value((wb.cursor - 1, wb.cursor)).run()
+    assert not consolidated.exception
+    tables = [t.value for t in consolidated.dataframe]
+    archived = next(t for t in tables if "superseded by" in t.columns)
+    assert set(archived["unit"]) == {f"u{u}" for u in wb.engine.state.archived_ids}
+    metrics = {m.label: m.value for m in consolidated.metric}
+    assert int(metrics["Archived"]) == len(wb.engine.state.archived_ids)
+
+
+def test_filters_visible_only_and_search(consolidated):
+    wb = consolidated.session_state["workbench"]
+    consolidated.selectbox(key="graph_unit").set_value(wb.engine.state.visible_ids[0])
+    consolidated.toggle(key="graph_visible_only").set_value(True).run()
+    assert not _archived_nodes(_graph_html(consolidated))
+    archived = wb.engine.state.archived_ids[0]
+    consolidated.selectbox(key="graph_unit").set_value(archived).run()
+    assert _archived_nodes(_graph_html(consolidated)) == [f"u{archived}"], "the inspected unit is always drawn"
+    consolidated.toggle(key="graph_visible_only").set_value(False)
+    consolidated.text_input(key="graph_search").input("half marathons").run()
+    html = _graph_html(consolidated)
+    assert not consolidated.exception
+    assert re.search(r"Showing [1-9] units", html)
+    consolidated.text_input(key="graph_search").input("").run()

@@ -1,0 +1,182 @@
+"""Start the workbench and drive it in headless Debian Chromium (Playwright).
+
+Shared by `scripts/screenshots.py` and the real-browser tests, so both walk
+the app exactly as a person would: through the sidebar, buttons and inputs.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("MEMWB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(env: dict[str, str] | None = None, timeout: float = 120) -> Iterator[str]:
+    """A streamlit server on a free loopback port; yields its base URL and stops it afterwards."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"), "--server.headless", "true",
+           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"memwb-app-{port}.log", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"the workbench did not start; see {log.name}") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1500, height: int = 1100):
+    """A Playwright page in Debian's chromium (Playwright must not download its own browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(120_000)
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def wait_idle(page, settle_ms: int = 600) -> None:
+    """Wait for the rerun an action triggered to start (if it does) and then to finish."""
+    running = '[data-testid="stStatusWidgetRunningIcon"], [data-testid="stSpinner"]'
+    with contextlib.suppress(Exception):
+        page.wait_for_selector(running, state="attached", timeout=3000)
+    page.wait_for_function(f"() => !document.querySelector('{running}')", timeout=300_000)
+    page.wait_for_timeout(settle_ms)
+
+
+def open_page(page, title: str) -> None:
+    """Navigate with the sidebar (a URL change would start a new session and lose state)."""
+    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+    wait_idle(page)
+
+
+def click(page, name: str, exact: bool = False) -> None:
+    page.get_by_role("button", name=name, exact=exact).first.click()
+    wait_idle(page)
+
+
+def jump_to_turn(page, turn: int) -> None:
+    """Replay page: type a turn number into the jump box and press its Go button."""
+    box = page.get_by_role("spinbutton", name="Jump to turn")
+    box.fill(str(turn))
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Go").first.click()
+    wait_idle(page, 1500)
+
+
+def choose_radio(scope, label: str) -> None:
+    scope.get_by_text(label, exact=True).first.click()
+
+
+UPDATE_QUERY = "How many half marathons has Jon run?"
+
+
+def demo_turn_after(turn_id: str) -> int:
+    """Cursor position that has just ingested `turn_id` of the bundled demo."""
+    from engine.loaders import load_conversation
+
+    turns = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl").turns
+    return next(i for i, t in enumerate(turns) if t.id == turn_id) + 1
+
+
+def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
+    """The two-minute demo, as a new user does it; returns each page's visible text.
+
+    Step past the superseded fact (D5:4) and the duplicate (D5:9), run
+    diagnosis, accept the Update, apply, look at the graph, ask a question
+    whose answer path reaches the archived unit, open the annotation cases.
+    Raises if an expected control or result is missing.
+    """
+    from playwright.sync_api import expect
+
+    def shot(name: str) -> None:
+        if shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+    texts: dict[str, str] = {}
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    click(page, "Next ▶")
+    click(page, "Next ▶")
+    jump_to_turn(page, demo_turn_after("D5:9"))
+    expect(page.get_by_text(f"Turn · {demo_turn_after('D5:9')} /")).to_be_visible()
+    texts["replay"] = page.inner_text("body")
+    shot("1_replay")
+
+    open_page(page, "Consolidation")
+    click(page, "Run diagnosis")
+    page.get_by_test_id("stMultiSelect").filter(has_text="Operator").click()
+    page.get_by_role("option", name="Update").click()
+    page.keyboard.press("Escape")
+    wait_idle(page)
+    expect(page.get_by_text("· Update").first).to_be_visible()
+    page.get_by_text("Accept", exact=True).first.click()      # the first card: the most confident Update
+    wait_idle(page)
+    page.get_by_role("button", name="Apply decisions").first.click()
+    wait_idle(page, 1500)
+    texts["consolidation"] = page.inner_text("body")
+    shot("3_consolidation")
+
+    open_page(page, "Memory graph")
+    page.wait_for_timeout(2500)
+    texts["graph"] = page.inner_text("body")
+    shot("2_memory_graph")
+
+    open_page(page, "Retrieval")
+    page.get_by_text("Free query", exact=True).click()
+    wait_idle(page)
+    box = page.get_by_role("textbox", name="Query", exact=True)
+    box.fill(UPDATE_QUERY)
+    box.press("Enter")
+    wait_idle(page, 2500)
+    texts["retrieval"] = page.inner_text("body")
+    shot("4_retrieval")
+
+    open_page(page, "Annotate")
+    with contextlib.suppress(Exception):
+        page.get_by_role("button", name="Load the bundled demo cases").click(timeout=5000)
+        wait_idle(page, 1500)
+    texts["annotate"] = page.inner_text("body")
+    shot("5_annotate")
+    return texts
