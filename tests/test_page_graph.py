@@ -121,3 +121,19 @@ def test_filters_visible_only_and_search(consolidated):
     assert not consolidated.exception
     assert re.search(r"Showing [1-9] units", html)
     consolidated.text_input(key="graph_search").input("").run()
+
+
+def test_focus_and_diff_rings(consolidated):
+    wb = consolidated.session_state["workbench"]
+    uid = wb.engine.state.archived_ids[0]
+    consolidated.selectbox(key="graph_unit").set_value(uid)
+    consolidated.toggle(key="graph_visible_only").set_value(False)
+    consolidated.toggle(key="graph_focus").set_value(True).run()
+    assert not consolidated.exception
+    neighbours = {e.dst for e in wb.engine.state.out_edges(uid)} | {e.src for e in wb.engine.state.in_edges(uid)}
+    assert f"Showing {len(neighbours | {uid})} units" in _graph_html(consolidated)
+    consolidated.toggle(key="graph_focus").set_value(False)
+    consolidated.slider(key="graph_diff").set_value((wb.cursor - 1, wb.cursor))
+    consolidated.toggle(key="graph_ring_diff").set_value(True).run()
+    assert not consolidated.exception
+    assert _graph_html(consolidated).count('"borderWidth": 5') > 1

@@ -124,3 +124,38 @@ def test_missing_path_is_reported(at, tmp_path):
     at.radio(key="replay_source").set_value("LoCoMo file").run()
     at.text_input(key="replay_path_LoCoMo file").input(str(tmp_path / "nope.json")).run()
     assert any("No file at" in e.value for e in at.error)
+
+
+# -- the helpers behind the page ---------------------------------------------------------------------------
+def test_transcript_escapes_text_and_marks_the_cursor():
+    from engine.conversation import Turn
+    from engine.state import MemoryState
+    from workbench.replay_view import transcript_html
+
+    turns = [Turn(f"D1:{i}", "<b>Ana</b>", f"<script>alert({i})</script>", f"2024-01-01T10:0{i}:00", "1", i)
+             for i in range(1, 6)]
+    html = transcript_html(turns, cursor=2, head=3, state=MemoryState(), before=1, after=2)
+    assert "<script>" not in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+    assert "&lt;b&gt;Ana&lt;/b&gt;" in html
+    assert html.count("▶ current turn") == 1
+    assert "in the log, ahead of the cursor" in html and "not yet ingested" in html
+    assert "alert(5)" not in html                     # outside the window
+
+
+def test_turn_effects_read_from_the_log_match_the_ingest_report():
+    from workbench.model import Workbench
+    from workbench.replay_view import turn_effects
+
+    wb = Workbench.demo()
+    wb.jump(6)
+    report = wb.last_ingest
+    at_head = turn_effects(wb.view, 6, report)
+    assert at_head.unit_id == report.unit_id and at_head.anchors == [(a, float(c)) for a, c in report.anchors]
+    assert [e.key for e in at_head.edges] == [e.key for e in report.edges]
+    assert at_head.buffer_size == report.buffer_size
+    wb.back()
+    wb.back()
+    behind = turn_effects(wb.engine.at(upto_turn=6), 6)
+    assert behind.unit_id == report.unit_id and [e.key for e in behind.edges] == [e.key for e in report.edges]
+    assert [a for a, _ in behind.anchors] == [a for a, _ in report.anchors]
+    assert all(abs(c - float(r)) < 1e-4 for (_, c), (_, r) in zip(behind.anchors, report.anchors))

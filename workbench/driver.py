@@ -174,9 +174,9 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     shot("4_retrieval")
 
     open_page(page, "Annotate")
-    with contextlib.suppress(Exception):
-        page.get_by_role("button", name="Load the bundled demo cases").click(timeout=5000)
-        wait_idle(page, 1500)
+    page.get_by_role("button", name="Import").first.click()
+    page.get_by_role("button", name="Load the bundled demo cases").click()
+    wait_idle(page, 1500)
     texts["annotate"] = page.inner_text("body")
     shot("5_annotate")
     return texts

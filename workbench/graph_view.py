@@ -44,7 +44,7 @@ DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network
 # (width, opacity) per edge type: consolidation structure stands out, the dense semantic web recedes
 EDGE_WEIGHT = {EdgeType.TEMPORAL: (1.5, 0.9), EdgeType.SEMANTIC: (1.0, 0.45), EdgeType.VERSION: (2.5, 1.0),
                EdgeType.SIBLING: (2.5, 1.0)}
-X_STEP, ROW_STEP, STACK_STEP = 120, 170, 55
+X_STEP, ROW_STEP, MIN_ROW_STEP, STACK_STEP = 120, 170, 70, 55
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 
 
@@ -143,19 +143,25 @@ def layout(state: MemoryState, ids: Iterable[int]) -> tuple[dict[int, tuple[int,
     for uid in ids:
         u = state.units[uid]
         by_session.setdefault(u.session, []).append(u)
-    positions: dict[int, tuple[int, int]] = {}
-    row_y: dict[str, int] = {}
-    y = 0
+    rows: list[tuple[str, list[list[Unit]]]] = []
     for session in sorted(by_session, key=numbers.__getitem__):
         stacks: dict[tuple[str, int], list[Unit]] = {}
         for u in sorted(by_session[session], key=lambda u: u.id):
             anchor = _anchor(state, u)
             stacks.setdefault((state.units[anchor].time if anchor in state.units else u.time, anchor), []).append(u)
-        for column, key in enumerate(sorted(stacks)):
-            for depth, u in enumerate(stacks[key]):
+        rows.append((session, [stacks[key] for key in sorted(stacks)]))
+    # many short sessions (LoCoMo has ~30 of ~20 turns) would make a tall sliver: squeeze rows towards 2:1
+    widest = max((len(columns) for _, columns in rows), default=1)
+    row_step = max(MIN_ROW_STEP, min(ROW_STEP, widest * X_STEP // (2 * max(1, len(rows)))))
+    positions: dict[int, tuple[int, int]] = {}
+    row_y: dict[str, int] = {}
+    y = 0
+    for session, columns in rows:
+        for column, stack in enumerate(columns):
+            for depth, u in enumerate(stack):
                 positions[u.id] = (column * X_STEP + depth * 36, y + depth * STACK_STEP)
         row_y[session] = y
-        y += ROW_STEP + (max(map(len, stacks.values())) - 1) * STACK_STEP
+        y += row_step + (max(map(len, columns)) - 1) * STACK_STEP
     return positions, row_y
 
 
