@@ -80,7 +80,8 @@ def _settings_form() -> tuple[str, dict]:
     ablations = c3.multiselect("Ablations", list(ABLATIONS), key="replay_ablations",
                                help="  \n".join(f"**{k}**: {v}" for k, v in ABLATIONS.items()))
     c = st.columns(6)
-    k = c[0].number_input("Sources returned (k)", 1, 100, DEFAULTS.k, key="replay_k")
+    k = c[0].number_input("Stage-1 anchors (k)", 1, 100, DEFAULTS.k, key="replay_k",
+                           help="Visible units retrieval starts from before expanding along edges.")
     hops = c[1].number_input("Expansion hops", 0, 5, DEFAULTS.hops, key="replay_hops")
     budget = c[2].number_input("Expansion budget (units)", 1, 500, DEFAULTS.budget, key="replay_budget")
     theta = {op: c[3 + i].number_input(f"Gate θ {op}", 0.0, 1.0, DEFAULTS.theta[op], 0.05, key=f"replay_theta_{op}")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.llm.offline import OfflineBackend
 from engine.proposal import GateVerdict, Op, Proposal, ReasonCode, Status
 
 if TYPE_CHECKING:
@@ -43,7 +44,10 @@ def diagnose(engine: "AllMemEngine", run_id: str, manual: bool) -> list[Proposal
     s, state = engine.settings, engine.state
     proposals: list[Proposal] = []
     next_id = state.next_proposal_id
-    for target in [t for t in state.buffer if t in state.units]:
+    targets = [t for t in state.buffer if t in state.units]
+    if isinstance(engine.llm.backend, OfflineBackend):
+        engine.llm.backend.prefetch([state.units[t].raw for t in targets])
+    for target in targets:
         context = [uid for uid, _ in engine.visible_neighbours(target, s.diagnosis_anchors)]
         payload = {"target": unit_payload(engine, target), "context": [unit_payload(engine, c) for c in context]}
         call = engine.llm.call("diagnosis", payload)

@@ -162,29 +162,40 @@ class OfflineBackend(LLMBackend):
             return "update", score, f"{figures}; {', '.join(changed)}; the newer statement supersedes"
         return "merge", score, f"{figures}; no changed numbers or negation: redundant statement"
 
+    def split_cuts(self, raw: str) -> list[tuple[int, str, str]]:
+        """Candidate two-way cuts between sentences: (char offset, left text, right text)."""
+        spans = sentence_spans(raw)
+        return [(spans[i][0], strip_speaker(raw[spans[0][0]:spans[i - 1][1]])[1], raw[spans[i][0]:spans[-1][1]])
+                for i in range(1, len(spans))]
+
+    def prefetch(self, raws: list[str]) -> None:
+        """Embed every candidate cut of many texts in one batch (the per-target calls then hit the cache)."""
+        texts = [t for raw in raws for _, left, right in self.split_cuts(raw) for t in (left, right)]
+        if texts:
+            self.embedder.embed(texts)
+
     def best_split(self, raw: str) -> tuple[float, int, str] | None:
         """The most confident two-way cut between sentences, as (confidence, char offset, reason)."""
-        spans = sentence_spans(raw)
-        if len(spans) < 2:
+        cuts = [(cut, left, right) for cut, left, right in self.split_cuts(raw)
+                if len(set(content_tokens(left))) >= _MIN_CONTENT and len(set(content_tokens(right))) >= _MIN_CONTENT]
+        if not cuts:
             return None
+        vecs = self.embedder.embed([t for _, left, right in cuts for t in (left, right)])
+        n_sentences = len(sentence_spans(raw))
         best: tuple[float, int, str] | None = None
-        for i in range(1, len(spans)):
-            left, right = raw[spans[0][0]:spans[i - 1][1]], raw[spans[i][0]:spans[-1][1]]
-            tl = set(content_tokens(strip_speaker(left)[1]))
-            tr = set(content_tokens(right))
-            if len(tl) < _MIN_CONTENT or len(tr) < _MIN_CONTENT:
-                continue
-            va, vb = self.embedder.embed([strip_speaker(left)[1], right])
-            cosine = float(va @ vb)
-            shared = jaccard(tl, tr)
+        for i, (cut, left, right) in enumerate(cuts):
+            cosine = float(vecs[2 * i] @ vecs[2 * i + 1])
+            shared = jaccard(set(content_tokens(left)), set(content_tokens(right)))
             conf = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
             first = (words(right) or [""])[0]
-            if first in _CONTINUATIONS:
+            leans = first in _CONTINUATIONS
+            if leans:
                 conf *= 0.5
-            reason = (f"sentences {1}-{i} and {i + 1}-{len(spans)} share {shared:.2f} of their words, "
-                      f"cosine {cosine:.2f}" + ("; the second part leans on the first" if first in _CONTINUATIONS else ""))
+            n_left = sum(1 for a, _ in sentence_spans(raw) if a < cut)
+            reason = (f"sentences 1-{n_left} and {n_left + 1}-{n_sentences} share {shared:.2f} of their words, "
+                      f"cosine {cosine:.2f}" + ("; the second part leans on the first" if leans else ""))
             if best is None or conf > best[0]:
-                best = (conf, spans[i][0], reason)
+                best = (conf, cut, reason)
         return best
 
     def _segment(self, text: str, label: str) -> dict:
