@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-import streamlit.components.v1 as components
 
 from engine.edge import EDGE_STYLE
 from engine.state import MemoryState
@@ -180,8 +179,7 @@ if selection.hidden:
     st.warning(f"{selection.hidden:,} of {selection.matched:,} units that pass the filters are hidden: the graph "
                f"draws the {opts['max_nodes']:,} most recent plus the inspected unit. Narrow the session range, "
                "search for text, or focus on the inspected unit to see the rest.")
-components.html(build_graph_html(state, highlight_units=rings, focus=focus, height_px=HEIGHT, **opts),
-                height=HEIGHT + 20)
+st.iframe(build_graph_html(state, highlight_units=rings, focus=focus, height_px=HEIGHT, **opts), height=HEIGHT + 20)
 st.caption("Hover a unit for its raw evidence, summary, keywords, time and source ids; drag to pan, scroll to zoom. "
            "Rows are sessions, columns are time; units made by consolidation sit under their source.")
 

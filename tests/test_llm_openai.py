@@ -297,7 +297,7 @@ def test_missing_api_key_is_a_clear_error() -> None:
 
 
 def test_registry(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"known backends: \['openai', 'recorded'"):
+    with pytest.raises(ValueError, match=r"known backends: \['offline', 'openai', 'recorded'"):
         make_backend("no-such-backend")
     path = tmp_path / "empty.jsonl"
     dump_calls_jsonl([], path)

@@ -228,7 +228,7 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
                      highlight_units: Iterable[int] = (), edge_types: set[str] | None = None,
                      visible_only: bool = False, sessions: tuple[int, int] | None = None, search: str = "",
                      focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600) -> str:
-    """A full HTML document for `streamlit.components.v1.html(html, height=height_px + 20)`."""
+    """A full HTML document for `st.iframe(html, height=height_px + 20)`."""
     path = {_stored_key(state, tuple(k)) for k in highlight_edges}
     ringed = {u for u in highlight_units if u in state.units}
     selection = select_units(state, edge_types=edge_types, visible_only=visible_only, sessions=sessions,
