@@ -55,7 +55,7 @@ def apply_decisions(run_key: str, gate_mode: bool) -> None:
         chosen = {pid: accept for pid, accept in rv.decisions(run_key).items()
                   if proposals[pid].status == Status.PENDING}        # a failed plan preview closes a proposal
         report = wb.engine.apply(None, decided_by="gate") if gate_mode else \
-            wb.engine.apply(chosen, decided_by="human")
+            wb.engine.apply(chosen, decided_by=(st.session_state.get("reviewer") or "human").strip() or "human")
         wb.last_run = report
         s = wb.engine.state.runs[report.run_id].summary
         flash("success", f"{report.run_id} applied: {s['applied']} applied, {s['rejected']} rejected, "
@@ -87,9 +87,11 @@ def review_queue(state, open_run: str | None) -> None:
     run_key = rv.run_key(wb.db_path.name, open_run)
     proposals = [p for p in state.proposals.values() if p.run_id == open_run]
     pending = [p for p in proposals if p.status == Status.PENDING]
-    gate_mode = st.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
-                         help="The gate accepts a proposal iff its confidence reaches the operator's θ "
-                              "(and a merge is coherent enough).") == GATE_MODE
+    who, name = st.columns([3, 2])
+    gate_mode = who.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
+                          help="The gate accepts a proposal iff its confidence reaches the operator's θ "
+                               "(and a merge is coherent enough).") == GATE_MODE
+    name.text_input("Reviewer (stored with each decision)", value="human", key="reviewer", disabled=gate_mode)
     chosen = rv.decisions(run_key)
 
     f1, f2, f3 = st.columns(3)

@@ -12,24 +12,17 @@ from engine.proposal import Op, Status
 from engine.state import MemoryState
 from engine.unit import Unit
 from workbench import review_view as rv
+from tests.apptest import open_app_page
 from workbench.model import Workbench
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "workbench" / "app.py")
 PAGE = "../pages/3_consolidation.py"      # relative to the main script, which lives in workbench/
 
 pytestmark = pytest.mark.slow
 
 
 def open_page(turn: int = 0) -> tuple[AppTest, Workbench]:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    wb = at.session_state["workbench"]
-    if turn:
-        wb.jump(turn)
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at, wb
+    return open_app_page(PAGE, turn)
 
 
 def turn_count(wb: Workbench, turn_id: str) -> int:
@@ -184,3 +177,13 @@ def test_unit_and_text_html_escape():
     assert "<img" not in block and "&lt;img" in block and "&lt;x&gt;" in block and "&lt;role&gt;" in block
     assert "<br>second line" in block and rv.ARCHIVED_MARK in block and "dashed" in block
     assert "<b>" not in rv.text_html("<b>label</b>", HOSTILE)
+
+
+def test_reviewer_name_is_stored_with_decisions():
+    at, wb, pid, run_key = diagnose_past_update()
+    at.text_input(key="reviewer").set_value("dr-lee").run()
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    assert wb.engine.state.proposals[pid].decided_by == "dr-lee"
+    assert wb.engine.state.proposals[pid].status == Status.APPLIED

@@ -13,24 +13,17 @@ from engine.proposal import Op
 from engine.state import MemoryState
 from engine.unit import Unit
 from workbench import retrieval_view as rv
+from tests.apptest import open_app_page
 from workbench.model import Workbench
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "workbench" / "app.py")
 PAGE = "../pages/4_retrieval.py"          # relative to the main script, which lives in workbench/
 
 pytestmark = pytest.mark.slow
 
 
 def open_page(turn: int = 0) -> tuple[AppTest, Workbench]:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    wb = at.session_state["workbench"]
-    if turn:
-        wb.jump(turn)
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at, wb
+    return open_app_page(PAGE, turn)
 
 
 def code_text(at: AppTest) -> str:

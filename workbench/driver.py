@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -153,8 +154,11 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     expect(page.get_by_text("· Update").first).to_be_visible()
     page.get_by_text("Accept", exact=True).first.click()      # the first card: the most confident Update
     wait_idle(page)
-    page.get_by_role("button", name="Apply decisions").first.click()
-    wait_idle(page, 1500)
+    apply = page.get_by_role("button", name=re.compile(r"^Apply decisions \(1 accept"))
+    expect(apply).to_be_visible()                             # the decision reached the server
+    apply.click()
+    wait_idle(page, 1000)
+    expect(page.get_by_text(re.compile(r"run-\d+ applied: 1 applied"))).to_be_visible()
     texts["consolidation"] = page.inner_text("body")
     shot("3_consolidation")
 
