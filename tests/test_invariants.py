@@ -55,7 +55,7 @@ def check_invariants(eng, raws: dict[int, str]) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                 HealthCheck.too_slow])
 @given(actions=st.lists(action, min_size=3, max_size=14))
 def test_invariants_hold_over_random_sequences(tmp_path_factory, actions):
