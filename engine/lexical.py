@@ -39,7 +39,7 @@ class BM25:
             return {}
         avg = self.total_len / n or 1.0
         out: dict[int, float] = defaultdict(float)
-        for term in set(content_tokens(query)):
+        for term in dict.fromkeys(content_tokens(query)):      # fixed order: float sums are reproducible
             posting = self.postings.get(term)
             if not posting:
                 continue

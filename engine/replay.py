@@ -60,10 +60,10 @@ def step(engine, conversation: Conversation, schedule: Schedule):
     i = engine.state.turn
     if i >= len(turns):
         return None
-    if schedule.due_before(turns, i) and engine.state.buffer:
+    if schedule.due_before(turns, i) and engine.state.buffer and not engine.open_run():
         engine.consolidate()
     report = engine.ingest(turns[i])
-    if schedule.due_after(i + 1) and engine.state.buffer:
+    if schedule.due_after(i + 1) and engine.state.buffer and not engine.open_run():
         engine.consolidate()
     return report
 

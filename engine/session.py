@@ -51,13 +51,14 @@ def open_session(db: str | Path, engine: str = "allmem", llm: str | None = None,
     name = stored.get("engine", engine)
     if name not in ENGINES:
         raise SessionError(f"unknown engine {name!r}; known engines: {sorted(ENGINES)}")
-    if stored and settings and stored.get("settings") not in (None, settings):
-        raise SessionError(f"{db} was made with other settings; use a new --db for a different configuration")
     engine_cls, settings_cls = ENGINES[name]
+    if stored and settings and stored.get("settings") not in (None, settings_cls.from_dict(settings).to_dict()):
+        raise SessionError(f"{db} was made with other settings; use a new --db for a different configuration")
     conf = settings_cls.from_dict(stored.get("settings") or settings or {})
     backend = llm or stored.get("llm") or "offline"
     if not stored:
         store.set_meta(engine=name, settings=conf.to_dict(), llm=backend, **meta)
-    embedder = embedder or Embedder(cache=store)
+    embedder = embedder or Embedder()
+    embedder.cache = store          # vectors persist in the session's own database (and follow a branch)
     client = llm_for(backend, embedder, store, records)
     return engine_cls(store, client, embedder, conf)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from engine.allmem.settings import ABLATIONS, AllMemSettings
 from engine.loaders import LoaderError
+from engine.store import StoreError
 from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbench, list_conversations
 from workbench.replay_view import render_effects, transcript_html, turn_effects
 from workbench.state import get_workbench, header, new_embedder, set_workbench
@@ -133,7 +134,10 @@ def _do(action: str) -> None:
              "turn": lambda: wb.jump(int(st.session_state["replay_turn_target"])),
              "session": lambda: wb.jump_to_session(st.session_state["replay_session_target"])}
     with st.spinner("Stepping through the conversation…"):
-        steps[action]()
+        try:
+            steps[action]()
+        except (RuntimeError, ValueError, StoreError) as exc:
+            st.session_state["replay_error"] = str(exc)
     _sync_targets()
 
 
@@ -172,6 +176,8 @@ wb = get_workbench()
 header(wb)
 if "replay_flash" in st.session_state:
     st.success(st.session_state.pop("replay_flash"))
+if "replay_error" in st.session_state:
+    st.error(st.session_state.pop("replay_error"))
 with st.expander("Source, conversation, engine and settings", expanded=False):
     loader()
 stepping(wb)

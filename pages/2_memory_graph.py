@@ -39,7 +39,7 @@ def state_at(wb: Workbench, turn: int) -> MemoryState:
     if turn not in states:
         if len(states) >= CACHED_TURNS:
             states.pop(next(iter(states)))
-        states[turn] = wb.engine.at(upto_turn=turn).state
+        states[turn] = wb.engine.store.load_state(upto_turn=turn)      # a fold only: no index rebuild
     return states[turn]
 
 

@@ -5,6 +5,7 @@ import streamlit as st
 
 from engine.allmem.engine import UndoError
 from engine.proposal import GateVerdict, Status
+from engine.store import StoreError
 from workbench import review_view as rv
 from workbench.graph_view import build_graph_html, diff_states
 from workbench.state import get_workbench, header
@@ -27,10 +28,10 @@ def flash(kind: str, message: str) -> None:
 
 def edit(action) -> None:
     """Every edit branches the log if the cursor is behind, then refreshes the cached views."""
-    wb.ensure_head()
     try:
+        wb.ensure_head()
         action()
-    except (RuntimeError, ValueError, UndoError) as exc:
+    except (RuntimeError, ValueError, UndoError, StoreError) as exc:
         flash("error", str(exc))
     finally:
         wb.reload()

@@ -341,3 +341,14 @@ def test_missing_file_and_pickling(tmp_path: Path) -> None:
     assert str(err).startswith("absent.json: cannot read file")
     clone = pickle.loads(pickle.dumps(err))
     assert str(clone) == str(err) and clone.path == err.path
+
+
+def test_conversation_without_turns_is_a_clear_error(tmp_path: Path) -> None:
+    from engine.loaders import LoaderError, load_conversation
+
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps([{"sample_id": "conv-x", "conversation": {"speaker_a": "A", "speaker_b": "B"},
+                                 "qa": []}]))
+    with pytest.raises(LoaderError) as err:
+        load_conversation(path)
+    assert "empty.json" in str(err.value) and "conv-x" in str(err.value) and "turns" in str(err.value)

@@ -83,3 +83,10 @@ def test_branch_carries_annotation_cases(make_engine, tmp_path):
     other = eng.store.branch(tmp_path / "b.sqlite", eng.store.last_seq())
     assert [c.scenario_id for c in AnnotationStore(other.engine).cases("demo")] == \
         [c.scenario_id for c in store.cases("demo")]
+
+
+def test_reopening_with_the_same_partial_settings_resumes(tmp_path):
+    db = tmp_path / "m.sqlite"
+    open_session(db, settings={"ablations": ["no-lexical"]})
+    again = open_session(db, settings={"ablations": ["no-lexical"]})
+    assert again.settings.ablations == ["no-lexical"]

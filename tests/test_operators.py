@@ -209,3 +209,13 @@ def test_operator_ablation_drops_proposals(make_engine):
     report = eng.consolidate()
     assert all(p.status == Status.SKIPPED for p in report.proposals if p.op == Op.MERGE)
     assert not report.created
+
+
+def test_undo_puts_diagnosed_units_back_in_the_buffer(make_engine):
+    eng = make_engine()
+    ids = ingest(eng, UPDATE_OLD, UPDATE_NEW)
+    eng.consolidate()
+    assert not eng.state.buffer
+    eng.undo_last_run()
+    assert set(eng.state.buffer) == set(ids.values())
+    assert any(p.op == Op.UPDATE and p.status == Status.APPLIED for p in eng.consolidate().proposals)

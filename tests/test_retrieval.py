@@ -89,3 +89,15 @@ def test_no_lexical_is_pure_cosine(make_engine):
     assert res.candidates and all(u.visible for u in res.candidates)
     for u in res.candidates:
         assert abs(u.score - u.dense) < 1e-6
+
+
+def test_temporal_links_chain_turns_that_share_a_session_time(make_engine):
+    """LoCoMo stamps every turn of a session with one time: tau must still link each turn to the one before."""
+    from engine.conversation import Turn
+
+    eng = make_engine()
+    for i in range(1, 5):
+        eng.ingest(Turn(id=f"D1:{i}", speaker="A", text=f"Remark number {i} about the garden.",
+                        time="2023-05-08T13:56:00", session="1", index=i))
+    tau = sorted((s, d) for (s, d, t) in eng.state.edges if t == EdgeType.TEMPORAL)
+    assert tau == [(2, 1), (3, 2), (4, 3)]

@@ -96,6 +96,13 @@ class Workbench:
         return self.conversation.turns[self.cursor - 1] if self.cursor else None
 
     # -- stepping -------------------------------------------------------------------------
+    def _check_no_open_run(self) -> None:
+        """Ingesting while proposals await review would mix new turns into that run's diff."""
+        run = self.engine.open_run()
+        if run:
+            raise RuntimeError(f"{run} has proposals waiting for a decision: apply it on the Consolidation page "
+                               "before ingesting more turns")
+
     def next(self) -> None:
         if self.cursor < self.head:
             self.cursor += 1
@@ -103,6 +110,7 @@ class Workbench:
             return
         if self.head >= self.total_turns:
             return
+        self._check_no_open_run()
         self.last_ingest = step(self.engine, self.conversation, self.schedule)
         self.cursor = self.head
 
@@ -117,6 +125,7 @@ class Workbench:
             self.cursor = turn
             self.last_ingest = None
             return
+        self._check_no_open_run()
         self.cursor = self.head
         self.engine.prefetch(self.conversation.turns[self.head:turn])
         while self.head < turn:

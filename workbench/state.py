@@ -13,7 +13,7 @@ _KEY = "workbench"
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
 def shared_embedder() -> Embedder:
-    """One model per server process; per-database caches are attached by each session."""
+    """One model per server process; each session's embedder caches into its own database."""
     emb = Embedder()
     emb.warm()
     return emb

@@ -54,7 +54,7 @@ def diagnose(engine: "AllMemEngine", run_id: str, manual: bool) -> list[Proposal
         if not call.ok:
             proposals.append(Proposal(id=next_id, run_id=run_id, op="diagnosis", targets=[target], confidence=0.0,
                                       reason=call.error or "", context_target=target, gate=GateVerdict.FAIL,
-                                      reason_code=_call_code(call.error_code), status=Status.SKIPPED,
+                                      reason_code=call_reason_code(call.error_code), status=Status.SKIPPED,
                                       made_turn=state.turn))
             next_id += 1
             continue
@@ -69,7 +69,8 @@ def diagnose(engine: "AllMemEngine", run_id: str, manual: bool) -> list[Proposal
     return proposals
 
 
-def _call_code(code: str | None) -> str:
+def call_reason_code(code: str | None) -> str:
+    """The reason code for a failed LLM call: parse/schema failures keep theirs, the rest is LLM_FAIL."""
     return code if code in (ReasonCode.JSON_PARSE_FAIL, ReasonCode.SCHEMA_FAIL) else ReasonCode.LLM_FAIL
 
 

@@ -76,7 +76,8 @@ class AllMemEngine:
     # -- derived views (vectors, FAISS, BM25) -------------------------------------
     def _rebuild_views(self) -> None:
         units = list(self.state.units.values())
-        vecs = self.embedder.embed([u.embed_text for u in units]) if units else np.zeros((0, 384), np.float32)
+        vecs = self.embedder.embed([u.embed_text for u in units]) if units else \
+            np.zeros((0, self.embedder.dim), np.float32)
         self.vectors = {u.id: v for u, v in zip(units, vecs)}
         self.index = VisibleIndex(self.embedder.dim)
         visible = [u.id for u in units if u.visible]
@@ -94,30 +95,24 @@ class AllMemEngine:
         """Keep vectors, the visible-surface index and BM25 in step with applied ops."""
         for op in ops:
             p = op.payload
-            if op.kind == OpKind.UNIT_CREATED:
-                u = self.state.units.get(p["unit"]["id"])
+            uid = p["unit"]["id"] if op.kind == OpKind.UNIT_CREATED else p.get("unit")
+            if op.kind in (OpKind.UNIT_CREATED, OpKind.DESCRIPTOR_CHANGED):
+                u = self.state.units.get(uid)
                 if u is None:
                     continue
                 self.vectors[u.id] = self.embed_unit(u)
                 self.bm25.add(u.id, self._lexical_text(u))
                 if u.visible:
                     self.index.add([u.id], self.vectors[u.id][None, :])
-            elif op.kind == OpKind.DESCRIPTOR_CHANGED and p["unit"] in self.state.units:
-                u = self.state.units[p["unit"]]
-                self.vectors[u.id] = self.embed_unit(u)
-                self.bm25.add(u.id, self._lexical_text(u))
-                if u.visible:
-                    self.index.add([u.id], self.vectors[u.id][None, :])
-            elif op.kind == OpKind.VISIBILITY_CHANGED and p["unit"] in self.state.units:
-                uid = p["unit"]
+            elif op.kind == OpKind.VISIBILITY_CHANGED and uid in self.state.units:
                 if self.state.units[uid].visible:
                     self.index.add([uid], self.vectors[uid][None, :])
                 else:
                     self.index.remove([uid])
             elif op.kind == OpKind.UNIT_RETRACTED:
-                self.index.remove([p["unit"]])
-                self.bm25.remove(p["unit"])
-                self.vectors.pop(p["unit"], None)
+                self.index.remove([uid])
+                self.bm25.remove(uid)
+                self.vectors.pop(uid, None)
 
     def embed_unit(self, unit: Unit) -> np.ndarray:
         return self.embedder.embed_one(unit.embed_text)
@@ -267,7 +262,7 @@ class AllMemEngine:
                    "created": ex.created, "archived": ex.archived, "rewired": len(ex.rewired)}
         tx.emit(OpKind.RUN_COMMITTED, {"summary": summary, "decided_by": decided_by})
         ops = self._commit(tx.ops)
-        props = [self.state.proposals[p.id] for p in self.state.proposals.values() if p.run_id == run_id]
+        props = [p for p in self.state.proposals.values() if p.run_id == run_id]
         return RunReport(run_id=run_id, proposals=props, created=ex.created, archived=ex.archived,
                          rewired=ex.rewired, ops=ops)
 
@@ -304,6 +299,10 @@ class AllMemEngine:
         for p in tx.state.proposals.values():
             if p.run_id == run.run_id and p.status == Status.APPLIED:
                 tx.update_proposal(p.id, note=f"{p.note}; undone")
+        started = next((op for op in run_ops if op.kind == OpKind.RUN_STARTED), None)
+        for uid in (started.payload.get("buffer", []) if started else []):
+            if uid in tx.state.units and uid not in tx.state.buffer:
+                tx.emit(OpKind.BUFFER_PUSHED, {"unit": uid, "anchors": []})   # diagnosable again
         tx.emit(OpKind.RUN_UNDONE, {"undone_run": run.run_id})
         self._commit(tx.ops)
         return run.run_id

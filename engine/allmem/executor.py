@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.allmem.atc import coherence, unit_payload
+from engine.allmem.atc import call_reason_code, coherence, unit_payload
 from engine.allmem.ranking import semantic_key, top_cap
 from engine.edge import Edge, EdgeType
 from engine.proposal import Op, Proposal, ReasonCode, Status
@@ -45,9 +45,7 @@ def make_plan(engine: "AllMemEngine", p: Proposal) -> tuple[dict | None, str | N
     call = engine.llm.call(PLAN_ROLE[p.op], plan_payload(engine, p))
     if call.ok:
         return call.data, None, ""
-    code = call.error_code if call.error_code in (ReasonCode.JSON_PARSE_FAIL, ReasonCode.SCHEMA_FAIL) \
-        else ReasonCode.LLM_FAIL
-    return None, code, call.error or ""
+    return None, call_reason_code(call.error_code), call.error or ""
 
 
 class Executor:

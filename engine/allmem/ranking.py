@@ -18,8 +18,13 @@ def semantic_key(z_src: np.ndarray, dst: Unit, z_dst: np.ndarray) -> tuple:
 
 
 def temporal_key(dst: Unit) -> tuple:
-    """Key_tau / Key_nu: (t_u, -id(u)), ranked descending (closest predecessor first)."""
-    return (dst.time, -dst.id)
+    """Key_tau / Key_nu: (t_u, id(u)), ranked descending: the closest predecessor first.
+
+    The paper breaks ties with -id; datasets such as LoCoMo stamp every turn of a
+    session with the session's time, and there the later-written unit (larger
+    id) is the closer predecessor, so ties go to the larger id.
+    """
+    return (dst.time, dst.id)
 
 
 def top_cap(candidates: Iterable[int], cap: int, key: Callable[[int], tuple]) -> list[int]:

@@ -81,20 +81,27 @@ def load_conversation(path: str | Path, conversation_id: str | None = None) -> C
     ids = [c.id for c in conversations]
     if conversation_id is None:
         if len(conversations) == 1:
-            return conversations[0]
+            return _with_turns(conversations[0], path)
         problem = "file holds no conversations" if not conversations else (
             f"file holds {len(conversations)} conversations; pass one of: {_listing(ids)}"
         )
         raise LoaderError(path, problem, field="conversation_id")
     for conversation in conversations:
         if conversation.id == conversation_id:
-            return conversation
+            return _with_turns(conversation, path)
     raise LoaderError(
         path,
         f"no such conversation; available: {_listing(ids) or '(none)'}",
         record=conversation_id,
         field="conversation_id",
     )
+
+
+def _with_turns(conversation: Conversation, path: str | Path) -> Conversation:
+    """A conversation to replay must have at least one turn; say so instead of failing later."""
+    if not conversation.turns:
+        raise LoaderError(path, "the conversation has no turns to replay", record=conversation.id, field="turns")
+    return conversation
 
 
 def _listing(ids: list[str]) -> str:
