@@ -153,13 +153,19 @@ class Store:
             raise StoreError(f"could not write {len(ops)} operation(s) to {self.url}: {exc}") from exc
         return ops
 
-    def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None) -> Iterator[OpRecord]:
+    def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None, run_id: str | None = None,
+            seq: int | None = None) -> Iterator[OpRecord]:
+        """Log records in seq order, filtered in SQL (the log can be long)."""
         with Session(self.engine) as s:
             query = select(OpRow).order_by(OpRow.seq)
             if upto_seq is not None:
                 query = query.where(OpRow.seq <= upto_seq)
             if kinds is not None:
                 query = query.where(OpRow.kind.in_(list(kinds)))
+            if run_id is not None:
+                query = query.where(OpRow.run_id == run_id)
+            if seq is not None:
+                query = query.where(OpRow.seq == seq)
             for row in s.exec(query):
                 yield OpRecord(kind=row.kind, payload=json.loads(row.payload), turn=row.turn,
                                run_id=row.run_id, actor=row.actor, seq=row.seq)
@@ -167,10 +173,13 @@ class Store:
     def load_state(self, upto_turn: int | None = None, upto_seq: int | None = None) -> MemoryState:
         return MemoryState.fold(self.ops(), upto_turn=upto_turn, upto_seq=upto_seq)
 
-    def last_seq(self) -> int:
+    def last_seq(self, upto_turn: int | None = None) -> int:
+        """The newest record's seq (of those with turn <= upto_turn, when given); 0 for an empty log."""
         with Session(self.engine) as s:
-            row = s.exec(select(OpRow.seq).order_by(OpRow.seq.desc()).limit(1)).first()
-            return row or 0
+            query = select(OpRow.seq).order_by(OpRow.seq.desc()).limit(1)
+            if upto_turn is not None:
+                query = query.where(OpRow.turn <= upto_turn)
+            return s.exec(query).first() or 0
 
     # -- embeddings cache ----------------------------------------------------
     def get_embeddings(self, keys: list[str]) -> dict[str, np.ndarray]:

@@ -216,7 +216,7 @@ def audit_log(view, state) -> None:
                          selection_mode="single-row", key="audit_table")
     if event and event.selection.rows:
         seq = int(rows.iloc[event.selection.rows[0]]["seq"])
-        st.json(next(op for op in view.store.ops(upto_seq=seq) if op.seq == seq).to_dict(), expanded=1)
+        st.json(next(view.store.ops(seq=seq)).to_dict(), expanded=1)
     if state.proposals:
         st.plotly_chart(rv.reason_chart(rv.reason_breakdown(state.proposals.values())), width="stretch")
     else:

@@ -148,7 +148,7 @@ class Workbench:
         """Before an edit: if the cursor is behind the head, branch the log at the cursor."""
         if self.at_head:
             return
-        seq = max((op.seq for op in self.engine.store.ops() if op.turn <= self.cursor), default=0)
+        seq = self.engine.store.last_seq(upto_turn=self.cursor)
         target = self.db_path.with_name(f"{self.db_path.stem}-branch{next(_COUNTER)}.sqlite")
         self.engine.store.branch(target, seq)
         self.branches.append(self.db_path)

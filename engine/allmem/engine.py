@@ -279,7 +279,7 @@ class AllMemEngine:
         later = [r for r in self.state.runs.values() if r.first_seq > run.last_seq and r.status != "undone"]
         if later:
             raise UndoError(f"run {run.run_id} is not the latest run")
-        run_ops = [op for op in self.store.ops() if op.run_id == run.run_id]
+        run_ops = list(self.store.ops(run_id=run.run_id))
         tx = Tx(self.state, turn=self.state.turn, run_id=f"undo-{run.run_id}", actor=actor)
         for op in reversed(run_ops):
             p = op.payload
