@@ -35,10 +35,15 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--conversations", nargs="*")
     ap.add_argument("--ablation", action="append", default=[])
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override an All-Mem setting, e.g. --set expansion_bonus=0.3 (value parsed as JSON)")
     ap.add_argument("--consolidate", default="every-3-sessions")
     ap.add_argument("--out", default=str(ROOT / "out" / "recall.json"))
     args = ap.parse_args()
 
+    settings: dict = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    if args.ablation:
+        settings["ablations"] = sorted(args.ablation)
     conversations = load_conversations(args.data)
     if args.conversations:
         conversations = [c for c in conversations if c.id in set(args.conversations)]
@@ -46,8 +51,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="memwb-eval-"))
     for conv in conversations:
         started = time.perf_counter()
-        engine = open_session(workdir / f"{conv.id}.sqlite",
-                              settings={"ablations": sorted(args.ablation)} if args.ablation else None)
+        engine = open_session(workdir / f"{conv.id}.sqlite", settings=settings or None)
         replay(engine, conv, Schedule.parse(args.consolidate))
         naive = NaiveRAG(engine.embedder, conv.turns)
         for q in conv.questions:
@@ -68,7 +72,7 @@ def main() -> int:
         return round(statistics.mean(r[key] for r in subset), 4) if subset else None
 
     result = {
-        "k": args.k, "questions": len(rows), "ablations": args.ablation, "consolidate": args.consolidate,
+        "k": args.k, "questions": len(rows), "settings": settings, "consolidate": args.consolidate,
         "allmem": {"recall": mean("allmem_r", rows), "ndcg": mean("allmem_n", rows)},
         "naive_rag": {"recall": mean("naive_r", rows), "ndcg": mean("naive_n", rows)},
         "by_category": {c: {"allmem": mean("allmem_r", sub), "naive_rag": mean("naive_r", sub), "n": len(sub)}
