@@ -162,36 +162,37 @@ class OfflineBackend(LLMBackend):
             return "update", score, f"{figures}; {', '.join(changed)}; the newer statement supersedes"
         return "merge", score, f"{figures}; no changed numbers or negation: redundant statement"
 
-    def split_cuts(self, raw: str) -> list[tuple[int, str, str]]:
-        """Candidate two-way cuts between sentences: (char offset, left text, right text)."""
+    def split_cuts(self, raw: str) -> list[tuple[int, int, str, str]]:
+        """Candidate two-way cuts between sentences: (sentences on the left, char offset, left text, right text)."""
         spans = sentence_spans(raw)
-        return [(spans[i][0], strip_speaker(raw[spans[0][0]:spans[i - 1][1]])[1], raw[spans[i][0]:spans[-1][1]])
+        return [(i, spans[i][0], strip_speaker(raw[spans[0][0]:spans[i - 1][1]])[1], raw[spans[i][0]:spans[-1][1]])
                 for i in range(1, len(spans))]
 
     def prefetch(self, raws: list[str]) -> None:
         """Embed every candidate cut of many texts in one batch (the per-target calls then hit the cache)."""
-        texts = [t for raw in raws for _, left, right in self.split_cuts(raw) for t in (left, right)]
+        texts = [t for raw in raws for _, _, left, right in self.split_cuts(raw) for t in (left, right)]
         if texts:
             self.embedder.embed(texts)
 
     def best_split(self, raw: str) -> tuple[float, int, str] | None:
         """The most confident two-way cut between sentences, as (confidence, char offset, reason)."""
-        cuts = [(cut, left, right) for cut, left, right in self.split_cuts(raw)
-                if len(set(content_tokens(left))) >= _MIN_CONTENT and len(set(content_tokens(right))) >= _MIN_CONTENT]
+        all_cuts = self.split_cuts(raw)
+        cuts = []
+        for n_left, cut, left, right in all_cuts:
+            tl, tr = set(content_tokens(left)), set(content_tokens(right))
+            if len(tl) >= _MIN_CONTENT and len(tr) >= _MIN_CONTENT:
+                cuts.append((n_left, cut, left, right, jaccard(tl, tr)))
         if not cuts:
             return None
-        vecs = self.embedder.embed([t for _, left, right in cuts for t in (left, right)])
-        n_sentences = len(sentence_spans(raw))
+        n_sentences = len(all_cuts) + 1
+        vecs = self.embedder.embed([t for _, _, left, right, _ in cuts for t in (left, right)])
         best: tuple[float, int, str] | None = None
-        for i, (cut, left, right) in enumerate(cuts):
+        for i, (n_left, cut, _, right, shared) in enumerate(cuts):
             cosine = float(vecs[2 * i] @ vecs[2 * i + 1])
-            shared = jaccard(set(content_tokens(left)), set(content_tokens(right)))
             conf = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
-            first = (words(right) or [""])[0]
-            leans = first in _CONTINUATIONS
+            leans = (words(right) or [""])[0] in _CONTINUATIONS
             if leans:
                 conf *= 0.5
-            n_left = sum(1 for a, _ in sentence_spans(raw) if a < cut)
             reason = (f"sentences 1-{n_left} and {n_left + 1}-{n_sentences} share {shared:.2f} of their words, "
                       f"cosine {cosine:.2f}" + ("; the second part leans on the first" if leans else ""))
             if best is None or conf > best[0]:
