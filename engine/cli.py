@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.allmem.settings import ABLATIONS
+from engine.engines import engine_schema, known_engines
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -27,13 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="LoCoMo JSON, LongMemEval JSON or JSONL conversation file")
     p.add_argument("--conversation", help="conversation id (required when the file holds several)")
     _add_db(p)
-    p.add_argument("--engine", default="allmem", choices=["allmem"])
+    p.add_argument("--engine", default="allmem", choices=known_engines(),
+                   help=f"memory engine (default allmem): {', '.join(known_engines())}")
     p.add_argument("--llm", default="offline", choices=["offline", "openai", "recorded"])
     p.add_argument("--records", help="for --llm recorded: database or JSONL file holding the recorded calls")
     p.add_argument("--consolidate", default="every-3-sessions",
                    help="every-3-sessions (default, as in All-Mem), every-N-sessions, every-N-turns or manual")
-    p.add_argument("--ablation", action="append", default=[], choices=sorted(ABLATIONS),
-                   help="App. H ablation switch (repeatable)")
+    p.add_argument("--ablation", action="append", default=[],
+                   help="an ablation switch of the engine (repeatable); `memwb schema --engine E` lists them")
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("retrieve", help="three-stage retrieval with provenance")
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("diagnostics", help="structure diagnostics: visible ratio, Cov(H), H0.95, degrees")
     _add_db(p)
+
+    p = sub.add_parser("schema", help="print what an engine declares: kinds, statuses, edges, operators, stages")
+    p.add_argument("--engine", default="allmem", choices=known_engines())
 
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
     p.add_argument("--port", type=int, default=8501)
@@ -142,7 +146,10 @@ def cmd_consolidate(args) -> int:
     from engine.session import open_session
 
     engine = open_session(args.db, create=False)
-    if not engine.state.buffer:
+    if not engine.processes():
+        print(f"the {engine.name} engine has no offline process: nothing to consolidate")
+        return 0
+    if not engine.pending():
         print("buffer is empty: nothing to consolidate")
         return 0
     report = engine.consolidate()
@@ -158,6 +165,11 @@ def cmd_diagnostics(args) -> int:
     return 0
 
 
+def cmd_schema(args) -> int:
+    print(json.dumps(engine_schema(args.engine).to_dict(), indent=1, ensure_ascii=False))
+    return 0
+
+
 def cmd_ui(args) -> int:
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
@@ -168,7 +180,7 @@ def cmd_ui(args) -> int:
 
 
 COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
-            "diagnostics": cmd_diagnostics, "ui": cmd_ui}
+            "diagnostics": cmd_diagnostics, "schema": cmd_schema, "ui": cmd_ui}
 
 if __name__ == "__main__":
     sys.exit(main())

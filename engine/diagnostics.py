@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from engine.edge import EdgeType
 from engine.state import MemoryState
 
 
@@ -32,9 +31,10 @@ def coverage(h: dict[int, float], hops: int) -> float:
 
 
 def degree_distribution(state: MemoryState) -> dict[str, dict[int, int]]:
-    """Out-degree histogram per edge type, over visible units."""
+    """Out-degree histogram per edge type of the engine's schema, over visible units."""
     out: dict[str, dict[int, int]] = {}
-    for etype in EdgeType.ALLMEM:
+    types = [e.name for e in state.schema.edge_types] if state.schema else sorted({t for _, _, t in state.edges})
+    for etype in types:
         hist = Counter(len(state.out(u, etype)) for u in state.visible_ids)
         out[etype] = dict(sorted(hist.items()))
     return out
@@ -51,6 +51,7 @@ def structure(state: MemoryState, max_hops: int = 8) -> dict:
         "units": len(state.units),
         "visible": len(state.visible_ids),
         "archived": len(state.archived_ids),
+        "statuses": state.status_counts(),
         "visible_ratio": round(len(state.visible_ids) / n_turns, 4),
         "median_hop": finite[len(finite) // 2] if finite else None,
         "coverage": cov,
@@ -63,6 +64,10 @@ def structure(state: MemoryState, max_hops: int = 8) -> dict:
 
 
 def version_orphans(state: MemoryState) -> list[int]:
-    """Archived units not reachable from the visible surface along version edges (must be empty)."""
-    h = hop_distances(state, (EdgeType.VERSION,))
+    """Off-surface nodes not reachable from the surface along the schema's lineage edges (must be empty).
+    An engine without lineage edges (the baselines) has nothing to check."""
+    lineage = state.schema.lineage_types if state.schema else ()
+    if not lineage:
+        return []
+    h = hop_distances(state, lineage)
     return sorted(v for v, d in h.items() if d == float("inf"))

@@ -1,37 +1,20 @@
-"""Typed, directed edges between units, with who made them."""
+"""Typed, directed edges between nodes, with who made them. Types are declared by each engine's schema."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
-
-class EdgeType:
-    TEMPORAL = "temporal"     # tau: new -> session-local predecessor (cap 1)
-    SEMANTIC = "semantic"     # sigma: degree-capped association
-    VERSION = "version"       # nu: new/representative -> old/archived, never pruned by default
-    SIBLING = "sibling"       # beta: among Split siblings (capped)
-    ALLMEM = (TEMPORAL, SEMANTIC, VERSION, SIBLING)
-    RECOVERY = (VERSION, SIBLING)
-
-    # Stage-2 expansion priority (All-Mem App. D.3): smaller expands first.
-    PRIORITY = {SIBLING: 0, VERSION: 1, TEMPORAL: 2, SEMANTIC: 3}
-
-
-EDGE_STYLE = {
-    EdgeType.TEMPORAL: {"color": "#7f7f7f", "dashes": False, "label": "temporal (τ)"},
-    EdgeType.SEMANTIC: {"color": "#1f77b4", "dashes": True, "label": "semantic (σ)"},
-    EdgeType.VERSION: {"color": "#d62728", "dashes": False, "label": "version (ν)"},
-    EdgeType.SIBLING: {"color": "#2ca02c", "dashes": True, "label": "sibling (β)"},
-}
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
 class Edge:
+    """`evidence` lists the nodes a synthesised relation cites (MemLoom's evidence citation)."""
+
     src: int
     dst: int
     type: str
     made_by: str = "online"
     confidence: float | None = None
     created_turn: int = 0
+    evidence: list[int] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[int, int, str]:

@@ -61,6 +61,12 @@ class Embedder:
         self.dim = 384
         self.encoded = 0
 
+    def sibling(self) -> "Embedder":
+        """Another embedder over the same model that shares this one's vectors but not its cache store."""
+        other = Embedder(model_path=self.model_path, batch_size=self.batch_size)
+        other.memory = self.memory
+        return other
+
     def warm(self) -> None:
         """Load the model now, so its start-up is not billed to the first timed call."""
         _load_model(self.model_path)

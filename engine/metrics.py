@@ -1,4 +1,7 @@
-"""Retrieval metrics against turn-level gold evidence (DESIGN §7)."""
+"""Retrieval metrics against turn-level gold evidence (DESIGN §7).
+
+Event-boundary metrics (Pk, WindowDiff, ΔB) live in `engine.segmentation`.
+"""
 from __future__ import annotations
 
 import math
@@ -26,3 +29,18 @@ def ndcg_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
 def strict_chain_recall(ranked: Sequence[str], chain: Sequence[str], k: int) -> float:
     """SCR: 1 iff every turn of the gold causal chain is in the top-k."""
     return float(set(chain) <= set(ranked[:k])) if chain else 0.0
+
+
+def chain_recall(ranked: Sequence[str], chain: Sequence[str], k: int) -> float:
+    """Fraction of the gold chain's turns found in the top-k: the graded companion of SCR.
+
+    ``chain_recall == 1.0`` exactly when ``strict_chain_recall == 1.0``, so the
+    gap between the two shows how close a miss was. An empty chain gives 0.0,
+    as `strict_chain_recall` does.
+    """
+    if k < 0:
+        raise ValueError(f"k must be non-negative, got {k}")
+    chain_set = set(chain)
+    if not chain_set:
+        return 0.0
+    return len(chain_set & set(ranked[:k])) / len(chain_set)

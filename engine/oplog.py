@@ -2,7 +2,7 @@
 
 The state at any point is the fold of the log up to that point
 (`engine.state.MemoryState.fold`), which is what time travel, diffs, undo and
-branching are built on.
+branching are built on. What each kind does is declared once, in `engine.ops`.
 """
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ from dataclasses import asdict, dataclass, field
 
 class OpKind:
     TURN_INGESTED = "turn_ingested"
-    UNIT_CREATED = "unit_created"
-    UNIT_RETRACTED = "unit_retracted"          # undo of a unit a consolidation run created
+    NODE_CREATED = "node_created"
+    NODE_RETRACTED = "node_retracted"          # undo of a node a run created
+    NODE_UPDATED = "node_updated"              # members, statistics, provenance of a group node
     DESCRIPTOR_CHANGED = "descriptor_changed"
-    VISIBILITY_CHANGED = "visibility_changed"
+    STATUS_CHANGED = "status_changed"          # a lifecycle transition, with its cause
     EDGE_ADDED = "edge_added"
     EDGE_REMOVED = "edge_removed"
     BUFFER_PUSHED = "buffer_pushed"
     BUFFER_FLUSHED = "buffer_flushed"
+    ENGINE_STATE_SET = "engine_state_set"      # an engine's own variable (phase, counter, snapshot pointer)
     PROPOSAL_MADE = "proposal_made"
     PROPOSAL_UPDATED = "proposal_updated"      # decision, status, plan or reason code
     RUN_STARTED = "run_started"
@@ -36,6 +38,7 @@ class OpRecord:
     run_id: str | None = None
     actor: str = "engine"
     seq: int = 0
+    v: int = 0          # payload version; 0 = the kind's current version (set when stored)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,11 +46,12 @@ class OpRecord:
 
 @dataclass
 class RunInfo:
-    """A consolidation run as the log tells it."""
+    """A run of an offline process as the log tells it."""
 
     run_id: str
     mode: str
     turn: int
+    process: str = ""
     status: str = "open"            # open | committed | undone
     first_seq: int = 0
     last_seq: int = 0

@@ -1,14 +1,13 @@
-"""Consolidation proposals: an edit before it is applied, and why it was or was not."""
+"""Proposals: an edit of an offline process before it is applied, and why it was or was not.
+
+Operators and most reason codes belong to an engine (its schema declares
+them); the statuses, gate verdicts and the codes of the LLM boundary are
+shared by every engine.
+"""
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
-
-
-class Op:
-    SPLIT = "split"
-    MERGE = "merge"
-    UPDATE = "update"
-    ORDER = (SPLIT, MERGE, UPDATE)   # fixed execution order (All-Mem Alg. 1)
 
 
 class Status:
@@ -21,21 +20,17 @@ class Status:
     CLOSED = (REJECTED, APPLIED, SKIPPED, FAILED)
 
 
-class ReasonCode:
-    """The fail-closed taxonomy of All-Mem App. C.5: one code per drop or skip."""
+class LLMReason:
+    """Reason codes of the LLM boundary, the same for every engine and role."""
 
     JSON_PARSE_FAIL = "JSON_PARSE_FAIL"
     SCHEMA_FAIL = "SCHEMA_FAIL"
-    LOW_CONF = "LOW_CONF"
-    NORM_FILTER = "NORM_FILTER"
-    COH_FAIL = "COH_FAIL"
-    APPLICABLE_FAIL = "APPLICABLE_FAIL"
-    PLAN_VALIDATION_FAIL = "PLAN_VALIDATION_FAIL"
-    DUPLICATE = "DUPLICATE"          # lost intra-queue de-duplication
-    OVERLAP = "OVERLAP"              # lost merge overlap resolution
     LLM_FAIL = "LLM_FAIL"            # backend could not answer (timeout, HTTP error)
-    ALL = (JSON_PARSE_FAIL, SCHEMA_FAIL, LOW_CONF, NORM_FILTER, COH_FAIL, APPLICABLE_FAIL,
-           PLAN_VALIDATION_FAIL, DUPLICATE, OVERLAP, LLM_FAIL)
+
+
+def call_reason_code(code: str | None) -> str:
+    """The reason code for a failed LLM call: parse/schema failures keep theirs, the rest is LLM_FAIL."""
+    return code if code in (LLMReason.JSON_PARSE_FAIL, LLMReason.SCHEMA_FAIL) else LLMReason.LLM_FAIL
 
 
 class GateVerdict:
@@ -45,10 +40,11 @@ class GateVerdict:
 
 @dataclass
 class Proposal:
-    """One diagnosed edit `(op, targets, p)` and its life until applied or dropped.
+    """One proposed edit `(op, targets, p)` and its life until applied or dropped.
 
-    Update targets are the ordered pair [current, superseded]. `detail` holds
-    figures the decision rests on (merge coherence, target texts' cosines).
+    `op` is one of the engine schema's operators; ordered operators (All-Mem's
+    Update: [current, superseded]) keep target order. `detail` holds figures the
+    decision rests on (merge coherence, the gate threshold, evidence cited).
     """
 
     id: int
@@ -72,4 +68,4 @@ class Proposal:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Proposal":
-        return cls(**data)
+        return cls(**copy.deepcopy(data))

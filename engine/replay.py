@@ -10,7 +10,8 @@ from engine.conversation import Conversation, Turn
 
 @dataclass(frozen=True)
 class Schedule:
-    """When ATC runs: every N sessions (All-Mem default 3), every N turns, or never (manual)."""
+    """When an engine's scheduled offline processes run: every N sessions (All-Mem default 3), every N
+    turns, or never (manual)."""
 
     kind: str          # "sessions" | "turns" | "manual"
     every: int = 0
@@ -41,6 +42,7 @@ class ReplaySummary:
     units: int
     visible: int
     archived: int
+    statuses: dict[str, int]
     edges: dict[str, int]
     applied: int
     skipped: int
@@ -49,22 +51,24 @@ class ReplaySummary:
 
     def line(self) -> str:
         edges = " ".join(f"{k}={v}" for k, v in self.edges.items()) or "none"
+        statuses = " ".join(f"{k}={v}" for k, v in self.statuses.items())
         return (f"turns={self.turns} units={self.units} visible={self.visible} archived={self.archived} "
+                f"status[{statuses}] "
                 f"edges[{edges}] proposals applied={self.applied} skipped={self.skipped} failed={self.failed} "
                 f"runs={self.runs}")
 
 
 def step(engine, conversation: Conversation, schedule: Schedule):
-    """Ingest the next turn of `conversation`, running ATC first or after when due; returns the ingest report."""
+    """Ingest the next turn of `conversation`, running the engine's scheduled processes first or after when due; returns the ingest report."""
     turns = conversation.turns
     i = engine.state.turn
     if i >= len(turns):
         return None
-    if schedule.due_before(turns, i) and engine.state.buffer and not engine.open_run():
-        engine.consolidate()
+    if schedule.due_before(turns, i):
+        engine.run_scheduled()
     report = engine.ingest(turns[i])
-    if schedule.due_after(i + 1) and engine.state.buffer and not engine.open_run():
-        engine.consolidate()
+    if schedule.due_after(i + 1):
+        engine.run_scheduled()
     return report
 
 
@@ -77,8 +81,8 @@ def replay(engine, conversation: Conversation, schedule: Schedule,
         step(engine, conversation, schedule)
         if progress:
             progress(engine.state.turn, total)
-    if schedule.kind != "manual" and engine.state.buffer:
-        engine.consolidate()
+    if schedule.kind != "manual":
+        engine.run_scheduled()
     return summarize(engine)
 
 
@@ -86,5 +90,5 @@ def summarize(engine) -> ReplaySummary:
     st = engine.state
     statuses = [p.status for p in st.proposals.values()]
     return ReplaySummary(turns=st.turn, units=len(st.units), visible=len(st.visible_ids),
-                         archived=len(st.archived_ids), edges=st.edge_counts(), applied=statuses.count("applied"),
-                         skipped=statuses.count("skipped"), failed=statuses.count("failed"), runs=len(st.runs))
+                         archived=len(st.archived_ids), statuses=st.status_counts(), edges=st.edge_counts(),
+                         applied=statuses.count("applied"), skipped=statuses.count("skipped"), failed=statuses.count("failed"), runs=len(st.runs))

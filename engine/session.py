@@ -6,15 +6,19 @@ store's meta table.
 """
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
-from engine.allmem import AllMemEngine, AllMemSettings
+from engine.conversation import Conversation
 from engine.embedder import Embedder
+from engine.engines import UnknownEngine, engine_class
+from engine.interface import BaseEngine
 from engine.llm import LLM, make_backend
 from engine.oplog import OpKind
+from engine.replay import Schedule, replay
 from engine.store import Store
 
-ENGINES = {"allmem": (AllMemEngine, AllMemSettings)}
+DEFAULT_ENGINE = "allmem"
 LLM_BACKENDS = ("offline", "openai", "recorded")
 
 
@@ -39,26 +43,39 @@ def llm_for(name: str, embedder: Embedder, store: Store | None = None, records: 
     raise SessionError(f"unknown LLM backend {name!r}; choose one of {', '.join(LLM_BACKENDS)}")
 
 
-def open_session(db: str | Path, engine: str = "allmem", llm: str | None = None, settings: dict | None = None,
+def open_session(db: str | Path, engine: str | None = None, llm: str | None = None, settings: dict | None = None,
                  create: bool = True, records: str | None = None, embedder: Embedder | None = None,
-                 **meta) -> AllMemEngine:
+                 **meta) -> BaseEngine:
     """Open (or create) the database and return its engine, ready to ingest or retrieve."""
     path = Path(db)
     if not create and "://" not in str(db) and not path.exists():
         raise SessionError(f"no memory database at {db}; run `memwb replay ... --db {db}` first")
     store = Store(db)
     stored = store.meta()
-    name = stored.get("engine", engine)
-    if name not in ENGINES:
-        raise SessionError(f"unknown engine {name!r}; known engines: {sorted(ENGINES)}")
-    engine_cls, settings_cls = ENGINES[name]
+    name = stored.get("engine") or engine or DEFAULT_ENGINE
+    if engine and engine != name:
+        raise SessionError(f"{db} holds a {name!r} memory, not {engine!r}; use a new --db for another engine")
+    try:
+        engine_cls = engine_class(name)
+    except UnknownEngine as exc:
+        raise SessionError(str(exc)) from None
+    settings_cls = engine_cls.Settings
     if stored and settings and stored.get("settings") not in (None, settings_cls.from_dict(settings).to_dict()):
         raise SessionError(f"{db} was made with other settings; use a new --db for a different configuration")
     conf = settings_cls.from_dict(stored.get("settings") or settings or {})
     backend = llm or stored.get("llm") or "offline"
     if not stored:
         store.set_meta(engine=name, settings=conf.to_dict(), llm=backend, **meta)
-    embedder = embedder or Embedder()
+    embedder = embedder.sibling() if embedder is not None else Embedder()
     embedder.cache = store          # vectors persist in the session's own database (and follow a branch)
     client = llm_for(backend, embedder, store, records)
     return engine_cls(store, client, embedder, conf)
+
+
+def scratch_engine(name: str, conversation: Conversation, embedder: Embedder, settings: dict | None = None,
+                   schedule: str = "every-3-sessions") -> BaseEngine:
+    """An engine of `name` holding `conversation` in a throwaway database: the peer of a side-by-side view."""
+    path = Path(tempfile.mkdtemp(prefix="memwb-scratch-")) / f"{name}.sqlite"
+    engine = open_session(path, engine=name, settings=settings, embedder=embedder)
+    replay(engine, conversation, Schedule.parse(schedule))
+    return engine

@@ -1,46 +1,89 @@
 """In-memory memory state, changed only by applying operation records.
 
-Engines never mutate units or edges directly: they build `OpRecord`s, and the
-state (and the store) apply them. That keeps the log the single truth and makes
-the state at any turn a pure fold.
+Engines never mutate nodes or edges directly: they build `OpRecord`s, and the
+state (and the store) apply them through the op specs of `engine.ops`. That
+keeps the log the single truth and makes the state at any point a pure fold.
+The state knows its engine's schema only for two things: which statuses are on
+the retrieval surface (`visible`), and which transitions are legal.
 """
 from __future__ import annotations
 
 import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
+from engine import ops as opspecs
 from engine.edge import Edge
-from engine.oplog import OpKind, OpRecord, RunInfo
+from engine.node import Node
+from engine.oplog import OpRecord, RunInfo
 from engine.proposal import Proposal
-from engine.unit import Unit
+from engine.schema import EngineSchema
+
+CHECKPOINT_FORMAT = 1
 
 
 @dataclass
 class MemoryState:
-    units: dict[int, Unit] = field(default_factory=dict)
+    schema: EngineSchema | None = None
+    nodes: dict[int, Node] = field(default_factory=dict)
     edges: dict[tuple[int, int, str], Edge] = field(default_factory=dict)
     out_adj: dict[int, dict[str, set[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     in_adj: dict[int, dict[str, set[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     proposals: dict[int, Proposal] = field(default_factory=dict)
-    buffer: dict[int, list[int]] = field(default_factory=dict)   # target id -> anchor ids, insertion ordered
+    buffers: dict[str, dict[int, list[int]]] = field(default_factory=dict)   # name -> node id -> anchor ids
+    engine_state: dict[str, Any] = field(default_factory=dict)              # an engine's own variables
     runs: dict[str, RunInfo] = field(default_factory=dict)
     turn: int = 0
     turn_ids: list[str] = field(default_factory=list)
-    turn_units: dict[str, int] = field(default_factory=dict)       # dataset turn id -> unit id
+    turn_units: dict[str, int] = field(default_factory=dict)       # dataset turn id -> turn node id
     seq: int = 0
-    next_unit_id: int = 1
+    next_node_id: int = 1
     next_proposal_id: int = 1
+
+    # -- the schema's part --------------------------------------------------------
+    def on_surface(self, status: str) -> bool:
+        return self.schema is None or status in self.schema.surface_statuses
+
+    def legal(self, old: str, new: str) -> bool:
+        return self.schema is None or self.schema.legal(old, new)
+
+    @property
+    def initial_status(self) -> str:
+        return self.schema.initial_status if self.schema else ""
 
     # -- reading -----------------------------------------------------------
     @property
+    def units(self) -> dict[int, Node]:
+        """All nodes (the All-Mem paper calls them units)."""
+        return self.nodes
+
+    @property
     def visible_ids(self) -> list[int]:
-        return sorted(uid for uid, u in self.units.items() if u.visible)
+        """Nodes on the retrieval surface."""
+        return sorted(uid for uid, u in self.nodes.items() if u.visible)
 
     @property
     def archived_ids(self) -> list[int]:
-        return sorted(uid for uid, u in self.units.items() if not u.visible)
+        """Nodes off the retrieval surface."""
+        return sorted(uid for uid, u in self.nodes.items() if not u.visible)
+
+    @property
+    def next_unit_id(self) -> int:
+        return self.next_node_id
+
+    def buffer(self, name: str) -> dict[int, list[int]]:
+        return self.buffers.get(name, {})
+
+    def buffered(self) -> int:
+        """Nodes waiting in any buffer."""
+        return sum(len(b) for b in self.buffers.values())
+
+    def status_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for u in self.nodes.values():
+            counts[u.status] += 1
+        return dict(sorted(counts.items()))
 
     def out(self, uid: int, etype: str) -> set[int]:
         return self.out_adj.get(uid, {}).get(etype, set())
@@ -62,15 +105,17 @@ class MemoryState:
             counts[t] += 1
         return dict(sorted(counts.items()))
 
+    def open_runs(self) -> list[RunInfo]:
+        return [r for r in self.runs.values() if r.status == "open"]
+
     def last_committed_run(self) -> RunInfo | None:
         committed = [r for r in self.runs.values() if r.status == "committed"]
         return max(committed, key=lambda r: r.last_seq) if committed else None
 
     # -- changing ----------------------------------------------------------
     def apply(self, op: OpRecord) -> None:
-        handler = _HANDLERS.get(op.kind)
-        if handler is not None:
-            handler(self, op)
+        op = opspecs.current(op)
+        opspecs.spec(op.kind).apply(self, op)
         if op.seq:
             self.seq = op.seq
 
@@ -78,13 +123,26 @@ class MemoryState:
         for op in ops:
             self.apply(op)
 
+    def put_edge(self, e: Edge) -> None:
+        self.edges[e.key] = e
+        self.out_adj[e.src][e.type].add(e.dst)
+        self.in_adj[e.dst][e.type].add(e.src)
+
+    def drop_edge(self, key: tuple[int, int, str]) -> None:
+        if self.edges.pop(key, None) is None:
+            return
+        src, dst, etype = key
+        self.out_adj[src][etype].discard(dst)
+        self.in_adj[dst][etype].discard(src)
+
     def clone(self) -> "MemoryState":
-        return copy.deepcopy(self)
+        return copy.deepcopy(self, memo={id(self.schema): self.schema})
 
     @classmethod
-    def fold(cls, ops: Iterable[OpRecord], upto_turn: int | None = None, upto_seq: int | None = None) -> "MemoryState":
-        """The state after every op with turn <= upto_turn and seq <= upto_seq."""
-        state = cls()
+    def fold(cls, ops: Iterable[OpRecord], schema: EngineSchema | None = None, upto_turn: int | None = None,
+             upto_seq: int | None = None, start: "MemoryState | None" = None) -> "MemoryState":
+        """The state after every op with turn <= upto_turn and seq <= upto_seq (from `start` if given)."""
+        state = start if start is not None else cls(schema=schema)
         for op in ops:
             if upto_turn is not None and op.turn > upto_turn:
                 break
@@ -93,107 +151,37 @@ class MemoryState:
             state.apply(op)
         return state
 
+    # -- checkpoints ---------------------------------------------------------
+    def to_dict(self) -> dict:
+        """A plain snapshot of the fold (nodes, edges, proposals, buffers, runs, counters)."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "nodes": [n.payload() for n in self.nodes.values()],
+            "edges": [e.to_dict() for e in self.edges.values()],
+            "proposals": [p.to_dict() for p in self.proposals.values()],
+            "buffers": {name: [[u, a] for u, a in buf.items()] for name, buf in self.buffers.items()},
+            "engine_state": self.engine_state,
+            "runs": [vars(r) for r in self.runs.values()],
+            "turn": self.turn, "turn_ids": self.turn_ids, "turn_units": self.turn_units, "seq": self.seq,
+            "next_node_id": self.next_node_id, "next_proposal_id": self.next_proposal_id,
+        }
 
-def _unit_created(s: MemoryState, op: OpRecord) -> None:
-    unit = Unit.from_dict(copy.deepcopy(op.payload["unit"]))
-    s.units[unit.id] = unit
-    s.next_unit_id = max(s.next_unit_id, unit.id + 1)
-    if unit.kind == "turn":
-        for sid in unit.source_ids:
-            s.turn_units.setdefault(sid, unit.id)
-
-
-def _unit_retracted(s: MemoryState, op: OpRecord) -> None:
-    uid = op.payload["unit"]
-    for e in s.out_edges(uid) + s.in_edges(uid):
-        _drop_edge(s, e.key)
-    s.units.pop(uid, None)
-    s.buffer.pop(uid, None)
-
-
-def _descriptor_changed(s: MemoryState, op: OpRecord) -> None:
-    u = s.units[op.payload["unit"]]
-    u.summary = op.payload["summary"]
-    u.keywords = list(op.payload["keywords"])
-
-
-def _visibility_changed(s: MemoryState, op: OpRecord) -> None:
-    s.units[op.payload["unit"]].visible = bool(op.payload["visible"])
-
-
-def _edge_added(s: MemoryState, op: OpRecord) -> None:
-    e = Edge(**op.payload["edge"])
-    s.edges[e.key] = e
-    s.out_adj[e.src][e.type].add(e.dst)
-    s.in_adj[e.dst][e.type].add(e.src)
-
-
-def _drop_edge(s: MemoryState, key: tuple[int, int, str]) -> None:
-    if s.edges.pop(key, None) is None:
-        return
-    src, dst, etype = key
-    s.out_adj[src][etype].discard(dst)
-    s.in_adj[dst][etype].discard(src)
-
-
-def _edge_removed(s: MemoryState, op: OpRecord) -> None:
-    p = op.payload
-    _drop_edge(s, (p["src"], p["dst"], p["type"]))
-
-
-def _turn_ingested(s: MemoryState, op: OpRecord) -> None:
-    s.turn = op.turn
-    s.turn_ids.append(op.payload["turn_id"])
-
-
-def _buffer_pushed(s: MemoryState, op: OpRecord) -> None:
-    s.buffer[op.payload["unit"]] = list(op.payload["anchors"])
-
-
-def _buffer_flushed(s: MemoryState, op: OpRecord) -> None:
-    for uid in op.payload["units"]:
-        s.buffer.pop(uid, None)
-
-
-def _proposal_made(s: MemoryState, op: OpRecord) -> None:
-    p = Proposal.from_dict(copy.deepcopy(op.payload["proposal"]))
-    s.proposals[p.id] = p
-    s.next_proposal_id = max(s.next_proposal_id, p.id + 1)
-
-
-def _proposal_updated(s: MemoryState, op: OpRecord) -> None:
-    p = s.proposals[op.payload["id"]]
-    for key, value in op.payload["changes"].items():
-        setattr(p, key, copy.deepcopy(value))
-
-
-def _run_started(s: MemoryState, op: OpRecord) -> None:
-    s.runs[op.run_id] = RunInfo(run_id=op.run_id, mode=op.payload.get("mode", ""), turn=op.turn,
-                                first_seq=op.seq, last_seq=op.seq)
-
-
-def _run_committed(s: MemoryState, op: OpRecord) -> None:
-    run = s.runs[op.run_id]
-    run.status, run.last_seq, run.summary = "committed", op.seq, dict(op.payload.get("summary", {}))
-
-
-def _run_undone(s: MemoryState, op: OpRecord) -> None:
-    s.runs[op.payload["undone_run"]].status = "undone"
-
-
-_HANDLERS = {
-    OpKind.UNIT_CREATED: _unit_created,
-    OpKind.UNIT_RETRACTED: _unit_retracted,
-    OpKind.DESCRIPTOR_CHANGED: _descriptor_changed,
-    OpKind.VISIBILITY_CHANGED: _visibility_changed,
-    OpKind.EDGE_ADDED: _edge_added,
-    OpKind.EDGE_REMOVED: _edge_removed,
-    OpKind.TURN_INGESTED: _turn_ingested,
-    OpKind.BUFFER_PUSHED: _buffer_pushed,
-    OpKind.BUFFER_FLUSHED: _buffer_flushed,
-    OpKind.PROPOSAL_MADE: _proposal_made,
-    OpKind.PROPOSAL_UPDATED: _proposal_updated,
-    OpKind.RUN_STARTED: _run_started,
-    OpKind.RUN_COMMITTED: _run_committed,
-    OpKind.RUN_UNDONE: _run_undone,
-}
+    @classmethod
+    def from_dict(cls, data: dict, schema: EngineSchema | None = None) -> "MemoryState":
+        if data.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"checkpoint format {data.get('format')!r} is not {CHECKPOINT_FORMAT}")
+        s = cls(schema=schema)
+        for raw in data["nodes"]:
+            n = Node.from_dict(raw)
+            n.visible = s.on_surface(n.status)
+            s.nodes[n.id] = n
+        for e in data["edges"]:
+            s.put_edge(Edge(**e))
+        s.proposals = {p["id"]: Proposal.from_dict(p) for p in data["proposals"]}
+        s.buffers = {name: {u: list(a) for u, a in entries} for name, entries in data["buffers"].items()}
+        s.engine_state = copy.deepcopy(data["engine_state"])
+        s.runs = {r["run_id"]: RunInfo(**r) for r in data["runs"]}
+        s.turn, s.turn_ids, s.seq = data["turn"], list(data["turn_ids"]), data["seq"]
+        s.turn_units = dict(data["turn_units"])
+        s.next_node_id, s.next_proposal_id = data["next_node_id"], data["next_proposal_id"]
+        return s

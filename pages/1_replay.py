@@ -1,4 +1,4 @@
-"""Replay: load a conversation, step it into All-Mem turn by turn, and see what each turn caused."""
+"""Replay: load a conversation, step it into any registered engine turn by turn, and see what each turn caused."""
 from __future__ import annotations
 
 import tempfile
@@ -6,17 +6,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.allmem.settings import ABLATIONS, AllMemSettings
+from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.store import StoreError
 from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbench, list_conversations
 from workbench.replay_view import render_effects, transcript_html, turn_effects
+from workbench.settings_form import settings_form
 from workbench.state import get_workbench, header, new_embedder, set_workbench
 
 SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
-SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (All-Mem default)",
+SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (default)",
              "every-N-turns": "Every N turns"}
-DEFAULTS = AllMemSettings()
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -69,26 +69,28 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
     return path, path.name
 
 
-def _settings_form() -> tuple[str, dict]:
-    """Schedule string and engine settings from the widgets."""
-    c1, c2, c3 = st.columns([2, 2, 3])
-    c1.selectbox("Engine", ["All-Mem"], key="replay_engine", help="The engine the conversation is replayed into.")
-    choice = c2.selectbox("Consolidation schedule", list(SCHEDULES), format_func=SCHEDULES.get, key="replay_schedule")
-    schedule = choice
-    if choice == "every-N-turns":
-        n = c2.number_input("N (turns between runs)", min_value=1, max_value=500, value=10, key="replay_every_n")
-        schedule = f"every-{int(n)}-turns"
-    ablations = c3.multiselect("Ablations", list(ABLATIONS), key="replay_ablations",
-                               help="  \n".join(f"**{k}**: {v}" for k, v in ABLATIONS.items()))
-    c = st.columns(6)
-    k = c[0].number_input("Stage-1 anchors (k)", 1, 100, DEFAULTS.k, key="replay_k",
-                           help="Visible units retrieval starts from before expanding along edges.")
-    hops = c[1].number_input("Expansion hops", 0, 5, DEFAULTS.hops, key="replay_hops")
-    budget = c[2].number_input("Expansion budget (units)", 1, 500, DEFAULTS.budget, key="replay_budget")
-    theta = {op: c[3 + i].number_input(f"Gate θ {op}", 0.0, 1.0, DEFAULTS.theta[op], 0.05, key=f"replay_theta_{op}")
-             for i, op in enumerate(("split", "merge", "update"))}
-    return schedule, {"ablations": ablations, "k": int(k), "hops": int(hops), "budget": int(budget),
-                      "theta": {op: float(v) for op, v in theta.items()}}
+def _engine_and_settings(current: str) -> tuple[str, str, dict]:
+    """Engine name, schedule string and engine settings from the widgets (the form follows the engine)."""
+    engines = known_engines()
+    if st.session_state.get("replay_engine") not in engines:
+        st.session_state["replay_engine"] = current if current in engines else engines[0]
+    c1, c2 = st.columns([2, 3])
+    name = c1.selectbox("Engine", engines, key="replay_engine", format_func=lambda n: engine_schema(n).label,
+                        help="The engine the conversation is replayed into (every registered engine).")
+    schema = engine_schema(name)
+    schedule = "manual"
+    if schema.processes:
+        names = ", ".join(p.label for p in schema.processes)
+        choice = c2.selectbox(f"Schedule of {names}", list(SCHEDULES), format_func=SCHEDULES.get,
+                              key="replay_schedule", help="When the engine's offline processes run during replay.")
+        schedule = choice
+        if choice == "every-N-turns":
+            n = c2.number_input("N (turns between runs)", min_value=1, max_value=500, value=10, key="replay_every_n")
+            schedule = f"every-{int(n)}-turns"
+    else:
+        c2.caption(f"{schema.label} has no offline process: nothing to schedule.")
+    st.caption(schema.description)
+    return name, schedule, settings_form(name, prefix="replay")
 
 
 def loader() -> None:
@@ -104,18 +106,22 @@ def loader() -> None:
             _show_loader_error(err)
     conversation = st.selectbox("Conversation", ids, key=f"replay_conversation:{path}", disabled=not ids,
                                 placeholder="choose a readable source first")
-    schedule, settings = _settings_form()
+    engine, schedule, settings = _engine_and_settings(get_workbench().engine_name)
     if st.button("Load", type="primary", disabled=conversation is None, key="replay_load"):
         try:
             with st.spinner(f"Opening {conversation}…"):
-                wb = Workbench.open(path, conversation, label=label, schedule=schedule, settings=settings,
-                                    embedder=new_embedder())
+                wb = Workbench.open(path, conversation, engine=engine, label=label, schedule=schedule,
+                                    settings=settings, embedder=new_embedder())
         except LoaderError as err:
             _show_loader_error(err)
             return
+        except ValueError as err:            # settings the engine refuses (say, an unknown ablation)
+            st.error(f"Could not open the {engine_schema(engine).label} engine: {err}", icon=":material/error:")
+            return
         set_workbench(wb)
         _sync_targets()
-        st.session_state["replay_flash"] = f"Loaded {conversation} from {label}: {wb.total_turns} turns."
+        st.session_state["replay_flash"] = (f"Loaded {conversation} from {label} into {wb.schema.label}: "
+                                            f"{wb.total_turns} turns.")
         st.rerun()
 
 

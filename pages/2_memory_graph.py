@@ -1,10 +1,11 @@
-"""Memory graph: units and typed edges at any turn, filters, one unit's lineage, and a diff between turns."""
+"""Memory graph: nodes and typed edges at any turn, filters, one node's lineage, and a diff between turns.
+
+Edge types, node kinds and statuses (and their colours, dashes, labels) come from the engine's schema."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from engine.edge import EDGE_STYLE
 from engine.state import MemoryState
 from workbench.graph_view import (
     build_graph_html,
@@ -12,10 +13,25 @@ from workbench.graph_view import (
     diff_states,
     edge_rows,
     edge_style,
+    edge_types_of,
     lineage,
+    off_surface_word,
     select_units,
     session_order,
+    status_label,
+    statuses_of,
     visibility_text,
+)
+from workbench.lifecycle_view import (
+    LIFECYCLE_KINDS,
+    MAX_LANES,
+    attrs_frame,
+    default_kind,
+    kinds_with_transitions,
+    lifecycle_figure,
+    lifecycle_lanes,
+    select_lanes,
+    transitions_frame,
 )
 from workbench.model import Workbench
 from workbench.state import get_workbench, header
@@ -58,7 +74,8 @@ def _in_range(low: int, high: int):
 def time_travel(wb: Workbench, where) -> int:
     """The turn the graph is drawn at; follows the Replay cursor until the slider is moved."""
     seen = (str(wb.db_path), wb.cursor)
-    if st.session_state.get("graph_followed") != seen or st.session_state.get("graph_turn", 0) > wb.head:
+    if st.session_state.get("graph_followed") != seen or st.session_state.get("graph_turn", wb.head + 1) > wb.head:
+        # (a slider not drawn on the last run lost its state: coming back from another page follows the cursor)
         st.session_state["graph_turn"], st.session_state["graph_followed"] = wb.cursor, seen
     turn = where.slider("Graph as of turn", 0, wb.head, key="graph_turn",
                         help="Time travel: memory folded from the log up to this turn (the Replay cursor by default).")
@@ -80,51 +97,86 @@ def session_range(state: MemoryState, where) -> tuple[int, int] | None:
 
 
 def controls(wb: Workbench, state: MemoryState) -> tuple[dict, int | None]:
-    """Filter widgets and the inspected unit: keyword arguments for `build_graph_html` and the unit id."""
+    """Filter widgets and the inspected node: keyword arguments for `build_graph_html` and the node id."""
+    schema = state.schema
     counts = state.edge_counts()
-    types = list(EDGE_STYLE) + sorted(set(counts) - set(EDGE_STYLE))
+    types = edge_types_of(state)
+    status_counts = state.status_counts()
+    statuses = statuses_of(state)
+    off = off_surface_word(schema)
+    shown_types: list[str] = []
+    if types:                       # a row of its own: engines declare up to a handful of edge types
+        shown_types = st.pills("Edge types", types, selection_mode="multi", default=types,
+                               key=f"graph_edge_types:{wb.engine_name}",
+                               format_func=lambda t: f"{edge_style(t, schema)['label']} · {counts.get(t, 0)}")
+    else:
+        st.caption(f"{schema.label if schema else 'This engine'} keeps no edges: nodes only.")
     c = st.columns([7, 2, 2], vertical_alignment="bottom")
-    shown_types = c[0].pills("Edge types", types, selection_mode="multi", default=types, key="graph_edge_types",
-                             format_func=lambda t: f"{edge_style(t)['label']} · {counts.get(t, 0)}")
-    visible_only = c[1].toggle("Visible only", key="graph_visible_only", help="Hide archived units.")
-    max_nodes = c[2].number_input("Max units drawn", 50, 3000, 400, 50, key="graph_max_nodes",
-                                  help="Above this, the most recent units are drawn and the rest counted as hidden.")
+    shown_statuses = c[0].pills("Statuses", statuses, selection_mode="multi", default=statuses,
+                                key=f"graph_statuses:{wb.engine_name}",
+                                format_func=lambda s: f"{status_label(schema, s) or '—'} · "
+                                                      f"{status_counts.get(s, 0)}",
+                                help="Lifecycle statuses of the engine; off-surface ones are hollow dashed squares.")
+    visible_only = c[1].toggle("Surface only", key="graph_visible_only",
+                               help=f"Hide nodes off the retrieval surface ({off}).")
+    max_nodes = c[2].number_input("Max nodes drawn", 50, 3000, 400, 50, key="graph_max_nodes",
+                                  help="Above this, the most recent nodes are drawn and the rest counted as hidden.")
     c = st.columns([3, 6, 3], vertical_alignment="bottom")
     search = c[0].text_input("Search text", key="graph_search", placeholder="raw, summary, keywords or D5:4",
-                             help="Case-insensitive; draws only the units whose text matches.")
+                             help="Case-insensitive; draws only the nodes whose text matches.")
     uid = None
     if state.units:
         current = state.turn_units.get(wb.current_turn.id) if wb.current_turn else None
         _keep_valid("graph_unit", state.units.__contains__, current if current in state.units else max(state.units))
-        uid = c[1].selectbox("Inspect unit (ringed on the graph)", sorted(state.units), key="graph_unit",
+        uid = c[1].selectbox("Inspect node (ringed on the graph)", sorted(state.units), key="graph_unit",
                              format_func=lambda i: f"{state.units[i].label} · {visibility_text(state.units[i])} · "
                                                    f"{state.units[i].summary[:90]}")
         c[2].toggle("Focus on it and its neighbours", key="graph_focus")
-    return {"edge_types": set(shown_types), "visible_only": visible_only, "search": search,
-            "max_nodes": int(max_nodes)}, uid
+    return {"edge_types": set(shown_types) if types else None, "visible_only": visible_only, "search": search,
+            "max_nodes": int(max_nodes), "statuses": set(shown_statuses or [])}, uid
 
 
 def unit_detail(state: MemoryState, uid: int) -> None:
+    schema = state.schema
     u = state.units[uid]
+    kind = schema.kind(u.kind) if schema else None
+    status = schema.status(u.status) if schema else None
     st.markdown(f"#### {u.label} · {visibility_text(u)}")
-    st.dataframe(pd.DataFrame([{"kind": u.kind, "time": u.time, "session": u.session,
-                                "source ids": ", ".join(u.source_ids), "speakers": ", ".join(u.speakers),
-                                "made by": u.made_by, "created at turn": u.created_turn}]),
+    if status is not None and status.description:
+        st.caption(f"Status **{status.label}**: {status.description}")
+    st.dataframe(pd.DataFrame([{"kind": kind.label if kind else u.kind, "status": u.status, "time": u.time,
+                                "session": u.session, "source ids": ", ".join(u.source_ids),
+                                "speakers": ", ".join(u.speakers), "made by": u.made_by,
+                                "created at turn": u.created_turn,
+                                **({"members": ", ".join(f"u{m}" for m in u.members)} if u.members else {})}]),
                  hide_index=True, width="stretch")
-    st.markdown("**Raw evidence** (never changes)")
-    st.code(u.raw, language=None, wrap_lines=True)
+    if u.raw or not u.members:
+        st.markdown("**Raw evidence** (never changes)")
+        st.code(u.raw, language=None, wrap_lines=True)
+    if u.members:
+        st.markdown(f"**Records** · {len(u.members)} member(s), each an immutable record with its raw evidence")
+        st.dataframe(pd.DataFrame([{"record": state.units[m].label, "is": visibility_text(state.units[m]),
+                                    "source ids": ", ".join(state.units[m].source_ids),
+                                    "raw evidence": state.units[m].raw}
+                                   for m in u.members if m in state.units]), hide_index=True, width="stretch")
+    if u.attrs:
+        st.markdown("**Figures** (the engine's statistics of this node)")
+        st.dataframe(attrs_frame(u.attrs), hide_index=True, width="stretch")
     st.markdown("**Summary** (regenerable descriptor)")
     st.code(u.summary, language=None, wrap_lines=True)
     st.markdown("**Keywords** · " + (", ".join(f"`{k}`" for k in u.keywords) or "—"))
-    lin = lineage(state, uid)
-    st.markdown("**Version lineage**")
-    rows = [{"relation": "supersedes (older)" if rel == "supersedes" else "superseded by (newer)", "steps": d,
-             "unit": state.units[n].label, "is": visibility_text(state.units[n]), "summary": state.units[n].summary}
-            for rel in ("superseded_by", "supersedes") for d, n in lin[rel]]
-    if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    else:
-        st.caption("No version edges: nothing supersedes this unit and it supersedes nothing.")
+    lineage_names = [edge_style(t, schema)["label"] for t in (schema.lineage_types if schema else ())]
+    if lineage_names:
+        lin = lineage(state, uid)
+        st.markdown(f"**Version lineage** (along {', '.join(lineage_names)} edges)")
+        rows = [{"relation": "supersedes (older)" if rel == "supersedes" else "superseded by (newer)", "steps": d,
+                 "unit": state.units[n].label, "is": visibility_text(state.units[n]),
+                 "summary": state.units[n].summary}
+                for rel in ("superseded_by", "supersedes") for d, n in lin[rel]]
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        else:
+            st.caption("No lineage edges: nothing supersedes this node and it supersedes nothing.")
     edges = edge_rows(state, uid)
     st.markdown(f"**Edges** · {sum(r['direction'] == 'out →' for r in edges)} out, "
                 f"{sum(r['direction'] == '← in' for r in edges)} in")
@@ -136,13 +188,14 @@ def diff_panel(wb: Workbench) -> None:
     _keep_valid("graph_diff", _in_range(0, wb.head), (max(0, wb.cursor - 1), wb.cursor))
     first, last = st.slider("Diff between turns", 0, wb.head, key="graph_diff",
                             help="What changed in memory from the first turn to the second (ingests and runs).")
-    st.toggle("Ring the units added or archived in this diff on the graph", key="graph_ring_diff")
+    st.toggle("Ring the nodes added or taken off the surface in this diff", key="graph_ring_diff")
     old, new = state_at(wb, first), state_at(wb, last)
     diff = diff_states(old, new)
     rows = diff_rows(diff, old, new)
-    labels = {"added": "Units added", "archived": "Archived", "restored": "Restored", "removed": "Removed",
-              "redescribed": "Re-described", "rewired": "Rewired (σ)", "edges added": "Edges added",
-              "edges removed": "Edges removed"}
+    off = off_surface_word(new.schema)
+    labels = {"added": "Nodes added", "archived": off.capitalize(), "restored": "Back on the surface",
+              "removed": "Removed", "redescribed": "Re-described", "status changes": "Status changes",
+              "rewired": "Rewired", "edges added": "Edges added", "edges removed": "Edges removed"}
     cols = st.columns(len(labels))
     for col, (key, label) in zip(cols, labels.items()):
         col.metric(label, len(rows[key]))
@@ -152,6 +205,46 @@ def diff_panel(wb: Workbench) -> None:
             st.dataframe(pd.DataFrame(rows[key]), hide_index=True, width="stretch")
     if not any(rows.values()):
         st.caption(f"Nothing changed between turn {first} and turn {last}.")
+
+
+def lifecycle_panel(wb: Workbench, state: MemoryState, opts: dict, focus, uid: int | None) -> None:
+    """A swimlane per node of one kind over turns, from the log's status changes up to the drawn turn; the
+    lanes follow the graph's filters (sessions, statuses, search, surface only, focus)."""
+    schema = state.schema
+    lanes = lifecycle_lanes(wb.engine.store.ops(upto_seq=state.seq, kinds=LIFECYCLE_KINDS))
+    kinds = kinds_with_transitions(lanes)
+    if not kinds:
+        st.caption("No node has changed status up to this turn: nothing to draw yet.")
+        return
+
+    def kind_label(k: str) -> str:
+        spec = schema.kind(k) if schema is not None else None
+        return spec.label if spec else k
+
+    _keep_valid("graph_lane_kind", kinds.__contains__, default_kind(state, kinds))
+    c = st.columns([3, 2], vertical_alignment="bottom")
+    kind = c[0].selectbox("Lanes for", kinds, key="graph_lane_kind",
+                          format_func=lambda k: f"{kind_label(k)} · {sum(ln.kind == k for ln in lanes.values())}",
+                          help="One lane per node of this kind (kinds whose nodes change status).")
+    cap = c[1].number_input("Max lanes drawn", 1, 500, MAX_LANES, 5, key="graph_max_lanes",
+                            help="Above this, the most recently created nodes are drawn (plus the inspected one).")
+    keep = select_units(state, focus=focus, **{**opts, "max_nodes": max(1, len(state.units))}).shown
+    chosen = select_lanes({i: ln for i, ln in lanes.items() if ln.kind == kind}, keep, int(cap),
+                          pinned=[uid] if uid is not None else [])
+    noun = f"{kind_label(kind)}s"
+    if chosen.hidden:
+        st.warning(f"Showing {len(chosen.lanes)} of {chosen.matched} {noun} that pass the filters (the most "
+                   "recent, plus the inspected node): narrow by session, status or search to see the others.")
+    else:
+        st.caption(f"Showing {len(chosen.lanes)} of {chosen.matched} {noun} that pass the filters. Colour = status "
+                   "(as on the graph), ◆ = a transition: hover it for its cause and figures. Transitions an "
+                   "offline run made sit half a turn after the turn it ran at.")
+    if not chosen.lanes:
+        return
+    now = max([float(state.turn)] + [t.x for ln in chosen.lanes for t in ln.transitions])
+    st.plotly_chart(lifecycle_figure(state, chosen.lanes, now), width="stretch", key="graph_lifecycle")
+    with st.expander(f"Transitions of these {noun} (table)"):
+        st.dataframe(transitions_frame(chosen.lanes, schema), hide_index=True, width="stretch")
 
 
 wb = get_workbench()
@@ -176,16 +269,18 @@ if st.session_state.get("graph_ring_diff") and st.session_state.get("graph_diff"
 
 selection = select_units(state, focus=focus, pinned=rings, **opts)
 if selection.hidden:
-    st.warning(f"{selection.hidden:,} of {selection.matched:,} units that pass the filters are hidden: the graph "
-               f"draws the {opts['max_nodes']:,} most recent plus the inspected unit. Narrow the session range, "
-               "search for text, or focus on the inspected unit to see the rest.")
+    st.warning(f"{selection.hidden:,} of {selection.matched:,} nodes that pass the filters are hidden: the graph "
+               f"draws the {opts['max_nodes']:,} most recent plus the inspected node. Narrow the session range, "
+               "search for text, or focus on the inspected node to see the rest.")
 st.iframe(build_graph_html(state, highlight_units=rings, focus=focus, height_px=HEIGHT, **opts), height=HEIGHT + 20)
-st.caption("Hover a unit for its raw evidence, summary, keywords, time and source ids; drag to pan, scroll to zoom. "
-           "Rows are sessions, columns are time; units made by consolidation sit under their source.")
+st.caption("Hover a node for its raw evidence, summary, keywords, time and source ids; drag to pan, scroll to zoom. "
+           "Rows are sessions, columns are time; nodes made by an offline process sit under their source.")
 
-details, changes = st.tabs(["Unit details", "Diff between two turns"])
+details, timeline, changes = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"])
 with details:
     if uid is not None:
         unit_detail(state, uid)
+with timeline:
+    lifecycle_panel(wb, state, opts, focus, uid)
 with changes:
     diff_panel(wb)

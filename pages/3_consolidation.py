@@ -1,13 +1,16 @@
-"""Consolidation: diagnose the buffer, review each proposed edit, apply, diff, audit, undo."""
+"""Consolidation: run an engine's offline process on its buffer, review each proposed edit, apply, diff, audit, undo.
+
+Operators, target roles, plans and reason codes come from the engine's schema; an engine with no offline
+process (naive or hybrid RAG) gets the audit log only."""
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.allmem.engine import UndoError
+from engine.interface import RunError, UndoError
 from engine.proposal import GateVerdict, Status
 from engine.store import StoreError
 from workbench import review_view as rv
-from workbench.graph_view import build_graph_html, diff_states
+from workbench.graph_view import build_graph_html, diff_states, off_surface_word
 from workbench.state import get_workbench, header
 
 PAGE_SIZE = 10
@@ -31,15 +34,15 @@ def edit(action) -> None:
     try:
         wb.ensure_head()
         action()
-    except (RuntimeError, ValueError, UndoError, StoreError) as exc:
+    except (RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
         flash("error", str(exc))
     finally:
         wb.reload()
 
 
-def run_diagnosis() -> None:
+def run_diagnosis(process: str | None) -> None:
     def act():
-        props = wb.engine.propose(manual=True)
+        props = wb.engine.propose(manual=True, process=process)
         pending = sum(p.status == Status.PENDING for p in props)
         flash("success", f"{wb.engine.open_run()}: {len(props)} proposals, {pending} waiting for a decision.")
         st.session_state[TAB_KEY] = QUEUE_TAB
@@ -82,6 +85,7 @@ def set_confirm_undo(value: bool) -> None:
 
 # -- tabs ----------------------------------------------------------------------------------------
 def review_queue(state, open_run: str | None) -> None:
+    schema = state.schema
     if open_run is None:
         st.info("No open run. Press **Run diagnosis** to fill the review queue from the buffer.")
         return
@@ -90,22 +94,27 @@ def review_queue(state, open_run: str | None) -> None:
     pending = [p for p in proposals if p.status == Status.PENDING]
     who, name = st.columns([3, 2])
     gate_mode = who.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
-                          help="The gate accepts a proposal iff its confidence reaches the operator's θ "
-                               "(and a merge is coherent enough).") == GATE_MODE
+                          help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
+                               "(and any other check the engine makes, such as All-Mem's merge coherence)."
+                          ) == GATE_MODE
     name.text_input("Reviewer (stored with each decision)", value="human", key="reviewer", disabled=gate_mode)
     chosen = rv.decisions(run_key)
 
-    f1, f2, f3 = st.columns(3)
-    ops = f1.multiselect("Operator", sorted({rv.OP_LABEL.get(p.op, p.op) for p in proposals}), key="queue_ops",
+    labels = sorted({v for p in proposals for v in rv.detail_labels(p)})
+    cols = st.columns([3, 3, 3, 2] if labels else [3, 3, 2])
+    f1, f2, f3 = cols[0], cols[1], cols[-1]
+    ops = f1.multiselect("Operator", sorted({rv.op_label(schema, p.op) for p in proposals}), key="queue_ops",
                          placeholder="all operators")
     gates = f2.multiselect("Gate verdict", [GateVerdict.PASS, GateVerdict.FAIL], key="queue_gates",
                            placeholder="pass and fail")
+    kinds = cols[2].multiselect("Type", labels, key="queue_types", placeholder="all types",
+                           help="The proposal's own kind, e.g. a relation's type.") if labels else []
     show_closed = f3.checkbox("Show closed proposals", key="queue_closed",
-                              help="Proposals routing already closed: duplicates, merge overlaps, Norm filter, "
-                                   "disabled operators.")
+                              help="Proposals routing already closed: duplicates, overlaps, filtered or disabled ones.")
     shown = rv.sort_queue(p for p in proposals
                           if (show_closed or p.status == Status.PENDING)
-                          and (not ops or rv.OP_LABEL.get(p.op, p.op) in ops) and (not gates or p.gate in gates))
+                          and (not ops or rv.op_label(schema, p.op) in ops) and (not gates or p.gate in gates)
+                          and (not kinds or set(rv.detail_labels(p)) & set(kinds)))
     shown_pending = [p for p in shown if p.status == Status.PENDING]
     if not gate_mode:
         b1, b2, b3 = st.columns(3)
@@ -113,15 +122,14 @@ def review_queue(state, open_run: str | None) -> None:
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
         b2.button("Reject all shown", on_click=rv.set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
         b3.button("Clear all decisions", on_click=rv.set_decisions, args=(run_key, {p.id: None for p in pending}))
-    st.dataframe(rv.queue_frame(shown, chosen, gate_mode), hide_index=True, width="stretch",
+    st.dataframe(rv.queue_frame(schema, shown, chosen, gate_mode), hide_index=True, width="stretch",
                  height=min(35 * (len(shown) + 1) + 3, 300))
 
     pages = max(1, -(-len(shown) // PAGE_SIZE))
     page = st.selectbox(f"Cards page ({PAGE_SIZE} per page)", range(1, pages + 1), key="queue_page",
                         format_func=lambda n: f"{n} of {pages}") if pages > 1 else 1
-    theta = wb.engine.settings.theta
     for p in shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]:
-        rv.proposal_card(state, p, run_key, theta.get(p.op), gate_mode, show_plan)
+        rv.proposal_card(state, p, run_key, gate_mode, show_plan)
 
     if gate_mode:
         passes = sum(p.gate == GateVerdict.PASS for p in pending)
@@ -132,8 +140,11 @@ def review_queue(state, open_run: str | None) -> None:
         label = (f"Apply decisions ({accepted} accept, {rejected} reject, "
                  f"{len(pending) - accepted - rejected} undecided → skipped)")
     st.button(label, type="primary", key="apply_run", on_click=apply_decisions, args=(run_key, gate_mode))
-    st.caption("Accepted proposals run in the fixed order Split → Merge → Update, in one transaction. Each "
-               f"decision is stored with who made it: **{'gate' if gate_mode else 'human'}**.")
+    run = state.runs.get(open_run)
+    order = " → ".join(o.label for o in rv.process_operators(schema, run.process if run else None))
+    in_order = f", operators in the order {order}" if order else ""
+    st.caption(f"Accepted proposals are executed in one transaction{in_order}. "
+               f"Each decision is stored with who made it: **{'gate' if gate_mode else 'human'}**.")
 
 
 def run_diff(view, state) -> None:
@@ -148,12 +159,14 @@ def run_diff(view, state) -> None:
                                                     f"diagnosis at turn {state.runs[r].turn}")
         run = state.runs[run_id]
         after = view.store.load_state(upto_seq=run.last_seq)
-        diff = diff_states(view.store.load_state(upto_seq=run.first_seq - 1), after)
+        before = view.store.load_state(upto_seq=run.first_seq - 1)
+        diff = diff_states(before, after)
         summary = run.summary
+        off = off_surface_word(state.schema)
         metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
                    ("Left undecided", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
-                   ("Units created / archived", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
-                   ("Semantic edges rewired", len(diff["rewired"]))]
+                   (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
+                   ("Edges rewired", len(diff["rewired"]))]
         for col, (label, value) in zip(st.columns(len(metrics)), metrics):
             col.metric(label, value)
         deciders = sorted({p.decided_by for p in state.proposals.values() if p.run_id == run_id and p.decided_by})
@@ -162,19 +175,22 @@ def run_diff(view, state) -> None:
                       else ""))
         left, right = st.columns(2)
         with left:
-            for title, key in [("Units created", "added_units"), ("Units archived", "archived_units"),
-                               ("Units re-described (an Update refreshes the current unit)", "redescribed_units"),
-                               ("Units made visible again", "restored_units")]:
+            for title, key in [("Nodes created", "added_units"), (f"Nodes {off}", "archived_units"),
+                               ("Nodes re-described (their descriptor refreshed)", "redescribed_units"),
+                               ("Nodes back on the surface", "restored_units"),
+                               ("Nodes retracted", "removed_units")]:
                 if diff[key] or key in ("added_units", "archived_units"):
                     st.markdown(f"**{title}**")
-                    st.dataframe(rv.units_frame(after, diff[key]), hide_index=True, width="stretch")
+                    frame_state = after if key != "removed_units" else before
+                    st.dataframe(rv.units_frame(frame_state, diff[key]), hide_index=True, width="stretch")
         with right:
-            st.markdown("**Edges added** (version, sibling, semantic)")
-            st.dataframe(rv.edges_frame(diff["added_edges"]), hide_index=True, width="stretch")
-            st.markdown("**Semantic edges rewired** to a representative")
+            st.markdown("**Edges added**")
+            st.dataframe(rv.edges_frame(diff["added_edges"], state.schema, after), hide_index=True, width="stretch")
+            st.markdown("**Edges rewired** to a representative")
             st.dataframe(rv.rewired_frame(diff["rewired"]), hide_index=True, width="stretch")
-            st.markdown("**Edges removed** (rewired away or over the degree cap)")
-            st.dataframe(rv.edges_frame(diff["removed_edges"]), hide_index=True, width="stretch")
+            st.markdown("**Edges removed** (rewired away or over a degree cap)")
+            st.dataframe(rv.edges_frame(diff["removed_edges"], state.schema, before), hide_index=True,
+                         width="stretch")
         st.markdown("**The run's proposals**")
         st.dataframe(rv.run_proposals_frame(state, run_id), hide_index=True, width="stretch", height=240)
         touched = sorted(set(diff["added_units"]) | set(diff["archived_units"]) | set(diff["redescribed_units"]))
@@ -189,8 +205,8 @@ def run_diff(view, state) -> None:
     elif not st.session_state.get("confirm_undo"):
         st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=set_confirm_undo, args=(True,))
     else:
-        st.warning(f"Undo {last.run_id}? Compensating records are appended to the log (nothing is deleted): units "
-                   "it created are retracted, units it archived become visible, its edge changes are reverted.")
+        st.warning(f"Undo {last.run_id}? Compensating records are appended to the log (nothing is deleted): nodes "
+                   "it created are retracted, status changes it made are reversed, its edge changes are reverted.")
         with st.container(horizontal=True):
             st.button("Yes, undo", type="primary", key="undo_confirm", on_click=undo_last_run)
             st.button("Cancel", key="undo_cancel", on_click=set_confirm_undo, args=(False,))
@@ -198,6 +214,8 @@ def run_diff(view, state) -> None:
 
 def audit_log(view, state) -> None:
     frame = rv.oplog_frame(view.store.ops(upto_seq=state.seq))
+    if not (frame["kind"] == "llm_call").any():          # an engine without LLM calls: no LLM columns
+        frame = frame.drop(columns=list(rv.LLM_COLUMNS))
     a1, a2, a3, a4 = st.columns(4)
     kinds = a1.multiselect("Kind", sorted(frame["kind"].unique()), key="audit_kinds", placeholder="all kinds")
     runs = a2.multiselect("Run", sorted(r for r in frame["run"].unique() if r), key="audit_runs",
@@ -217,15 +235,31 @@ def audit_log(view, state) -> None:
     if event and event.selection.rows:
         seq = int(rows.iloc[event.selection.rows[0]]["seq"])
         st.json(next(view.store.ops(seq=seq)).to_dict(), expanded=1)
+    if not state.schema.processes:
+        return
     if state.proposals:
-        st.plotly_chart(rv.reason_chart(rv.reason_breakdown(state.proposals.values())), width="stretch")
+        st.plotly_chart(rv.reason_chart(rv.reason_breakdown(state.proposals.values(), state.schema)),
+                        width="stretch")
     else:
         st.caption("No proposals yet: the reason-code breakdown appears after the first diagnosis.")
+    codes = rv.reason_codes_frame(state.schema)
+    if not codes.empty:
+        with st.expander(f"The {state.schema.label} reason codes"):
+            st.dataframe(codes, hide_index=True, width="stretch")
 
 
 # -- the page ------------------------------------------------------------------------------------
 view = wb.view
 state = view.state
+schema = wb.schema
+processes = view.processes()
+if not processes:
+    st.info(f"The {schema.label} engine has no offline process: nothing to consolidate. Its memory only grows "
+            "as turns are ingested; the audit log below lists every record it wrote.")
+    st.markdown("#### Audit log")
+    audit_log(view, state)
+    st.stop()
+
 if not wb.at_head:
     st.warning(f"The cursor is at turn {wb.cursor} but the log runs to turn {wb.head}. Running diagnosis (or any "
                f"other edit on this page) will **branch the log** at turn {wb.cursor}: the edit goes into a new "
@@ -234,20 +268,34 @@ if "consolidation_flash" in st.session_state:
     kind, message = st.session_state.pop("consolidation_flash")
     getattr(st, kind)(message)
 
+names = list(processes)
+if len(names) > 1:
+    if st.session_state.get("consolidation_process") not in names:
+        st.session_state["consolidation_process"] = names[0]
+    chosen = st.selectbox("Offline process", names, key="consolidation_process",
+                          format_func=lambda n: f"{processes[n].spec.label} (buffer {processes[n].spec.buffer})")
+else:
+    chosen = names[0]
+process = processes[chosen]
+st.caption(f"Offline process **{process.spec.label}**" + (f": {process.spec.description}"
+                                                          if process.spec.description else ""))
+waiting = process.pending()
 open_run = view.open_run()
 cols = st.columns([1, 1, 1, 2])
-cols[0].metric("Buffer (units awaiting diagnosis)", len(state.buffer))
+cols[0].metric("Buffered nodes", waiting,
+               help=f"Nodes waiting in the `{process.spec.buffer}` buffer for {process.spec.label}.")
 cols[1].metric("Open run", open_run or "none")
 cols[2].metric("Runs (committed / undone)", f"{sum(r.status == 'committed' for r in state.runs.values())} / "
                                             f"{sum(r.status == 'undone' for r in state.runs.values())}")
 with cols[3]:
-    st.button("Run diagnosis", type="primary", key="run_diagnosis", on_click=run_diagnosis,
-              disabled=bool(open_run) or not state.buffer,
-              help="Diagnose every buffered unit against its anchor neighbourhood; proposals wait for review.")
+    st.button("Run diagnosis", type="primary", key="run_diagnosis", on_click=run_diagnosis, args=(chosen,),
+              disabled=bool(open_run) or not waiting,
+              help=f"{process.spec.description or process.spec.label}: diagnose every buffered node; proposals "
+                   "wait for review.")
     if open_run:
         st.caption(f"{open_run} is still open: apply its decisions before diagnosing again.")
-    elif not state.buffer:
-        st.caption("The buffer is empty: step the replay forward to add units.")
+    elif not waiting:
+        st.caption("The buffer is empty: step the replay forward to add nodes.")
 
 queue_tab, diff_tab, audit_tab = st.tabs([QUEUE_TAB, DIFF_TAB, AUDIT_TAB], key=TAB_KEY, on_change="rerun")
 if queue_tab.open:

@@ -1,9 +1,12 @@
-"""Retrieval: one query through the three stages, each result's provenance path, and naive RAG beside it."""
+"""Retrieval: one query through the engine's stages, each result's provenance path, and a peer engine beside it.
+
+The stage tabs, their captions and timings come from the engine schema's stages; the peer is any other
+registered engine holding the same turns (naive RAG by default)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from engine.baselines import NaiveRAG
+from engine.engines import engine_schema, known_engines
 from engine.metrics import recall_at_k
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
@@ -12,30 +15,27 @@ from workbench.state import get_workbench, header
 
 QUESTION, FREE = "Dataset question", "Free query"
 ALL_RESULTS = "all results"
+PROVENANCE, CONTEXT = "Provenance paths", "Materialized context"
 
 wb = get_workbench()
 header(wb)
 st.subheader("Retrieval")
 
-
-def naive_rag() -> NaiveRAG:
-    """Naive RAG over the turns seen so far; cached per conversation and cursor (embedding is the cost)."""
-    key = (str(wb.source_path), wb.conversation.id, wb.cursor)
-    cached = st.session_state.get("naive_rag")
-    if cached is None or cached[0] != key:
-        cached = (key, NaiveRAG(wb.engine.embedder, wb.conversation.turns[: wb.cursor]))
-        st.session_state["naive_rag"] = cached
-    return cached[1]
-
-
 view = wb.view
 state = view.state
+schema = wb.schema
 questions = wb.conversation.questions
 seen = set(state.turn_ids)
 source = st.radio("Query", [QUESTION, FREE] if questions else [FREE], horizontal=True, key="retrieval_source")
-ask, knob = st.columns([4, 1])
+ask, knob, other = st.columns([4, 1, 2])
 k = knob.number_input("k (source ids scored)", 1, 50, 5, key="retrieval_k",
-                      help="How many ranked source ids (and naive-RAG turns) count for R@k.")
+                      help="How many ranked source ids count for R@k, for both engines.")
+engines = known_engines()
+if st.session_state.get("retrieval_peer") not in engines:
+    st.session_state["retrieval_peer"] = wb.default_peer()
+peer_name = other.selectbox("Compare with", engines, key="retrieval_peer",
+                            format_func=lambda n: engine_schema(n).label,
+                            help="A peer engine built in a scratch database over the same turns (up to the cursor).")
 gold: tuple[str, ...] = ()
 if source == QUESTION:
     question = ask.selectbox("Question", questions, key="retrieval_question",
@@ -58,72 +58,108 @@ if not state.units:
     st.stop()
 
 res = view.retrieve(query, k)
-naive_hits = naive_rag().retrieve(query, k)
-naive_ids = [t.id for t, _ in naive_hits]
+peer_schema = engine_schema(peer_name)
+with st.spinner(f"Building {peer_schema.label} over the {wb.cursor} turns seen…"):
+    peer = wb.peer(peer_name)
+peer_res = peer.retrieve(query, k) if peer is not None else None
 
-m = st.columns(6)
-m[0].metric("Stage 1 anchors (ms)", f"{res.stages['stage1_ms']:.1f}")
-m[1].metric("Stage 2 expansion (ms)", f"{res.stages['stage2_ms']:.1f}")
-m[2].metric("Stage 3 ranking (ms)", f"{res.stages['stage3_ms']:.1f}")
-m[3].metric("Total (ms)", f"{res.stages['total_ms']:.1f}")
+timings = rv.stage_timings(schema, res.stages)
+recalls = []
 if gold:
-    m[4].metric(f"All-Mem R@{k}", f"{recall_at_k(res.source_ids, gold, k):.2f}")
-    m[5].metric(f"Naive RAG R@{k}", f"{recall_at_k(naive_ids, gold, k):.2f}")
+    recalls.append((f"{schema.label} R@{k}", recall_at_k(res.source_ids, gold, k)))
+    if peer_res is not None:
+        label = f"{peer_schema.label} R@{k}" + (" (peer)" if peer_name == wb.engine_name else "")
+        recalls.append((label, recall_at_k(peer_res.source_ids, gold, k)))
+m = st.columns(max(6, len(timings) + len(recalls)))
+for col, (label, ms) in zip(m, timings):
+    col.metric(label, f"{ms:.1f}")
+for col, (label, value) in zip(m[len(timings):], recalls):
+    col.metric(label, f"{value:.2f}")
 
 left, right = st.columns(2)
 with left:
-    st.markdown(f"**All-Mem** · ranked source ids (top {k})")
-    st.dataframe(rv.sources_frame(res.source_ids, gold), hide_index=True, width="stretch")
+    st.markdown(f"**{schema.label}** · ranked source ids (top {k}) with the best node carrying each")
+    st.dataframe(rv.sources_frame(res, gold, k), hide_index=True, width="stretch")
     if gold:
-        st.dataframe(rv.gold_frame(res.source_ids, gold, k, seen), hide_index=True,
-                     width="stretch")
+        st.dataframe(rv.gold_frame(res.source_ids, gold, k, seen), hide_index=True, width="stretch")
 with right:
-    st.markdown(f"**Naive RAG** · dense cosine over the {wb.cursor} raw turns seen (top {k})")
-    st.dataframe(rv.naive_frame(naive_hits, gold), hide_index=True, width="stretch")
-    if gold:
-        st.dataframe(rv.gold_frame(naive_ids, gold, k, seen), hide_index=True,
-                     width="stretch")
+    st.markdown(f"**{peer_schema.label}** · the same {wb.cursor} turns in a scratch database (top {k})")
+    if peer_res is None:
+        st.caption("Nothing ingested yet.")
+    else:
+        st.dataframe(rv.sources_frame(peer_res, gold, k), hide_index=True, width="stretch")
+        if gold:
+            st.dataframe(rv.gold_frame(peer_res.source_ids, gold, k, seen), hide_index=True, width="stretch")
+        st.caption("Timings: " + " · ".join(f"{label.removesuffix(' (ms)')} {ms:.1f} ms"
+                                             for label, ms in rv.stage_timings(peer_schema, peer_res.stages)))
+
+
+SEED = rv.seed_word(schema)
 
 
 def provenance(res) -> None:
-    st.caption(f"The {len(res.units)} returned units, ranked, each with the path Stage 2 took from its anchor. "
-               "Units marked [archived] are off the visible surface and were reached only through links.")
-    st.code(rv.paths_block(state, res.units, gold), language=None)
+    off = " or ".join(f"[{s.name}]" for s in schema.statuses if not s.surface)
+    seed_ids = [uid for uid, _ in res.anchors]
+    reverse = any(getattr(h, "reverse", False) for r in res.units for h in r.path)
+    st.caption(f"The {len(res.units)} returned nodes, ranked, each with the path retrieval took from its {SEED}."
+               + (f" Nodes marked {off} are off the retrieval surface and were reached only through links."
+                  if off else "")
+               + (" A “(reverse)” hop walks a stored edge against its direction (e.g. from an effect back to its "
+                  "cause)." if reverse else "")
+               + (" “direct” results were not reached from a seed (taken straight from their own stream)."
+                  if any(r.anchor not in seed_ids for r in res.units) else ""))
+    st.code(rv.paths_block(state, res.units, gold, SEED, seed_ids), language=None, wrap_lines=True)
     by_id = {r.id: r for r in res.units}
+    if st.session_state.get("retrieval_highlight") not in (ALL_RESULTS, *by_id):
+        st.session_state["retrieval_highlight"] = ALL_RESULTS          # a result of another query
     pick = st.selectbox("Highlight on the graph", [ALL_RESULTS, *by_id], key="retrieval_highlight",
-                        format_func=lambda o: o if o == ALL_RESULTS else rv.path_text(state, by_id[o]))
+                        format_func=lambda o: o if o == ALL_RESULTS else
+                        f"u{o} · " + rv.path_text(state, by_id[o], SEED, seed_ids))
     chosen = res.units if pick == ALL_RESULTS else [by_id[pick]]
+    labels = rv.path_edge_labels(chosen[0]) if len(chosen) == 1 else None
+    if len(chosen) == 1 and chosen[0].path:
+        st.dataframe(rv.hops_frame(state, chosen[0]), hide_index=True, width="stretch")
     st.iframe(build_graph_html(state, highlight_edges=rv.path_edges(chosen), highlight_units=[r.id for r in chosen],
-                               focus=rv.path_units(chosen), height_px=560), height=580)
+                               focus=rv.path_units(chosen), height_px=560, edge_labels=labels), height=580)
 
 
-def stage1(res) -> None:
-    st.caption(f"Exact top-{len(res.anchors)} on the visible surface; score = z(dense cosine) + "
-               f"{settings.lexical_weight} · z(BM25).")
-    st.dataframe(rv.anchors_frame(state, res), hide_index=True, width="stretch")
+def seeds(res, caption: str) -> None:
+    st.caption(caption)
+    st.dataframe(rv.anchors_frame(state, res), hide_index=True, width="stretch",
+                 column_config={"score": st.column_config.NumberColumn("score", format="%.3f",
+                                                                       help="The seed's retrieval score")})
 
 
-def stage2(res) -> None:
-    st.caption(f"Breadth-first over outgoing typed links: hop limit {settings.hops}, candidate budget "
-               f"{settings.budget}, priority sibling < version < temporal < semantic, then id.")
-    st.code(rv.expansion_tree(state, res), language=None)
-    st.dataframe(rv.expansion_frame(state, res), hide_index=True, width="stretch")
+def expansion(res, caption: str) -> None:
+    st.caption(caption)
+    if not res.expansion:
+        st.caption(f"Nothing admitted beyond the {SEED}s.")
+    st.code(rv.expansion_tree(state, res, SEED), language=None)
+    if res.expansion:
+        st.dataframe(rv.expansion_frame(state, res), hide_index=True, width="stretch")
 
 
-def stage3(res) -> None:
-    st.caption(f"All {len(res.candidates)} candidates re-ranked; the top {len(res.units)} are returned.")
+def ranking(res, caption: str) -> None:
+    st.caption(f"{caption} All {len(res.candidates)} candidates ranked; the top {len(res.units)} are returned.")
     st.dataframe(rv.ranking_frame(res, gold), hide_index=True, width="stretch",
                  height=min(35 * (len(res.candidates) + 1) + 3, 640))
 
 
-def context(res) -> None:
-    st.caption("The returned units' raw evidence ordered by time: what an answering model would read.")
+def context(res, caption: str = "") -> None:
+    st.caption(caption or "The returned nodes' raw evidence ordered by time: what an answering model would read.")
     st.text(res.context)
 
 
-settings = view.settings
-sections = {"Provenance paths": provenance, "Stage 1 · anchors": stage1, "Stage 2 · expansion": stage2,
-            "Stage 3 · ranking": stage3, "Materialized context": context}
+DRAW = {"seeds": seeds, "expansion": expansion, "ranking": ranking, "context": context}
+sections = {PROVENANCE: lambda r: provenance(r)}
+for stage in schema.stages:
+    draw = DRAW.get(stage.shows)
+    if draw is not None:
+        sections[stage.label] = (lambda r, d=draw, c=rv.stage_caption(stage.help, view.settings): d(r, c))
+if not any(s.shows == "context" for s in schema.stages):
+    sections[CONTEXT] = lambda r: context(r)
+if st.session_state.get("retrieval_tab") not in (None, *sections):
+    del st.session_state["retrieval_tab"]          # a tab of another engine's stages
 for tab, draw in zip(st.tabs(list(sections), key="retrieval_tab", on_change="rerun"), sections.values()):
     if tab.open:
         with tab:

@@ -147,12 +147,14 @@ with tab_score:
     if stored and stored[0] == sid:
         _, turn, scores = stored
         k_used = scores[0].k if scores else int(k)
-        st.caption(f"Scored at turn {turn} of {wb.total_turns}: All-Mem as of that turn, naive RAG over the same "
-                   f"{turn} raw turns. R@{k_used}: share of gold evidence turns in the top {k_used}; SCR@{k_used}: 1 "
-                   "if every turn of the causal chain is in the top K. None: not annotated.")
+        names = av.score_names(scores)
+        main, peer = (names + ["", ""])[:2]
+        st.caption(f"Scored at turn {turn} of {wb.total_turns}: {main} as of that turn, {peer} in a scratch database "
+                   f"holding the same {turn} turns. R@{k_used}: share of gold evidence turns in the top {k_used}; "
+                   f"SCR@{k_used}: 1 if every turn of the causal chain is in the top K. None: not annotated.")
         summary = summarize(scores)
-        tiles = st.columns(2 * len(av.RETRIEVERS))
-        for i, name in enumerate(av.RETRIEVERS):
+        tiles = st.columns(max(1, 2 * len(names)))
+        for i, name in enumerate(names):
             result = summary.get(name, {})
             tiles[2 * i].metric(f"{name} · mean R@{k_used}", av.fmt(result.get("recall")),
                                 help=f"over {result.get('recall_n', 0)} question(s) with gold evidence")
@@ -160,9 +162,10 @@ with tab_score:
                                     help=f"over {result.get('scr_n', 0)} question(s) with a causal chain")
         st.dataframe(av.score_table(case, scores), hide_index=True,
                      column_config={c: st.column_config.NumberColumn(c, format="%.2f")
-                                    for c in av.score_columns(k_used)})
+                                    for c in av.score_columns(k_used, *names)})
         unscored = [q.sample_id for q in case.questions if not q.query_text.strip()]
         if unscored:
             st.caption(f"Not scored (no query_text): {', '.join(unscored)}")
     else:
-        st.caption("Press **Score** to retrieve for every question of this case with All-Mem and naive RAG.")
+        main, peer = av.retriever_names(wb)
+        st.caption(f"Press **Score** to retrieve for every question of this case with {main} and {peer}.")

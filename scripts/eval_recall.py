@@ -1,10 +1,13 @@
-"""Turn-level R@K of the All-Mem engine vs naive dense RAG on LoCoMo (categories 1-4).
+"""Turn-level R@K and N@K of registered engines on LoCoMo (categories 1-4), side by side.
 
-Both systems use the same embedder and the same k, computed in one run.
-Prints both figures and writes them (with per-conversation and per-category
-breakdowns) to out/recall.json.
+Every engine (default: allmem, naive, hybrid) replays the same conversations
+with the same embedder and is asked the same questions with the same k, in one
+run. Prints the figures and writes them (with per-conversation and
+per-category breakdowns) to out/recall.json. `--set` and `--ablation` apply to
+the first engine (All-Mem by default).
 
-    python scripts/eval_recall.py [--data PATH] [--k 5] [--conversations conv-26 ...] [--ablation NAME]
+    python scripts/eval_recall.py [--data PATH] [--k 5] [--engines allmem,naive,hybrid]
+                                  [--conversations conv-26 ...] [--ablation NAME] [--set KEY=VALUE]
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.baselines import NaiveRAG  # noqa: E402
+from engine.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from engine.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 from engine.replay import Schedule, replay  # noqa: E402
@@ -33,10 +36,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--engines", default="allmem,naive,hybrid", help="comma-separated registered engines")
     ap.add_argument("--conversations", nargs="*")
     ap.add_argument("--ablation", action="append", default=[])
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override an All-Mem setting, e.g. --set expansion_bonus=0.3 (value parsed as JSON)")
+                    help="override a setting of the first engine, e.g. --set expansion_bonus=0.3 (value parsed as JSON)")
     ap.add_argument("--consolidate", default="every-3-sessions")
     ap.add_argument("--out", default=str(ROOT / "out" / "recall.json"))
     args = ap.parse_args()
@@ -44,45 +48,48 @@ def main() -> int:
     settings: dict = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     if args.ablation:
         settings["ablations"] = sorted(args.ablation)
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     conversations = load_conversations(args.data)
     if args.conversations:
         conversations = [c for c in conversations if c.id in set(args.conversations)]
     rows = []
     workdir = Path(tempfile.mkdtemp(prefix="memwb-eval-"))
+    embedder = Embedder()
     for conv in conversations:
         started = time.perf_counter()
-        engine = open_session(workdir / f"{conv.id}.sqlite", settings=settings or None)
-        replay(engine, conv, Schedule.parse(args.consolidate))
-        naive = NaiveRAG(engine.embedder, conv.turns)
-        for q in conv.questions:
-            if q.category not in (1, 2, 3, 4) or not q.evidence:
-                continue
-            mem = engine.retrieve(q.question, k=args.k).source_ids
-            base = naive.source_ids(q.question, k=args.k)
-            rows.append({"conversation": conv.id, "category": q.category,
-                         "allmem_r": recall_at_k(mem, q.evidence, args.k), "naive_r": recall_at_k(base, q.evidence, args.k),
-                         "allmem_n": ndcg_at_k(mem, q.evidence, args.k), "naive_n": ndcg_at_k(base, q.evidence, args.k)})
+        questions = [q for q in conv.questions if q.category in (1, 2, 3, 4) and q.evidence]
+        ranked: dict[str, list[list[str]]] = {}
+        for i, name in enumerate(engines):
+            engine = open_session(workdir / f"{conv.id}-{name}.sqlite", engine=name,
+                                  settings=(settings or None) if i == 0 else None, embedder=embedder)
+            replay(engine, conv, Schedule.parse(args.consolidate))
+            ranked[name] = [engine.retrieve(q.question, k=args.k).source_ids for q in questions]
+        for j, q in enumerate(questions):
+            row = {"conversation": conv.id, "category": q.category}
+            for name in engines:
+                row[f"{name}_r"] = recall_at_k(ranked[name][j], q.evidence, args.k)
+                row[f"{name}_n"] = ndcg_at_k(ranked[name][j], q.evidence, args.k)
+            rows.append(row)
         mine = [r for r in rows if r["conversation"] == conv.id]
-        print(f"{conv.id}: {len(conv.turns)} turns, {len(mine)} questions, "
-              f"R@{args.k} allmem={statistics.mean(r['allmem_r'] for r in mine):.4f} "
-              f"naive={statistics.mean(r['naive_r'] for r in mine):.4f} ({time.perf_counter() - started:.0f}s)",
-              flush=True)
+        scores = " ".join(f"{name}={statistics.mean(r[f'{name}_r'] for r in mine):.4f}" for name in engines)
+        print(f"{conv.id}: {len(conv.turns)} turns, {len(mine)} questions, R@{args.k} {scores} "
+              f"({time.perf_counter() - started:.0f}s)", flush=True)
 
     def mean(key, subset):
         return round(statistics.mean(r[key] for r in subset), 4) if subset else None
 
     result = {
-        "k": args.k, "questions": len(rows), "settings": settings, "consolidate": args.consolidate,
-        "allmem": {"recall": mean("allmem_r", rows), "ndcg": mean("allmem_n", rows)},
-        "naive_rag": {"recall": mean("naive_r", rows), "ndcg": mean("naive_n", rows)},
-        "by_category": {c: {"allmem": mean("allmem_r", sub), "naive_rag": mean("naive_r", sub), "n": len(sub)}
+        "k": args.k, "questions": len(rows), "engines": engines, "settings": settings,
+        "consolidate": args.consolidate,
+        **{name: {"recall": mean(f"{name}_r", rows), "ndcg": mean(f"{name}_n", rows)} for name in engines},
+        "by_category": {c: {**{name: mean(f"{name}_r", sub) for name in engines}, "n": len(sub)}
                         for c, sub in sorted(_group(rows, "category").items())},
-        "by_conversation": {c: {"allmem": mean("allmem_r", sub), "naive_rag": mean("naive_r", sub), "n": len(sub)}
+        "by_conversation": {c: {**{name: mean(f"{name}_r", sub) for name in engines}, "n": len(sub)}
                             for c, sub in sorted(_group(rows, "conversation").items())},
     }
     print(f"R@{args.k} over {len(rows)} questions (LoCoMo categories 1-4): "
-          f"allmem={result['allmem']['recall']:.4f} naive_rag={result['naive_rag']['recall']:.4f}")
-    print(f"N@{args.k}: allmem={result['allmem']['ndcg']:.4f} naive_rag={result['naive_rag']['ndcg']:.4f}")
+          + " ".join(f"{name}={result[name]['recall']:.4f}" for name in engines))
+    print(f"N@{args.k}: " + " ".join(f"{name}={result[name]['ndcg']:.4f}" for name in engines))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

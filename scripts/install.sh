@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Install Memory Workbench and its dependencies into the current Python.
+# Install Memory Workbench and its dependencies into the project's own virtual environment (.venv).
 # torch is pinned to the machine's CPU build first, so nothing pulls in CUDA packages.
+# MEMWB_VENV names another environment folder; PYTHON names the interpreter that creates it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+VENV=${MEMWB_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "${PYTHON:-python3}" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$PY" -m pip install -q "torch==2.13.0"
 "$PY" -m pip install -q -e ".[test]"
-echo "installed: $("$PY" -c 'import engine, streamlit, torch; print("torch", torch.__version__, "streamlit", streamlit.__version__)')"
+echo "installed into $VENV: $("$PY" -c 'import engine, streamlit, torch; print("torch", torch.__version__, "streamlit", streamlit.__version__)')"

@@ -1,6 +1,11 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
-    python scripts/screenshots.py [--out screenshots]
+    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|naive|hybrid]
+
+`all` (the default) takes the All-Mem tour (1_ … 5_) and the MemLoom tour (6_memloom_graph,
+7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) into the same folder. With another
+engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
+shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
 """
 from __future__ import annotations
 
@@ -11,15 +16,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench.driver import browser_page, running_app, walkthrough  # noqa: E402
+from engine.engines import known_engines  # noqa: E402
+from workbench.driver import (baseline_walkthrough, browser_page, memloom_walkthrough, running_app,  # noqa: E402
+                              walkthrough)
+
+TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
+    ap.add_argument("--engine", default="all", choices=["all", *known_engines()])
     args = ap.parse_args()
-    with running_app() as url, browser_page() as page:
-        walkthrough(page, url, shots=Path(args.out))
+    engines = ["allmem", "memloom"] if args.engine == "all" else [args.engine]
+    for engine in engines:
+        tour = TOURS.get(engine, baseline_walkthrough)
+        with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
+            tour(page, url, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

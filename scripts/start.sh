@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Install everything, then open the workbench on the bundled demo (offline LLM, local embeddings, SQLite).
+# Install everything into .venv, then open the workbench on the bundled demo (offline LLM, local embeddings, SQLite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 export HF_HUB_OFFLINE=1
-exec memwb ui "$@"
+exec "${MEMWB_VENV:-.venv}/bin/memwb" ui "$@"

@@ -5,16 +5,36 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from workbench.model import Workbench
+from engine.engines import engine_schema, known_engines
+from engine.session import DEFAULT_ENGINE
+from workbench.model import DEMO_PATH, Workbench
 
 APP = str(Path(__file__).resolve().parents[1] / "workbench" / "app.py")
+ENGINES = known_engines()
+BASELINES = [name for name in ENGINES if name != DEFAULT_ENGINE]
+WITH_PROCESS = [name for name in ENGINES if engine_schema(name).processes]
+WITHOUT_PROCESS = [name for name in ENGINES if not engine_schema(name).processes]
 
 
-def open_app_page(page: str, turn: int = 0) -> tuple[AppTest, Workbench]:
-    """Start the app on the demo, optionally jump to `turn`, then switch to `page` (relative to workbench/)."""
+def start_app(engine: str = DEFAULT_ENGINE) -> tuple[AppTest, Workbench]:
+    """Run the app once (the bundled demo) and, for another engine, put the demo opened in that engine into
+    the session the way `workbench.state.set_workbench` does."""
     at = AppTest.from_file(APP, default_timeout=180)
     at.run()
     wb = at.session_state["workbench"]
+    if engine != wb.engine_name:
+        wb = Workbench.open(DEMO_PATH, None, engine=engine, label="bundled demo",
+                           embedder=wb.engine.embedder)
+        at.session_state["workbench"] = wb
+        at.run()
+    assert not at.exception
+    return at, wb
+
+
+def open_app_page(page: str, turn: int = 0, engine: str = DEFAULT_ENGINE) -> tuple[AppTest, Workbench]:
+    """Start the app on the demo in `engine`, optionally jump to `turn`, then switch to `page` (relative to
+    workbench/)."""
+    at, wb = start_app(engine)
     if turn:
         wb.jump(turn)
     at.switch_page(page).run()

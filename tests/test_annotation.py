@@ -17,11 +17,10 @@ from engine.annotation import (
     score_case,
     summarize,
 )
-from engine.baselines import NaiveRAG
 from engine.loaders import LoaderError, load_conversation
 from engine.metrics import recall_at_k
 from engine.replay import Schedule, replay
-from engine.session import open_session
+from engine.session import open_session, scratch_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -265,9 +264,9 @@ def replayed(conv, tmp_path_factory):
 
 def test_scoring_all_mem_and_naive_rag_on_the_replayed_demo(conv, replayed):
     k = 5
-    naive = NaiveRAG(replayed.embedder, conv.turns)
+    naive = scratch_engine("naive", conv, replayed.embedder)
     retrievers = {"All-Mem": lambda q: replayed.retrieve(q, k=k).source_ids,
-                  "Naive RAG": lambda q: naive.source_ids(q, k)}
+                  "Naive RAG": lambda q: naive.retrieve(q, k=k).source_ids}
     for case in demo_cases(conv):
         scores = score_case(case, retrievers, k)
         assert len(scores) == 2 * len(case.questions)

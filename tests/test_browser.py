@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from tests.conftest import ROOT
-from workbench.driver import (CHROMIUM, browser_page, click, jump_to_turn, open_page, running_app, wait_idle,
-                              walkthrough)
+from conftest import ROOT
+from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, jump_to_turn,
+                              memloom_walkthrough, open_page, running_app, wait_idle, walkthrough)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
@@ -20,12 +20,41 @@ def test_demo_walkthrough(tmp_path):
         texts = walkthrough(page, url, shots=tmp_path)
     assert "What turn D5:9 caused" in texts["replay"]
     assert "1 applied" in texts["consolidation"] and "decided by human" in texts["consolidation"]
-    assert "Units created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
+    assert "Nodes created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
     assert "version (ν) · 1" in texts["graph"]
     assert "—version→" in texts["retrieval"] and "[archived]" in texts["retrieval"]
     assert "D1:4" in texts["retrieval"] and "D5:4" in texts["retrieval"]
     assert "commute" in texts["annotate"]
     assert len(list(tmp_path.glob("*.png"))) == 5
+
+
+def test_naive_rag_session_walkthrough(tmp_path):
+    """A session opened in naive RAG: no edges, nothing to consolidate, retrieval beside All-Mem."""
+    with running_app(env={"MEMWB_ENGINE": "naive"}) as url, browser_page() as page:
+        texts = baseline_walkthrough(page, url, shots=tmp_path)
+    assert "Engine · Naive RAG" in texts["replay"] and "What turn D5:9 caused" in texts["replay"]
+    assert "keeps no edges" in texts["graph"]
+    assert "The Naive RAG engine has no offline process: nothing to consolidate" in texts["consolidation"]
+    assert "Ranking (ms)" in texts["retrieval"] and "All-Mem" in texts["retrieval"]
+    assert "D5:4" in texts["retrieval"]
+    assert len(list(tmp_path.glob("*.png"))) == 4
+
+
+def test_memloom_session_walkthrough(tmp_path):
+    """A session opened in MemLoom: a turn's routing decision, steward relations with cited evidence applied by
+    the gate, event FSM shapes and the lifecycle timeline, the causal question's path from its seed event."""
+    with running_app(env={"MEMWB_ENGINE": "memloom"}) as url, browser_page() as page:
+        texts = memloom_walkthrough(page, url, shots=tmp_path)
+    assert "Engine · MemLoom" in texts["replay"] and "What turn D5:15 caused" in texts["replay"]
+    assert "Routing decision" in texts["replay"] and "score S_j" in texts["replay"]
+    assert "★ cited" in texts["consolidation"] and "Relation" in texts["consolidation"]
+    assert "applied" in texts["applied"]
+    assert "Lifecycle timeline" in texts["graph"] and "events that pass the filters" in texts["graph"]
+    assert "Lanes for" in texts["graph"]            # (the graph legend lives in its iframe)
+    assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"] and "seed u" in texts["retrieval"]
+    assert "—evidence→" in texts["retrieval"] and "stored edge" in texts["retrieval"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["6_memloom_graph.png", "7_memloom_retrieval.png",
+                                                              "8_memloom_replay.png", "9_memloom_consolidation.png"]
 
 
 def test_conversation_html_is_escaped_on_every_page():

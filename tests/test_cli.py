@@ -57,7 +57,8 @@ def test_export_json(demo_db):
     raws = {t.raw for t in conv.turns}
     turn_units = [u for u in data["units"] if u["kind"] == "turn"]
     assert len(turn_units) == 102 and {u["raw"] for u in turn_units} == raws   # evidence verbatim
-    assert all(set(u) == {"id", "visible", "kind", "raw", "summary", "keywords", "time", "source_ids"}
+    assert all(set(u) == {"id", "visible", "status", "kind", "raw", "summary", "keywords", "time", "source_ids",
+                          "members"}
                for u in data["units"])
     assert {e["type"] for e in data["edges"]} >= {"temporal", "semantic", "version"}
 
@@ -91,3 +92,29 @@ def test_locomo_end_to_end(tmp_path):
         assert row["id"] == q.id and row["source_ids"] and set(row["source_ids"]) <= dia_ids
     hits = sum(bool(set(r["source_ids"]) & set(q.evidence)) for r, q in zip(rows, questions))
     assert hits >= 8, f"only {hits}/20 questions have gold evidence in the top 5"
+
+
+@pytest.mark.parametrize("engine", ["naive", "hybrid"])
+def test_baseline_engines_replay_retrieve_export(engine, tmp_path):
+    """The baselines are engines like any other: same commands, same JSON shapes, no consolidation."""
+    db = tmp_path / f"{engine}.sqlite"
+    out = memwb("replay", DEMO, "--db", db, "--engine", engine, "--quiet").stdout
+    assert out.startswith("turns=102 units=102 visible=102 archived=0 status[stored=102]") and "runs=0" in out
+    res = json.loads(memwb("retrieve", "--db", db, "--query", "How many half marathons has Maya run?",
+                           "--json").stdout)
+    assert len(res["source_ids"]) == 5 and "D5:4" in res["source_ids"][:2]
+    assert set(res["stages"]) == {"rank_ms", "total_ms"}
+    assert all(u["path"] == [] and u["status"] == "stored" and u["visible"] for u in res["units"])
+    data = json.loads(memwb("export", "--db", db, "--json").stdout)
+    assert len(data["units"]) == 102 and data["edges"] == [] and {u["status"] for u in data["units"]} == {"stored"}
+    assert "nothing to consolidate" in memwb("consolidate", "--db", db).stdout
+    again = memwb("replay", DEMO, "--db", db, "--engine", "allmem", check=False)
+    assert again.returncode == 2 and f"holds a '{engine}' memory" in again.stderr
+
+
+def test_unknown_engine_lists_the_known_ones(tmp_path):
+    proc = memwb("replay", DEMO, "--db", tmp_path / "z.sqlite", "--engine", "memloomz", check=False)
+    assert proc.returncode == 2 and "allmem" in proc.stderr and "naive" in proc.stderr and "hybrid" in proc.stderr
+    schema = json.loads(memwb("schema", "--engine", "allmem").stdout)
+    assert [s["name"] for s in schema["statuses"]] == ["visible", "archived"]
+    assert {e["name"] for e in schema["edge_types"]} == {"temporal", "semantic", "version", "sibling"}

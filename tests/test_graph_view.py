@@ -1,25 +1,39 @@
-"""graph_view: filters, escaping, aggregation above max_nodes, lineage and diffs, on states folded from ops."""
+"""graph_view: filters, escaping, aggregation above max_nodes, lineage and diffs, on states folded from ops.
+
+Styles, kinds and statuses come from an engine schema read through the registry (All-Mem's here, naive
+RAG's for an engine without edges)."""
 from __future__ import annotations
 
 import json
 import re
 import time
 
-from engine.edge import EDGE_STYLE, Edge
+from engine.edge import Edge
+from engine.engines import engine_schema
+from engine.node import Node as Unit
 from engine.oplog import OpKind, OpRecord
 from engine.state import MemoryState
-from engine.unit import Unit
 from workbench.graph_view import (
     build_graph_html,
+    diff_rows,
     diff_states,
     edge_rows,
+    edge_style,
     legend_html,
     lineage,
+    node_label,
     select_units,
     session_order,
+    visibility_text,
 )
 
 XSS = "<script>alert(1)</script>"
+SCHEMA = engine_schema("allmem")
+EDGE_STYLE = {t.name: edge_style(t.name, SCHEMA) for t in SCHEMA.edge_types}
+
+
+def _state(schema=SCHEMA) -> MemoryState:
+    return MemoryState(schema=schema)
 
 
 def _unit(uid: int, raw: str, session: str = "1", kind: str = "turn", keywords=("alpha",)) -> Unit:
@@ -29,17 +43,22 @@ def _unit(uid: int, raw: str, session: str = "1", kind: str = "turn", keywords=(
 
 
 def _add(state: MemoryState, *items) -> MemoryState:
-    """Apply units and edges through the same op handlers the engine's log uses."""
+    """Apply nodes and edges through the same op handlers the engine's log uses."""
     for item in items:
         if isinstance(item, Unit):
-            state.apply(OpRecord(OpKind.UNIT_CREATED, {"unit": item.to_dict()}))
+            state.apply(OpRecord(OpKind.NODE_CREATED, {"node": item.payload()}))
         else:
             state.apply(OpRecord(OpKind.EDGE_ADDED, {"edge": item.to_dict()}))
     return state
 
 
+def _set_status(state: MemoryState, uid: int, status: str, cause: dict | None = None) -> None:
+    was = state.nodes[uid].status
+    state.apply(OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": status, "was": was, "cause": cause or {}}))
+
+
 def _archive(state: MemoryState, uid: int) -> None:
-    state.apply(OpRecord(OpKind.VISIBILITY_CHANGED, {"unit": uid, "visible": False}))
+    _set_status(state, uid, "archived")
 
 
 def _graph(html: str) -> tuple[list[dict], list[dict]]:
@@ -54,7 +73,7 @@ def _unit_ids(nodes: list[dict]) -> set[int]:
 
 def small_state() -> MemoryState:
     """Two sessions: 1-2-3 in session 1, 4-5 in session 2; 3 is archived and superseded by 5."""
-    s = _add(MemoryState(),
+    s = _add(_state(),
              _unit(1, "Jon: I run half marathons"), _unit(2, "Maya: corals bleach"), _unit(3, "Jon: 3 races"),
              _unit(4, "Maya: Lena lives in Porto", "2"), _unit(5, "Jon: 4 races", "2", kind="merged"),
              Edge(2, 1, "temporal"), Edge(3, 2, "temporal"), Edge(5, 4, "temporal"),
@@ -68,6 +87,7 @@ def test_document_has_legend_nodes_and_no_physics():
     html = build_graph_html(small_state())
     assert html.startswith("<!DOCTYPE html>") and "vis.Network" in html
     assert "mw-legend" in html and all(style["label"] in html for style in EDGE_STYLE.values())
+    assert all(k.label in html and k.color in html for k in SCHEMA.node_kinds)
     nodes, edges = _graph(html)
     assert _unit_ids(nodes) == {1, 2, 3, 4, 5}
     assert len(edges) == 6
@@ -83,21 +103,110 @@ def test_archived_and_visible_differ_by_shape_border_and_label():
     assert visible["label"] == "u1" and visible["shape"] == "dot" and "shapeProperties" not in visible
 
 
-def test_edge_colour_and_dash_follow_edge_style():
+def test_edge_colour_dash_width_and_opacity_follow_the_schema():
     _, edges = _graph(build_graph_html(small_state()))
     for e in edges:
-        etype = next(t for t, s in EDGE_STYLE.items() if s["color"] == e["color"]["color"])
-        assert bool(e["dashes"]) == bool(EDGE_STYLE[etype]["dashes"])
+        spec = next(t for t in SCHEMA.edge_types if t.color == e["color"]["color"])
+        assert bool(e["dashes"]) == spec.dashes
+        assert e["width"] == spec.width and e["color"]["opacity"] == spec.opacity
 
 
-def test_legend_names_every_edge_type_and_the_archived_encoding():
-    legend = legend_html()
+def test_node_colour_follows_the_schema_kind():
+    nodes, _ = _graph(build_graph_html(small_state()))
+    by_id = {n["id"]: n for n in nodes}
+    assert by_id[1]["color"]["background"] == SCHEMA.kind("turn").color
+    assert by_id[5]["color"]["background"] == SCHEMA.kind("merged").color
+
+
+def test_legend_names_every_edge_type_kind_and_status():
+    legend = legend_html(SCHEMA)
     assert all(s["label"] in legend and s["color"] in legend for s in EDGE_STYLE.values())
-    assert "archived" in legend and "stroke-dasharray" in legend
+    assert all(s.label in legend for s in SCHEMA.statuses)
+    assert "[archived]" in legend and "stroke-dasharray" in legend
+
+
+MEMLOOM = engine_schema("memloom")
+
+
+def memloom_state() -> MemoryState:
+    """Sentence records under events in each FSM status, one relation between two events."""
+    s = _state(MEMLOOM)
+    items = [_unit(1, "Ana: the landlord sold the building"), _unit(3, "Ana: I missed deadlines"),
+             _unit(5, "Ana: ok"), _unit(7, "Ana: bye")]
+    for uid, status in ((2, "provisional"), (4, "active"), (6, "closed"), (8, "archived")):
+        e = _unit(uid, "", kind="event")
+        e.raw, e.members, e.status = "", [uid - 1], status
+        items.append(e)
+    _add(s, *items, Edge(4, 6, "CAUSAL_FOLLOW", "run-0001", 0.8, evidence=[3, 5]), Edge(6, 5, "evidence"))
+    for uid in (1, 3, 5, 7):
+        _set_status(s, uid, "buffered")
+    return s
+
+
+def test_event_nodes_take_their_fsm_status_colour_and_shape():
+    state = memloom_state()
+    nodes, _ = _graph(build_graph_html(state))
+    by_id = {n["id"]: n for n in nodes}
+    for uid in (2, 4, 6, 8):
+        spec = MEMLOOM.status(state.nodes[uid].status)
+        assert by_id[uid]["shape"] == spec.shape and by_id[uid]["color"]["background"] == spec.color
+        off = not spec.surface
+        assert by_id[uid]["label"] == f"u{uid}" + (f" [{spec.name}]" if off else "")      # not by colour alone
+        assert ("shapeProperties" in by_id[uid]) == off
+    assert by_id[1]["shape"] == "dot" and by_id[1]["color"]["background"] == MEMLOOM.kind("turn").color
+
+
+def test_legend_draws_each_fsm_status_in_its_shape_and_colour():
+    legend = legend_html(MEMLOOM)
+    for s in MEMLOOM.statuses:
+        assert s.label in legend
+        if s.shape:
+            assert f"{s.label} ({s.shape}," in legend and s.color in legend
+    assert "<polygon" in legend                       # triangle and diamond are drawn, not named only
+    assert "provisional (triangle, off the surface" in legend and "active (diamond, on the surface)" in legend
+
+
+def test_a_reverse_hop_highlights_and_labels_the_stored_edge():
+    state = memloom_state()
+    html = build_graph_html(state, highlight_edges=[(6, 4, "CAUSAL_FOLLOW")],      # given against its direction
+                            edge_labels={(6, 4, "CAUSAL_FOLLOW"): "hop 1 (reverse)"})
+    _, edges = _graph(html)
+    causal = next(e for e in edges if (e["from"], e["to"]) == (4, 6))
+    assert causal["width"] == 5 and causal["label"] == "hop 1 (reverse)"
+    assert "cites u3, u5" in causal["title"] and "confidence 0.800" in causal["title"]
+    assert all(e["color"]["opacity"] == 0.2 for e in edges if e is not causal)
+    assert "label" not in next(e for e in edges if (e["from"], e["to"]) == (6, 5))
+
+
+def test_an_engine_without_edges_draws_nodes_only():
+    naive = engine_schema("naive")
+    s = _add(_state(naive), _unit(1, "Ana: hi"), _unit(2, "Ben: hello"))
+    for uid in (1, 2):
+        _set_status(s, uid, "stored")
+    html = build_graph_html(s)
+    nodes, edges = _graph(html)
+    assert _unit_ids(nodes) == {1, 2} and edges == []
+    assert "none (this engine keeps no links)" in html and "stored" in html
+    assert all(n["shape"] == "dot" for n in nodes if isinstance(n["id"], int))
+    assert diff_states(s, s)["rewired"] == [] and lineage(s, 1) == {"supersedes": [], "superseded_by": []}
+
+
+def test_an_off_surface_status_is_named_in_the_label():
+    s = small_state()
+    assert node_label(s.nodes[3]) == "u3 [archived]" and visibility_text(s.nodes[3]) == "◌ archived"
+    assert node_label(s.nodes[1]) == "u1" and visibility_text(s.nodes[1]) == "● visible"
+
+
+def test_status_filter():
+    s = small_state()
+    assert select_units(s, statuses={"archived"}).shown == [3]
+    assert select_units(s, statuses={"visible"}).shown == [1, 2, 4, 5]
+    nodes, _ = _graph(build_graph_html(s, statuses={"visible"}))
+    assert 3 not in _unit_ids(nodes)
 
 
 def test_conversation_text_is_escaped_everywhere():
-    s = _add(MemoryState(), Unit(id=1, raw=XSS, summary=XSS, keywords=[XSS], time="2024-01-01T10:00:00", kind="turn",
+    s = _add(_state(), Unit(id=1, raw=XSS, summary=XSS, keywords=[XSS], time="2024-01-01T10:00:00", kind="turn",
                                  source_ids=[XSS], speakers=[XSS], session="1", made_by=XSS))
     html = build_graph_html(s, search="alert")
     assert XSS not in html
@@ -139,7 +248,7 @@ def test_highlighted_units_and_path_are_drawn_even_when_filtered_out():
 
 
 def big_state(n: int) -> MemoryState:
-    s = MemoryState()
+    s = _state()
     for i in range(1, n + 1):
         _add(s, _unit(i, f"turn number {i}", session=str(1 + i // 40)))
         if i > 1:
@@ -181,7 +290,7 @@ def test_layout_rows_by_session_and_columns_by_time():
 
 
 def test_session_order_numbers_named_sessions_by_time():
-    s = _add(MemoryState(), Unit(1, "a", "a", [], "2024-02-01T00:00:00", "turn", ["x"], session="later"),
+    s = _add(_state(), Unit(1, "a", "a", [], "2024-02-01T00:00:00", "turn", ["x"], session="later"),
              Unit(2, "b", "b", [], "2024-01-01T00:00:00", "turn", ["y"], session="earlier"))
     assert session_order(s) == {"earlier": 1, "later": 2}
     assert session_order(small_state()) == {"1": 1, "2": 2}
@@ -202,10 +311,10 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
     new = old.clone()
     _add(new, _unit(7, "Maya: Lena, a nurse in Porto", "2", kind="merged"), Edge(7, 4, "version"))
     _archive(new, 4)
-    new.apply(OpRecord(OpKind.VISIBILITY_CHANGED, {"unit": 3, "visible": True}))
+    _set_status(new, 3, "visible", cause={"undo_of": 1})          # back on the surface (an undo)
     new.apply(OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
     _add(new, Edge(6, 7, "semantic", confidence=0.9))
-    new.apply(OpRecord(OpKind.DESCRIPTOR_CHANGED, {"unit": 1, "summary": "updated", "keywords": ["x"]}))
+    new.apply(OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
     d = diff_states(old, new)
     assert d["added_units"] == [7]
     assert d["archived_units"] == [4]
@@ -215,4 +324,10 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
     assert d["added_edges"] == [(6, 7, "semantic"), (7, 4, "version")]
     assert d["removed_edges"] == [(6, 4, "semantic")]
     assert d["rewired"] == [(6, 4, 7)]
+    assert d["status_changes"] == [(3, "archived", "visible"), (4, "visible", "archived")]
+    rows = diff_rows(d, old, new)
+    assert rows["archived"][0]["superseded by"] == "u7"
+    assert [(r["unit"], r["from"], r["to"]) for r in rows["status changes"]] == [("u3", "archived", "visible"),
+                                                                                ("u4", "visible", "archived")]
+    assert {r["type"] for r in rows["edges added"]} == {EDGE_STYLE["semantic"]["label"], EDGE_STYLE["version"]["label"]}
     assert diff_states(new, new) == {k: [] for k in d}

@@ -5,11 +5,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.allmem.executor import Executor
+from engine.engines.allmem.executor import Executor
 from engine.diagnostics import version_orphans
-from engine.edge import EdgeType
+from engine.engines.allmem.schema import EdgeType
 from engine.proposal import Status
 from engine.session import open_session
+from engine.store import rows_of
 from tests.conftest import turn
 
 POOL = [
@@ -48,10 +49,11 @@ def check_invariants(eng, raws: dict[int, str]) -> None:
         assert len(st_.out(uid, EdgeType.SEMANTIC)) <= s.cap_semantic
         assert len(st_.out(uid, EdgeType.SIBLING)) <= s.cap_sibling
     assert sorted(eng.index.ids) == st_.visible_ids  # FAISS holds exactly the visible surface
-    folded = eng.store.load_state()                 # the log is the truth
+    folded = eng.store.load_state()                 # the log is the truth (folded from a checkpoint)
     assert {u: (x.visible, x.summary) for u, x in folded.units.items()} == \
            {u: (x.visible, x.summary) for u, x in st_.units.items()}
     assert set(folded.edges) == set(st_.edges)
+    assert rows_of(eng.store.load_state(checkpoints=False)) == rows_of(folded) == eng.store.table_rows()
 
 
 @pytest.mark.slow
@@ -60,6 +62,7 @@ def check_invariants(eng, raws: dict[int, str]) -> None:
 @given(actions=st.lists(action, min_size=3, max_size=14))
 def test_invariants_hold_over_random_sequences(tmp_path_factory, actions):
     eng = open_session(tmp_path_factory.mktemp("prop") / "m.sqlite")
+    eng.store.checkpoint_every = 7                  # checkpoints land all over the sequence
     raws: dict[int, str] = {}
     day = 1
     for kind, arg in actions:
@@ -69,9 +72,9 @@ def test_invariants_hold_over_random_sequences(tmp_path_factory, actions):
             t = turn(day % 60, speaker, text, session=str(day // 4 + 1), day=min(day, 28))
             t = t.__class__(**{**t.__dict__, "id": f"T{day}"})
             raws[eng.ingest(t).unit_id] = t.raw
-        elif kind == "auto" and eng.state.buffer:
+        elif kind == "auto" and eng.state.buffer("atc"):
             eng.consolidate()
-        elif kind == "manual" and eng.state.buffer:
+        elif kind == "manual" and eng.state.buffer("atc"):
             props = [p for p in eng.propose(manual=True) if p.status == Status.PENDING]
             before = eng.snapshot()
             decisions = {p.id: bool((arg >> i) & 1) for i, p in enumerate(props)}

@@ -1,6 +1,8 @@
 """The operation log is the truth: folds, time travel, branching, persistence."""
 from __future__ import annotations
 
+import pytest
+
 from engine.oplog import OpKind
 from engine.session import open_session
 from engine.state import MemoryState
@@ -35,8 +37,8 @@ def test_every_change_is_logged_with_llm_calls(make_engine):
     ingest(eng, UPDATE_OLD, UPDATE_NEW)
     eng.consolidate()
     kinds = [op.kind for op in eng.store.ops()]
-    for kind in (OpKind.TURN_INGESTED, OpKind.UNIT_CREATED, OpKind.EDGE_ADDED, OpKind.BUFFER_PUSHED,
-                 OpKind.RUN_STARTED, OpKind.PROPOSAL_MADE, OpKind.PROPOSAL_UPDATED, OpKind.VISIBILITY_CHANGED,
+    for kind in (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.EDGE_ADDED, OpKind.BUFFER_PUSHED,
+                 OpKind.RUN_STARTED, OpKind.PROPOSAL_MADE, OpKind.PROPOSAL_UPDATED, OpKind.STATUS_CHANGED,
                  OpKind.RUN_COMMITTED, OpKind.LLM_CALL):
         assert kind in kinds, kind
     calls = [op.payload for op in eng.store.ops(kinds=[OpKind.LLM_CALL])]
@@ -90,3 +92,61 @@ def test_reopening_with_the_same_partial_settings_resumes(tmp_path):
     open_session(db, settings={"ablations": ["no-lexical"]})
     again = open_session(db, settings={"ablations": ["no-lexical"]})
     assert again.settings.ablations == ["no-lexical"]
+
+
+def test_every_op_kind_is_declared_once_and_unknown_kinds_stop_the_fold(make_engine):
+    from engine import ops
+    from engine.oplog import OpRecord
+
+    declared = {v for k, v in vars(OpKind).items() if k.isupper()}
+    assert declared == set(ops.SPECS)
+    with pytest.raises(ops.UnknownOpKind, match="op kind 'unit_teleported'"):
+        MemoryState.fold([OpRecord(kind="unit_teleported", payload={}, turn=1, seq=1)])
+    eng = make_engine()
+    ingest(eng, UPDATE_OLD)
+    assert {op.v for op in eng.store.ops()} == {1}           # every stored record names its payload version
+
+
+def test_older_payload_versions_are_upcast_on_read(monkeypatch):
+    """A kind whose payload changed shape reads old records through its upcast chain."""
+    from dataclasses import replace
+
+    from engine import ops
+    from engine.oplog import OpRecord
+
+    old = ops.SPECS[OpKind.NOTE]
+    seen = []
+    monkeypatch.setitem(ops.SPECS, OpKind.NOTE, replace(
+        old, version=3, apply=lambda s, op: seen.append(op.payload),
+        upcast={1: lambda p: {"text": p["msg"]}, 2: lambda p: {**p, "lang": "en"}}))
+    MemoryState.fold([OpRecord(kind=OpKind.NOTE, payload={"msg": "hi"}, seq=1, v=1),
+                      OpRecord(kind=OpKind.NOTE, payload={"text": "yo", "lang": "fr"}, seq=2, v=3)])
+    assert seen == [{"text": "hi", "lang": "en"}, {"text": "yo", "lang": "fr"}]
+
+
+def test_illegal_lifecycle_transition_is_refused(make_engine):
+    from engine.ops import IllegalTransition
+    from engine.tx import Tx
+
+    eng = make_engine()
+    uid = ingest(eng, UPDATE_OLD)["D1:1"]
+    tx = Tx(eng.state, turn=1)
+    tx.set_status(uid, "archived")
+    with pytest.raises(IllegalTransition, match="archived -> visible is not a legal transition"):
+        tx.set_status(uid, "visible")
+    assert eng.state.units[uid].status == "visible"           # the live state never saw the isolated edit
+
+
+def test_old_databases_are_refused_with_a_clear_message(tmp_path):
+    import sqlite3
+
+    from engine.store import Store, StoreError
+
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE op_log (seq INTEGER PRIMARY KEY, turn INT, run_id TEXT, kind TEXT, actor TEXT, "
+                "payload TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="older Memory Workbench"):
+        Store(db)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from engine.diagnostics import version_orphans
-from engine.edge import EdgeType
 from engine.llm.base import BackendReply, LLMBackend
-from engine.proposal import GateVerdict, Op, ReasonCode, Status
+from engine.engines.allmem.schema import EdgeType, Op, ReasonCode
+from engine.proposal import GateVerdict, Status
 from tests.conftest import turn
 
 UPDATE_OLD = turn(1, "Maya", "I've run 3 half marathons so far, all of them along the river course.", "1", 1)
@@ -215,7 +215,7 @@ def test_undo_puts_diagnosed_units_back_in_the_buffer(make_engine):
     eng = make_engine()
     ids = ingest(eng, UPDATE_OLD, UPDATE_NEW)
     eng.consolidate()
-    assert not eng.state.buffer
+    assert not eng.state.buffer("atc")
     eng.undo_last_run()
-    assert set(eng.state.buffer) == set(ids.values())
+    assert set(eng.state.buffer("atc")) == set(ids.values())
     assert any(p.op == Op.UPDATE and p.status == Status.APPLIED for p in eng.consolidate().proposals)

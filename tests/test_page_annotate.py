@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from apptest import ENGINES, start_app
 from engine.annotation import AnnotationStore
+from engine.engines import engine_schema
 from workbench.model import Workbench
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +55,23 @@ def create_case(at: AppTest, scenario_id: str, title: str) -> None:
     at.text_input(key="annotate_new_title").input(title)
     at.button(key="annotate_create").click().run()
     assert not at.exception, at.exception
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_page_opens_and_scores_for_every_engine(engine):
+    at, wb = start_app(engine)
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    at.button(key="annotate_demo").click().run()
+    wb.jump(30)
+    at.button(key="annotate_score").click().run()
+    assert not at.exception
+    main, peer = engine_schema(engine).label, engine_schema(wb.default_peer()).label
+    labels = [m.label for m in at.metric]
+    assert f"{main} · mean R@5" in labels and f"{peer} · mean R@5" in labels
+    table = next(d.value for d in at.dataframe if f"{main} R@5" in d.value.columns)
+    assert table[f"{main} R@5"].between(0, 1).all() and table[f"{peer} R@5"].between(0, 1).all()
+    assert wb.peer(wb.default_peer()).state.turn == 30
 
 
 def test_page_runs_and_offers_the_demo_cases():

@@ -7,13 +7,18 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.edge import EdgeType
-from engine.proposal import Op, Status
+from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
+from engine.engines import engine_schema
+from engine.node import Node as Unit
+from engine.oplog import OpKind, OpRecord
+from engine.proposal import Proposal, Status
 from engine.state import MemoryState
-from engine.unit import Unit
 from workbench import review_view as rv
-from tests.apptest import open_app_page
 from workbench.model import Workbench
+
+SCHEMA = engine_schema("allmem")
+UPDATE = "update"                      # All-Mem's operators and edge types, as its schema names them
+VERSION = "version"
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "../pages/3_consolidation.py"      # relative to the main script, which lives in workbench/
@@ -21,8 +26,8 @@ PAGE = "../pages/3_consolidation.py"      # relative to the main script, which l
 pytestmark = pytest.mark.slow
 
 
-def open_page(turn: int = 0) -> tuple[AppTest, Workbench]:
-    return open_app_page(PAGE, turn)
+def open_page(turn: int = 0, engine: str = "allmem") -> tuple[AppTest, Workbench]:
+    return open_app_page(PAGE, turn, engine)
 
 
 def turn_count(wb: Workbench, turn_id: str) -> int:
@@ -40,7 +45,7 @@ def diagnose_past_update() -> tuple[AppTest, Workbench, int, str]:
     state = wb.engine.state
     current, superseded = state.turn_units["D5:4"], state.turn_units["D1:4"]
     update = next(p for p in state.proposals.values()
-                  if p.op == Op.UPDATE and p.targets == [current, superseded] and p.status == Status.PENDING)
+                  if p.op == UPDATE and p.targets == [current, superseded] and p.status == Status.PENDING)
     at.multiselect(key="queue_ops").set_value(["Update"]).run()
     return at, wb, update.id, rv.run_key(wb.db_path.name, update.run_id)
 
@@ -53,6 +58,60 @@ def test_page_runs_on_a_fresh_demo():
     at, _ = open_page()
     assert any("No open run" in i.value for i in at.info)
     assert at.button(key="run_diagnosis").disabled          # nothing buffered yet
+    assert any(m.label == "Buffered nodes" for m in at.metric)
+    assert any("Offline process **Consolidation (ATC)**" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("engine", WITH_PROCESS)
+def test_any_process_diagnoses_decides_applies_and_undoes(engine):
+    """Every engine with an offline process: the queue speaks its schema, the gate decides, undo restores."""
+    schema = engine_schema(engine)
+    at, wb = open_page(turn=30, engine=engine)
+    assert not at.button(key="run_diagnosis").disabled
+    before = wb.engine.snapshot()
+    at.button(key="run_diagnosis").click().run()
+    assert not at.exception
+    run_id = wb.engine.open_run()
+    proposals = [p for p in wb.engine.state.proposals.values() if p.run_id == run_id]
+    assert proposals
+    queue = at.dataframe[0].value
+    pending = [p for p in proposals if p.status == Status.PENDING]
+    assert set(queue["#"]) == {p.id for p in pending}
+    labels = {o.label for o in schema.operators}
+    assert set(queue["operator"]) <= labels
+    for p in pending:
+        row = queue[queue["#"] == p.id].iloc[0]
+        assert row["targets"] == rv.targets_label(schema, p)
+        if "threshold" in p.detail:
+            assert row["gate θ"] == p.detail["threshold"]
+    text = markdown_text(at)
+    shown = rv.sort_queue(pending)[:10]
+    assert all(f"#{p.id} · {rv.op_label(schema, p.op)}" in text for p in shown)
+    assert all(rv.target_roles(schema, p)[0] in text for p in shown)
+    at.radio(key="decision_mode").set_value("Let the gate decide").run()
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    run = wb.engine.state.runs[run_id]
+    assert run.status == "committed" and run.process == schema.processes[0].name
+    closed = [wb.engine.state.proposals[p.id] for p in pending]
+    assert all(p.decided_by == "gate" for p in closed if p.status in (Status.APPLIED, Status.REJECTED))
+    assert sum(p.status == Status.APPLIED for p in closed) == run.summary["applied"]
+    at.button(key="undo_start").click().run()
+    at.button(key="undo_confirm").click().run()
+    assert not at.exception
+    assert wb.engine.state.runs[run_id].status == "undone"
+    assert wb.engine.snapshot() == before
+
+
+@pytest.mark.parametrize("engine", WITHOUT_PROCESS)
+def test_an_engine_without_a_process_says_so_and_shows_the_audit_log(engine):
+    at, wb = open_page(turn=4, engine=engine)
+    label = engine_schema(engine).label
+    assert any(f"The {label} engine has no offline process: nothing to consolidate" in i.value for i in at.info)
+    assert not [b for b in at.button if b.key == "run_diagnosis"]
+    log = at.dataframe[0].value
+    assert set(log["kind"]) == {"turn_ingested", "node_created"} and len(log) == 8
+    assert log["summary"].str.startswith("u").sum() == 4
 
 
 def test_cursor_behind_head_warns():
@@ -80,7 +139,13 @@ def test_diagnosis_lists_the_update_and_reject_changes_nothing():
     at, wb, pid, run_key = diagnose_past_update()
     queue = at.dataframe[0].value
     assert pid in set(queue["#"]) and set(queue["operator"]) == {"Update"}
-    assert f"#{pid} · Update" in markdown_text(at)
+    row = queue[queue["#"] == pid].iloc[0]
+    p = wb.engine.state.proposals[pid]
+    assert row["targets"] == f"u{p.targets[0]} → u{p.targets[1]}"       # ordered targets
+    assert row["gate θ"] == p.detail["threshold"] == wb.engine.settings.theta["update"]
+    text = markdown_text(at)
+    assert f"#{pid} · Update" in text and f"(gate θ {p.detail['threshold']:.2f})" in text
+    assert all(role in text for role in SCHEMA.operator(UPDATE).target_roles)
 
     at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.REJECT).run()
     assert at.session_state["review_decisions"][run_key] == {pid: False}
@@ -106,7 +171,8 @@ def test_plan_then_accept_update_then_undo():
     state = wb.engine.state
     current, superseded = state.proposals[pid].targets
     assert not state.units[superseded].visible and state.units[current].visible
-    assert (current, superseded, EdgeType.VERSION) in state.edges
+    assert state.units[superseded].status == "archived"
+    assert (current, superseded, VERSION) in state.edges
     assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == "human"
     archived_tables = [d.value for d in at.dataframe if "unit" in d.value.columns]
     assert any(f"u{superseded}" in set(t["unit"]) for t in archived_tables)
@@ -140,9 +206,81 @@ def test_audit_log_and_reason_codes():
     assert (llm["LLM role"] != "").all() and llm["latency (ms)"].notna().all()
     at.multiselect(key="audit_kinds").set_value(["run_started"]).run()
     assert list(at.dataframe[0].value["kind"]) == ["run_started"]
-    breakdown = rv.reason_breakdown(wb.engine.state.proposals.values())
+    breakdown = rv.reason_breakdown(wb.engine.state.proposals.values(), SCHEMA)
     assert breakdown["proposals"].sum() == len(wb.engine.state.proposals)
     assert "LOW_CONF" in set(breakdown["reason code"])
+    low = breakdown[breakdown["reason code"] == "LOW_CONF"].iloc[0]
+    assert low["meaning"] == next(r.description for r in SCHEMA.reason_codes if r.code == "LOW_CONF")
+    codes = [c for c in breakdown["reason code"] if c != rv.NO_CODE]
+    order = [r.code for r in SCHEMA.reason_codes]
+    assert codes == sorted(codes, key=order.index)              # the schema's order
+
+
+def test_every_op_kind_has_a_summary():
+    kinds = {v for k, v in vars(OpKind).items() if k.isupper() and isinstance(v, str)}
+    assert set(rv.OP_SUMMARIES) == kinds
+    samples = {
+        OpKind.TURN_INGESTED: {"turn_id": "D1:1", "session": "1"},
+        OpKind.NODE_CREATED: {"node": {"id": 3, "kind": "turn", "status": "visible", "source_ids": ["D1:1"],
+                                       "raw": "Ana: hi"}},
+        OpKind.NODE_RETRACTED: {"node": 3, "was": {}},
+        OpKind.NODE_UPDATED: {"node": 3, "changes": {"members": [1, 2]}, "prev": {"members": []}},
+        OpKind.DESCRIPTOR_CHANGED: {"node": 3, "summary": "s", "keywords": []},
+        OpKind.STATUS_CHANGED: {"node": 3, "status": "archived", "was": "visible", "cause": {"run": "run-0001"}},
+        OpKind.EDGE_ADDED: {"edge": {"src": 1, "dst": 2, "type": "version", "confidence": None}},
+        OpKind.EDGE_REMOVED: {"src": 1, "dst": 2, "type": "semantic",
+                              "edge": {"src": 1, "dst": 2, "type": "semantic", "confidence": 0.5}},
+        OpKind.BUFFER_PUSHED: {"buffer": "atc", "entries": [[3, [1, 2]]]},
+        OpKind.BUFFER_FLUSHED: {"buffer": "atc", "entries": [[3, [1, 2]], [4, []]]},
+        OpKind.ENGINE_STATE_SET: {"key": "phase", "value": "open", "prev": "closed"},
+        OpKind.PROPOSAL_MADE: {"proposal": {"id": 1, "op": "merge", "targets": [1, 2], "confidence": 0.9,
+                                            "gate": "pass", "reason_code": None}},
+        OpKind.PROPOSAL_UPDATED: {"id": 1, "changes": {"status": "applied", "plan": {}}},
+        OpKind.RUN_STARTED: {"mode": "manual", "process": "atc", "buffer": [[3, [1]]]},
+        OpKind.RUN_COMMITTED: {"summary": {"applied": 1}, "decided_by": "human"},
+        OpKind.RUN_UNDONE: {"undone_run": "run-0001"},
+        OpKind.LLM_CALL: {"role": "diagnosis", "backend": "offline", "error_code": None},
+        OpKind.NOTE: {"text": "a note"},
+    }
+    expected = {OpKind.NODE_CREATED: "u3 turn [visible] ← D1:1: Ana: hi",
+                OpKind.STATUS_CHANGED: "u3 visible → archived (run run-0001)",
+                OpKind.EDGE_REMOVED: "u1 —semantic→ u2 (conf 0.50) removed",
+                OpKind.BUFFER_PUSHED: "atc ← u3 with 2 anchor(s)",
+                OpKind.BUFFER_FLUSHED: "2 node(s) flushed from atc: u3, u4",
+                OpKind.ENGINE_STATE_SET: "phase = open (was closed)",
+                OpKind.RUN_STARTED: "manual atc run over 1 buffered node(s)",
+                OpKind.NOTE: "a note"}
+    assert set(samples) == kinds
+    for kind, payload in samples.items():
+        line = rv.op_summary(OpRecord(kind, payload))
+        assert line and not line.startswith("{"), (kind, line)
+        if kind in expected:
+            assert line == expected[kind]
+
+
+def test_plans_render_from_the_operator_plan_fields():
+    split = Proposal(id=1, run_id="run-0001", op="split", targets=[3], confidence=0.95, reason="two topics",
+                     plan={"do_split": True, "split_rationale": "dog <and> race",
+                           "segments": [{"segment_text": "a", "segment_summary": "A", "segment_keywords": ["x"],
+                                         "topic_label": "dog"},
+                                        {"segment_text": "b", "segment_summary": "B", "segment_keywords": [],
+                                         "topic_label": "race"}]})
+    body, tables = rv.plan_blocks(SCHEMA, split)
+    assert "Rationale:" in body and "dog &lt;and&gt; race" in body and "do split:</span> yes" in body
+    [(label, frame)] = tables
+    assert label == "Segments" and list(frame.columns) == ["#", "Text (exact substring)", "Summary", "Keywords",
+                                                           "Topic"]
+    assert list(frame["Keywords"]) == ["x", ""] and list(frame["Topic"]) == ["dog", "race"]
+    update = Proposal(id=2, run_id="run-0001", op="update", targets=[5, 4], confidence=0.95, reason="newer",
+                      plan={"updated_summary": "4 races", "updated_keywords": ["race"], "deprecations": [],
+                            "alignment_note": "count"})
+    body, tables = rv.plan_blocks(SCHEMA, update)
+    assert not tables and "Refreshed summary:</span> 4 races" in body and "Deprecated facts:</span> none" in body
+    assert rv.targets_label(SCHEMA, update) == "u5 → u4"
+    merge = Proposal(id=3, run_id="run-0001", op="merge", targets=[1, 2], confidence=0.9, reason="dup")
+    assert rv.targets_label(SCHEMA, merge) == "u1, u2"
+    assert rv.target_roles(SCHEMA, update) == list(SCHEMA.operator("update").target_roles)
+    assert rv.op_label(SCHEMA, "diagnosis") == "Diagnosis" and rv.op_label(SCHEMA, "merge") == "Merge"
 
 
 HOSTILE = '<img src=x onerror="alert(1)"> & <b>bold</b>'
@@ -170,9 +308,9 @@ def test_conversation_text_is_escaped(tmp_path):
 
 
 def test_unit_and_text_html_escape():
-    state = MemoryState()
+    state = MemoryState(schema=SCHEMA)
     state.units[1] = Unit(id=1, raw=f"Ana: {HOSTILE}\nsecond line", summary="", keywords=[], time="t",
-                          kind="turn", source_ids=["<x>"], visible=False)
+                          kind="turn", source_ids=["<x>"], status="archived", visible=False)
     block = rv.unit_html(state, 1, role="<role>")
     assert "<img" not in block and "&lt;img" in block and "&lt;x&gt;" in block and "&lt;role&gt;" in block
     assert "<br>second line" in block and rv.ARCHIVED_MARK in block and "dashed" in block

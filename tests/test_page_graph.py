@@ -7,19 +7,19 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.edge import EDGE_STYLE
+from apptest import ENGINES, start_app
+from engine.engines import engine_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")
 PAGE = "../pages/2_memory_graph.py"      # relative to the main script's folder
 
 
-def _open_graph(prepare=None) -> AppTest:
-    """Run the app, let `prepare(workbench)` set memory up, then open the graph page."""
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
+def _open_graph(prepare=None, engine: str = "allmem") -> AppTest:
+    """Run the app on the demo in `engine`, let `prepare(workbench)` set memory up, then open the graph page."""
+    at, wb = start_app(engine)
     if prepare is not None:
-        prepare(at.session_state["workbench"])
+        prepare(wb)
     at.switch_page(PAGE)
     at.run()
     assert not at.exception
@@ -54,12 +54,32 @@ def test_empty_memory_points_to_replay():
     assert not at.get("iframe")
 
 
-def test_graph_renders_with_legend():
-    at = _open_graph(lambda wb: wb.jump(6))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_graph_renders_with_the_schema_legend(engine):
+    schema = engine_schema(engine)
+    at = _open_graph(lambda wb: wb.jump(6), engine)
     html = _graph_html(at)
     assert "mw-legend" in html
-    assert all(style["label"] in html for style in EDGE_STYLE.values())
-    assert "Showing 6 units" in html
+    assert all(t.label in html for t in schema.edge_types)
+    assert all(k.label in html for k in schema.node_kinds) and all(s.label in html for s in schema.statuses)
+    wb = at.session_state["workbench"]
+    state = wb.engine.state
+    assert f"Showing {len(state.nodes)} nodes" in html and len(state.nodes) >= 6
+    styled = {s.name: s.shape for s in schema.statuses if s.shape}      # a status may declare its own shape
+    plain_visible = [u for u in state.visible_ids if state.nodes[u].status not in styled]
+    assert len(re.findall(r'"shape": "dot"', html)) == len(plain_visible) + sum(
+        styled[n.status] == "dot" for n in state.nodes.values() if n.status in styled)
+    for n in state.nodes.values():
+        if n.status in styled:
+            assert re.search(rf'"id": {n.id}, "label": "[^"]*", "shape": "{styled[n.status]}"', html)
+    for uid in state.archived_ids:                               # off the surface: named by status
+        assert f'"label": "u{uid} [{state.nodes[uid].status}]"' in html
+    pills = {p.label: p for p in at.get("button_group")}
+    assert "Statuses" in pills
+    assert ("Edge types" in pills) == bool(schema.edge_types)
+    if not schema.edge_types:
+        assert any("keeps no edges" in c.value for c in at.caption)
+    assert not at.exception
 
 
 def test_archived_units_are_distinguished_after_consolidation(consolidated):
@@ -78,7 +98,7 @@ def test_time_travel_before_the_run_has_no_archived_units(consolidated):
     assert not consolidated.exception
     html = _graph_html(consolidated)
     assert not _archived_nodes(html)
-    assert f"Showing {wb.cursor - 1} units" in html
+    assert f"Showing {wb.cursor - 1} nodes" in html
     assert any("as of turn" in c.value for c in consolidated.caption)
     consolidated.slider(key="graph_turn").set_value(wb.cursor).run()
     assert _archived_nodes(_graph_html(consolidated))
@@ -119,8 +139,22 @@ def test_filters_visible_only_and_search(consolidated):
     consolidated.text_input(key="graph_search").input("half marathons").run()
     html = _graph_html(consolidated)
     assert not consolidated.exception
-    assert re.search(r"Showing [1-9] units", html)
+    assert re.search(r"Showing [1-9] nodes", html)
     consolidated.text_input(key="graph_search").input("").run()
+
+
+def test_status_filter_keeps_only_the_chosen_statuses(consolidated):
+    wb = consolidated.session_state["workbench"]
+    pills = next(p for p in consolidated.get("button_group") if p.label == "Statuses")
+    pills.set_value(["archived"]).run()
+    assert not consolidated.exception
+    html = _graph_html(consolidated)
+    inspected = consolidated.selectbox(key="graph_unit").value
+    shown = set(_archived_nodes(html))
+    assert {f"u{u}" for u in wb.engine.state.archived_ids} <= shown
+    assert f"Showing {len(set(wb.engine.state.archived_ids) | {inspected})} nodes" in html
+    consolidated.get("button_group")[[p.label for p in consolidated.get("button_group")].index("Statuses")] \
+        .set_value(["visible", "archived"]).run()
 
 
 def test_focus_and_diff_rings(consolidated):
@@ -131,7 +165,7 @@ def test_focus_and_diff_rings(consolidated):
     consolidated.toggle(key="graph_focus").set_value(True).run()
     assert not consolidated.exception
     neighbours = {e.dst for e in wb.engine.state.out_edges(uid)} | {e.src for e in wb.engine.state.in_edges(uid)}
-    assert f"Showing {len(neighbours | {uid})} units" in _graph_html(consolidated)
+    assert f"Showing {len(neighbours | {uid})} nodes" in _graph_html(consolidated)
     consolidated.toggle(key="graph_focus").set_value(False)
     consolidated.slider(key="graph_diff").set_value((wb.cursor - 1, wb.cursor))
     consolidated.toggle(key="graph_ring_diff").set_value(True).run()

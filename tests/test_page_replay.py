@@ -6,6 +6,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.engines import engine_schema
+from apptest import ENGINES, WITHOUT_PROCESS, start_app
+from workbench.settings_form import settings_key
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")
 
@@ -34,18 +38,37 @@ def test_page_runs_on_the_demo(at):
     assert "Nothing ingested yet" in _texts(at)
 
 
-def test_next_adds_a_unit_and_explains_it(at):
-    before = len(_wb(at).engine.state.units)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_next_adds_a_node_and_explains_it(engine):
+    at, wb = start_app(engine)
+    assert len(wb.engine.state.nodes) == 0
     at.button(key="replay_next").click().run()
     assert not at.exception
     wb = _wb(at)
-    assert len(wb.engine.state.units) == before + 1 and wb.cursor == 1
+    assert wb.engine_name == engine and wb.cursor == 1
+    first = wb.last_ingest.created
+    assert first and len(wb.engine.state.nodes) == len(first)          # the ingest made the turn's node(s)
     at.button(key="replay_next").click().run()
-    assert len(_wb(at).engine.state.units) == before + 2
+    report = _wb(at).last_ingest
+    assert len(wb.engine.state.nodes) >= len(first) + 1 and "D1:2" in wb.engine.state.turn_units
     assert any(s.value == "What turn D1:2 caused" for s in at.subheader)
-    assert at.dataframe, "anchors / edges tables"
     html = " ".join(h.proto.body for h in at.get("html"))
     assert "▶ current turn" in html and "D1:2" in html
+    assert "Node created" in html and f"u{wb.engine.state.turn_units['D1:2']}" in html
+    assert all(f"<code>u{uid}</code>" in html for uid in report.created)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Nodes created"] == str(len(report.created))
+    assert metrics["Edges added"] == str(len(report.edges))
+    header = " ".join(m.value for m in at.markdown)
+    assert f"**Engine** · {engine_schema(engine).label}" in header
+    assert all(f"{s.label} " in header for s in engine_schema(engine).statuses)
+    if report.anchors or report.edges:
+        assert at.dataframe, "anchors / edges tables"
+    if engine_schema(engine).processes:
+        buffered = str(wb.engine.state.buffered())
+        assert metrics["Buffered after ingest"] == buffered and f"**Buffered** · {buffered}" in header
+    else:
+        assert "Buffered after ingest" not in metrics and "Offline process** · none" in header
 
 
 def test_back_moves_the_cursor_without_changing_the_log(at):
@@ -98,11 +121,59 @@ def test_load_a_jsonl_file_with_settings(at):
     at.radio(key="replay_source").set_value("JSONL file").run()
     at.text_input(key="replay_path_JSONL file").input(str(ROOT / "datasets" / "fixtures" / "tiny.jsonl")).run()
     assert not at.error
-    at.multiselect(key="replay_ablations").set_value(["no-merge"])
+    at.multiselect(key=settings_key("replay", "allmem", "ablations")).set_value(["no-merge"])
+    at.number_input(key=settings_key("replay", "allmem", "theta", "update")).set_value(0.75)
+    at.number_input(key=settings_key("replay", "allmem", "k")).set_value(7)
     at.button(key="replay_load").click().run()
     assert not at.exception
     wb = _wb(at)
     assert wb.source_label == "tiny.jsonl" and wb.engine.settings.ablations == ["no-merge"]
+    assert wb.engine.settings.theta["update"] == 0.75 and wb.engine.settings.k == 7
+    assert wb.engine.store.meta()["settings"]["theta"]["update"] == 0.75       # stored with the session
+    header = " ".join(m.value for m in at.markdown)
+    assert "**Ablations** · no-merge" in header and "k=7" in header
+
+
+def test_settings_form_follows_the_engine_schema(at):
+    """Every Settings field gets a widget with its bounds and help; advanced ones sit in an expander."""
+    import dataclasses
+
+    from engine.engines import settings_class
+
+    labels = {e.label for e in at.expander}
+    assert any(label.startswith("Advanced settings") for label in labels)
+    for f in dataclasses.fields(settings_class("allmem")):
+        default = getattr(settings_class("allmem")(), f.name)
+        if isinstance(default, dict):
+            for item in default:
+                w = at.number_input(key=settings_key("replay", "allmem", f.name, item))
+                assert w.min == f.metadata["min"] and w.max == f.metadata["max"] and w.step == f.metadata["step"]
+        elif isinstance(default, list):
+            assert set(at.multiselect(key=settings_key("replay", "allmem", f.name)).options) == \
+                set(f.metadata["choices"])
+        else:
+            w = at.number_input(key=settings_key("replay", "allmem", f.name))
+            assert w.value == default and w.min == f.metadata["min"] and w.max == f.metadata["max"]
+            assert w.help == f.metadata["help"]
+    assert at.selectbox(key="replay_schedule")
+
+
+@pytest.mark.parametrize("engine", WITHOUT_PROCESS)
+def test_the_engine_picker_loads_an_engine_without_a_process(at, engine):
+    """Picking another engine swaps the settings form to its fields and Load opens that engine."""
+    assert set(at.selectbox(key="replay_engine").options) == {engine_schema(n).label for n in ENGINES}
+    at.selectbox(key="replay_engine").set_value(engine).run()
+    assert not at.exception
+    assert not [s for s in at.selectbox if s.key == "replay_schedule"], "no offline process: no schedule"
+    assert any("no offline process" in c.value for c in at.caption)
+    at.number_input(key=settings_key("replay", engine, "final_k")).set_value(9)
+    at.button(key="replay_load").click().run()
+    assert not at.exception
+    wb = _wb(at)
+    assert wb.engine_name == engine and wb.engine.settings.final_k == 9 and wb.schedule.kind == "manual"
+    assert wb.engine.store.meta()["engine"] == engine
+    at.button(key="replay_next").click().run()
+    assert not at.exception and wb.engine.state.turn == 1 and len(wb.engine.state.nodes) == 1
 
 
 def test_malformed_file_is_rejected_and_nothing_is_lost(at, tmp_path):
@@ -150,7 +221,8 @@ def test_turn_effects_read_from_the_log_match_the_ingest_report():
     wb.jump(6)
     report = wb.last_ingest
     at_head = turn_effects(wb.view, 6, report)
-    assert at_head.unit_id == report.unit_id and at_head.anchors == [(a, float(c)) for a, c in report.anchors]
+    assert at_head.unit_id == report.unit_id and at_head.created == report.created
+    assert at_head.anchors == [(a, float(c)) for a, c in report.anchors]
     assert [e.key for e in at_head.edges] == [e.key for e in report.edges]
     assert at_head.buffer_size == report.buffer_size
     wb.back()

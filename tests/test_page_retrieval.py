@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.allmem.retrieval import Hop, RetrievedUnit
-from engine.edge import EdgeType
-from engine.proposal import Op
+from apptest import ENGINES, open_app_page
+from engine.engines import engine_schema
+from engine.node import Node as Unit
+from engine.retrieval import Hop, RetrievedUnit
 from engine.state import MemoryState
-from engine.unit import Unit
 from workbench import retrieval_view as rv
-from tests.apptest import open_app_page
 from workbench.model import Workbench
+
+UPDATE, VERSION = "update", "version"      # All-Mem's operator and edge type, as its schema names them
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "../pages/4_retrieval.py"          # relative to the main script, which lives in workbench/
@@ -22,8 +23,8 @@ PAGE = "../pages/4_retrieval.py"          # relative to the main script, which l
 pytestmark = pytest.mark.slow
 
 
-def open_page(turn: int = 0) -> tuple[AppTest, Workbench]:
-    return open_app_page(PAGE, turn)
+def open_page(turn: int = 0, engine: str = "allmem") -> tuple[AppTest, Workbench]:
+    return open_app_page(PAGE, turn, engine)
 
 
 def code_text(at: AppTest) -> str:
@@ -39,21 +40,65 @@ def test_page_runs_on_an_empty_memory():
     assert any("Memory is empty" in i.value for i in at.info)
 
 
-def test_free_query_shows_stages_paths_and_naive_rag():
-    at, wb = open_page(turn=20)
+def valid_path(state: MemoryState, r) -> bool:
+    """A result's path starts at its seed, walks edges the state holds (either way round), ends at the result."""
+    node = r.anchor
+    for h in r.path:
+        if h.src != node or ((h.src, h.dst, h.type) not in state.edges and (h.dst, h.src, h.type) not in state.edges):
+            return False
+        node = h.dst
+    return node == r.id
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_free_query_shows_stages_paths_and_a_peer_engine(engine):
+    schema = engine_schema(engine)
+    at, wb = open_page(turn=20, engine=engine)
     at.radio(key="retrieval_source").set_value("Free query").run()
     at.text_input(key="retrieval_query").input("What breed is Pepper?").run()
     assert not at.exception
-    assert "anchor u" in code_text(at)
-    for label in ("Stage 1 anchors (ms)", "Stage 2 expansion (ms)", "Stage 3 ranking (ms)", "Total (ms)"):
-        float(metric(at, label))
-    naive = next(d.value for d in at.dataframe if "turn id" in d.value.columns)
+    word = rv.seed_word(schema)                  # "anchor" (All-Mem, RAG), "seed" (MemLoom)
+    assert f"{word} u" in code_text(at) or "direct u" in code_text(at)
+    for stage in schema.stages:
+        float(metric(at, f"{stage.label} (ms)"))
+    float(metric(at, "Total (ms)"))
+    res = wb.view.retrieve("What breed is Pepper?", 5)
+    assert res.units and all(valid_path(wb.view.state, r) for r in res.units)
+    seeds = [a for a, _ in res.anchors]
+    assert all(rv.path_text(wb.view.state, r, word, seeds) in code_text(at) for r in res.units)
+    assert all(f"u{r.id}" in code_text(at) for r in res.units)
+    tables = [d.value for d in at.dataframe if "source id" in d.value.columns]
+    assert len(tables) == 2, "the engine and its peer, as the same kind of table"
+    ours, peer = tables
+    assert list(ours["source id"]) == res.source_ids[:5]
+    peer_name = at.selectbox(key="retrieval_peer").value
+    assert peer_name == wb.default_peer() and peer_name != engine
     seen = {t.id for t in wb.conversation.turns[:20]}
-    assert len(naive) == 5 and set(naive["turn id"]) <= seen     # naive RAG only sees turns up to the cursor
-    for tab in ("Stage 1 · anchors", "Stage 2 · expansion", "Stage 3 · ranking", "Materialized context"):
+    assert len(peer) == 5 and set(peer["source id"]) <= seen    # the peer only holds turns up to the cursor
+    assert (peer["text"].str.len() > 0).all()                   # text, not just ids
+    assert wb.peer(peer_name).state.turn == 20
+    sections = [s.label for s in schema.stages] + ([] if any(s.shows == "context" for s in schema.stages)
+                                                   else ["Materialized context"])
+    captions_before = len(at.caption)
+    for tab in sections:
         at.session_state["retrieval_tab"] = tab
         at.run()
         assert not at.exception
+    assert captions_before
+    at.session_state["retrieval_tab"] = schema.stages[0].label
+    at.run()
+    expected = rv.stage_caption(schema.stages[0].help, wb.view.settings)
+    assert "{" not in expected and any(expected in c.value for c in at.caption)
+
+
+def test_the_peer_engine_can_be_changed():
+    at, wb = open_page(turn=12)
+    at.radio(key="retrieval_source").set_value("Free query").run()
+    at.text_input(key="retrieval_query").input("Where does Maya work?").run()
+    at.selectbox(key="retrieval_peer").set_value("hybrid").run()
+    assert not at.exception
+    assert wb.peer("hybrid").name == "hybrid" and wb.peer("hybrid").state.turn == 12
+    assert any("Hybrid RAG" in m.value for m in at.markdown)
 
 
 def test_path_reaches_the_archived_unit_after_the_update():
@@ -63,10 +108,10 @@ def test_path_reaches_the_archived_unit_after_the_update():
     current, superseded = state.turn_units["D5:4"], state.turn_units["D1:4"]
     wb.engine.propose(manual=True)
     update = next(p for p in wb.engine.state.proposals.values()
-                  if p.op == Op.UPDATE and p.targets == [current, superseded] and p.status == "pending")
+                  if p.op == UPDATE and p.targets == [current, superseded] and p.status == "pending")
     wb.engine.apply({update.id: True}, decided_by="human")
     wb.reload()
-    assert (current, superseded, EdgeType.VERSION) in wb.engine.state.edges
+    assert (current, superseded, VERSION) in wb.engine.state.edges
 
     at.run()                                  # q1: how many half marathons has Jon run? (gold D5:4)
     assert not at.exception
@@ -98,12 +143,12 @@ def test_gold_answer_is_escaped(tmp_path):
 
 def _unit(uid: int, visible: bool = True) -> Unit:
     return Unit(id=uid, raw=f"raw {uid}", summary="", keywords=[], time="t", kind="turn", source_ids=[f"D1:{uid}"],
-                visible=visible)
+                status="visible" if visible else "archived", visible=visible)
 
 
-def test_path_rendering_names_archived_units():
-    state = MemoryState()
-    state.units = {3: _unit(3), 7: _unit(7, visible=False), 9: _unit(9)}
+def test_path_rendering_names_off_surface_nodes_by_status():
+    state = MemoryState(schema=engine_schema("allmem"))
+    state.units.update({3: _unit(3), 7: _unit(7, visible=False), 9: _unit(9)})
     r = RetrievedUnit(id=9, visible=True, score=1.0, dense=0.5, lexical=0.0, anchor=3, hop=2,
                       path=[Hop(3, 7, "version"), Hop(7, 9, "sibling")], source_ids=["D1:9"], time="t", raw="raw 9",
                       kind="turn")
@@ -115,3 +160,6 @@ def test_path_rendering_names_archived_units():
     marks = rv.gold_frame(["D1:9", "D1:2"], ["D1:2", "D1:5"], k=1, seen={"D1:2"})
     assert list(marks["in top 1"]) == [rv.MISS, rv.MISS] and list(marks["rank"].fillna(0)) == [2, 0]
     assert list(marks["note"]) == ["", "not ingested yet"]
+    state.units[7].status = "superseded"                 # another engine's off-surface status, named as such
+    assert rv.path_text(state, r) == "anchor u3 —version→ u7 [superseded] —sibling→ u9"
+    assert rv.stage_caption("top-{k}, {missing}", state) == "top-{k}, {missing}"     # unformattable: as written

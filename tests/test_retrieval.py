@@ -1,7 +1,8 @@
 """Three-stage retrieval: expansion order, budgets, paths, ablations, provenance."""
 from __future__ import annotations
 
-from engine.edge import Edge, EdgeType
+from engine.edge import Edge
+from engine.engines.allmem.schema import EdgeType
 from engine.oplog import OpKind
 from engine.tx import Tx
 from tests.conftest import turn

@@ -21,14 +21,13 @@ from engine.annotation import (
     Retriever,
     score_case,
 )
-from engine.baselines import NaiveRAG
 from engine.conversation import Conversation, Turn
+from engine.engines import engine_schema
 from engine.loaders import LoaderError
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
 
 DEMO_CASES = DEMO_PATH.with_name("cases.json")
 ALL_SESSIONS = "All sessions"
-RETRIEVERS = ("All-Mem", "Naive RAG")
 _NONCE = "annotate_nonce"
 _ROW_PX = 35
 
@@ -149,39 +148,52 @@ def chosen_table(case: Case, question: CaseQuestion, conversation: Conversation)
 
 
 # -- scoring ----------------------------------------------------------------------------
+def retriever_names(wb: Workbench) -> tuple[str, str]:
+    """The two retrievers scored side by side: the session's engine and its peer (naive RAG by default)."""
+    main, peer = wb.schema.label, engine_schema(wb.default_peer()).label
+    return (main, peer if peer != main else f"{peer} (peer)")
+
+
 def retrievers(wb: Workbench, k: int) -> dict[str, Retriever]:
-    """All-Mem as of the cursor, and naive RAG over the same turns, for a fair side by side."""
-    naive = NaiveRAG(wb.engine.embedder, wb.conversation.turns[:wb.cursor])
-    return {RETRIEVERS[0]: lambda q: wb.view.retrieve(q, k=k).source_ids,
-            RETRIEVERS[1]: lambda q: naive.source_ids(q, k)}
+    """The engine as of the cursor, and a scratch peer engine over the same turns, for a fair side by side."""
+    main, other = retriever_names(wb)
+    peer = wb.peer(wb.default_peer())
+    return {main: lambda q: wb.view.retrieve(q, k=k).source_ids,
+            other: lambda q: peer.retrieve(q, k=k).source_ids if peer is not None else []}
 
 
 def score(wb: Workbench, case: Case, k: int) -> list[QuestionScore]:
     return score_case(case, retrievers(wb, k), k)
 
 
+def score_names(scores: list[QuestionScore]) -> list[str]:
+    """The retrievers in `scores`, in the order they were scored."""
+    return list(dict.fromkeys(s.retriever for s in scores))
+
+
 def score_table(case: Case, scores: list[QuestionScore]) -> pd.DataFrame:
     """One row per question: R@K and SCR per retriever side by side (None where not annotated), then misses."""
     k = scores[0].k if scores else 0
+    names = score_names(scores)
     by = {(s.sample_id, s.retriever): s for s in scores}
     rows = []
     for q in case.questions:
-        if (q.sample_id, RETRIEVERS[0]) not in by:
+        if not names or (q.sample_id, names[0]) not in by:
             continue
         row = {"sample_id": q.sample_id, "task_type": q.task_type}
-        for name in RETRIEVERS:
+        for name in names:
             s = by[(q.sample_id, name)]
             recall, scr = score_columns(k, name)
             row[recall], row[scr] = s.recall, s.scr
-        row.update({f"{name} missed": ", ".join(by[(q.sample_id, name)].missed) for name in RETRIEVERS})
+        row.update({f"{name} missed": ", ".join(by[(q.sample_id, name)].missed) for name in names})
         row["query_text"] = q.query_text
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def score_columns(k: int, *names: str) -> list[str]:
-    """Column titles of the metric columns of `score_table` (all retrievers when none named)."""
-    return [f"{name} {metric}@{k}" for name in names or RETRIEVERS for metric in ("R", "SCR")]
+    """Column titles of the metric columns of `score_table` for the named retrievers."""
+    return [f"{name} {metric}@{k}" for name in names for metric in ("R", "SCR")]
 
 
 def fmt(value: float | None) -> str:

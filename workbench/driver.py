@@ -184,3 +184,143 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     texts["annotate"] = page.inner_text("body")
     shot("5_annotate")
     return texts
+
+
+def baseline_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
+    """The same tour on an engine without an offline process (start the app with MEMWB_ENGINE=naive):
+    step to D5:9, see the graph, the Consolidation page saying there is nothing to consolidate, and a
+    question whose comparison column is All-Mem. Returns each page's visible text."""
+    from playwright.sync_api import expect
+
+    def shot(name: str) -> None:
+        if shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+    texts: dict[str, str] = {}
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    jump_to_turn(page, demo_turn_after("D5:9"))
+    expect(page.get_by_text(f"Turn · {demo_turn_after('D5:9')} /")).to_be_visible()
+    texts["replay"] = page.inner_text("body")
+    shot("1_replay")
+
+    open_page(page, "Memory graph")
+    page.wait_for_timeout(2500)
+    texts["graph"] = page.inner_text("body")
+    shot("2_memory_graph")
+
+    open_page(page, "Consolidation")
+    texts["consolidation"] = page.inner_text("body")
+    shot("3_consolidation")
+
+    open_page(page, "Retrieval")
+    page.get_by_text("Free query", exact=True).click()
+    wait_idle(page)
+    box = page.get_by_role("textbox", name="Query", exact=True)
+    box.fill(UPDATE_QUERY)
+    box.press("Enter")
+    wait_idle(page, 2500)
+    texts["retrieval"] = page.inner_text("body")
+    shot("4_retrieval")
+    return texts
+
+
+def tall_screenshot(page, path: Path, max_height: int = 4200) -> None:
+    """The whole page, not only the viewport: Streamlit scrolls inside its main container, so the viewport is
+    grown to the content's height (at most `max_height`) for the shot and put back afterwards."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size or {"width": 1500, "height": 1100}
+    height = page.evaluate("""() => Math.max(document.documentElement.scrollHeight, ...Array.from(
+        document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"], section'))
+        .map(e => e.scrollHeight))""")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height) + 20, max_height))})
+    page.wait_for_timeout(1500)                               # plots and the graph iframe redraw at the new size
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
+    page.wait_for_timeout(300)
+
+
+CAUSAL_QUESTION = "q7"              # "Why has Maya been missing deadlines?" (the demo's causal chain)
+
+
+def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
+    """The MemLoom tour (start the app with MEMWB_ENGINE=memloom): the routing decision of a turn that joins
+    an event, a steward run reviewed in the queue (relations with their cited evidence) and applied by the
+    gate, the event FSM on the graph with the lifecycle timeline, and the causal question q7 with its path.
+    Returns each page's visible text; screenshots 6_memloom_graph, 7_memloom_retrieval, 8_memloom_replay and
+    9_memloom_consolidation."""
+    from playwright.sync_api import expect
+
+    def shot(name: str, max_height: int = 4200) -> None:
+        if shots is not None:
+            tall_screenshot(page, shots / f"{name}.png", max_height)
+
+    texts: dict[str, str] = {}
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    routed = demo_turn_after("D5:15")
+    jump_to_turn(page, routed)
+    expect(page.get_by_text(f"Turn · {routed} /")).to_be_visible()
+    expect(page.get_by_text("Routing decision", exact=False).first).to_be_visible()
+    page.wait_for_timeout(1500)
+    texts["replay"] = page.inner_text("body")
+    shot("8_memloom_replay")
+
+    jump_to_turn(page, demo_turn_after("D6:6"))
+    expect(page.get_by_text(f"Turn · {demo_turn_after('D6:6')} /")).to_be_visible()
+    open_page(page, "Consolidation")
+    click(page, "Run diagnosis")
+    page.get_by_test_id("stMultiSelect").filter(has_text="Gate verdict").click()
+    page.get_by_role("option", name="pass").click()
+    page.keyboard.press("Escape")
+    wait_idle(page)
+    types = page.get_by_test_id("stMultiSelect").filter(has_text="Type")
+    if types.count():                                       # the relation type of the queue's cards
+        types.click()
+        causal = page.get_by_role("option", name="CAUSAL_FOLLOW")
+        if causal.count():
+            causal.click()
+        page.keyboard.press("Escape")
+        wait_idle(page)
+    expect(page.get_by_text("★ cited").first).to_be_visible()
+    texts["consolidation"] = page.inner_text("body")
+    shot("9_memloom_consolidation", 2600)
+    page.get_by_text("Let the gate decide", exact=True).click()
+    wait_idle(page)
+    page.get_by_role("button", name=re.compile(r"^Apply gate verdicts")).first.click()
+    wait_idle(page, 1500)
+    expect(page.get_by_text(re.compile(r"run-\d+ applied: \d+ applied"))).to_be_visible()
+    texts["applied"] = page.inner_text("body")
+
+    open_page(page, "Memory graph")
+    page.get_by_role("tab", name="Lifecycle timeline").click()
+    wait_idle(page, 2500)
+    texts["graph"] = page.inner_text("body")
+    shot("6_memloom_graph")
+
+    open_page(page, "Retrieval")
+    page.get_by_test_id("stSelectbox").filter(has_text="Question").click()
+    page.get_by_role("option", name=re.compile(rf"^{CAUSAL_QUESTION} · ")).click()
+    wait_idle(page, 1500)
+    highlight = page.get_by_test_id("stSelectbox").filter(has_text="Highlight on the graph")
+    highlight.get_by_role("combobox").click()
+    page.keyboard.press("ArrowDown")                          # a focused combobox opens its list on a key
+    options = page.get_by_role("option")
+    options.nth(1).wait_for()                                 # "all results", then the results
+    page.wait_for_timeout(500)
+    for pattern in (r"\(reverse\).*\(reverse\)", r"\(reverse\)", r"—evidence→"):
+        found = options.filter(has_text=re.compile(pattern))
+        if found.count():
+            found.first.click()
+            wait_idle(page, 2500)
+            expect(page.get_by_text("stored edge").first).to_be_visible()      # the hop-by-hop table
+            break
+    else:
+        page.keyboard.press("Escape")
+        wait_idle(page, 2500)
+    texts["retrieval"] = page.inner_text("body")
+    shot("7_memloom_retrieval")
+    return texts

@@ -2,16 +2,20 @@
 
 Used by every page that draws memory (graph, retrieval provenance, consolidation
 diffs), so it is plain Python over an engine `MemoryState` with no Streamlit.
+Everything engine-specific comes from the state's `EngineSchema`: edge colour,
+dash, width, opacity and label per edge type; fill colour per node kind; the
+lifecycle statuses and which of them are on the retrieval surface.
 
-Encodings never rely on colour alone: visible units are filled dots, archived
-units are hollow grey squares with a dashed border and "[archived]" in their
-label; each edge type has its own colour *and* dash pattern; highlighted units
-get a thick ring and highlighted edges are drawn thick while the rest fade.
+Encodings never rely on colour alone: nodes on the surface are filled dots,
+nodes off it are hollow grey squares with a dashed border and their status in
+their label ("u7 [archived]"); each edge type has its own colour *and* dash
+pattern; highlighted nodes get a thick ring and highlighted edges are drawn
+thick while the rest fade.
 
 The layout is fixed, not simulated: one row per session (top to bottom in time
-order) and, within a row, one column per turn in time order. Units made by
-consolidation stack just below the turn they come from. No physics
-means a 1,000-unit graph renders at once and a unit keeps its place when the
+order) and, within a row, one column per turn in time order. Nodes made by an
+offline process stack just below the turn they come from. No physics
+means a 1,000-node graph renders at once and a node keeps its place when the
 graph is re-drawn at another turn, so two turns can be compared by eye.
 
 vis-network 9 shows string tooltips as plain text, so tooltips are sent as
@@ -30,22 +34,61 @@ from pathlib import Path
 import pyvis
 from pyvis.network import Network
 
-from engine.edge import EDGE_STYLE, EdgeType
+from engine.node import TURN_KIND, Node
+from engine.schema import EngineSchema
 from engine.state import MemoryState
-from engine.unit import Unit, UnitKind
 
+Unit = Node
 _VIS_LIB = Path(pyvis.__file__).parent / "lib" / "vis-9.1.2"
-KIND_COLOR = {UnitKind.TURN: "#4e79a7", UnitKind.MERGED: "#f28e2b", UnitKind.SPLIT_PART: "#9467bd"}
 OTHER_KIND_COLOR = "#17becf"
 ARCHIVED_GREY = "#8c8c8c"
 RING_COLOR = "#e6a100"
-UNKNOWN_EDGE_STYLE = {"color": "#bcbd22", "dashes": [2, 4], "label": "other"}
+UNKNOWN_EDGE_STYLE = {"color": "#bcbd22", "dashes": [2, 4], "label": "other", "width": 1.5, "opacity": 0.8}
 DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network, reused by the legend
-# (width, opacity) per edge type: consolidation structure stands out, the dense semantic web recedes
-EDGE_WEIGHT = {EdgeType.TEMPORAL: (1.5, 0.9), EdgeType.SEMANTIC: (1.0, 0.45), EdgeType.VERSION: (2.5, 1.0),
-               EdgeType.SIBLING: (2.5, 1.0)}
 X_STEP, ROW_STEP, MIN_ROW_STEP, STACK_STEP = 120, 170, 70, 55
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
+
+
+# -- what the schema says ------------------------------------------------------------------
+def edge_style(etype: str, schema: EngineSchema | None = None) -> dict:
+    """Colour, dashes, width, opacity and label of an edge type as the engine's schema declares it."""
+    spec = schema.edge_type(etype) if schema is not None else None
+    if spec is None:
+        return {**UNKNOWN_EDGE_STYLE, "label": etype or UNKNOWN_EDGE_STYLE["label"]}
+    return {"color": spec.color, "dashes": spec.dashes, "width": spec.width, "opacity": spec.opacity,
+            "label": spec.label}
+
+
+def edge_types_of(state: MemoryState) -> list[str]:
+    """The schema's edge types in its order, then any other type the state holds."""
+    declared = [e.name for e in state.schema.edge_types] if state.schema else []
+    return declared + sorted(set(state.edge_counts()) - set(declared))
+
+
+def statuses_of(state: MemoryState) -> list[str]:
+    """The schema's statuses in its order, then any other status a node has."""
+    declared = [s.name for s in state.schema.statuses] if state.schema else []
+    return declared + sorted({u.status for u in state.nodes.values()} - set(declared))
+
+
+def status_label(schema: EngineSchema | None, status: str) -> str:
+    spec = schema.status(status) if schema is not None and status else None
+    return spec.label if spec else status
+
+
+def kind_color(schema: EngineSchema | None, kind: str) -> str:
+    spec = schema.kind(kind) if schema is not None else None
+    return spec.color if spec else OTHER_KIND_COLOR
+
+
+def off_surface_word(schema: EngineSchema | None) -> str:
+    """What leaving the surface is called: the off-surface status's label when there is one ("archived")."""
+    off = [s for s in schema.statuses if not s.surface] if schema is not None else []
+    return off[0].label if len(off) == 1 else "off surface"
+
+
+def lineage_types(state: MemoryState) -> tuple[str, ...]:
+    return state.schema.lineage_types if state.schema else ()
 
 
 # -- selection ---------------------------------------------------------------------------
@@ -86,11 +129,11 @@ def matches(unit: Unit, text: str) -> bool:
 
 def select_units(state: MemoryState, *, edge_types: set[str] | None = None, visible_only: bool = False,
                  sessions: tuple[int, int] | None = None, search: str = "", focus: Iterable[int] | None = None,
-                 pinned: Iterable[int] = (), max_nodes: int = 400) -> Selection:
-    """Apply the filters, then keep at most `max_nodes`: pinned and focus units first, then the most recent.
+                 pinned: Iterable[int] = (), max_nodes: int = 400, statuses: set[str] | None = None) -> Selection:
+    """Apply the filters, then keep at most `max_nodes`: pinned and focus nodes first, then the most recent.
 
-    `pinned` units (highlights, provenance paths) are drawn whatever the filters say, so a path through
-    an archived unit stays visible with "visible only" on.
+    `pinned` nodes (highlights, provenance paths) are drawn whatever the filters say, so a path through
+    an archived node stays visible with "visible only" on. `statuses` keeps nodes with those statuses.
     """
     numbers = session_order(state)
     pinned = {u for u in pinned if u in state.units}
@@ -102,6 +145,8 @@ def select_units(state: MemoryState, *, edge_types: set[str] | None = None, visi
     def keep(uid: int) -> bool:
         u = state.units[uid]
         if visible_only and not u.visible:
+            return False
+        if statuses is not None and u.status not in statuses:
             return False
         if sessions is not None and not sessions[0] <= numbers[u.session] <= sessions[1]:
             return False
@@ -128,7 +173,7 @@ def _anchor(state: MemoryState, unit: Unit) -> int:
 
     Turns often share a timestamp (LoCoMo dates a whole session), so columns follow turns, not times.
     """
-    if unit.kind == UnitKind.TURN or not unit.source_ids:
+    if unit.kind == TURN_KIND or not unit.source_ids:
         return unit.id
     return state.turn_units.get(unit.source_ids[-1], unit.id)
 
@@ -166,34 +211,40 @@ def layout(state: MemoryState, ids: Iterable[int]) -> tuple[dict[int, tuple[int,
 
 
 # -- encodings ---------------------------------------------------------------------------------
-def edge_style(etype: str) -> dict:
-    return EDGE_STYLE.get(etype, UNKNOWN_EDGE_STYLE)
-
-
 def _dashes(style: dict) -> bool | list[int]:
     return DASH_PATTERN if style["dashes"] is True else style["dashes"]
 
 
+def status_tag(unit: Unit) -> str:
+    """" [archived]" for a node off the surface (its status, in words), "" on the surface."""
+    return "" if unit.visible else f" [{unit.status or 'off surface'}]"
+
+
 def node_label(unit: Unit) -> str:
-    return unit.label if unit.visible else f"{unit.label} [archived]"
+    return f"{unit.label}{status_tag(unit)}"
 
 
 def visibility_text(unit: Unit) -> str:
-    return "● visible" if unit.visible else "◌ archived"
+    """"● visible" / "◌ archived": the node's status with a filled or hollow mark for on or off the surface."""
+    return f"{'●' if unit.visible else '◌'} {unit.status or ('visible' if unit.visible else 'archived')}"
 
 
-def unit_title(unit: Unit) -> str:
-    """Tooltip HTML for a unit; every field from the data is escaped."""
+def unit_title(unit: Unit, schema: EngineSchema | None = None) -> str:
+    """Tooltip HTML for a node; every field from the data is escaped."""
     e = html.escape
     raw = unit.raw if len(unit.raw) <= TEXT_LIMIT else unit.raw[:TEXT_LIMIT] + "…"
+    kind = schema.kind(unit.kind) if schema is not None else None
     rows = [
-        f"<b>{e(unit.label)}</b> · {e(visibility_text(unit))} · {e(unit.kind)} · made by {e(unit.made_by)}",
+        f"<b>{e(unit.label)}</b> · {e(visibility_text(unit))} · {e(kind.label if kind else unit.kind)} · "
+        f"made by {e(unit.made_by)}",
         f"<b>Time</b> {e(unit.time)} · <b>Session</b> {e(unit.session)} · <b>Created at turn</b> {unit.created_turn}",
         f"<b>Source ids</b> {e(', '.join(unit.source_ids)) or '—'}",
         f"<b>Raw evidence</b><br>{e(raw)}",
         f"<b>Summary</b><br>{e(unit.summary)}",
         f"<b>Keywords</b> {e(', '.join(unit.keywords)) or '—'}",
     ]
+    if unit.members:
+        rows.append(f"<b>Members</b> {e(', '.join(f'u{m}' for m in unit.members))}")
     return "<br>".join(rows)
 
 
@@ -201,16 +252,49 @@ def cosine_text(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def edge_title(edge) -> str:
+def edge_title(edge, schema: EngineSchema | None = None) -> str:
     e = html.escape
     conf = "" if edge.confidence is None else f" · cosine {cosine_text(edge.confidence)}"
-    return (f"<b>{e(edge_style(edge.type)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
-            f"made by {e(str(edge.made_by))} at turn {edge.created_turn}{conf}")
+    if edge.confidence is not None and getattr(edge, "evidence", None):       # a synthesised relation
+        conf = f" · confidence {cosine_text(edge.confidence)}"
+    cited = getattr(edge, "evidence", None) or []
+    cites = f"<br>cites {e(', '.join(f'u{c}' for c in cited))}" if cited else ""
+    return (f"<b>{e(edge_style(edge.type, schema)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
+            f"made by {e(str(edge.made_by))} at turn {edge.created_turn}{conf}{cites}")
 
 
-def _node_options(unit: Unit, ringed: bool) -> dict:
-    fill = KIND_COLOR.get(unit.kind, OTHER_KIND_COLOR)
+def status_style(schema: EngineSchema | None, status: str) -> tuple[str, str]:
+    """(colour, vis-network shape) a status declares in the schema ("" where it declares none)."""
+    spec = schema.status(status) if schema is not None and status else None
+    return (spec.color, spec.shape) if spec is not None else ("", "")
+
+
+def _dark(color: str) -> bool:
+    """Is a #rrggbb colour dark enough to need white text on it?"""
+    try:
+        r, g, b = (int(color.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4))
+    except ValueError:
+        return False
+    return 0.299 * r + 0.587 * g + 0.114 * b < 150
+
+
+def _node_options(unit: Unit, ringed: bool, schema: EngineSchema | None) -> dict:
+    fill = kind_color(schema, unit.kind)
     ring = {"borderWidth": 5, "borderWidthSelected": 6} if ringed else {"borderWidth": 2}
+    color, shape = status_style(schema, unit.status)
+    if color or shape:              # a lifecycle status with its own look (MemLoom's event FSM)
+        fill = color or fill
+        border = RING_COLOR if ringed else ("#1a1a1a" if unit.visible else ARCHIVED_GREY)
+        options = {"shape": shape or ("dot" if unit.visible else "square"), "size": 14 if unit.visible else 12,
+                   "font": {"color": "#1a1a1a" if unit.visible else "#6b6b6b"},
+                   "color": {"background": fill, "border": border,
+                             "highlight": {"background": fill, "border": "#000000"}}, **ring}
+        if not unit.visible:        # off the surface: dashed border and the status in the label, not colour alone
+            options["shapeProperties"] = {"borderDashes": [4, 3]}
+            options["opacity"] = 0.85
+        if options["shape"] in ("box", "ellipse", "circle", "database"):      # the label sits inside the shape
+            options["font"] = {"size": 13, "color": "#ffffff" if _dark(fill) else "#1a1a1a"}
+        return options
     if unit.visible:
         return {"shape": "dot", "size": 14, "font": {"color": "#1a1a1a"},
                 "color": {"background": fill, "border": RING_COLOR if ringed else "#1a1a1a",
@@ -227,16 +311,23 @@ def _node_options(unit: Unit, ringed: bool) -> dict:
 def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int, int, str]] = (),
                      highlight_units: Iterable[int] = (), edge_types: set[str] | None = None,
                      visible_only: bool = False, sessions: tuple[int, int] | None = None, search: str = "",
-                     focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600) -> str:
-    """A full HTML document for `st.iframe(html, height=height_px + 20)`."""
+                     focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600,
+                     statuses: set[str] | None = None, edge_labels: dict | None = None) -> str:
+    """A full HTML document for `st.iframe(html, height=height_px + 20)`.
+
+    `highlight_edges` are stored edge keys (src, dst, type); a key given against the stored direction is
+    matched to the stored edge. `edge_labels` writes a label on edges (e.g. "hop 1 (reverse)" on a path).
+    """
     path = {_stored_key(state, tuple(k)) for k in highlight_edges}
+    labels = {_stored_key(state, tuple(k)): str(v) for k, v in (edge_labels or {}).items()}
     ringed = {u for u in highlight_units if u in state.units}
     selection = select_units(state, edge_types=edge_types, visible_only=visible_only, sessions=sessions,
-                             search=search, focus=focus, max_nodes=max_nodes,
+                             search=search, focus=focus, max_nodes=max_nodes, statuses=statuses,
                              pinned=ringed | {u for s, d, _ in path for u in (s, d)})
     shown = set(selection.shown)
     positions, row_y = layout(state, shown)
     large = len(shown) > 150
+    schema = state.schema
 
     net = Network(directed=True)
     for session, y in row_y.items():
@@ -245,8 +336,8 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
     for uid in selection.shown:
         unit = state.units[uid]
         x, y = positions[uid]
-        net.add_node(uid, label=node_label(unit), title=unit_title(unit), x=x, y=y, physics=False,
-                     **_node_options(unit, uid in ringed))
+        net.add_node(uid, label=node_label(unit), title=unit_title(unit, schema), x=x, y=y, physics=False,
+                     **_node_options(unit, uid in ringed, schema))
     drawn = 0
     for key, edge in state.edges.items():
         on_path = key in path
@@ -254,21 +345,27 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
             continue
         if not on_path and edge_types is not None and edge.type not in edge_types:
             continue
-        style = edge_style(edge.type)
-        width, opacity = EDGE_WEIGHT.get(edge.type, (1.5, 0.8))
+        style = edge_style(edge.type, schema)
+        width, opacity = style["width"], style["opacity"]
         if path:
             width, opacity = (5, 1.0) if on_path else (width, 0.2)
-        net.add_edge(edge.src, edge.dst, title=edge_title(edge), dashes=_dashes(style), width=width,
+        (x1, y1), (x2, y2) = positions[edge.src], positions[edge.dst]
+        neighbours = y1 == y2 and abs(x1 - x2) <= X_STEP          # next to each other in a row: a straight line
+        extra = {}
+        if key in labels:
+            extra = {"label": labels[key], "font": {"size": 13, "color": "#1a1a1a", "strokeWidth": 4,
+                                                     "strokeColor": "#ffffff", "align": "top"}}
+        net.add_edge(edge.src, edge.dst, title=edge_title(edge, schema), dashes=_dashes(style), width=width,
                      color={"color": style["color"], "opacity": opacity},
-                     smooth=False if large or edge.type == EdgeType.TEMPORAL else
-                     {"enabled": True, "type": "curvedCW", "roundness": 0.18})
+                     smooth=False if large or neighbours else
+                     {"enabled": True, "type": "curvedCW", "roundness": 0.18}, **extra)
         drawn += 1
     net.options = _options(large)
-    return _document(net, height_px, _summary_line(selection, drawn, max_nodes))
+    return _document(net, height_px, _summary_line(selection, drawn, max_nodes), legend_html(schema))
 
 
 def _stored_key(state: MemoryState, key: tuple[int, int, str]) -> tuple[int, int, str]:
-    """A path hop may walk an edge against its direction (e.g. from an archived unit to its representative)."""
+    """A path hop may walk an edge against its direction (e.g. from an archived node to its representative)."""
     src, dst, etype = key
     return (dst, src, etype) if key not in state.edges and (dst, src, etype) in state.edges else key
 
@@ -285,38 +382,78 @@ def _options(large: bool) -> dict:
 
 
 def _summary_line(selection: Selection, edges: int, max_nodes: int) -> str:
-    line = f"Showing {len(selection.shown):,} units and {edges:,} edges"
+    line = f"Showing {len(selection.shown):,} nodes and {edges:,} edges"
     if selection.hidden:
-        return (f"{line} of {selection.matched:,} units that pass the filters: the {max_nodes:,} most recent "
+        return (f"{line} of {selection.matched:,} nodes that pass the filters: the {max_nodes:,} most recent "
                 f"plus highlighted and focused ones. {selection.hidden:,} hidden; narrow the session range, "
-                f"search for text or focus on a unit to see them.")
+                f"search for text or focus on a node to see them.")
     return f"{line}."
 
 
-def legend_html() -> str:
-    """Edge colour and dash per type, and the node encodings, as an HTML fragment."""
+def legend_html(schema: EngineSchema | None = None) -> str:
+    """Edge colour and dash per type, node colour per kind and the status encodings, as an HTML fragment."""
+    e = html.escape
+
     def line(style: dict) -> str:
         dash = _dashes(style)
         dasharray = f' stroke-dasharray="{",".join(map(str, dash))}"' if dash else ""
         return (f'<svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" y2="5" '
-                f'stroke="{style["color"]}" stroke-width="2.5"{dasharray}/></svg>')
+                f'stroke="{e(style["color"])}" stroke-width="2.5"{dasharray}/></svg>')
 
-    edges = "".join(f'<div class="lg-row">{line(s)}<span>{html.escape(s["label"])}</span></div>'
-                    for s in EDGE_STYLE.values())
-    kinds = "".join(
-        f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><circle cx="21" cy="8" r="6" '
-        f'fill="{color}" stroke="#1a1a1a" stroke-width="1.5"/></svg><span>visible {html.escape(kind)}</span></div>'
-        for kind, color in KIND_COLOR.items())
-    archived = (f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><rect x="15" y="2" '
-                f'width="12" height="12" fill="#ffffff" stroke="{ARCHIVED_GREY}" stroke-width="1.5" '
-                f'stroke-dasharray="3,2"/></svg><span>archived (hollow dashed square, “[archived]”)</span></div>')
-    ring = (f'<div class="lg-row"><svg width="42" height="16" aria-hidden="true"><circle cx="21" cy="8" r="6" '
-            f'fill="{KIND_COLOR[UnitKind.TURN]}" stroke="{RING_COLOR}" stroke-width="3.5"/></svg>'
-            f'<span>highlighted unit (thick ring)</span></div>'
-            f'<div class="lg-row"><svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" '
-            f'y2="5" stroke="#555" stroke-width="5"/></svg><span>highlighted edge (path)</span></div>')
+    def dot(color: str, stroke: str = "#1a1a1a", width: float = 1.5) -> str:
+        return (f'<svg width="42" height="16" aria-hidden="true"><circle cx="21" cy="8" r="6" fill="{e(color)}" '
+                f'stroke="{stroke}" stroke-width="{width}"/></svg>')
+
+    edge_specs = schema.edge_types if schema is not None else ()
+    edges = "".join(f'<div class="lg-row" title="{e(t.description)}">{line(edge_style(t.name, schema))}'
+                    f'<span>{e(t.label)}</span></div>' for t in edge_specs) or \
+        '<div class="lg-row"><span>none (this engine keeps no links)</span></div>'
+    kinds = "".join(f'<div class="lg-row" title="{e(k.description)}">{dot(k.color)}<span>{e(k.label)}</span></div>'
+                    for k in (schema.node_kinds if schema is not None else ()))
+    statuses = schema.statuses if schema is not None else ()
+    styled = [s for s in statuses if s.color or s.shape]
+    plain = [s for s in statuses if not (s.color or s.shape)]
+    surface = [s.label for s in plain if s.surface] or ([] if styled else ["visible"])
+    first = schema.node_kinds[0].color if schema is not None and schema.node_kinds else OTHER_KIND_COLOR
+    on = (f'<div class="lg-row">{dot(first)}<span>{e(" / ".join(surface))}: filled dot '
+          f'(on the retrieval surface)</span></div>') if surface else ""
+    off = "".join(
+        f'<div class="lg-row" title="{e(s.description)}"><svg width="42" height="16" aria-hidden="true">'
+        f'<rect x="15" y="2" width="12" height="12" fill="#ffffff" stroke="{ARCHIVED_GREY}" stroke-width="1.5" '
+        f'stroke-dasharray="3,2"/></svg><span>{e(s.label)} (hollow dashed square, “[{e(s.name)}]”)</span></div>'
+        for s in plain if not s.surface)
+    own = "".join(
+        f'<div class="lg-row" title="{e(s.description)}">{shape_svg(s.shape, s.color or first, s.surface)}'
+        f'<span>{e(s.label)} ({e(s.shape or ("dot" if s.surface else "square"))}, '
+        f'{"on the surface" if s.surface else f"off the surface: dashed, “[{e(s.name)}]”"})</span></div>'
+        for s in styled)
+    on = own + on
+    ring = f'<div class="lg-row">{dot(first, RING_COLOR, 3.5)}<span>highlighted node (thick ring)</span></div>'
+    if edge_specs:
+        ring += (f'<div class="lg-row"><svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" '
+                 f'y2="5" stroke="#555" stroke-width="5"/></svg><span>highlighted edge (path)</span></div>')
     return (f'<div class="mw-legend"><span class="lg-head">Edges</span>{edges}'
-            f'<span class="lg-head">Units</span>{kinds}{archived}{ring}</div>')
+            f'<span class="lg-head">Node kinds</span>{kinds}<span class="lg-head">Statuses</span>{on}{off}{ring}'
+            f'</div>')
+
+
+def shape_svg(shape: str, color: str, surface: bool = True) -> str:
+    """A small SVG of a vis-network node shape for legends: filled with `color`, dashed border off the surface."""
+    e = html.escape
+    stroke = "#1a1a1a" if surface else ARCHIVED_GREY
+    dash = "" if surface else ' stroke-dasharray="3,2"'
+    paint = f'fill="{e(color)}" stroke="{stroke}" stroke-width="1.5"{dash}'
+    body = {
+        "triangle": f'<polygon points="21,1 28,14 14,14" {paint}/>',
+        "triangleDown": f'<polygon points="14,2 28,2 21,15" {paint}/>',
+        "diamond": f'<polygon points="21,1 28,8 21,15 14,8" {paint}/>',
+        "square": f'<rect x="15" y="2" width="12" height="12" {paint}/>',
+        "box": f'<rect x="11" y="3" width="20" height="11" rx="3" {paint}/>',
+        "star": f'<polygon points="21,1 23,6 28,6 24,9 26,15 21,11 16,15 18,9 14,6 19,6" {paint}/>',
+        "hexagon": f'<polygon points="17,2 25,2 29,8 25,14 17,14 13,8" {paint}/>',
+        "ellipse": f'<ellipse cx="21" cy="8" rx="9" ry="5" {paint}/>',
+    }.get(shape, f'<circle cx="21" cy="8" r="6" {paint}/>')
+    return f'<svg width="42" height="16" aria-hidden="true">{body}</svg>'
 
 
 _CSS = """
@@ -349,13 +486,13 @@ def _vis_assets() -> str:
     return f"<style>{css}</style><script>{js}</script>"
 
 
-def _document(net: Network, height_px: int, summary: str) -> str:
+def _document(net: Network, height_px: int, summary: str, legend: str) -> str:
     nodes, edges, _, _, _, options = net.get_network_data()
     script = _SCRIPT % {"nodes": _json(nodes), "edges": _json(edges), "options": options}
     return (
         f"<!DOCTYPE html><html><head><meta charset=\"utf-8\">{_vis_assets()}"
         f"<style>{_CSS % {'total': height_px + 12}}</style></head><body><div id=\"wrap\">"
-        f"{legend_html()}<div id=\"graph\"></div><div id=\"summary\">{html.escape(summary)}</div></div>"
+        f"{legend}<div id=\"graph\"></div><div id=\"summary\">{html.escape(summary)}</div></div>"
         f"<script>{script}</script></body></html>"
     )
 
@@ -367,18 +504,20 @@ def _json(value) -> str:
 
 # -- diffs ---------------------------------------------------------------------------------------
 def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:
-    """What changed between two states: units added/removed/archived/restored/re-described, edges, rewiring.
+    """What changed between two states: nodes added/removed/taken off or put back on the surface,
+    re-described, status changes, edges, and rewiring.
 
-    A rewired semantic edge is one redirected to a representative: p -> x removed, p -> r added, where
-    r now has a version edge to x (All-Mem's redirect-to-representative).
+    A rewired edge is one redirected to a representative: p -> x removed, p -> r of the same type added,
+    where r now has a lineage edge (All-Mem: version) to x (redirect-to-representative).
     """
     old_u, new_u = old_state.units, new_state.units
     common = old_u.keys() & new_u.keys()
     added_edges = sorted(new_state.edges.keys() - old_state.edges.keys())
     removed_edges = sorted(old_state.edges.keys() - new_state.edges.keys())
-    added_semantic = {(s, d) for s, d, t in added_edges if t == EdgeType.SEMANTIC}
-    rewired = sorted((s, x, r) for s, x, t in removed_edges if t == EdgeType.SEMANTIC
-                     for r in new_state.inc(x, EdgeType.VERSION) if (s, r) in added_semantic)
+    added = set(added_edges)
+    lineage = lineage_types(new_state)
+    rewired = sorted({(s, x, r) for s, x, t in removed_edges for lt in lineage
+                      for r in new_state.inc(x, lt) if (s, r, t) in added and r != s})
     return {
         "added_units": sorted(new_u.keys() - old_u.keys()),
         "removed_units": sorted(old_u.keys() - new_u.keys()),
@@ -386,6 +525,8 @@ def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:
         "restored_units": sorted(u for u in common if not old_u[u].visible and new_u[u].visible),
         "redescribed_units": sorted(u for u in common if (old_u[u].summary, old_u[u].keywords)
                                     != (new_u[u].summary, new_u[u].keywords)),
+        "status_changes": sorted((u, old_u[u].status, new_u[u].status) for u in common
+                                 if old_u[u].status != new_u[u].status),
         "added_edges": added_edges,
         "removed_edges": removed_edges,
         "rewired": rewired,
@@ -393,21 +534,27 @@ def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:
 
 
 def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dict[str, list[dict]]:
-    """Table rows for a `diff_states` result, with the text a reader needs to recognise each unit."""
+    """Table rows for a `diff_states` result, with the text a reader needs to recognise each node."""
+    schema = new_state.schema
+
     def unit_row(state: MemoryState, uid: int) -> dict:
         u = state.units[uid]
-        return {"unit": u.label, "visibility": visibility_text(u), "kind": u.kind, "session": u.session,
-                "sources": ", ".join(u.source_ids), "made by": u.made_by, "summary": u.summary}
+        kind = schema.kind(u.kind) if schema is not None else None
+        return {"unit": u.label, "visibility": visibility_text(u), "kind": kind.label if kind else u.kind,
+                "session": u.session, "sources": ", ".join(u.source_ids), "made by": u.made_by,
+                "summary": u.summary}
 
     def label(uid: int) -> str:
         return f"u{uid}"
 
     def edge_row(key: tuple[int, int, str]) -> dict:
         src, dst, etype = key
-        return {"type": edge_style(etype)["label"], "from": label(src), "to": label(dst)}
+        return {"type": edge_style(etype, schema)["label"], "from": label(src), "to": label(dst)}
 
+    lineage = lineage_types(new_state)
     archived = [{**unit_row(new_state, u),
-                 "superseded by": ", ".join(map(label, sorted(new_state.inc(u, EdgeType.VERSION)))) or "—"}
+                 "superseded by": ", ".join(map(label, sorted({r for t in lineage for r in new_state.inc(u, t)})))
+                 or "—"}
                 for u in diff["archived_units"]]
     return {
         "added": [unit_row(new_state, u) for u in diff["added_units"]],
@@ -416,6 +563,9 @@ def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dic
         "removed": [unit_row(old_state, u) for u in diff["removed_units"]],
         "redescribed": [{**unit_row(new_state, u), "summary before": old_state.units[u].summary}
                         for u in diff["redescribed_units"]],
+        "status changes": [{"unit": label(u), "from": status_label(schema, a), "to": status_label(schema, b),
+                            "summary": new_state.units[u].summary}
+                           for u, a, b in diff.get("status_changes", [])],
         "rewired": [{"from": label(s), "old target": label(x), "new target": label(r),
                      "new target summary": new_state.units[r].summary} for s, x, r in diff["rewired"]],
         "edges added": [edge_row(k) for k in diff["added_edges"]],
@@ -423,15 +573,18 @@ def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dic
     }
 
 
-# -- one unit ----------------------------------------------------------------------------------
+# -- one node ----------------------------------------------------------------------------------
 def lineage(state: MemoryState, uid: int) -> dict[str, list[tuple[int, int]]]:
-    """Version edges walked both ways: (depth, unit) it supersedes (older) and that superseded it (newer)."""
+    """Lineage edges (All-Mem: version) walked both ways: (depth, node) it supersedes (older) and that
+    superseded it (newer)."""
+    types = lineage_types(state)
+
     def walk(step) -> list[tuple[int, int]]:
         seen, frontier, out = {uid}, [uid], []
         depth = 0
         while frontier:
             depth += 1
-            nxt = sorted({n for f in frontier for n in step(f, EdgeType.VERSION)} - seen)
+            nxt = sorted({n for f in frontier for t in types for n in step(f, t)} - seen)
             seen.update(nxt)
             out += [(depth, n) for n in nxt]
             frontier = nxt
@@ -441,12 +594,12 @@ def lineage(state: MemoryState, uid: int) -> dict[str, list[tuple[int, int]]]:
 
 
 def edge_rows(state: MemoryState, uid: int) -> list[dict]:
-    """A unit's out- and in-edges with the unit at the other end."""
+    """A node's out- and in-edges with the node at the other end."""
     rows = []
     for direction, edges in (("out →", state.out_edges(uid)), ("← in", state.in_edges(uid))):
         for edge in sorted(edges, key=lambda e: (e.type, e.src, e.dst)):
             other = state.units.get(edge.dst if direction == "out →" else edge.src)
-            rows.append({"direction": direction, "type": edge_style(edge.type)["label"],
+            rows.append({"direction": direction, "type": edge_style(edge.type, state.schema)["label"],
                          "other unit": other.label if other else "?",
                          "other is": visibility_text(other) if other else "",
                          "made by": edge.made_by, "cosine": cosine_text(edge.confidence),

@@ -2,6 +2,8 @@
 
 Plain Python (no Streamlit) so it can be tested directly. Every page reads the
 same `Workbench`: source, conversation, engine, settings and the current turn.
+The engine is any registered one (`engine.engines.known_engines()`), reached
+only through the engine interface and its schema.
 
 Stepping semantics: the engine's log may run ahead of the cursor. `next` when
 the cursor is behind the log only moves the cursor (the view is a fold of the
@@ -19,17 +21,19 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.allmem import AllMemEngine
 from engine.conversation import Conversation
 from engine.embedder import Embedder
+from engine.engines import engine_schema, known_engines
+from engine.interface import BaseEngine
 from engine.loaders import load_conversation, load_conversations
 from engine.replay import Schedule, step
-from engine.session import open_session
+from engine.session import DEFAULT_ENGINE, open_session, scratch_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
 LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
+PEERS_KEPT = 3                        # scratch peer engines cached per workbench
 _COUNTER = itertools.count(1)
 
 
@@ -38,35 +42,59 @@ class Workbench:
     source_label: str
     source_path: Path
     conversation: Conversation
-    engine: AllMemEngine
+    engine: BaseEngine
     schedule: Schedule
     db_path: Path
     cursor: int = 0                       # turns visible in the view (0 = nothing ingested)
     last_ingest: object | None = None     # IngestReport of the most recent step forward
     last_run: object | None = None        # RunReport of the most recent consolidation apply
     branches: list[Path] = field(default_factory=list)
-    _view: AllMemEngine | None = None
+    _view: BaseEngine | None = None
     _view_turn: int = -1
+    _peers: dict = field(default_factory=dict)     # (engine name, cursor) -> scratch engine
 
     # -- construction ---------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path, conversation_id: str | None = None, label: str | None = None,
-             schedule: str = "manual", settings: dict | None = None, llm: str = "offline",
-             workdir: Path | None = None, embedder: Embedder | None = None) -> "Workbench":
+    def open(cls, path: Path, conversation_id: str | None = None, engine: str = DEFAULT_ENGINE,
+             label: str | None = None, schedule: str = "manual", settings: dict | None = None,
+             llm: str = "offline", workdir: Path | None = None, embedder: Embedder | None = None) -> "Workbench":
+        """Load a conversation and open a fresh database for `engine` (any registered engine name).
+
+        An engine without offline processes never consolidates, so its schedule is always manual.
+        """
         conversation = load_conversation(path, conversation_id)
+        if not engine_schema(engine).processes:
+            schedule = "manual"
+        Schedule.parse(schedule)                  # a bad schedule fails before any file is made
         workdir = workdir or Path(tempfile.mkdtemp(prefix="memwb-"))
-        db = workdir / f"{_safe(conversation.id)}-{next(_COUNTER)}.sqlite"
-        engine = open_session(db, llm=llm, settings=settings, conversation=conversation.id, source=str(path),
-                              schedule=schedule, embedder=embedder)
+        db = workdir / f"{_safe(conversation.id)}-{engine}-{next(_COUNTER)}.sqlite"
+        engine = open_session(db, engine=engine, llm=llm, settings=settings, conversation=conversation.id,
+                              source=str(path), schedule=schedule, embedder=embedder)
         wb = cls(source_label=label or Path(path).name, source_path=Path(path), conversation=conversation,
                  engine=engine, schedule=Schedule.parse(schedule), db_path=db)
         return wb
 
     @classmethod
     def demo(cls, **kwargs) -> "Workbench":
-        """The conversation a fresh session opens on; MEMWB_DEMO names another single-conversation file."""
+        """The conversation a fresh session opens on; MEMWB_DEMO names another single-conversation file
+        and MEMWB_ENGINE another engine."""
         path = Path(os.environ.get("MEMWB_DEMO", DEMO_PATH))
+        kwargs.setdefault("engine", os.environ.get("MEMWB_ENGINE") or DEFAULT_ENGINE)
         return cls.open(path, None, label="bundled demo" if path == DEMO_PATH else path.name, **kwargs)
+
+    # -- what the engine is ---------------------------------------------------------
+    @property
+    def engine_name(self) -> str:
+        return self.engine.name
+
+    @property
+    def schema(self):
+        """The engine's EngineSchema: kinds, statuses, edge types, processes, operators, stages."""
+        return self.engine.schema
+
+    @property
+    def has_processes(self) -> bool:
+        return bool(self.engine.processes())
 
     # -- the view at the cursor ---------------------------------------------------------
     @property
@@ -79,7 +107,7 @@ class Workbench:
         return self.cursor >= self.head
 
     @property
-    def view(self) -> AllMemEngine:
+    def view(self) -> BaseEngine:
         """The engine as of the cursor: the live engine at the head, a fold of the log behind it."""
         if self.at_head:
             return self.engine
@@ -159,6 +187,29 @@ class Workbench:
     def reload(self) -> None:
         """Invalidate cached views after the engine changed."""
         self._view, self._view_turn = None, -1
+
+    # -- a peer engine for side-by-side views ----------------------------------------------
+    def default_peer(self) -> str:
+        """The engine to compare with: naive RAG, or (when this is naive RAG) the first other engine."""
+        others = [n for n in known_engines() if n != self.engine_name]
+        return "naive" if "naive" in others else (others[0] if others else self.engine_name)
+
+    def peer(self, name: str) -> BaseEngine | None:
+        """An engine of `name` holding the turns up to the cursor (None before the first turn).
+
+        Built in a throwaway database with its own embedder (sharing this one's vectors), cached per
+        (engine, cursor): comparing at the same turn again costs nothing.
+        """
+        if self.cursor == 0:
+            return None
+        key = (name, self.cursor)
+        if key not in self._peers:
+            while len(self._peers) >= PEERS_KEPT:
+                self._peers.pop(next(iter(self._peers)))
+            turns = Conversation(self.conversation.id, self.conversation.turns[: self.cursor],
+                                 speakers=self.conversation.speakers)
+            self._peers[key] = scratch_engine(name, turns, self.engine.embedder)
+        return self._peers[key]
 
 
 def list_conversations(path: Path) -> list[str]:

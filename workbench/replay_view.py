@@ -16,13 +16,17 @@ import streamlit as st
 
 from engine.conversation import Turn
 from engine.edge import Edge
+from engine.node import TURN_KIND
 from engine.oplog import OpKind, RunInfo
 from engine.state import MemoryState
-from workbench.graph_view import cosine_text, edge_style, visibility_text
+from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
+from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
+                                      routing_sentence)
 
 RUN_ICON = ":material/cleaning_services:"
-_EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.UNIT_CREATED, OpKind.EDGE_ADDED, OpKind.BUFFER_PUSHED,
-                 OpKind.BUFFER_FLUSHED, OpKind.UNIT_RETRACTED, OpKind.RUN_STARTED)
+_EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.NODE_UPDATED, OpKind.EDGE_ADDED,
+                 OpKind.STATUS_CHANGED, OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED,
+                 OpKind.RUN_STARTED)
 
 
 # -- transcript ------------------------------------------------------------------------------------
@@ -56,7 +60,7 @@ def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryStat
                     after: int = 4) -> str:
     """The turns around the cursor as escaped HTML, the current one marked and the upcoming ones dimmed.
 
-    Seen turns name the unit they became in `state` (the view at the cursor) and whether it is archived;
+    Seen turns name the node they became in `state` (the view at the cursor) and its status when off the surface;
     upcoming turns say whether the log already holds them (cursor behind the head) or not.
     """
     e = html.escape
@@ -74,7 +78,7 @@ def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryStat
         else:
             css, tag = "seen", ""
         u = state.units.get(state.turn_units.get(t.id, -1))
-        unit = "" if u is None else f" · → {e(u.label)}{'' if u.visible else ' [archived]'}"
+        unit = "" if u is None else f" · → {e(u.label)}{e(status_tag(u))}"
         caption = f" <i>[shares an image: {e(t.image_caption)}]</i>" if t.image_caption else ""
         rows.append(
             f'<div class="row {css}"><div class="meta">{tag}#{i + 1} · {e(t.id)} · session {e(t.session)} · '
@@ -87,14 +91,19 @@ def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryStat
 # -- what a turn caused ------------------------------------------------------------------------------
 @dataclass
 class TurnEffects:
-    """One ingested turn as the log tells it; units are looked up in the view at the cursor."""
+    """One ingested turn as the log tells it; nodes are looked up in the view at the cursor."""
 
     turn_no: int
     turn_id: str
-    unit_id: int | None = None
+    unit_id: int | None = None                               # the turn's own node
+    created: list[int] = field(default_factory=list)         # every node the ingest made, the turn's first
     anchors: list[tuple[int, float | None]] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
-    buffer_size: int = 0
+    transitions: list[dict] = field(default_factory=list)    # online status changes: node, was, status, cause
+    routing: dict | None = None                              # the turn_ingested record's `routing`, if any
+    attrs: dict[int, dict] = field(default_factory=dict)     # node -> figures (attrs) the ingest wrote
+    buffers: dict[str, int] = field(default_factory=dict)    # buffer name -> size right after the ingest
+    buffer_size: int = 0                                     # nodes waiting in any buffer right after it
     runs_before: list[str] = field(default_factory=list)    # started after the previous turn's ingest
     runs_after: list[str] = field(default_factory=list)     # started after this turn's ingest
 
@@ -102,67 +111,149 @@ class TurnEffects:
 def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
     """What ingesting turn number `turn_no` (1-based) did, read from the op log of `view`'s store.
 
-    Anchor cosines come from `report` (an IngestReport of that turn) when given, else they are
-    recomputed from the view's vectors, which are the same unless a later run re-described an anchor.
+    Works for any engine: it reads node_created, node_updated, edge_added, status_changed and
+    buffer_pushed records the ingest wrote (actor "online"), and the `routing` payload of the
+    turn_ingested record when the engine writes one (MemLoom's event routing). Status changes the ingest
+    made before its turn_ingested record (MemLoom closes events on a session shift first) count too.
+    Anchor cosines come from `report` (an IngestReport of that turn) when it names the same anchors as
+    the log, else they are recomputed from the view's vectors, which are the same unless a later run
+    re-described an anchor.
     """
     if turn_no < 1:
         return None
-    effects, buffer, runs_before = None, set(), []
+    effects, runs_before, turn_node = None, [], False
+    early: list[dict] = []                    # this ingest's status changes logged before turn_ingested
+    buffers: dict[str, set[int]] = {}
     for op in view.store.ops(kinds=_EFFECT_KINDS):
         if op.turn > turn_no:
             break
         p = op.payload
+        online = effects is not None and op.actor == "online"
         if op.kind == OpKind.TURN_INGESTED:
             if op.turn == turn_no:
-                effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before)
+                effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before,
+                                      transitions=early, routing=p.get("routing"))
+        elif (effects is None and op.kind == OpKind.STATUS_CHANGED and op.turn == turn_no
+              and op.actor == "online" and not op.run_id):
+            early.append(_transition(p))
         elif op.kind == OpKind.RUN_STARTED:
             if effects is not None:
                 effects.runs_after.append(op.run_id)
             elif op.turn == turn_no - 1:       # state.turn is turn_no - 1 only after that turn's ingest
                 runs_before.append(op.run_id)
         elif op.kind == OpKind.BUFFER_PUSHED:
-            buffer.add(p["unit"])
-            if effects is not None and op.actor == "online":
-                effects.anchors = [(a, None) for a in p["anchors"]]
-                effects.buffer_size = len(buffer)
+            buffers.setdefault(p["buffer"], set()).update(uid for uid, _ in p["entries"])
+            if online:
+                for uid, anchors in p["entries"]:
+                    if uid in effects.created and not effects.anchors:
+                        effects.anchors = [(a, None) for a in anchors]
+                effects.buffers = {name: len(ids) for name, ids in buffers.items()}
         elif op.kind == OpKind.BUFFER_FLUSHED:
-            buffer.difference_update(p["units"])
-        elif op.kind == OpKind.UNIT_RETRACTED:
-            buffer.discard(p["unit"])
-        elif effects is not None and op.actor == "online":
-            if op.kind == OpKind.UNIT_CREATED:
-                effects.unit_id = p["unit"]["id"]
-            elif op.kind == OpKind.EDGE_ADDED:
-                effects.edges.append(Edge(**p["edge"]))
+            buffers.setdefault(p["buffer"], set()).difference_update(uid for uid, _ in p["entries"])
+        elif op.kind == OpKind.NODE_RETRACTED:
+            for ids in buffers.values():
+                ids.discard(p["node"])
+        elif online and op.kind == OpKind.NODE_CREATED:
+            node = p["node"]
+            effects.created.append(node["id"])
+            if node.get("attrs"):
+                effects.attrs[node["id"]] = dict(node["attrs"])
+            if effects.unit_id is None or (node.get("kind") == TURN_KIND and not turn_node):
+                effects.unit_id, turn_node = node["id"], node.get("kind") == TURN_KIND
+        elif online and op.kind == OpKind.EDGE_ADDED:
+            effects.edges.append(Edge(**p["edge"]))
+        elif online and op.kind == OpKind.NODE_UPDATED and isinstance(p.get("changes", {}).get("attrs"), dict):
+            effects.attrs[p["node"]] = dict(p["changes"]["attrs"])
+        elif online and op.kind == OpKind.STATUS_CHANGED:
+            effects.transitions.append(_transition(p))
     if effects is not None:
+        effects.buffer_size = sum(effects.buffers.values())
+        if effects.unit_id in effects.created:
+            effects.created.remove(effects.unit_id)
+            effects.created.insert(0, effects.unit_id)
         effects.anchors = _cosines(view, effects, report)
     return effects
 
 
+def _transition(p: dict) -> dict:
+    return {"node": p["node"], "was": p.get("was", ""), "status": p["status"], "cause": dict(p.get("cause") or {})}
+
+
 def _cosines(view, effects: TurnEffects, report) -> list[tuple[int, float | None]]:
-    if report is not None and report.unit_id == effects.unit_id:
+    if report is not None and report.unit_id == effects.unit_id and \
+            [a for a, _ in report.anchors] == [a for a, _ in effects.anchors]:
         return [(a, float(c)) for a, c in report.anchors]
     vecs = view.vectors
     own = vecs.get(effects.unit_id)
     return [(a, None if own is None or a not in vecs else float(own @ vecs[a])) for a, _ in effects.anchors]
 
 
-def run_sentence(run: RunInfo, moment: str, schedule_text: str) -> str:
-    """One line saying a consolidation run happened around the step, with its counts."""
+def process_label(schema, run: RunInfo) -> str:
+    """The name of the offline process a run belongs to ("Consolidation (ATC)"), from the schema."""
+    spec = schema.process(run.process) if schema is not None and run.process else None
+    return spec.label if spec else "Consolidation"
+
+
+def run_sentence(run: RunInfo, moment: str, schedule_text: str, schema=None) -> str:
+    """One line saying an offline run happened around the step, with its counts."""
     who = f"on schedule ({schedule_text})" if run.mode == "auto" and schedule_text != "manual" else f"{run.mode} run"
+    what = process_label(schema, run)
     s = run.summary
     if run.status == "open" or not s:
-        return f"Consolidation {run.run_id} was opened {moment}, {who}; its proposals await decisions."
+        return f"{what} {run.run_id} was opened {moment}, {who}; its proposals await decisions."
     counts = ", ".join(f"{s.get(k, 0)} {k}" for k in ("applied", "rejected", "skipped", "failed"))
-    made = (f"{len(s.get('created', []))} units created, {len(s.get('archived', []))} archived, "
-            f"{s.get('rewired', 0)} semantic edges rewired")
+    made = (f"{len(s.get('created', []))} nodes created, {len(s.get('archived', []))} taken off the surface, "
+            f"{s.get('rewired', 0)} edges rewired")
     undone = " It was undone later." if run.status == "undone" else ""
-    return f"Consolidation {run.run_id} ran {moment}, {who}. Proposals: {counts}; {made}.{undone}"
+    return f"{what} {run.run_id} ran {moment}, {who}. Proposals: {counts}; {made}.{undone}"
 
 
 def _unit_text(state, uid: int) -> str:
     u = state.units.get(uid)
     return "(no longer in memory)" if u is None else u.summary
+
+
+def _status_label(schema, status: str) -> str:
+    spec = schema.status(status) if schema is not None else None
+    return spec.label if spec else (status or "—")
+
+
+def transitions_table(schema, state, transitions: list[dict]) -> pd.DataFrame:
+    """One row per status change: node, from, to, the rule that fired and its figures."""
+    return pd.DataFrame([
+        {"node": f"u{t['node']}", "from": _status_label(schema, t["was"]), "to": _status_label(schema, t["status"]),
+         "rule": str((t.get("cause") or {}).get("rule", "")).replace("_", " "),
+         "cause": cause_text(t.get("cause")), "summary": _unit_text(state, t["node"])} for t in transitions],
+        columns=["node", "from", "to", "rule", "cause", "summary"])
+
+
+def render_routing(wb, effects: TurnEffects) -> None:
+    """The routing decision the ingest logged: candidates scored against the threshold, the chosen (or new)
+    group node, its figures after the turn and the transitions it went through."""
+    routing = effects.routing or {}
+    state, schema = wb.view.state, wb.schema
+    st.markdown("**Routing decision** (from the turn's log record)")
+    (st.success if joined_candidate(routing) else st.info)(routing_sentence(routing), icon=":material/alt_route:")
+    frame = routing_frame(routing, state)
+    if frame.empty:
+        st.caption("No joinable candidate when the turn arrived.")
+    else:
+        numbers = {c: st.column_config.NumberColumn(c, format="%.3f") for c in frame.columns
+                   if c not in ("rank", "event", "chosen", "vs τ_new", "status now", "summary", "B_sw (short window)")
+                   and pd.api.types.is_float_dtype(frame[c])}
+        st.dataframe(frame, hide_index=True, width="stretch", column_config=numbers)
+        st.plotly_chart(routing_figure(routing), width="stretch", key=f"routing_chart:{effects.turn_no}")
+    chosen = routing.get("chosen")
+    if isinstance(chosen, int):
+        node = state.units.get(chosen)
+        now = f" · {visibility_text(node)} at the cursor" if node is not None else ""
+        moves = [t for t in effects.transitions if t["node"] == chosen]
+        path = " → ".join([_status_label(schema, moves[0]["was"])] + [_status_label(schema, t["status"])
+                                                                       for t in moves]) if moves else "no transition"
+        st.markdown(f"**u{chosen} after this turn**{now} · lifecycle this turn: {path}")
+        figures = effects.attrs.get(chosen)
+        if figures:
+            st.dataframe(attrs_frame(figures), hide_index=True, width="stretch")
 
 
 def render_effects(wb, effects: TurnEffects | None) -> None:
@@ -171,6 +262,7 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
         st.info("Nothing ingested yet: press **Next** to ingest the first turn.")
         return
     state = wb.view.state
+    schema = wb.schema
     st.subheader(f"What turn {effects.turn_id} caused")
     if not wb.at_head:
         st.info(f"The cursor (turn {wb.cursor}) is behind the log head (turn {wb.head}). Everything here is "
@@ -178,34 +270,54 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
                 "cursor forward through the log without ingesting again.")
     schedule = wb.schedule.kind if wb.schedule.kind == "manual" else f"every {wb.schedule.every} {wb.schedule.kind}"
     for run_id in effects.runs_before:
-        st.success(run_sentence(state.runs[run_id], "before this turn was ingested", schedule), icon=RUN_ICON)
-    unit = state.units.get(effects.unit_id)
-    if unit is not None:
-        e = html.escape
+        st.success(run_sentence(state.runs[run_id], "before this turn was ingested", schedule, schema), icon=RUN_ICON)
+    e = html.escape
+    for uid in effects.created:
+        unit = state.units.get(uid)
+        if unit is None:
+            continue
         keywords = " ".join(f'<code>{e(k)}</code>' for k in unit.keywords) or "—"
-        st.html(f'<div style="border:1px solid #e0e0e0;border-radius:6px;padding:8px 10px">'
-                f'<b>Unit created</b> · <code>{e(unit.label)}</code> · {e(visibility_text(unit))} now · '
-                f'kind {e(unit.kind)} · sources {e(", ".join(unit.source_ids))}<br>'
+        kind = schema.kind(unit.kind)
+        st.html(f'<div style="border:1px solid #e0e0e0;border-radius:6px;padding:8px 10px;margin-bottom:4px">'
+                f'<b>Node created</b> · <code>{e(unit.label)}</code> · {e(visibility_text(unit))} now · '
+                f'kind {e(kind.label if kind else unit.kind)} · sources {e(", ".join(unit.source_ids))}<br>'
                 f'<b>Summary</b>: {e(unit.summary)}<br><b>Keywords</b>: {keywords}</div>')
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Anchors found", len(effects.anchors), help="Top visible units by cosine when the turn arrived")
-    c2.metric("Edges added", len(effects.edges), help="Online edges from the new unit")
-    c3.metric("Buffer right after ingest", effects.buffer_size,
-              help="Units waiting for consolidation just after this turn was ingested (before any run that followed)")
+    metrics = [("Nodes created", len(effects.created), "Nodes the ingest wrote (the turn's own node first)"),
+               ("Edges added", len(effects.edges), "Online edges from the new node(s)")]
     if effects.anchors:
-        st.markdown("**Anchors** (visible units nearest to the new unit when it arrived)")
+        metrics.insert(1, ("Anchors found", len(effects.anchors),
+                           "Nearest nodes on the retrieval surface when the turn arrived"))
+    if wb.has_processes:
+        names = ", ".join(f"{n} {c}" for n, c in effects.buffers.items()) or "empty"
+        metrics.append(("Buffered after ingest", effects.buffer_size,
+                        f"Nodes waiting for an offline process just after this turn was ingested (before any run "
+                        f"that followed); per buffer: {names}"))
+    for col, (label, value, help_text) in zip(st.columns(len(metrics)), metrics):
+        col.metric(label, value, help=help_text)
+    if effects.anchors:
+        st.markdown("**Anchors** (nodes on the retrieval surface nearest to the new node when it arrived)")
         st.dataframe(pd.DataFrame([
             {"anchor": f"u{a}", "cosine": c, "now": visibility_text(state.units[a]) if a in state.units else "gone",
              "summary": _unit_text(state, a)} for a, c in effects.anchors]),
             hide_index=True, width="stretch",
             column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+    if effects.routing:
+        render_routing(wb, effects)
     if effects.edges:
         st.markdown("**Edges added**")
         st.dataframe(pd.DataFrame([
-            {"type": edge_style(e.type)["label"], "from": f"u{e.src}", "to": f"u{e.dst}",
-             "cosine": cosine_text(e.confidence),
-             "target summary": _unit_text(state, e.dst)} for e in effects.edges]),
+            {"type": edge_style(e_.type, schema)["label"], "from": f"u{e_.src}", "to": f"u{e_.dst}",
+             "cosine": cosine_text(e_.confidence),
+             "target summary": _unit_text(state, e_.dst)} for e_ in effects.edges]),
             hide_index=True, width="stretch")
+    if effects.transitions:
+        st.markdown("**Status changes** (lifecycle transitions this ingest made, with their cause)")
+        st.dataframe(transitions_table(schema, state, effects.transitions), hide_index=True, width="stretch")
+    report = wb.last_ingest
+    if report is not None and wb.at_head and report.turn_id == effects.turn_id and report.details:
+        with st.expander(f"{schema.label} figures for this turn"):
+            st.json(report.details, expanded=1)
     for run_id in effects.runs_after:
         if run_id in state.runs:
-            st.success(run_sentence(state.runs[run_id], "after this turn was ingested", schedule), icon=RUN_ICON)
+            st.success(run_sentence(state.runs[run_id], "after this turn was ingested", schedule, schema),
+                       icon=RUN_ICON)

@@ -1,32 +1,59 @@
-"""Retrieval-page helpers: stage tables, the Stage-2 expansion tree, provenance paths, gold marks.
+"""Retrieval-page helpers: stage tables, the expansion tree, provenance paths, gold marks.
 
-Pure functions from a RetrievalResult (and the state it ran on) to tables and
-text, so the page stays layout and the rendering is testable without a browser.
-Conversation text only goes into dataframes and plain text, never raw HTML.
+Pure functions from a RetrievalResult (any engine's: `engine.retrieval`) and
+the state it ran on to tables and text, so the page stays layout and the
+rendering is testable without a browser. Which of them a page shows follows
+the engine schema's stages (`StageSpec.shows`: seeds, expansion, ranking,
+context). Conversation text only goes into dataframes and plain text, never
+raw HTML.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from engine.allmem.retrieval import RetrievalResult, RetrievedUnit
-from engine.conversation import Turn
+from engine.retrieval import RetrievalResult, RetrievedUnit
+from engine.schema import EngineSchema
 from engine.state import MemoryState
+from workbench.graph_view import status_tag, visibility_text
 
 HIT, MISS = "✓ hit", "✗ miss"
-VISIBLE_MARK, ARCHIVED_MARK = "● visible", "◌ archived"
+VISIBLE_MARK, ARCHIVED_MARK = "● visible", "◌ archived"     # All-Mem's statuses as `visibility_text` marks them
+STAGE_SHOWS = ("seeds", "expansion", "ranking", "context")
 
 
 def _state_mark(state: MemoryState, uid: int) -> str:
     unit = state.units.get(uid)
-    return VISIBLE_MARK if unit is None or unit.visible else ARCHIVED_MARK
+    return "—" if unit is None else visibility_text(unit)
+
+
+def _result_mark(r: RetrievedUnit) -> str:
+    return f"{'●' if r.visible else '◌'} {r.status or ('visible' if r.visible else 'archived')}"
 
 
 def unit_ref(state: MemoryState, uid: int) -> str:
-    """`u7`, or `u7 [archived]` so archived evidence is named in words, not colour."""
+    """`u7`, or `u7 [archived]` (the node's status) so evidence off the surface is named in words, not colour."""
     unit = state.units.get(uid)
-    return f"u{uid}" + ("" if unit is None or unit.visible else " [archived]")
+    return f"u{uid}" + ("" if unit is None else status_tag(unit))
+
+
+def stage_caption(help_text: str, settings) -> str:
+    """A stage's help with the engine's settings filled in ("Exact top-{k}…" -> "Exact top-10…")."""
+    try:
+        values = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(vars(settings))
+        return help_text.format(**values)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+        return help_text
+
+
+def stage_timings(schema: EngineSchema, stages: dict[str, float]) -> list[tuple[str, float]]:
+    """(label, ms) per schema stage the result timed, then the total."""
+    rows = [(f"{s.label} (ms)", stages[f"{s.key}_ms"]) for s in schema.stages if f"{s.key}_ms" in stages]
+    if "total_ms" in stages:
+        rows.append(("Total (ms)", stages["total_ms"]))
+    return rows
 
 
 def short(text, n: int = 60) -> str:
@@ -36,20 +63,41 @@ def short(text, n: int = 60) -> str:
 
 
 # -- provenance paths ----------------------------------------------------------------------------
-def path_text(state: MemoryState, r: RetrievedUnit) -> str:
-    """`anchor u3 —version→ u7 [archived]`: how retrieval reached the unit from its anchor."""
-    parts = [f"anchor {unit_ref(state, r.anchor)}"]
-    parts += [f"—{h.type}→ {unit_ref(state, h.dst)}" for h in r.path]
-    return " ".join(parts)
+def seed_word(schema: EngineSchema | None) -> str:
+    """What the engine calls a retrieval seed, from its seeds stage's label ("Stage 1 · anchors" -> "anchor",
+    "Seeds" -> "seed"); "anchor" when it has no seeds stage."""
+    stage = next((s for s in schema.stages if s.shows == "seeds"), None) if schema is not None else None
+    if stage is None:
+        return "anchor"
+    word = stage.label.split("·")[-1].strip().split()[-1].lower() if stage.label.strip() else "anchor"
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
-def paths_block(state: MemoryState, units: Sequence[RetrievedUnit], gold: Sequence[str] = ()) -> str:
+def hop_text(state: MemoryState, h) -> str:
+    """`—CAUSAL_FOLLOW (reverse)→ u7`: a reverse hop walks the stored edge against its direction."""
+    return f"—{h.type}{' (reverse)' if getattr(h, 'reverse', False) else ''}→ {unit_ref(state, h.dst)}"
+
+
+def path_text(state: MemoryState, r: RetrievedUnit, seed: str = "anchor", seeds: Iterable[int] | None = None) -> str:
+    """`anchor u3 —version→ u7 [archived]`: how retrieval reached the node from its seed.
+
+    With `seeds` (the result's seed ids) a result that no seed reached, such as a record MemLoom takes
+    straight from its real-time buffer, reads `direct u137` instead.
+    """
+    word = "direct" if seeds is not None and r.anchor not in set(seeds) else seed
+    return " ".join([f"{word} {unit_ref(state, r.anchor)}", *(hop_text(state, h) for h in r.path)])
+
+
+def paths_block(state: MemoryState, units: Sequence[RetrievedUnit], gold: Sequence[str] = (), seed: str = "anchor",
+                seeds: Iterable[int] | None = None) -> str:
     """One line per ranked result: rank, unit, its source ids (gold ones starred), score, path."""
     gold_set = set(gold)
+    seeds = None if seeds is None else set(seeds)
     sources = [", ".join(f"{s}*" if s in gold_set else s for s in r.source_ids) for r in units]
     uw = max((len(f"u{r.id}") for r in units), default=2)
     sw = max((len(s) for s in sources), default=2)
-    lines = [f"#{i:<2} {f'u{r.id}':<{uw}}  [{src:<{sw}}]  score {r.score:7.3f}  hop {r.hop}   {path_text(state, r)}"
+    lines = [f"#{i:<2} {f'u{r.id}':<{uw}}  [{src:<{sw}}]  score {r.score:7.3f}  hop {r.hop}   "
+             f"{path_text(state, r, seed, seeds)}"
              for i, (r, src) in enumerate(zip(units, sources), 1)]
     if gold_set:
         lines.append("\n* = gold evidence")
@@ -57,8 +105,37 @@ def paths_block(state: MemoryState, units: Sequence[RetrievedUnit], gold: Sequen
 
 
 def path_edges(units: Iterable[RetrievedUnit]) -> list[tuple[int, int, str]]:
-    """The (src, dst, type) edges on the results' paths, for highlighting on the graph."""
-    return list(dict.fromkeys((h.src, h.dst, h.type) for r in units for h in r.path))
+    """The stored (src, dst, type) edge of every hop on the results' paths, for highlighting on the graph; a
+    reverse hop names the edge it walked backwards (`Hop.edge_key`)."""
+    return list(dict.fromkeys(_edge_key(h) for r in units for h in r.path))
+
+
+def _edge_key(h) -> tuple[int, int, str]:
+    key = getattr(h, "edge_key", None)
+    return tuple(key) if key is not None else (h.src, h.dst, h.type)
+
+
+def path_edge_labels(r: RetrievedUnit) -> dict[tuple[int, int, str], str]:
+    """Labels for one result's path on the graph: "hop 1", "hop 2 (reverse)", keyed by stored edge."""
+    return {_edge_key(h): f"hop {i}" + (" (reverse)" if getattr(h, "reverse", False) else "")
+            for i, h in enumerate(r.path, 1)}
+
+
+def hops_frame(state: MemoryState, r: RetrievedUnit) -> pd.DataFrame:
+    """One result's path hop by hop: the stored edge each hop walked, its direction, confidence and cited records."""
+    rows = []
+    for i, h in enumerate(r.path, 1):
+        src, dst, etype = _edge_key(h)
+        edge = state.edges.get((src, dst, etype))
+        to = state.units.get(h.dst)
+        rows.append({"hop": i, "walk": f"u{h.src} → {unit_ref(state, h.dst)}", "edge type": etype,
+                     "stored edge": f"u{src} —{etype}→ u{dst}",
+                     "direction": "reverse (against the stored edge)" if getattr(h, "reverse", False) else "forward",
+                     "confidence": None if edge is None or edge.confidence is None else round(edge.confidence, 3),
+                     "cites": ", ".join(f"u{c}" for c in (getattr(edge, "evidence", None) or [])),
+                     "reached": "" if to is None else short(to.raw or to.summary, 80)})
+    return pd.DataFrame(rows, columns=["hop", "walk", "edge type", "stored edge", "direction", "confidence", "cites",
+                                       "reached"])
 
 
 def path_units(units: Iterable[RetrievedUnit]) -> list[int]:
@@ -71,21 +148,39 @@ def reaches_archived(units: Iterable[RetrievedUnit]) -> bool:
 
 
 # -- stage tables --------------------------------------------------------------------------------
+def node_text(state: MemoryState, uid: int) -> str:
+    """A node's raw evidence, or its summary for a group node without raw text of its own (an event)."""
+    unit = state.units.get(uid)
+    return "" if unit is None else (unit.raw or unit.summary)
+
+
+def _kind_label(state: MemoryState, kind: str) -> str:
+    spec = state.schema.kind(kind) if state.schema is not None else None
+    return spec.label if spec else kind
+
+
 def anchors_frame(state: MemoryState, res: RetrievalResult) -> pd.DataFrame:
-    rows = [{"rank": i, "unit": f"u{uid}", "score (fused z)": round(score, 3),
-             "source ids": ", ".join(state.units[uid].source_ids), "text": state.units[uid].raw}
-            for i, (uid, score) in enumerate(res.anchors, 1)]
-    return pd.DataFrame(rows, columns=["rank", "unit", "score (fused z)", "source ids", "text"])
+    """The seeds (All-Mem's Stage-1 anchors, MemLoom's seed events), ranked, with their score, kind, state,
+    how many records a group node holds, and text."""
+    rows = [{"rank": i, "unit": unit_ref(state, uid), "score": round(score, 3),
+             "kind": _kind_label(state, state.units[uid].kind), "state": visibility_text(state.units[uid]),
+             "records": len(state.units[uid].members) or None,
+             "source ids": ", ".join(state.units[uid].source_ids), "text": node_text(state, uid)}
+            for i, (uid, score) in enumerate(res.anchors, 1) if uid in state.units]
+    return pd.DataFrame(rows, columns=["rank", "unit", "score", "kind", "state", "records", "source ids", "text"])
 
 
 def expansion_frame(state: MemoryState, res: RetrievalResult) -> pd.DataFrame:
-    rows = [{"order": i, "hop": e["hop"], "edge type": e["type"], "parent → child": f"u{e['parent']} → u{e['id']}",
-             "child state": _state_mark(state, e["id"]), "text": state.units[e["id"]].raw}
+    rows = [{"order": i, "hop": e["hop"], "edge type": e["type"],
+             "direction": "reverse" if e.get("reverse") else "forward",
+             "parent → child": f"u{e['parent']} → u{e['id']}",
+             "child state": _state_mark(state, e["id"]), "text": node_text(state, e["id"])}
             for i, e in enumerate(res.expansion, 1)]
-    return pd.DataFrame(rows, columns=["order", "hop", "edge type", "parent → child", "child state", "text"])
+    return pd.DataFrame(rows, columns=["order", "hop", "edge type", "direction", "parent → child", "child state",
+                                       "text"])
 
 
-def expansion_tree(state: MemoryState, res: RetrievalResult) -> str:
+def expansion_tree(state: MemoryState, res: RetrievalResult, seed: str = "anchor") -> str:
     """Stage 2 as an indented tree under each anchor, in admission order."""
     children: dict[int, list[dict]] = {}
     for e in res.expansion:
@@ -96,26 +191,27 @@ def expansion_tree(state: MemoryState, res: RetrievalResult) -> str:
         kids = children.get(uid, [])
         for i, e in enumerate(kids):
             last = i == len(kids) - 1
-            lines.append(f"{prefix}{'└─' if last else '├─'} —{e['type']}→ {unit_ref(state, e['id'])}  "
-                         f"(hop {e['hop']})  {short(state.units[e['id']].raw, 50)}")
+            rev = " (reverse)" if e.get("reverse") else ""
+            lines.append(f"{prefix}{'└─' if last else '├─'} —{e['type']}{rev}→ {unit_ref(state, e['id'])}  "
+                         f"(hop {e['hop']})  {short(node_text(state, e['id']), 50)}")
             walk(e["id"], prefix + ("   " if last else "│  "))
 
     for rank, (uid, score) in enumerate(res.anchors, 1):
-        lines.append(f"anchor #{rank} {unit_ref(state, uid)}  score {score:.3f}  {short(state.units[uid].raw, 50)}")
+        lines.append(f"{seed} #{rank} {unit_ref(state, uid)}  score {score:.3f}  {short(node_text(state, uid), 50)}")
         walk(uid, "  ")
     return "\n".join(lines)
 
 
 def ranking_frame(res: RetrievalResult, gold: Sequence[str] = ()) -> pd.DataFrame:
-    """Stage 3 over every candidate; the top final_k are the results."""
+    """The final ranking over every candidate; the top final_k are the results."""
     gold_set = set(gold)
     top = {r.id for r in res.units}
     rows = []
     for i, r in enumerate(res.candidates, 1):
         row = {"rank": i, "unit": f"u{r.id}", "returned": "yes" if r.id in top else "",
-               "score (fused z)": round(r.score, 3), "dense cosine": round(r.dense, 3),
+               "score": round(r.score, 3), "dense cosine": round(r.dense, 3),
                "lexical BM25": round(r.lexical, 3), "hop": r.hop, "anchor": f"u{r.anchor}",
-               "state": VISIBLE_MARK if r.visible else ARCHIVED_MARK, "source ids": ", ".join(r.source_ids)}
+               "state": _result_mark(r), "source ids": ", ".join(r.source_ids)}
         if gold_set:
             row["gold"] = HIT if gold_set & set(r.source_ids) else ""
         row["text"] = r.raw
@@ -135,16 +231,21 @@ def gold_frame(ranked: Sequence[str], gold: Sequence[str], k: int, seen: set[str
     return pd.DataFrame(rows, columns=["gold id", f"in top {k}", "rank", "note"])
 
 
-def sources_frame(ranked: Sequence[str], gold: Sequence[str]) -> pd.DataFrame:
-    gold_set = set(gold)
-    rows = [{"rank": i, "source id": sid, **({"gold": HIT if sid in gold_set else ""} if gold_set else {})}
-            for i, sid in enumerate(ranked, 1)]
-    return pd.DataFrame(rows)
+def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None = None) -> pd.DataFrame:
+    """The ranked source ids (what R@k scores), each with the best-ranked node carrying it and its text.
 
-
-def naive_frame(hits: Sequence[tuple[Turn, float]], gold: Sequence[str]) -> pd.DataFrame:
+    The same table for every engine, so two engines side by side compare like with like.
+    """
     gold_set = set(gold)
-    rows = [{"rank": i, "turn id": t.id, "cosine": round(score, 3),
-             **({"gold": HIT if t.id in gold_set else ""} if gold_set else {}), "text": t.raw}
-            for i, (t, score) in enumerate(hits, 1)]
-    return pd.DataFrame(rows)
+    best: dict[str, RetrievedUnit] = {}
+    for r in res.candidates:
+        for sid in r.source_ids:
+            best.setdefault(sid, r)
+    rows = []
+    for i, sid in enumerate(res.source_ids[:k] if k else res.source_ids, 1):
+        r = best.get(sid)
+        rows.append({"rank": i, "source id": sid, **({"gold": HIT if sid in gold_set else ""} if gold_set else {}),
+                     "node": "" if r is None else f"u{r.id}" + ("" if r.visible else f" [{r.status or 'off'}]"),
+                     "score": None if r is None else round(r.score, 3), "text": "" if r is None else r.raw})
+    columns = ["rank", "source id", *(["gold"] if gold_set else []), "node", "score", "text"]
+    return pd.DataFrame(rows, columns=columns)

@@ -7,6 +7,7 @@ import streamlit as st
 
 from engine.embedder import Embedder
 from workbench.model import Workbench
+from workbench.settings_form import changed_settings
 
 _KEY = "workbench"
 
@@ -31,31 +32,55 @@ def set_workbench(wb: Workbench) -> None:
 
 
 def _session_embedder() -> Embedder:
-    shared = shared_embedder()
-    emb = Embedder(model_path=shared.model_path)
-    emb.memory = shared.memory        # share vectors already computed in this process
-    return emb
+    return shared_embedder().sibling()     # share vectors already computed in this process
 
 
 def new_embedder() -> Embedder:
     return _session_embedder()
 
 
+def status_counts_text(state) -> str:
+    """Node counts per lifecycle status of the engine's schema, e.g. 'visible 20 · archived 1'."""
+    counts = state.status_counts()
+    schema = state.schema
+    names = [st_.name for st_ in schema.statuses] if schema else []
+    names += sorted(set(counts) - set(names))
+    labels = {st_.name: st_.label for st_ in schema.statuses} if schema else {}
+    return " · ".join(f"{html.escape(labels.get(n, n or 'no status'))} {counts.get(n, 0)}" for n in names)
+
+
+def settings_text(engine) -> str:
+    """Ablations (when the engine has any) and the settings that differ from the engine's defaults."""
+    changed = changed_settings(engine.settings)
+    ablations = changed.pop("ablations", None)
+    parts = []
+    if engine.schema.ablations:
+        parts.append(f"**Ablations** · {html.escape(', '.join(ablations or [])) or 'none'}")
+    shown = ", ".join(f"{k}={v}" for k, v in changed.items())
+    parts.append(f"**Settings** · {html.escape(shown) if shown else 'defaults'}")
+    return " · ".join(parts)
+
+
 def header(wb: Workbench) -> None:
-    """The strip every page shows: dataset, conversation, engine, settings, current turn."""
+    """The strip every page shows: dataset, conversation, engine, settings, current turn, node counts."""
     st.session_state.setdefault("page_header_seen", True)
     state = wb.view.state
     turn = wb.current_turn
-    settings = wb.engine.settings
+    schema = wb.schema
     cols = st.columns([2, 2, 2, 3])
     cols[0].markdown(f"**Source** · {html.escape(wb.source_label)}  \n**Conversation** · "
                      f"`{html.escape(wb.conversation.id)}`")
-    cols[1].markdown(f"**Engine** · All-Mem · LLM `{html.escape(wb.engine.llm.backend.name)}`  \n"
-                     f"**Schedule** · `{wb.schedule.kind}{'' if wb.schedule.kind == 'manual' else f' / {wb.schedule.every}'}`")
+    if wb.has_processes:
+        every = "" if wb.schedule.kind == "manual" else f" / {wb.schedule.every}"
+        process = f"**Schedule** · `{wb.schedule.kind}{every}`"
+    else:
+        process = "**Offline process** · none"
+    llm = f" · LLM `{html.escape(wb.engine.llm.backend.name)}`" if schema.llm_roles else ""
+    cols[1].markdown(f"**Engine** · {html.escape(schema.label)}{llm}  \n{process}")
     cols[2].markdown(f"**Turn** · {wb.cursor} / {wb.total_turns}"
                      f"{'' if wb.at_head else f' (log head {wb.head})'}  \n"
                      f"**Session** · {html.escape(turn.session) if turn else '—'}")
-    cols[3].markdown(f"**Units** · {len(state.units)} (visible {len(state.visible_ids)}, archived "
-                     f"{len(state.archived_ids)}) · **Buffer** · {len(state.buffer)}  \n"
-                     f"**Ablations** · {', '.join(settings.ablations) or 'none'}")
+    buffered = f" · **Buffered** · {state.buffered()}" if wb.has_processes else ""
+    cols[3].markdown(f"**Nodes** · {len(state.nodes)} ({status_counts_text(state)}){buffered}  \n"
+                     f"{settings_text(wb.engine)}")
     st.divider()

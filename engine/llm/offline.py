@@ -13,6 +13,7 @@ import math
 from collections import Counter
 
 from engine.embedder import Embedder
+from engine.llm import offline_events
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
 from engine.text import (
     STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
@@ -139,6 +140,15 @@ class OfflineBackend(LLMBackend):
                 "the older evidence stays archived behind a version link")
         return {"updated_summary": cur["summary"], "updated_keywords": list(cur["keywords"]),
                 "deprecations": deprecations, "alignment_note": note}
+
+    def _router(self, p: dict) -> dict:
+        return offline_events.rewrite(p["utterance"], p.get("speaker", ""), p.get("time", ""), p.get("window", []))
+
+    def _relation_synthesis(self, p: dict) -> dict:
+        return offline_events.synthesize(p)
+
+    def _event_merge(self, p: dict) -> dict:
+        return offline_events.judge_merge(p)
 
     # -- rules -----------------------------------------------------------------
     def compare(self, a: dict, b: dict, cosine: float) -> tuple[str, float, str] | None:

@@ -34,6 +34,25 @@ _TASKS = {
         "The CURRENT memory supersedes the SUPERSEDED one. Refresh the current memory's summary and "
         "keywords from its own evidence (and the anchors), list the stale details in `deprecations`, "
         "and explain the change in `alignment_note`. Prefer the current evidence on conflict."),
+    "router": (
+        "Rewrite the UTTERANCE so it stands alone, using only the WINDOW of earlier turns: replace "
+        "first-person pronouns by the speaker's name and `you` by the person addressed, replace a pronoun "
+        "by the noun phrase it refers to when the window makes that certain, and add the absolute date "
+        "after every relative time expression (yesterday, last week, in two days). Keep every other word. "
+        "List what you resolved in `references` and `dates`, name the utterance's `intent` (inform, ask, "
+        "plan, report_change, small_talk) and 1-3 `topics`."),
+    "relation_synthesis": (
+        "TARGET is an event (a group of utterances) and CANDIDATES are earlier events. For each candidate "
+        "that is really connected to the target, give one relation from the closed set: CAUSAL_FOLLOW "
+        "(the candidate caused or enabled the target), STATE_SUCCESSOR (the target replaces a state the "
+        "candidate described), SAME_EVENT (both describe the same happening), TEMPORAL_NEXT (the target "
+        "directly continues the candidate). source_id is the candidate, target_id the target. Cite in "
+        "`evidence` the ids of the utterances on both sides that support it. Use type NONE or leave a "
+        "candidate out when unsure; confidences must reflect the evidence."),
+    "event_merge": (
+        "EARLIER and LATER are adjacent events. Decide whether they are one narrative that the online "
+        "router cut in two (merge=true) or two distinct happenings. Never merge states from different "
+        "times or contradicting statements. If merging, write the merged `summary` and `keywords`."),
 }
 
 

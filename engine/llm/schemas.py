@@ -43,7 +43,28 @@ MERGE_PLAN = _obj({"summary": _STR, "keywords": _STR_LIST, "salient_points": _ST
 UPDATE_PLAN = _obj({
     "updated_summary": _STR, "updated_keywords": _STR_LIST, "deprecations": _STR_LIST, "alignment_note": _STR})
 
+ROUTER = _obj({
+    "rewritten": _STR,
+    "intent": _STR,
+    "topics": _STR_LIST,
+    "references": {"type": "array", "items": _obj({"mention": _STR, "resolved": _STR})},
+    "dates": {"type": "array", "items": _obj({"mention": _STR, "date": _STR})},
+})
+
+RELATION_TYPES = ["CAUSAL_FOLLOW", "TEMPORAL_NEXT", "STATE_SUCCESSOR", "SAME_EVENT", "NONE"]
+
+RELATION_SYNTHESIS = _obj({"relations": {"type": "array", "items": _obj({
+    "type": {"type": "string"},            # checked against the closed set by the steward, not here
+    "source_id": _STR, "target_id": _STR, "confidence": _CONF,
+    "evidence": _STR_LIST, "rationale": _STR})}})
+
+EVENT_MERGE = _obj({"merge": {"type": "boolean"}, "confidence": _CONF, "summary": _STR, "keywords": _STR_LIST,
+                    "rationale": _STR})
+
 SCHEMAS: dict[str, dict] = {
+    "router": ROUTER,
+    "relation_synthesis": RELATION_SYNTHESIS,
+    "event_merge": EVENT_MERGE,
     "descriptor": DESCRIPTOR,
     "diagnosis": DIAGNOSIS,
     "split_plan": SPLIT_PLAN,

@@ -1,8 +1,8 @@
 """Dataset files -> `Conversation`s, whatever the dataset's own layout.
 
-Callers pass a path; the format (LoCoMo JSON, LongMemEval JSON or JSONL) is
-recognised from the extension and content so the CLI and the workbench need
-no format flag. Every failure is a `LoaderError` naming file, record and field.
+Callers pass a path; the format (LoCoMo JSON, LongMemEval JSON, a QMSum
+meeting JSON object, or JSONL) is recognised from the extension and content
+so the CLI and the workbench need no format flag. Every failure is a `LoaderError` naming file, record and field.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from engine.loaders.errors import LoaderError, read_text
 from engine.loaders.jsonl import load_jsonl, looks_like_jsonl, parse_jsonl
 from engine.loaders.locomo import is_locomo, load_locomo, parse_locomo
 from engine.loaders.longmemeval import is_longmemeval, load_longmemeval, parse_longmemeval
+from engine.loaders.qmsum import is_qmsum, load_qmsum, parse_qmsum
 
 __all__ = [
     "LoaderError",
@@ -23,6 +24,7 @@ __all__ = [
     "load_jsonl",
     "load_locomo",
     "load_longmemeval",
+    "load_qmsum",
 ]
 
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
@@ -30,7 +32,7 @@ _MAX_LISTED_IDS = 20
 
 
 def load_conversations(path: str | Path) -> list[Conversation]:
-    """Load every conversation in a LoCoMo, LongMemEval or JSONL file."""
+    """Load every conversation in a LoCoMo, LongMemEval, QMSum (one meeting) or JSONL file."""
     text = read_text(path)
     if Path(path).suffix.lower() in _JSONL_SUFFIXES:
         return parse_jsonl(text, path)
@@ -44,18 +46,24 @@ def load_conversations(path: str | Path) -> list[Conversation]:
                 path, f"not valid JSON: {exc.msg} (column {exc.colno})", record=f"line {exc.lineno}"
             ) from exc
         raise LoaderError(
-            path, "unknown format: not JSON (LoCoMo, LongMemEval) nor JSONL", record=f"line {exc.lineno}"
+            path, "unknown format: not JSON (LoCoMo, LongMemEval, QMSum) nor JSONL", record=f"line {exc.lineno}"
         ) from exc
     return _parse_json(data, path)
 
 
 def _parse_json(data: Any, path: str | Path) -> list[Conversation]:
-    """Pick the parser from the first item; a lone object is treated as a one-item list."""
+    """Pick the parser from the first item; a lone object is treated as a one-item list.
+
+    A QMSum file is a single meeting object (never a list) and is one conversation.
+    """
+    if is_qmsum(data):
+        return [parse_qmsum(data, path)]
     items = [data] if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise LoaderError(
             path,
-            "unknown format: expected a JSON list of LoCoMo samples or LongMemEval instances, "
+            "unknown format: expected a JSON list of LoCoMo samples or LongMemEval instances "
+            "(or a QMSum meeting object), "
             f"got {type(data).__name__}",
             record="top level",
         )
@@ -70,7 +78,8 @@ def _parse_json(data: Any, path: str | Path) -> list[Conversation]:
     raise LoaderError(
         path,
         "unknown format: expected LoCoMo (sample_id, conversation) or "
-        f"LongMemEval (question_id, haystack_sessions) items, found {found}",
+        "LongMemEval (question_id, haystack_sessions) items or a QMSum (meeting_transcripts) object, "
+        f"found {found}",
         record="item 0",
     )
 

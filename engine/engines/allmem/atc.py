@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.engines.allmem.schema import Op, ReasonCode
 from engine.llm.offline import OfflineBackend
-from engine.proposal import GateVerdict, Op, Proposal, ReasonCode, Status
+from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
 
 if TYPE_CHECKING:
-    from engine.allmem.engine import AllMemEngine
+    from engine.engines.allmem.engine import AllMemEngine
 
 
 @dataclass
@@ -44,7 +45,7 @@ def diagnose(engine: "AllMemEngine", run_id: str, manual: bool) -> list[Proposal
     s, state = engine.settings, engine.state
     proposals: list[Proposal] = []
     next_id = state.next_proposal_id
-    targets = [t for t in state.buffer if t in state.units]
+    targets = [t for t in state.buffer("atc") if t in state.units]
     if isinstance(engine.llm.backend, OfflineBackend):
         engine.llm.backend.prefetch([state.units[t].raw for t in targets])
     for target in targets:
@@ -67,11 +68,6 @@ def diagnose(engine: "AllMemEngine", run_id: str, manual: bool) -> list[Proposal
             p.status, p.note = Status.SKIPPED, f"operator disabled by ablation no-{p.op}"
     _route(engine, [p for p in proposals if p.status == Status.PENDING], manual)
     return proposals
-
-
-def call_reason_code(code: str | None) -> str:
-    """The reason code for a failed LLM call: parse/schema failures keep theirs, the rest is LLM_FAIL."""
-    return code if code in (ReasonCode.JSON_PARSE_FAIL, ReasonCode.SCHEMA_FAIL) else ReasonCode.LLM_FAIL
 
 
 def _tasks(data: dict):
@@ -99,6 +95,7 @@ def _route(engine: "AllMemEngine", proposals: list[Proposal], manual: bool) -> N
             continue
         if p.op == Op.MERGE:
             p.detail["coherence"] = round(coherence([engine.vector(u) for u in p.targets]), 4)
+        p.detail["threshold"] = s.theta[p.op]
         if p.confidence < s.theta[p.op]:
             p.gate, p.reason_code = GateVerdict.FAIL, ReasonCode.LOW_CONF
             p.note = f"confidence {p.confidence:.2f} < theta {s.theta[p.op]:.2f}"

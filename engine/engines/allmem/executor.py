@@ -10,15 +10,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.allmem.atc import call_reason_code, coherence, unit_payload
-from engine.allmem.ranking import semantic_key, top_cap
-from engine.edge import Edge, EdgeType
-from engine.proposal import Op, Proposal, ReasonCode, Status
+from engine.edge import Edge
+from engine.engines.allmem.atc import coherence, unit_payload
+from engine.engines.allmem.ranking import semantic_key, top_cap
+from engine.engines.allmem.schema import EdgeType, Kind, Life, Op, ReasonCode
+from engine.node import Node
+from engine.proposal import Proposal, Status, call_reason_code
 from engine.tx import Tx
-from engine.unit import Unit, UnitKind
 
 if TYPE_CHECKING:
-    from engine.allmem.engine import AllMemEngine
+    from engine.engines.allmem.engine import AllMemEngine
 
 PLAN_ROLE = {Op.SPLIT: "split_plan", Op.MERGE: "merge_plan", Op.UPDATE: "update_plan"}
 
@@ -130,10 +131,10 @@ class Executor:
         v = self.tx.state.units[p.targets[0]]
         siblings = []
         for seg in plan["segments"]:
-            w = self._new_unit(Unit(
+            w = self._new_unit(Node(
                 id=0, raw=seg["segment_text"], summary=seg["segment_summary"].strip(),
                 keywords=_clean_keywords(seg["segment_keywords"])[: self.s.max_keywords], time=v.time,
-                kind=UnitKind.SPLIT_PART, source_ids=list(v.source_ids), speakers=list(v.speakers),
+                kind=Kind.SPLIT_PART, source_ids=list(v.source_ids), speakers=list(v.speakers),
                 session=v.session, created_turn=self.tx.turn, made_by=self.tx.run_id or ""))
             siblings.append(w)
         self._archive(v.id)
@@ -151,10 +152,10 @@ class Executor:
     def _merge(self, p: Proposal, plan: dict) -> None:
         sources = sorted((self.tx.state.units[t] for t in p.targets), key=lambda u: (u.time, u.id))
         latest = sources[-1]
-        rep = self._new_unit(Unit(
+        rep = self._new_unit(Node(
             id=0, raw="\n".join(u.raw for u in sources), summary=plan["summary"].strip(),
             keywords=_clean_keywords(plan["keywords"])[: self.s.max_keywords], time=latest.time,
-            kind=UnitKind.MERGED, source_ids=list(dict.fromkeys(s for u in sources for s in u.source_ids)),
+            kind=Kind.MERGED, source_ids=list(dict.fromkeys(s for u in sources for s in u.source_ids)),
             speakers=list(dict.fromkeys(s for u in sources for s in u.speakers)), session=latest.session,
             created_turn=self.tx.turn, made_by=self.tx.run_id or ""))
         for u in sources:
@@ -169,7 +170,7 @@ class Executor:
         cur, old = p.targets
         if self.tx.set_descriptor(cur, plan["updated_summary"].strip(),
                                   _clean_keywords(plan["updated_keywords"])[: self.s.max_keywords]):
-            self.z[cur] = self.engine.embed_unit(self.tx.state.units[cur])
+            self.z[cur] = self.engine.embed_node(self.tx.state.units[cur])
         self._archive(old)
         self._edge(cur, old, EdgeType.VERSION)
         self._redirect_incoming(old, [cur])
@@ -185,11 +186,12 @@ class Executor:
         units = self.tx.state.units
         return lambda dst: semantic_key(zs, units[dst], self.vec(dst))
 
-    def _new_unit(self, unit: Unit) -> int:
+    def _new_unit(self, unit: Node) -> int:
         unit.id = self.next_id
+        unit.status = Life.VISIBLE
         self.next_id += 1
-        self.tx.create_unit(unit)
-        self.z[unit.id] = self.engine.embed_unit(unit)
+        self.tx.create_node(unit)
+        self.z[unit.id] = self.engine.embed_node(unit)
         self.created.append(unit.id)
         return unit.id
 
@@ -197,7 +199,7 @@ class Executor:
         if self.s.has("no-visibility"):
             return
         if self.tx.state.units[uid].visible:
-            self.tx.set_visible(uid, False)
+            self.tx.set_status(uid, Life.ARCHIVED, {"run": self.tx.run_id})
             self.archived.append(uid)
 
     def _edge(self, src: int, dst: int, etype: str, confidence: float | None = None) -> None:

@@ -1,0 +1,175 @@
+"""Bounded dual-stream retrieval (MemLoom §3.7).
+
+Stream one reads the last published snapshot: seed events by the relevance of
+their sentence records, walk the relation closure (CAUSAL_FOLLOW,
+STATE_SUCCESSOR, SAME_EVENT and TEMPORAL_NEXT in both directions, lineage to
+retired events) under caps on seeds, hops and branching, and ground every
+reached event to sentence records through its evidence pointers. Stream two
+is the real-time buffer: sentence records no steward run has curated yet,
+ranked directly. A record reached through relations inherits its seed's score
+less `hop_cost` per hop when the relation cites it as evidence, so a root
+cause that shares no words with the query can still rank beside the effect it
+explains. Every result carries its path: seed event, relation hops, then the
+pointer to the record and its dataset turn.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.engines.memloom.schema import Kind, Life, Rel
+from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
+
+if TYPE_CHECKING:
+    from engine.engines.memloom.engine import MemLoomEngine
+
+TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
+PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
+_CAUSAL_ASK = ("why", "how come", "what led", "what caused", "what made", "what started", "reason", "because of what",
+               "what prompted", "what forced", "what triggered", "explain")
+_HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "change over", "history", "at first",
+                "first", "over time", "until", "still", "anymore", "now")
+CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
+
+
+def query_intent(query: str) -> str:
+    """The retrieval intent of a query: `cause` (why …), `history` (before / now / changed) or `lookup`."""
+    low = " " + " ".join(query.lower().replace("?", " ").split()) + " "
+    if any(f" {cue} " in low for cue in _CAUSAL_ASK):
+        return "cause"
+    if any(f" {cue} " in low for cue in _HISTORY_ASK):
+        return "history"
+    return "lookup"
+
+
+class Relevance:
+    """z(dense) + w·z(BM25) of every sentence record of the live state, with both signals kept."""
+
+    def __init__(self, engine: "MemLoomEngine", query: str):
+        s = engine.settings
+        ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE)
+        self.fused: dict[int, float] = {}
+        self.dense: dict[int, float] = {}
+        self.lexical: dict[int, float] = {}
+        if not ids:
+            return
+        zq = engine.embedder.embed_one(query)
+        dense = np.stack([engine.vectors[i] for i in ids]) @ zq
+        fused = (dense - dense.mean()) / (dense.std() or 1.0)
+        weight = 0.0 if s.has("no-lexical") else s.lexical_weight
+        lex = np.zeros(len(ids))
+        if weight:
+            lex_map = engine.bm25.scores(query)
+            lex = np.array([lex_map.get(i, 0.0) for i in ids])
+            fused = fused + weight * (lex - lex.mean()) / (lex.std() or 1.0)
+        self.fused = {i: float(v) for i, v in zip(ids, fused)}
+        self.dense = {i: float(v) for i, v in zip(ids, dense)}
+        self.lexical = {i: float(v) for i, v in zip(ids, lex)}
+
+
+def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> RetrievalResult:
+    s = engine.settings
+    t0 = time.perf_counter()
+    intent = query_intent(query)
+    chain = CHAIN.get(intent, ())
+    relevance = Relevance(engine, query)
+    rel = relevance.fused
+    snap = engine.published_view()
+    sstate = snap.state if snap is not None else None
+    seeds: list[tuple[int, float]] = []
+    if sstate is not None:
+        scored = []
+        for e in sstate.nodes.values():
+            if e.kind == Kind.EVENT and e.visible and e.attrs.get("published"):
+                members = [m for m in e.members if m in rel]
+                if members:
+                    scored.append((e.id, max(rel[m] for m in members)))
+        seeds = sorted(scored, key=lambda p: (-round(p[1], 9), p[0]))[: s.seeds]
+    t1 = time.perf_counter()
+
+    parent: dict[int, Hop | None] = {e: None for e, _ in seeds}
+    origin = {e: e for e, _ in seeds}
+    inherited = dict(seeds)
+    expansion: list[dict] = []
+    if sstate is not None and not s.has("no-traversal"):
+        frontier = [e for e, _ in seeds]
+        for h in range(1, s.hops + 1):
+            nxt = []
+            for u in frontier:
+                steps = []
+                for etype in TRAVERSED:
+                    steps += [(v, etype, False) for v in sstate.out(u, etype)]
+                    steps += [(v, etype, True) for v in sstate.inc(u, etype)]
+                steps.sort(key=lambda x: (x[1] not in chain, PRIORITY[x[1]], -(_conf(sstate, u, x) or 0.0), x[0]))
+                taken = 0
+                for v, etype, rev in steps:
+                    if taken >= s.branching:
+                        break
+                    if v in parent or sstate.nodes[v].kind != Kind.EVENT:
+                        continue
+                    # only the chain the question asks for (why: causes, history: earlier states) passes the
+                    # seed's rank on: its most confident link costs little, each weaker alternative a full hop
+                    # more; any other relation only makes its records candidates on their own relevance
+                    inherits = etype in chain and u in inherited
+                    parent[v], origin[v] = Hop(u, v, etype, rev), origin[u]
+                    if inherits:
+                        inherited[v] = inherited[u] - s.chain_hop_cost - taken * s.hop_cost
+                    taken += 1
+                    expansion.append({"id": v, "parent": u, "type": etype, "hop": h, "reverse": rev})
+                    nxt.append(v)
+            frontier = nxt
+    t2 = time.perf_counter()
+
+    best: dict[int, tuple[float, int, list[Hop]]] = {}         # sentence -> (score, anchor, path)
+
+    def offer(sid: int, score: float, anchor: int, path: list[Hop]) -> None:
+        if sid not in best or (round(score, 9), -len(path)) > (round(best[sid][0], 9), -len(best[sid][2])):
+            best[sid] = (score, anchor, path)
+
+    for e in parent:
+        path = path_to(e, parent)
+        cited = _cited(sstate, parent[e])
+        for sid in sorted(sstate.out(e, Rel.EVIDENCE)):
+            if sid not in rel:
+                continue
+            score = rel[sid] if parent[e] is None else max(rel[sid], inherited.get(e, -1e9) if sid in cited else -1e9)
+            offer(sid, score, origin[e], path + [Hop(e, sid, Rel.EVIDENCE)])
+    if not s.has("no-realtime"):
+        live = [n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED
+                and n.id in rel]
+        for sid in sorted(live, key=lambda i: (-round(rel[i], 9), i))[: s.realtime_k]:
+            offer(sid, rel[sid], sid, [])
+    ranked = sorted(best, key=lambda i: (-round(best[i][0], 9), i))[: s.max_evidence]
+    candidates = [_result(engine, sid, best[sid], relevance) for sid in ranked]
+    top = candidates[: s.final_k]
+    sources = rank_sources(candidates)
+    t3 = time.perf_counter()
+    stages = {"seed_ms": (t1 - t0) * 1e3, "traverse_ms": (t2 - t1) * 1e3, "ground_ms": (t3 - t2) * 1e3,
+              "total_ms": (t3 - t0) * 1e3}
+    return RetrievalResult(query=query, anchors=seeds, expansion=expansion, candidates=candidates, units=top,
+                           source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+
+
+def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
+    v, etype, rev = step
+    edge = state.edges.get((v, u, etype) if rev else (u, v, etype))
+    return edge.confidence if edge is not None else None
+
+
+def _cited(state, hop: Hop | None) -> set[int]:
+    """Sentence records the relation that reached an event cites as its evidence."""
+    if hop is None or state is None:
+        return set()
+    edge = state.edges.get(hop.edge_key)
+    return set(edge.evidence) if edge is not None else set()
+
+
+def _result(engine, sid: int, found: tuple[float, int, list[Hop]], rel: "Relevance") -> RetrievedUnit:
+    score, anchor, path = found
+    u = engine.state.nodes[sid]
+    return RetrievedUnit(id=sid, visible=u.visible, score=round(score, 6), dense=round(rel.dense[sid], 6),
+                         lexical=round(rel.lexical[sid], 6),
+                         anchor=anchor, hop=len(path), path=path, source_ids=list(u.source_ids), time=u.time,
+                         raw=u.raw, kind=u.kind, status=u.status)

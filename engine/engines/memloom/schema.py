@@ -1,0 +1,138 @@
+"""What MemLoom declares: sentence records and events, the event FSM, the relation closure, the steward."""
+from __future__ import annotations
+
+from engine.proposal import LLMReason
+from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
+                           ReasonSpec, StageSpec, StatusSpec)
+
+
+class Kind:
+    SENTENCE = "turn"          # the sentence-level record of one utterance (a dataset turn)
+    EVENT = "event"
+
+
+class Life:
+    BUFFERED = "buffered"      # sentence: in the real-time buffer, not yet curated by a steward run
+    GROUNDED = "grounded"      # sentence: curated; reached through its event's evidence pointer
+    PROVISIONAL = "provisional"
+    ACTIVE = "active"
+    CLOSED = "closed"
+    ARCHIVED = "archived"
+    JOINABLE = (PROVISIONAL, ACTIVE)
+    CURATED = (ACTIVE, CLOSED)
+
+
+class Rel:
+    CAUSAL_FOLLOW = "CAUSAL_FOLLOW"
+    TEMPORAL_NEXT = "TEMPORAL_NEXT"
+    STATE_SUCCESSOR = "STATE_SUCCESSOR"
+    SAME_EVENT = "SAME_EVENT"
+    CLOSURE = (CAUSAL_FOLLOW, TEMPORAL_NEXT, STATE_SUCCESSOR, SAME_EVENT)
+    EVIDENCE = "evidence"      # event -> sentence record: the reference pointer
+    TOPIC = "topic"            # topic track: ANN neighbours between events (scaffold, not a relation)
+    LINEAGE = "lineage"        # repaired event -> the retired events it replaced
+
+
+class Op:
+    RELATION = "relation"
+    REPAIR = "repair"
+    ORDER = (REPAIR, RELATION)
+
+
+class ReasonCode:
+    JSON_PARSE_FAIL = LLMReason.JSON_PARSE_FAIL
+    SCHEMA_FAIL = LLMReason.SCHEMA_FAIL
+    LLM_FAIL = LLMReason.LLM_FAIL
+    LOW_CONF = "LOW_CONF"
+    TYPE_CLOSURE_FAIL = "TYPE_CLOSURE_FAIL"
+    EVIDENCE_FAIL = "EVIDENCE_FAIL"
+    TEMPORAL_ORDER_FAIL = "TEMPORAL_ORDER_FAIL"
+    LIFECYCLE_FAIL = "LIFECYCLE_FAIL"
+    DUPLICATE = "DUPLICATE"
+    BUDGET = "BUDGET"
+    APPLICABLE_FAIL = "APPLICABLE_FAIL"
+
+
+SCHEMA = EngineSchema(
+    name="memloom",
+    label="MemLoom",
+    description="Sentence-level records routed into events with a lifecycle FSM; an off-peak steward repairs "
+                "the timeline and synthesises causal/temporal relations; bounded dual-stream retrieval "
+                "(seeds/memloom.txt §3).",
+    node_kinds=(
+        KindSpec(Kind.SENTENCE, "sentence record", "#4e79a7", "one utterance, immutable, addressed by its turn id"),
+        KindSpec(Kind.EVENT, "event", "#e15759", "a group of sentence records with a lifecycle"),
+    ),
+    statuses=(
+        StatusSpec(Life.BUFFERED, "buffered", True, "sentence in the real-time buffer: searched directly"),
+        StatusSpec(Life.GROUNDED, "grounded", False, "sentence curated under an event: reached by its pointer"),
+        StatusSpec(Life.PROVISIONAL, "provisional", False, "new event: takes evidence, no relations yet",
+                   "#f2c14e", "triangle"),
+        StatusSpec(Life.ACTIVE, "active", True, "mature event: takes evidence and relations", "#59a14f", "diamond"),
+        StatusSpec(Life.CLOSED, "closed", True, "read-only event after a boundary: relations, no new evidence",
+                   "#4e79a7", "box"),
+        StatusSpec(Life.ARCHIVED, "archived", False, "retired by retention or timeline repair; reached by links",
+                   "#8c8c8c", "square"),
+    ),
+    initial_status=Life.BUFFERED,
+    transitions=((Life.BUFFERED, Life.GROUNDED),
+                 (Life.PROVISIONAL, Life.ACTIVE), (Life.ACTIVE, Life.CLOSED), (Life.CLOSED, Life.ARCHIVED),
+                 (Life.PROVISIONAL, Life.ARCHIVED), (Life.ACTIVE, Life.ARCHIVED)),
+    edge_types=(
+        EdgeTypeSpec(Rel.CAUSAL_FOLLOW, "CAUSAL_FOLLOW", "#d62728", False, 3.0, 1.0, 0,
+                     description="cause event -> effect event (traversed both ways)"),
+        EdgeTypeSpec(Rel.STATE_SUCCESSOR, "STATE_SUCCESSOR", "#9467bd", False, 2.5, 1.0, 1,
+                     description="an earlier state -> the state that replaced it"),
+        EdgeTypeSpec(Rel.SAME_EVENT, "SAME_EVENT", "#ff7f0e", True, 2.0, 1.0, 2,
+                     description="co-referential fragments of one happening"),
+        EdgeTypeSpec(Rel.TEMPORAL_NEXT, "TEMPORAL_NEXT", "#7f7f7f", False, 1.5, 0.9, 3,
+                     description="an event -> the next one in time"),
+        EdgeTypeSpec(Rel.EVIDENCE, "evidence", "#4e79a7", True, 1.0, 0.6, 4, recovery=True,
+                     description="event -> a sentence record it cites (reference pointer)"),
+        EdgeTypeSpec(Rel.LINEAGE, "lineage", "#2ca02c", True, 2.0, 1.0, 5, recovery=True, lineage=True,
+                     description="repaired event -> a retired event it replaced (lineage registry)"),
+        EdgeTypeSpec(Rel.TOPIC, "topic", "#1f77b4", True, 1.0, 0.35, 6,
+                     description="topic track: nearest events by centroid (scaffold)"),
+    ),
+    processes=(ProcessSpec("steward", "Off-peak steward", "steward",
+                           "timeline repair → topic and logic tracks → relation synthesis → contract validation → "
+                           "snapshot publication"),),
+    operators=(
+        OperatorSpec(Op.REPAIR, "Timeline repair", "steward",
+                     ("fragment (retired into the repaired event)",),
+                     ordered_targets=True,
+                     plan_fields=(PlanField("summary", "Repaired event summary"),
+                                  PlanField("keywords", "Keywords", "list"),
+                                  PlanField("rationale", "Why they are one event")),
+                     description="merge a run of temporally adjacent events of one narrative"),
+        OperatorSpec(Op.RELATION, "Relation", "steward", ("source event", "target event"), ordered_targets=True,
+                     plan_fields=(PlanField("type", "Relation type"), PlanField("evidence", "Evidence cited", "list"),
+                                  PlanField("rationale", "Rationale")),
+                     description="a typed relation of the closed set between two events, citing evidence"),
+    ),
+    reason_codes=(
+        ReasonSpec(ReasonCode.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
+        ReasonSpec(ReasonCode.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),
+        ReasonSpec(ReasonCode.LLM_FAIL, "the backend did not answer"),
+        ReasonSpec(ReasonCode.LOW_CONF, "confidence below the steward's gate"),
+        ReasonSpec(ReasonCode.TYPE_CLOSURE_FAIL, "relation type outside the closed set"),
+        ReasonSpec(ReasonCode.EVIDENCE_FAIL, "cites no evidence record of both events"),
+        ReasonSpec(ReasonCode.TEMPORAL_ORDER_FAIL, "source is not earlier than target"),
+        ReasonSpec(ReasonCode.LIFECYCLE_FAIL, "an endpoint is provisional or retired"),
+        ReasonSpec(ReasonCode.DUPLICATE, "the same relation is already in the graph or the queue"),
+        ReasonSpec(ReasonCode.BUDGET, "over the run's relation budget (kept the most confident)"),
+        ReasonSpec(ReasonCode.APPLICABLE_FAIL, "an endpoint changed earlier in this run"),
+    ),
+    stages=(
+        StageSpec("seed", "Seeds", "seeds",
+                  "Events on the published snapshot and buffered sentence records, by z(dense) + "
+                  "{lexical_weight} · z(BM25); at most {seeds} seed events."),
+        StageSpec("traverse", "Relation closure", "expansion",
+                  "From the seeds along CAUSAL_FOLLOW (both ways), STATE_SUCCESSOR, SAME_EVENT and TEMPORAL_NEXT: "
+                  "at most {hops} hops and {branching} branches per event; then the evidence pointers."),
+        StageSpec("ground", "Grounding and ranking", "ranking",
+                  "Sentence records reached by pointer, merged with the real-time buffer and ranked; the top "
+                  "{final_k} are returned ({max_evidence} at most materialized)."),
+    ),
+    llm_roles=("router", "relation_synthesis", "event_merge"),
+)

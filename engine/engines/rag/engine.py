@@ -1,0 +1,110 @@
+"""Naive and hybrid RAG: every raw turn stored as it came, ranked at query time, no structure at all.
+
+Both embed the raw `speaker: text` turn with the same embedder the other
+engines use. Naive ranks by dense cosine (ties by turn order); hybrid fuses
+z(dense) with z(BM25) exactly as All-Mem's relevance does. They have no
+offline process, so every page and command treats them as engines that
+simply never consolidate.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from engine.conversation import Turn
+from engine.interface import BaseEngine, IngestReport
+from engine.node import TURN_KIND, Node
+from engine.oplog import OpKind
+from engine.relevance import Relevance
+from engine.retrieval import RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.schema import EngineSchema, EngineSettings, KindSpec, StageSpec, StatusSpec, setting
+from engine.tx import Tx
+
+STORED = "stored"
+
+
+def _schema(name: str, label: str, description: str, stage_help: str) -> EngineSchema:
+    return EngineSchema(
+        name=name, label=label, description=description,
+        node_kinds=(KindSpec(TURN_KIND, "turn", "#4e79a7", "one dataset turn, raw"),),
+        statuses=(StatusSpec(STORED, "stored", True, "every turn is searched"),),
+        initial_status=STORED, transitions=(),
+        stages=(StageSpec("rank", "Ranking", "ranking", stage_help),),
+    )
+
+
+@dataclass
+class NaiveSettings(EngineSettings):
+    final_k: int = setting(16, "turns returned (the ranked source ids cover every candidate)", minimum=1,
+                           maximum=200, group="retrieval")
+    candidates: int = setting(40, "turns kept in the ranking shown", minimum=1, maximum=1000, group="retrieval")
+    ablations: list = setting(help="no ablations for this baseline", factory=list, choices={}, group="ablations")
+
+
+@dataclass
+class HybridSettings(NaiveSettings):
+    lexical_weight: float = setting(0.5, "weight of z(BM25) fused with z(dense cosine)", minimum=0.0,
+                                    maximum=5.0, step=0.1, group="retrieval")
+
+
+class NaiveEngine(BaseEngine):
+    name = "naive"
+    schema = _schema("naive", "Naive RAG", "Dense cosine top-k over raw turns, no memory structure.",
+                     "Dense cosine between the query and every raw turn, ties by turn order; the top {final_k} "
+                     "are returned.")
+    Settings = NaiveSettings
+
+    def embed_text(self, node: Node) -> str:
+        return node.raw
+
+    def lexical_text(self, node: Node) -> str:
+        return node.raw
+
+    def ingest(self, turn: Turn) -> IngestReport:
+        self.check_new_turn(turn)
+        turn_no = self.state.turn + 1
+        node = Node(id=self.state.next_node_id, raw=turn.raw, summary=turn.raw, keywords=[], time=turn.time,
+                    kind=TURN_KIND, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
+                    status=STORED, created_turn=turn_no)
+        tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
+        tx.emit(OpKind.TURN_INGESTED, {"turn_id": turn.id, "index": turn.index, "session": turn.session})
+        tx.create_node(node)
+        ops = self.commit(tx.ops)
+        return IngestReport(turn_id=turn.id, unit_id=node.id, anchors=[], edges=[], buffer_size=0, ops=ops,
+                            created=[node.id])
+
+    def lexical_weight(self) -> float:
+        return 0.0
+
+    def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
+        t0 = time.perf_counter()
+        rel = Relevance(self, query, self.lexical_weight())
+        if rel.weight:
+            ranked = rel.ranked_surface()
+        else:       # plain cosine, rounded as naive RAG always ranked it
+            ranked = sorted(rel.visible_dense.items(), key=lambda p: (-round(p[1], 6), p[0]))
+        ranked = ranked[: self.settings.candidates]
+        candidates = [self._result(uid, score, rel) for uid, score in ranked]
+        top = candidates[: self.settings.final_k]
+        sources = rank_sources(candidates)
+        elapsed = (time.perf_counter() - t0) * 1e3
+        return RetrievalResult(query=query, anchors=[(r.id, r.score) for r in top], expansion=[],
+                               candidates=candidates, units=top, source_ids=sources[:k] if k else sources,
+                               context=materialize(top), stages={"rank_ms": elapsed, "total_ms": elapsed})
+
+    def _result(self, uid: int, score: float, rel: Relevance) -> RetrievedUnit:
+        u = self.state.nodes[uid]
+        return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(rel.dense(uid), 6),
+                             lexical=round(rel.lexical.get(uid, 0.0), 6), anchor=uid, hop=0, path=[],
+                             source_ids=list(u.source_ids), time=u.time, raw=u.raw, kind=u.kind, status=u.status)
+
+
+class HybridEngine(NaiveEngine):
+    name = "hybrid"
+    schema = _schema("hybrid", "Hybrid RAG", "z(dense cosine) + w · z(BM25) over raw turns, no memory structure.",
+                     "z(dense cosine) + {lexical_weight} · z(BM25) over every raw turn, ties by turn order; the top "
+                     "{final_k} are returned.")
+    Settings = HybridSettings
+
+    def lexical_weight(self) -> float:
+        return self.settings.lexical_weight

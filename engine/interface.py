@@ -1,0 +1,414 @@
+"""The memory-engine interface every engine implements, and the machinery they share.
+
+An engine ingests turns, runs offline processes (each proposing edits that are
+previewed, decided and applied as one run, or run automatically with the gate
+deciding), undoes a run, retrieves with provenance, and gives a read-only view
+of itself at a past turn or seq. It declares an `EngineSchema` so the UI and
+CLI learn its kinds, statuses, edge types, operators and stages without
+importing its package.
+
+`BaseEngine` holds what all engines share: the store and the live fold, the
+derived views (node vectors, the FAISS index of the retrieval surface, BM25),
+the commit of ops together with the LLM calls they caused, generic undo from
+the op specs' inverses, time travel and export. `BaseProcess` is the
+propose → decide → apply skeleton; an engine supplies diagnosis and execution.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from engine import ops as opspecs
+from engine.conversation import Turn
+from engine.edge import Edge
+from engine.embedder import Embedder
+from engine.index import VisibleIndex
+from engine.lexical import BM25
+from engine.llm.base import LLM, LLMCall
+from engine.node import Node
+from engine.oplog import OpKind, OpRecord
+from engine.proposal import GateVerdict, Proposal, Status
+from engine.retrieval import RetrievalResult
+from engine.schema import EngineSchema, ProcessSpec
+from engine.state import MemoryState
+from engine.store import Store
+from engine.tx import Tx
+
+
+@dataclass
+class IngestReport:
+    """What one turn caused: the node(s), anchors, edges, buffers, and engine-specific figures."""
+
+    turn_id: str
+    unit_id: int
+    anchors: list[tuple[int, float]]
+    edges: list[Edge]
+    buffer_size: int
+    ops: list[OpRecord] = field(default_factory=list)
+    created: list[int] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    proposals: list[Proposal]
+    created: list[int] = field(default_factory=list)
+    archived: list[int] = field(default_factory=list)
+    rewired: list[tuple[int, int, int]] = field(default_factory=list)
+    ops: list[OpRecord] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.proposals:
+            out[p.status] = out.get(p.status, 0) + 1
+        return out
+
+
+class UndoError(Exception):
+    pass
+
+
+class RunError(RuntimeError):
+    pass
+
+
+@runtime_checkable
+class OfflineProcess(Protocol):
+    spec: ProcessSpec
+
+    def pending(self) -> int: ...
+    def propose(self, manual: bool = True) -> list[Proposal]: ...
+    def preview(self, proposal_id: int) -> dict | None: ...
+    def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str) -> RunReport: ...
+    def run(self) -> RunReport: ...
+
+
+@runtime_checkable
+class MemoryEngine(Protocol):
+    name: ClassVar[str]
+    schema: ClassVar[EngineSchema]
+    Settings: ClassVar[type]
+    store: Store
+    state: MemoryState
+    settings: Any
+
+    def prefetch(self, turns: list[Turn]) -> None: ...
+    def ingest(self, turn: Turn) -> IngestReport: ...
+    def processes(self) -> dict[str, OfflineProcess]: ...
+    def undo_last_run(self, actor: str = "human") -> str: ...
+    def retrieve(self, query: str, k: int | None = None) -> RetrievalResult: ...
+    def at(self, upto_turn: int | None = None, upto_seq: int | None = None) -> "MemoryEngine": ...
+    def export(self) -> dict: ...
+
+
+class BaseEngine:
+    """Shared machinery; subclasses set `name`, `schema`, `Settings` and implement ingest and retrieve."""
+
+    name: ClassVar[str] = ""
+    schema: ClassVar[EngineSchema]
+    Settings: ClassVar[type]
+    read_only: bool = False
+
+    def __init__(self, store: Store, llm: LLM, embedder: Embedder, settings: Any = None,
+                 state: MemoryState | None = None):
+        self.store, self.llm, self.embedder = store, llm, embedder
+        self.settings = settings if settings is not None else self.Settings()
+        store.schema = self.schema
+        self.state = state if state is not None else store.load_state()
+        self.pending_calls: list[LLMCall] = []
+        self.llm.recorder = self.pending_calls.append
+        self._processes = self.make_processes()
+        self._rebuild_views()
+
+    # -- what a subclass provides --------------------------------------------------------
+    def make_processes(self) -> dict[str, "BaseProcess"]:
+        return {}
+
+    def embed_text(self, node: Node) -> str:
+        return node.embed_text
+
+    def lexical_text(self, node: Node) -> str | None:
+        """The text BM25 indexes for a node; None keeps the node out of the lexical index."""
+        return f"{node.raw} {' '.join(node.keywords)}"
+
+    def ingest(self, turn: Turn) -> IngestReport:
+        raise NotImplementedError
+
+    def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
+        raise NotImplementedError
+
+    # -- derived views (vectors, the surface index, BM25) ---------------------------------
+    def embed_nodes(self, nodes: list[Node]) -> dict[int, np.ndarray]:
+        """Vectors of many nodes at once (one batch through the embedder)."""
+        vecs = self.embedder.embed([self.embed_text(u) for u in nodes]) if nodes else \
+            np.zeros((0, self.embedder.dim), np.float32)
+        return {u.id: v for u, v in zip(nodes, vecs)}
+
+    def _rebuild_views(self) -> None:
+        nodes = list(self.state.nodes.values())
+        self.vectors: dict[int, np.ndarray] = self.embed_nodes(nodes)
+        self.index = VisibleIndex(self.embedder.dim)
+        visible = [u.id for u in nodes if u.visible]
+        if visible:
+            self.index.add(visible, np.stack([self.vectors[i] for i in visible]))
+        self.bm25 = BM25()
+        for u in nodes:
+            text = self.lexical_text(u)
+            if text is not None:
+                self.bm25.add(u.id, text)
+
+    def _sync(self, ops: list[OpRecord]) -> None:
+        """Keep vectors, the surface index and BM25 in step with applied ops."""
+        for op in ops:
+            p = op.payload
+            if op.kind in (OpKind.NODE_CREATED, OpKind.DESCRIPTOR_CHANGED):
+                uid = p["node"]["id"] if op.kind == OpKind.NODE_CREATED else p["node"]
+                u = self.state.nodes.get(uid)
+                if u is None:
+                    continue
+                self.vectors[u.id] = self.embed_node(u)
+                text = self.lexical_text(u)
+                if text is not None:
+                    self.bm25.add(u.id, text)
+                if u.visible:
+                    self.index.add([u.id], self.vectors[u.id][None, :])
+            elif op.kind == OpKind.STATUS_CHANGED and p["node"] in self.state.nodes:
+                uid = p["node"]
+                if self.state.nodes[uid].visible:
+                    self.index.add([uid], self.vectors[uid][None, :])
+                else:
+                    self.index.remove([uid])
+            elif op.kind == OpKind.NODE_RETRACTED:
+                self.index.remove([p["node"]])
+                self.bm25.remove(p["node"])
+                self.vectors.pop(p["node"], None)
+
+    def embed_node(self, node: Node) -> np.ndarray:
+        return self.embedder.embed_one(self.embed_text(node))
+
+    def vector(self, uid: int) -> np.ndarray:
+        return self.vectors[uid]
+
+    def visible_neighbours(self, uid: int, k: int) -> list[tuple[int, float]]:
+        return [(i, s) for i, s in self.index.search(self.vectors[uid], k + 1) if i != uid][:k]
+
+    # -- writing ---------------------------------------------------------------------------
+    def commit(self, ops: list[OpRecord]) -> list[OpRecord]:
+        """Store `ops` plus the LLM calls made while building them, in one transaction."""
+        if self.read_only:
+            raise RunError("this is a read-only view of a past point; edit the live session instead")
+        turn = ops[0].turn if ops else self.state.turn     # calls belong to the turn their ops belong to
+        ops = ops + [OpRecord(kind=OpKind.LLM_CALL, payload=c.to_dict(), turn=turn,
+                              run_id=ops[0].run_id if ops else None, actor="llm") for c in self.pending_calls]
+        self.pending_calls.clear()
+        self.store.commit(ops, self.state)
+        self._sync(ops)
+        return ops
+
+    def prefetch(self, turns: list[Turn]) -> None:
+        """Embed what ingesting `turns` will need in large batches (an optimisation: results are cached)."""
+        texts = [t.raw for t in turns]
+        for start in range(0, len(texts), 256):
+            self.embedder.embed(texts[start:start + 256])
+
+    def check_new_turn(self, turn: Turn) -> None:
+        if turn.id in self.state.turn_units:
+            raise ValueError(f"turn {turn.id} is already in memory (node u{self.state.turn_units[turn.id]})")
+
+    # -- offline processes --------------------------------------------------------------------
+    def processes(self) -> dict[str, "BaseProcess"]:
+        return self._processes
+
+    def process(self, name: str | None = None) -> "BaseProcess":
+        """A process by name; without a name, the engine's first (All-Mem has one: ATC)."""
+        if not self._processes:
+            raise RunError(f"the {self.name} engine has no offline process")
+        if name is None:
+            return next(iter(self._processes.values()))
+        try:
+            return self._processes[name]
+        except KeyError:
+            raise RunError(f"the {self.name} engine has no process {name!r}; it has "
+                           f"{', '.join(self._processes)}") from None
+
+    def pending(self) -> int:
+        """Work waiting for any offline process."""
+        return sum(p.pending() for p in self._processes.values())
+
+    def open_run(self) -> str | None:
+        open_runs = self.state.open_runs()
+        return open_runs[-1].run_id if open_runs else None
+
+    def run_process(self, run_id: str) -> "BaseProcess":
+        return self.process(self.state.runs[run_id].process or None)
+
+    def propose(self, manual: bool = True, process: str | None = None) -> list[Proposal]:
+        return self.process(process).propose(manual)
+
+    def preview_plan(self, proposal_id: int) -> dict | None:
+        return self.run_process(self.state.proposals[proposal_id].run_id).preview(proposal_id)
+
+    def apply(self, decisions: dict[int, bool] | None = None, decided_by: str = "gate",
+              run_id: str | None = None) -> RunReport:
+        run_id = run_id or self.open_run()
+        if run_id is None:
+            raise RunError("no open run: propose first")
+        return self.run_process(run_id).apply(decisions, decided_by, run_id)
+
+    def consolidate(self, process: str | None = None) -> RunReport:
+        """One automatic run of a process (the first by default), the gate deciding."""
+        return self.process(process).run()
+
+    def run_scheduled(self) -> list[RunReport]:
+        """Run every scheduled process that has work, the gate deciding (what a replay schedule triggers)."""
+        if self.open_run():
+            return []
+        return [p.run() for p in self._processes.values() if p.spec.scheduled and p.pending()]
+
+    def undo_last_run(self, actor: str = "human") -> str:
+        """Append the inverses of the last committed run's records, newest first."""
+        run = self.state.last_committed_run()
+        if run is None:
+            raise UndoError("no committed run to undo")
+        later = [r for r in self.state.runs.values() if r.first_seq > run.last_seq and r.status != "undone"]
+        if later:
+            raise UndoError(f"run {run.run_id} is not the latest run")
+        tx = Tx(self.state, turn=self.state.turn, run_id=f"undo-{run.run_id}", actor=actor)
+        for op in reversed(list(self.store.ops(run_id=run.run_id))):
+            inverse = opspecs.spec(op.kind).inverse
+            for kind, payload in (inverse(tx.state, opspecs.current(op)) if inverse else []):
+                tx.emit(kind, payload)
+        for p in sorted(tx.state.proposals.values(), key=lambda p: p.id):
+            if p.run_id == run.run_id and p.status == Status.APPLIED:
+                tx.update_proposal(p.id, note=f"{p.note}; undone")
+        tx.emit(OpKind.RUN_UNDONE, {"undone_run": run.run_id})
+        self.commit(tx.ops)
+        return run.run_id
+
+    # -- views -------------------------------------------------------------------------------
+    def at(self, upto_turn: int | None = None, upto_seq: int | None = None) -> "BaseEngine":
+        """A read-only engine over the state folded to a past point (time travel)."""
+        view = type(self).__new__(type(self))
+        view.__dict__.update({k: v for k, v in self.__dict__.items()
+                              if k in ("store", "llm", "embedder", "settings")})
+        view.state = self.store.load_state(upto_turn=upto_turn, upto_seq=upto_seq)
+        view.pending_calls, view.read_only = [], True
+        view._processes = view.make_processes()
+        view._rebuild_views()
+        return view
+
+    def snapshot(self) -> dict:
+        return self.export()
+
+    def export(self) -> dict:
+        """Every node with its kind, status and derived visibility, and every edge."""
+        return export_state(self.state)
+
+
+def export_state(state: MemoryState) -> dict:
+    units = [{"id": u.id, "kind": u.kind, "status": u.status, "visible": u.visible, "raw": u.raw,
+              "summary": u.summary, "keywords": list(u.keywords), "time": u.time,
+              "source_ids": list(u.source_ids), "members": list(u.members)}
+             for u in sorted(state.nodes.values(), key=lambda u: u.id)]
+    edges = [{"src": e.src, "dst": e.dst, "type": e.type} for e in sorted(state.edges.values(), key=lambda e: e.key)]
+    return {"units": units, "edges": edges}
+
+
+class BaseProcess:
+    """propose → (preview) → decide → apply, as one run in the log; engines supply the middle."""
+
+    spec: ProcessSpec
+
+    def __init__(self, engine: BaseEngine, spec: ProcessSpec):
+        self.engine, self.spec = engine, spec
+
+    # -- what an engine provides ----------------------------------------------------------
+    def diagnose(self, run_id: str, manual: bool) -> list[Proposal]:
+        """Proposals for the buffered work, routed (gate verdicts and closed ones marked)."""
+        raise NotImplementedError
+
+    def plan(self, p: Proposal) -> tuple[dict | None, str | None, str]:
+        """The plan an accepted proposal would execute: (plan, reason code on failure, message)."""
+        return {}, None, ""
+
+    def execute(self, tx: Tx, accepted: list[Proposal]) -> dict:
+        """Apply accepted proposals inside `tx`; returns {created, archived, rewired} for the run summary."""
+        raise NotImplementedError
+
+    def order_key(self, p: Proposal) -> tuple:
+        return (p.targets, p.id)
+
+    # -- the skeleton -------------------------------------------------------------------------
+    def pending(self) -> int:
+        return len(self.engine.state.buffer(self.spec.buffer))
+
+    def propose(self, manual: bool = True) -> list[Proposal]:
+        eng = self.engine
+        if eng.open_run():
+            raise RunError(f"run {eng.open_run()} still has undecided proposals; apply or discard it first")
+        run_id = f"run-{len(eng.state.runs) + 1:04d}"
+        proposals = self.diagnose(run_id, manual)
+        tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id, isolated=False)
+        tx.emit(OpKind.RUN_STARTED, {"mode": "manual" if manual else "auto", "process": self.spec.name,
+                                     "buffer": list(eng.state.buffer(self.spec.buffer))})
+        for p in proposals:
+            tx.make_proposal(p)
+        tx.flush_buffer(self.spec.buffer)
+        eng.commit(tx.ops)
+        return [eng.state.proposals[p.id] for p in proposals]
+
+    def preview(self, proposal_id: int) -> dict | None:
+        eng = self.engine
+        p = eng.state.proposals[proposal_id]
+        if p.plan is None and p.status == Status.PENDING and eng.schema.operator(p.op):
+            plan, code, message = self.plan(p)
+            tx = Tx(eng.state, turn=eng.state.turn, run_id=p.run_id, isolated=False)
+            if plan is not None:
+                tx.update_proposal(p.id, plan=plan)
+            else:
+                tx.update_proposal(p.id, status=Status.FAILED, reason_code=code, note=message)
+            eng.commit(tx.ops)
+        return eng.state.proposals[proposal_id].plan
+
+    def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str) -> RunReport:
+        """Execute a run's accepted proposals atomically. `decisions` None lets the gate decide;
+        proposals left out of `decisions` are closed as skipped."""
+        eng = self.engine
+        pending = sorted((p for p in eng.state.proposals.values() if p.run_id == run_id
+                          and p.status == Status.PENDING), key=self.order_key)
+        unknown = sorted(set(decisions or {}) - {p.id for p in pending})
+        if unknown:
+            raise ValueError(f"proposal(s) {unknown} are not pending in {run_id}")
+        tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id)
+        accepted = []
+        for p in pending:
+            if decisions is None:
+                accept, who = p.gate == GateVerdict.PASS, "gate"
+            elif p.id in decisions:
+                accept, who = bool(decisions[p.id]), decided_by
+            else:
+                tx.update_proposal(p.id, status=Status.SKIPPED, note="left undecided when the run was applied")
+                continue
+            tx.update_proposal(p.id, actor=who, status=Status.ACCEPTED if accept else Status.REJECTED, decided_by=who)
+            if accept:
+                accepted.append(tx.state.proposals[p.id])
+        made = self.execute(tx, accepted)
+        closed = [tx.state.proposals[p.id] for p in pending]
+        summary = {s: sum(p.status == s for p in closed)
+                   for s in (Status.APPLIED, Status.SKIPPED, Status.FAILED, Status.REJECTED)}
+        summary.update({"created": made.get("created", []), "archived": made.get("archived", []),
+                        "rewired": len(made.get("rewired", []))})
+        tx.emit(OpKind.RUN_COMMITTED, {"summary": summary, "decided_by": decided_by})
+        ops = eng.commit(tx.ops)
+        props = [p for p in eng.state.proposals.values() if p.run_id == run_id]
+        return RunReport(run_id=run_id, proposals=props, created=made.get("created", []),
+                         archived=made.get("archived", []), rewired=made.get("rewired", []), ops=ops)
+
+    def run(self) -> RunReport:
+        """One automatic run: diagnose the buffer and let the gate decide."""
+        self.propose(manual=False)
+        return self.apply(None, "gate", self.engine.open_run())

@@ -1,0 +1,194 @@
+"""Offline rules for the event roles: the router's rewrite, relation synthesis, and the merge check.
+
+Deterministic and explainable: every rewrite lists what it resolved, every
+relation names the link and hooks behind it, and each confidence is a score
+(the link model's probability, a logistic of cosine and gap), not a constant.
+"""
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+
+from engine.links import CHANGE_WORDS
+from engine.text import content_tokens, has_negation, numbers, words
+
+# -- the router ----------------------------------------------------------------------------------
+_FIRST_PERSON = {"i": "{s}", "me": "{s}", "my": "{s}'s", "mine": "{s}'s", "myself": "{s}",
+                 "i'm": "{s} is", "i've": "{s} has", "i'd": "{s} would", "i'll": "{s} will"}
+_SECOND_PERSON = {"you": "{a}", "your": "{a}'s", "yours": "{a}'s", "yourself": "{a}"}
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_UNITS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months": 30, "year": 365, "years": 365}
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+          "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "several": 3}
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’]*|[^A-Za-z]+")
+
+
+def _day(d: datetime) -> str:
+    return d.strftime("%Y-%m-%d")
+
+
+def _relative_dates(text: str, now: datetime) -> list[tuple[str, str]]:
+    """(mention, absolute date) for every relative time expression in `text`."""
+    low = text.lower()
+    found: list[tuple[int, str, str]] = []
+    simple = {"today": now, "tonight": now, "this morning": now, "this afternoon": now, "this evening": now,
+              "yesterday": now - timedelta(days=1), "last night": now - timedelta(days=1),
+              "tomorrow": now + timedelta(days=1)}
+    for phrase, when in simple.items():
+        for m in re.finditer(rf"\b{phrase}\b", low):
+            found.append((m.start(), text[m.start():m.end()], _day(when)))
+    for m in re.finditer(r"\b(last|this|next)\s+(week|weekend|month|year)\b", low):
+        step = {"last": -1, "this": 0, "next": 1}[m.group(1)]
+        unit = m.group(2)
+        if unit == "week":
+            when = f"week of {_day(now + timedelta(days=7 * step) - timedelta(days=now.weekday()))}"
+        elif unit == "weekend":
+            saturday = now + timedelta(days=(5 - now.weekday()) + 7 * step)
+            if step == -1 and now.weekday() >= 5:
+                saturday = now - timedelta(days=now.weekday() - 5 + 7)
+            when = f"weekend of {_day(saturday)}"
+        elif unit == "month":
+            month = (now.month - 1 + step) % 12 + 1
+            year = now.year + (now.month - 1 + step) // 12
+            when = datetime(year, month, 1).strftime("%B %Y")
+        else:
+            when = str(now.year + step)
+        found.append((m.start(), text[m.start():m.end()], when))
+    counts = "|".join(sorted(map(re.escape, _COUNT), key=len, reverse=True))
+    for m in re.finditer(rf"\b(\d+|{counts})\s+(days?|weeks?|months?|years?)\s+(ago|later|from now)\b", low):
+        n = int(m.group(1)) if m.group(1).isdigit() else _COUNT[m.group(1)]
+        sign = -1 if m.group(3) == "ago" else 1
+        found.append((m.start(), text[m.start():m.end()], _day(now + timedelta(days=sign * n * _UNITS[m.group(2)]))))
+    for m in re.finditer(r"\b(last|next|on|this)\s+(" + "|".join(_WEEKDAYS) + r")\b", low):
+        target = _WEEKDAYS.index(m.group(2))
+        delta = target - now.weekday()
+        if m.group(1) == "last" or (m.group(1) == "on" and delta > 0):
+            delta = delta - 7 if delta >= 0 else delta
+        elif m.group(1) == "next":
+            delta = delta + 7 if delta <= 0 else delta
+        found.append((m.start(), text[m.start():m.end()], _day(now + timedelta(days=delta))))
+    found.sort()
+    kept, end = [], -1
+    for start, mention, when in found:
+        if start >= end:
+            kept.append((mention, when))
+            end = start + len(mention)
+    return kept
+
+
+def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict:
+    """Speaker-anchored pronouns, the addressee, and absolute dates; the raw text itself is never edited."""
+    others = [w["speaker"] for w in reversed(window) if w.get("speaker") and w["speaker"] != speaker]
+    addressee = others[0] if others and len(set(w["speaker"] for w in window) | {speaker}) == 2 else ""
+    references: list[dict] = []
+    out: list[str] = []
+    for tok in _TOKEN.findall(utterance):
+        key = tok.lower().replace("’", "'")
+        if speaker and key in _FIRST_PERSON:
+            rep = _FIRST_PERSON[key].format(s=speaker)
+        elif addressee and key in _SECOND_PERSON:
+            rep = _SECOND_PERSON[key].format(a=addressee)
+        else:
+            out.append(tok)
+            continue
+        out.append(rep)
+        if {"mention": tok, "resolved": rep} not in references:
+            references.append({"mention": tok, "resolved": rep})
+    text = "".join(out)
+    dates = []
+    try:
+        now = datetime.fromisoformat(time)
+    except (TypeError, ValueError):
+        now = None
+    if now is not None:
+        for mention, when in _relative_dates(text, now):
+            text = text.replace(mention, f"{mention} ({when})", 1)
+            dates.append({"mention": mention, "date": when})
+    ws = words(utterance)
+    intent = ("ask" if utterance.rstrip().endswith("?") else
+              "report_change" if set(ws) & CHANGE_WORDS else
+              "plan" if set(ws) & {"will", "plan", "planning", "going", "gonna", "next"} else
+              "small_talk" if len(content_tokens(utterance)) < 3 else "inform")
+    topics = list(dict.fromkeys(content_tokens(utterance)))[:3]
+    return {"rewritten": text, "intent": intent, "topics": topics, "references": references, "dates": dates}
+
+
+# -- relation synthesis ---------------------------------------------------------------------------
+MAX_CAUSES = 3          # an event has few direct causes: the weaker candidates lose to the strongest two
+
+
+def _logistic(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def relation_between(cause: dict, effect: dict, link: dict, cosine: float) -> dict | None:
+    """Type and confidence of the relation the steward's strongest sentence link suggests.
+
+    The link (an earlier and a later utterance, its probability and the hooks they share) comes from the
+    steward's logic track; the rule reads its two utterances: the same speaker restating a slot with a
+    changed number or polarity is STATE_SUCCESSOR, near-identical events are SAME_EVENT, anything else
+    with a link is CAUSAL_FOLLOW. The confidence is the link probability.
+    """
+    by_id = {s["id"]: s for s in cause["sentences"] + effect["sentences"]}
+    old, new = by_id.get(link["source_sentence"]), by_id.get(link["target_sentence"])
+    if old is None or new is None:
+        return None
+    p = float(link["score"])
+    hooks = ", ".join(link.get("hooks", [])[:5]) or "none"
+    evidence = [old["id"], new["id"]]
+    if cosine >= 0.8 and p >= 0.5:
+        return {"type": "SAME_EVENT", "confidence": round(p, 4), "evidence": evidence,
+                "rationale": f"event cosine {cosine:.2f}; link {p:.2f} (hooks: {hooks})"}
+    state = _state_change(old, new)
+    if state:
+        return {"type": "STATE_SUCCESSOR", "confidence": round(p, 4), "evidence": evidence,
+                "rationale": f"{state}; link {p:.2f} (hooks: {hooks})"}
+    return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence,
+            "rationale": f"link {p:.2f} from u{old['id']} to u{new['id']} (hooks: {hooks}; cue "
+                         f"{link.get('cue') or 'none'}; change {'yes' if link.get('change') else 'no'})"}
+
+
+def _state_change(old: dict, new: dict) -> str:
+    """The same speaker restating a slot with a changed number or polarity."""
+    if old.get("speaker") != new.get("speaker"):
+        return ""
+    a, b = set(content_tokens(old["text"])), set(content_tokens(new["text"]))
+    if len(a & b) < 2:
+        return ""
+    na, nb = numbers(old["text"]), numbers(new["text"])
+    if na and nb and na != nb:
+        return f"numbers {sorted(na)} -> {sorted(nb)}"
+    if has_negation(old["text"]) != has_negation(new["text"]):
+        return "polarity flips"
+    return ""
+
+
+def synthesize(payload: dict) -> dict:
+    target = payload["target"]
+    relations = []
+    for cand in payload["candidates"]:
+        rel = relation_between(cand, target, cand["link"], float(cand.get("cosine", 0.0)))
+        if rel is not None:
+            relations.append({"source_id": cand["id"], "target_id": target["id"], **rel})
+    causal = sorted((r for r in relations if r["type"] == "CAUSAL_FOLLOW"), key=lambda r: -r["confidence"])
+    for r in causal[MAX_CAUSES:]:
+        r["type"] = "NONE"
+        r["rationale"] += f"; weaker than the {MAX_CAUSES} strongest candidate causes"
+    return {"relations": relations}
+
+
+def judge_merge(payload: dict) -> dict:
+    """Two adjacent fragments are one narrative when close in time, similar, and not a changed state."""
+    a, b = payload["earlier"], payload["later"]
+    cosine, gap = float(payload["cosine"]), float(payload["gap_hours"])
+    last, first = a["sentences"][-1], b["sentences"][0]
+    contradiction = bool(_state_change(last, first))
+    conf = _logistic(10 * (cosine - 0.45) - 0.5 * gap) * (0.3 if contradiction else 1.0)
+    texts = [s["text"] for s in a["sentences"] + b["sentences"]]
+    keywords = list(dict.fromkeys(t for text in texts for t in content_tokens(text)))[:10]
+    return {"merge": conf >= 0.5, "confidence": round(conf, 4),
+            "summary": " / ".join(s["text"] for s in (a["sentences"][:1] + b["sentences"][:1])),
+            "keywords": keywords,
+            "rationale": f"centroid cosine {cosine:.2f}, {gap:.1f} h apart"
+                         + ("; the later fragment changes a stated value" if contradiction else "")}

@@ -1,0 +1,62 @@
+"""Nodes: every item of memory (a turn unit, a split part, an event, a topic, a fact).
+
+`raw` is the evidence c and never changes after creation; `summary` and
+`keywords` are the regenerable descriptor whose embedding is the index vector.
+`status` is a lifecycle status declared by the engine's schema; `visible` is
+derived from it by the fold (is the status on the retrieval surface?) and is
+not part of the logged payload. `source_ids` are the dataset turn ids the node
+derives from: the provenance pointers retrieval reports. Group nodes (events,
+episodes, topics) list their evidence nodes in `members` and keep their
+statistics in `attrs` (JSON values only).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+
+TURN_KIND = "turn"       # the node kind every engine makes for an ingested dataset turn
+
+
+@dataclass
+class Node:
+    id: int
+    raw: str
+    summary: str
+    keywords: list[str]
+    time: str
+    kind: str
+    source_ids: list[str]
+    speakers: list[str] = field(default_factory=list)
+    session: str = ""
+    status: str = ""
+    created_turn: int = 0
+    made_by: str = "online"
+    members: list[int] = field(default_factory=list)
+    attrs: dict = field(default_factory=dict)
+    visible: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"u{self.id}"
+
+    @property
+    def embed_text(self) -> str:
+        """The string whose embedding is z: summary ‖ keywords."""
+        return f"{self.summary} || {', '.join(self.keywords)}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def payload(self) -> dict:
+        """What the log stores: everything but the derived `visible`."""
+        data = asdict(self)
+        data.pop("visible")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Node":
+        names = cls.__dataclass_fields__
+        return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in names})
+
+
+Unit = Node     # the All-Mem paper's word for a node; kept so engine code reads like the paper

@@ -1,0 +1,98 @@
+"""What every engine's retrieval returns: ranked nodes, each with the path that reached it.
+
+Stage names come from the engine's schema; `stages` holds milliseconds per
+stage (`<key>_ms`, plus `total_ms`). A path is a list of hops over edges that
+exist in the state the retrieval ran on, starting at the result's seed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Hop:
+    """One step of a path, from `src` to `dst` over an edge of `type`. A `reverse` hop walks a stored
+    edge against its direction (MemLoom follows CAUSAL_FOLLOW from an effect back to its cause)."""
+
+    src: int
+    dst: int
+    type: str
+    reverse: bool = False
+
+    @property
+    def edge_key(self) -> tuple[int, int, str]:
+        """The stored edge this hop walks."""
+        return (self.dst, self.src, self.type) if self.reverse else (self.src, self.dst, self.type)
+
+    def to_dict(self) -> dict:
+        d = {"from": self.src, "to": self.dst, "type": self.type}
+        if self.reverse:
+            d["reverse"] = True
+        return d
+
+
+@dataclass
+class RetrievedUnit:
+    id: int
+    visible: bool
+    score: float
+    dense: float
+    lexical: float
+    anchor: int
+    hop: int
+    path: list[Hop]
+    source_ids: list[str]
+    time: str
+    raw: str
+    kind: str
+    status: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["path"] = [h.to_dict() for h in self.path]
+        return d
+
+
+@dataclass
+class RetrievalResult:
+    query: str
+    anchors: list[tuple[int, float]]       # the seeds, ranked
+    expansion: list[dict]                  # admissions beyond the seeds, in order: id, parent, type, hop
+    candidates: list[RetrievedUnit]        # the final ranking of every candidate
+    units: list[RetrievedUnit]             # the returned top of that ranking
+    source_ids: list[str]
+    context: str
+    stages: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self, k: int | None = None) -> dict:
+        return {"query": self.query, "source_ids": self.source_ids[:k] if k else self.source_ids,
+                "units": [u.to_dict() for u in self.units], "context": self.context,
+                "anchors": [{"id": i, "score": round(s, 6)} for i, s in self.anchors],
+                "expansion": self.expansion, "stages": {k2: round(v, 3) for k2, v in self.stages.items()}}
+
+
+def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
+    """Key_src(s) = (-best(s), first(s), s) over the whole candidate ranking (All-Mem Eq. 37-39)."""
+    best: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for rank, r in enumerate(candidates):
+        for sid in r.source_ids:
+            best[sid] = max(best.get(sid, -1e18), r.score)
+            first.setdefault(sid, rank)
+    return sorted(best, key=lambda sid: (-best[sid], first[sid], sid))
+
+
+def materialize(units: list[RetrievedUnit]) -> str:
+    """`[time] raw evidence` blocks in time order: what an answering model reads."""
+    blocks = sorted(units, key=lambda r: (r.time == "", r.time, r.id))
+    return "\n\n".join(f"[{r.time}] {r.raw}" if r.time else r.raw for r in blocks)
+
+
+def path_to(uid: int, parent: dict[int, Hop | None]) -> list[Hop]:
+    """The hops from the seed to `uid` through a BFS parent map."""
+    path: list[Hop] = []
+    node = uid
+    while parent[node] is not None:
+        path.append(parent[node])
+        node = parent[node].src
+    return path[::-1]

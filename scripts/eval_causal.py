@@ -1,0 +1,99 @@
+"""Causal recovery on the team's causal suite: SCR@5, SCR@10 and chain recall@5 of every engine, side by side.
+
+Each scenario of the split is replayed into every engine (same embedder, same
+schedule), then each question is asked once; its gold evidence is the chain
+(root cause first). Prints a table per engine (overall and per category) and
+writes every figure and per-question ranking to out/causal-<split>.json.
+Tune on the validation split only.
+
+    python scripts/eval_causal.py [--split validation|test] [--engines memloom,allmem,naive,hybrid]
+                                  [--set memloom.KEY=VALUE ...] [--scenarios ID ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.embedder import Embedder  # noqa: E402
+from engine.loaders import load_conversations  # noqa: E402
+from engine.metrics import chain_recall, recall_at_k, strict_chain_recall  # noqa: E402
+from engine.replay import Schedule, replay  # noqa: E402
+from engine.session import open_session  # noqa: E402
+
+SUITE = ROOT / "datasets" / "causal"
+CATEGORY = {1: "causal chain", 2: "state succession", 4: "single-hop"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--split", default="validation", choices=["validation", "test"])
+    ap.add_argument("--engines", default="memloom,allmem,naive,hybrid")
+    ap.add_argument("--set", action="append", default=[], metavar="ENGINE.KEY=VALUE",
+                    help="override an engine setting, e.g. memloom.hop_cost=0.5 (value parsed as JSON)")
+    ap.add_argument("--schedule", default="every-3-sessions")
+    ap.add_argument("--scenarios", nargs="*")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    overrides: dict[str, dict] = defaultdict(dict)
+    for item in args.set:
+        key, value = item.split("=", 1)
+        name, field = key.split(".", 1)
+        overrides[name][field] = json.loads(value)
+    scenarios = load_conversations(SUITE / f"{args.split}.jsonl")
+    if args.scenarios:
+        scenarios = [c for c in scenarios if c.id in set(args.scenarios)]
+    embedder, work = Embedder(), Path(tempfile.mkdtemp(prefix="memwb-causal-"))
+    rows = []
+    started = time.perf_counter()
+    for conv in scenarios:
+        for name in engines:
+            eng = open_session(work / f"{conv.id}-{name}.sqlite", engine=name, settings=overrides.get(name) or None,
+                               embedder=embedder)
+            replay(eng, conv, Schedule.parse(args.schedule))
+            for q in conv.questions:
+                ranked = eng.retrieve(q.question, k=10).source_ids
+                rows.append({"engine": name, "scenario": conv.id, "question": q.id, "category": q.category,
+                             "chain": list(q.evidence), "ranked": ranked[:10],
+                             "scr5": strict_chain_recall(ranked, q.evidence, 5),
+                             "scr10": strict_chain_recall(ranked, q.evidence, 10),
+                             "cr5": chain_recall(ranked, q.evidence, 5), "r5": recall_at_k(ranked, q.evidence, 5)})
+    elapsed = time.perf_counter() - started
+
+    def mean(sub, key):
+        return round(statistics.mean(r[key] for r in sub), 4) if sub else None
+
+    result = {"split": args.split, "scenarios": len(scenarios), "questions": len(rows) // max(len(engines), 1),
+              "settings": overrides, "schedule": args.schedule, "seconds": round(elapsed, 1), "engines": {}}
+    print(f"{args.split}: {len(scenarios)} scenarios, {result['questions']} questions ({elapsed:.0f}s)")
+    print(f"{'engine':10} {'SCR@5':>7} {'SCR@10':>7} {'CR@5':>7}   " +
+          "  ".join(f"{CATEGORY.get(c, c)} SCR@5/CR@5" for c in sorted({r['category'] for r in rows})))
+    for name in engines:
+        mine = [r for r in rows if r["engine"] == name]
+        cats = {c: [r for r in mine if r["category"] == c] for c in sorted({r["category"] for r in mine})}
+        result["engines"][name] = {"scr5": mean(mine, "scr5"), "scr10": mean(mine, "scr10"), "cr5": mean(mine, "cr5"),
+                                   "by_category": {str(c): {"n": len(sub), "scr5": mean(sub, "scr5"),
+                                                            "scr10": mean(sub, "scr10"), "cr5": mean(sub, "cr5")}
+                                                   for c, sub in cats.items()}}
+        e = result["engines"][name]
+        print(f"{name:10} {e['scr5']:7.3f} {e['scr10']:7.3f} {e['cr5']:7.3f}   " +
+              "  ".join(f"{mean(sub, 'scr5'):.3f}/{mean(sub, 'cr5'):.3f} (n={len(sub)})" for sub in cats.values()))
+    result["questions_detail"] = rows
+    out = Path(args.out or ROOT / "out" / f"causal-{args.split}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

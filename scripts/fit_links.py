@@ -1,0 +1,86 @@
+"""Fit the link model of `engine/links.py` on the causal suite's validation split, and report both splits.
+
+Positives: each gold chain's consecutive turns (earlier -> later); negatives: every
+other earlier turn of the same scenario. Logistic regression with a small L2
+penalty, fit by Newton's method in numpy. Prints the weights to paste into
+`engine/links.py` and, per split, how often the true predecessor of a chain
+turn ranks first / in the top 3 among all earlier turns.
+
+    python scripts/fit_links.py
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.embedder import Embedder  # noqa: E402
+from engine.links import BIAS, FEATURES, WEIGHTS, LinkScorer, Utterance  # noqa: E402
+from engine.loaders import load_conversations  # noqa: E402
+from engine.text import strip_speaker  # noqa: E402
+
+SUITE = ROOT / "datasets" / "causal"
+
+
+def pairs(split: str, embedder: Embedder):
+    """(features, label, group) for every (chain turn, earlier turn) pair of the split."""
+    X, y, groups = [], [], []
+    for conv in load_conversations(SUITE / f"{split}.jsonl"):
+        sess = {s: i for i, s in enumerate(conv.sessions)}
+        utts = [Utterance(i, t.speaker, strip_speaker(t.raw)[1], sess[t.session]) for i, t in enumerate(conv.turns)]
+        scorer = LinkScorer(utts, embedder.embed([u.text for u in utts]))
+        index = {t.id: i for i, t in enumerate(conv.turns)}
+        for q in conv.questions:
+            chain = [index[e] for e in q.evidence]
+            for a, b in zip(chain, chain[1:]):
+                earlier = list(range(b))
+                F = scorer.features([b], earlier)[0]
+                X.extend(F)
+                y.extend(int(i == a) for i in earlier)
+                groups.extend([(conv.id, q.id, b)] * len(earlier))
+    return np.array(X), np.array(y), groups
+
+
+def fit(X: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50) -> tuple[np.ndarray, float]:
+    A = np.hstack([X, np.ones((len(X), 1))])
+    w = np.zeros(A.shape[1])
+    reg = np.full(A.shape[1], l2)
+    reg[-1] = 0.0
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-A @ w))
+        grad = A.T @ (p - y) + reg * w
+        H = (A * (p * (1 - p))[:, None]).T @ A + np.diag(reg)
+        w -= np.linalg.solve(H, grad)
+    return w[:-1], float(w[-1])
+
+
+def ranks(X, y, groups, w, b) -> np.ndarray:
+    scores = X @ w + b
+    by: dict = {}
+    for g, label, s in zip(groups, y, scores):
+        by.setdefault(g, []).append((s, label))
+    return np.array([1 + sum(s > next(t for t, lab in items if lab) for s, _ in items) for items in by.values()])
+
+
+def main() -> int:
+    embedder = Embedder()
+    Xv, yv, gv = pairs("validation", embedder)
+    w, b = fit(Xv, yv)
+    print("fit on validation:", len(gv), "pairs,", int(yv.sum()), "links")
+    print("WEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
+    print("  (" + ", ".join(FEATURES) + ")")
+    for split in ("validation", "test"):
+        X, y, g = (Xv, yv, gv) if split == "validation" else pairs(split, embedder)
+        for label, (ww, bb) in (("fit now", (w, b)), ("in engine/links.py", (WEIGHTS, BIAS))):
+            r = ranks(X, y, g, ww, bb)
+            print(f"{split:10} {label:20} links={len(r)} top1={np.mean(r == 1):.3f} top3={np.mean(r <= 3):.3f} "
+                  f"median rank={np.median(r):.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The contract every registered engine must pass, run for each one in the registry.
+
+Replay a fixture; `at(t)` equals a fresh fold to t; undo of a run restores the
+exact prior state; every hop of every provenance path is an edge of the state
+the retrieval ran on; export lists every node with its status; the store's
+tables equal the fold; the schema describes what the engine actually writes.
+"""
+from __future__ import annotations
+
+import pytest
+
+from engine.conversation import Conversation
+from engine.engines import engine_class, engine_schema, known_engines
+from engine.interface import BaseEngine, MemoryEngine, UndoError
+from engine.loaders import load_conversation
+from engine.replay import Schedule, replay
+from engine.session import open_session
+from engine.state import MemoryState
+from engine.store import rows_of
+from tests.conftest import ROOT
+
+DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
+ENGINES = known_engines()
+TURNS = 48                      # sessions 1-3 and the start of 4 of the demo
+
+
+@pytest.fixture(scope="module")
+def demo() -> Conversation:
+    conv = load_conversation(DEMO)
+    return Conversation(conv.id, conv.turns[:TURNS], [q for q in conv.questions], conv.speakers, conv.source)
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def replayed(request, demo, tmp_path_factory):
+    """An engine of each kind holding the fixture, with checkpoints every few records."""
+    eng = open_session(tmp_path_factory.mktemp(request.param) / "m.sqlite", engine=request.param)
+    eng.store.checkpoint_every = 25
+    replay(eng, demo, Schedule.parse("every-1-sessions"))
+    return eng
+
+
+def comparable(state: MemoryState) -> dict:
+    """Everything a fold determines, in plain values."""
+    return {**rows_of(state), "buffers": state.buffers, "engine_state": state.engine_state,
+            "turn": state.turn, "turn_ids": state.turn_ids, "runs": {k: vars(r) for k, r in state.runs.items()}}
+
+
+def test_registry_gives_engines_that_implement_the_interface():
+    assert {"allmem", "naive", "hybrid"} <= set(ENGINES)
+    for name in ENGINES:
+        cls = engine_class(name)
+        assert cls.name == name and engine_schema(name) is cls.schema and issubclass(cls, BaseEngine)
+    with pytest.raises(ValueError, match="known engines: allmem"):
+        engine_class("no-such-engine")
+
+
+def test_replay_fills_memory_as_the_schema_says(replayed, demo):
+    eng, schema = replayed, replayed.schema
+    assert isinstance(eng, MemoryEngine)
+    st = eng.state
+    assert st.turn == TURNS and st.turn_ids == [t.id for t in demo.turns]
+    assert set(st.turn_units) == {t.id for t in demo.turns}
+    assert {u.kind for u in st.nodes.values()} <= {k.name for k in schema.node_kinds}
+    assert {u.status for u in st.nodes.values()} <= {s.name for s in schema.statuses}
+    assert {t for _, _, t in st.edges} <= {e.name for e in schema.edge_types}
+    assert all(u.visible == (u.status in schema.surface_statuses) for u in st.nodes.values())
+    assert sorted(eng.index.ids) == st.visible_ids
+    for u in st.nodes.values():
+        if u.kind == "turn":
+            assert u.raw == next(t.raw for t in demo.turns if t.id == u.source_ids[0])
+    for old, new in schema.transitions:
+        assert schema.status(old) and schema.status(new)
+    operators = {o.name for o in schema.operators}
+    assert all(p.op in operators or p.status == "skipped" for p in st.proposals.values())
+    assert all(p.reason_code in {c.code for c in schema.reason_codes} for p in st.proposals.values()
+               if p.reason_code)
+    assert all(r.process in {p.name for p in schema.processes} for r in st.runs.values())
+
+
+def test_at_turn_equals_a_fresh_fold(replayed):
+    eng = replayed
+    for t in (1, 9, 17, 30, TURNS):
+        view = eng.at(upto_turn=t)
+        fresh = MemoryState.fold(eng.store.ops(), schema=eng.schema, upto_turn=t)
+        assert comparable(view.state) == comparable(fresh)
+        assert comparable(eng.store.load_state(upto_turn=t, checkpoints=False)) == comparable(fresh)
+        assert view.state.turn == t and sorted(view.index.ids) == view.state.visible_ids
+    assert comparable(eng.at().state) == comparable(eng.state)
+
+
+def test_store_tables_equal_the_fold(replayed):
+    assert replayed.store.table_rows() == rows_of(replayed.state) == rows_of(replayed.store.load_state(
+        checkpoints=False))
+
+
+def test_export_lists_every_node_with_its_status(replayed):
+    data = replayed.export()
+    assert [u["id"] for u in data["units"]] == sorted(replayed.state.nodes)
+    for u in data["units"]:
+        node = replayed.state.nodes[u["id"]]
+        assert u["status"] == node.status and u["visible"] == node.visible and u["kind"] == node.kind
+    assert {(e["src"], e["dst"], e["type"]) for e in data["edges"]} == set(replayed.state.edges)
+
+
+def test_every_provenance_hop_is_an_edge_of_that_state(replayed, demo):
+    eng = replayed
+    stage_keys = {f"{s.key}_ms" for s in eng.schema.stages}
+    for turn in (20, TURNS):
+        view = eng.at(upto_turn=turn)
+        for q in demo.questions[:8]:
+            res = view.retrieve(q.question, k=5)
+            assert stage_keys | {"total_ms"} == set(res.stages)
+            assert res.units and len(res.source_ids) == 5
+            for r in res.candidates:
+                node = view.state.nodes[r.id]
+                assert r.status == node.status and r.visible == node.visible and r.source_ids == node.source_ids
+                assert view.state.nodes[r.anchor].visible                         # paths start on the surface
+                at = r.anchor
+                for hop in r.path:
+                    assert hop.src == at and hop.edge_key in view.state.edges
+                    at = hop.dst
+                assert at == r.id and len(r.path) == r.hop
+
+
+def test_undo_of_a_run_restores_the_exact_prior_state(demo, tmp_path):
+    for name in ENGINES:
+        eng = open_session(tmp_path / f"{name}.sqlite", engine=name)
+        replay(eng, demo, Schedule.parse("manual"))
+        if not eng.processes():
+            with pytest.raises(UndoError):
+                eng.undo_last_run()
+            continue
+        before = comparable(eng.state)
+        ran = [eng.consolidate(p) for p in eng.processes() if eng.process(p).pending()]
+        assert ran, f"{name}: the fixture gave its processes nothing to do"
+        changed = comparable(eng.state)
+        assert changed["node"] != before["node"] and changed["edge"] != before["edge"], \
+            f"{name}: the run changed nothing, undo proves nothing"
+        for _ in ran:
+            eng.undo_last_run()
+        after = comparable(eng.state)
+        for key in ("node", "edge", "buffers", "engine_state", "turn", "turn_ids"):
+            assert after[key] == before[key], f"{name}: undo left {key} different"
+        assert comparable(eng.store.load_state()) == after
+        assert eng.store.table_rows() == rows_of(eng.state)

@@ -1,0 +1,158 @@
+"""MemLoom: HDRA routing, the event FSM (property-tested), the steward's contract, atomic snapshot reads."""
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.engines import engine_schema
+from engine.loaders import load_conversation
+from engine.oplog import OpKind
+from engine.replay import Schedule, replay
+from engine.session import open_session
+from engine.state import MemoryState
+from tests.conftest import ROOT, turn
+
+DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
+SCHEMA = engine_schema("memloom")
+
+POOL = [
+    ("Ana", "Our landlord sold the building, so we all got a notice to leave by March."),
+    ("Ben", "Oh no, that's so little time. Where will you look?"),
+    ("Ana", "Nothing near the lab fits our budget, so we're looking at Riverside."),
+    ("Cleo", "Riverside has a huge park and a slow train."),
+    ("Ana", "We moved to Riverside last weekend, the commute is an hour each way."),
+    ("Ben", "I adopted a grey kitten called Miso from the shelter."),
+    ("Ana", "I missed two deadlines because of all the time on the train."),
+    ("Cleo", "The band rehearsal moved to Thursday, that's settled."),
+    ("Ben", "My knee is injured, so I had to quit the football team."),
+    ("Cleo", "Ok."),
+]
+
+action = st.one_of(
+    st.tuples(st.just("ingest"), st.integers(0, len(POOL) - 1), st.booleans()),
+    st.tuples(st.just("steward"), st.integers(0, 2 ** 16), st.booleans()),
+    st.tuples(st.just("undo"), st.just(0), st.just(False)),
+)
+
+
+def check_log(eng) -> None:
+    """Replay the log record by record: every transition legal, no evidence into closed/archived events."""
+    state = MemoryState(schema=SCHEMA)
+    for op in eng.store.ops():
+        p = op.payload
+        if op.kind == OpKind.STATUS_CHANGED and not (p.get("cause") or {}).get("undo_of"):
+            assert SCHEMA.legal(p["was"], p["status"]), f"illegal {p['was']} -> {p['status']} at seq {op.seq}"
+            assert state.nodes[p["node"]].status == p["was"]
+        if not (op.run_id or "").startswith("undo-"):
+            if op.kind == OpKind.NODE_UPDATED and "members" in p["changes"]:
+                assert state.nodes[p["node"]].status in ("provisional", "active"), \
+                    f"evidence added to a {state.nodes[p['node']].status} event at seq {op.seq}"
+            if op.kind == OpKind.EDGE_ADDED and p["edge"]["type"] == "evidence" and p["edge"]["src"] in state.nodes:
+                assert state.nodes[p["edge"]["src"]].status not in ("closed", "archived"), \
+                    f"evidence pointer from a closed/archived event at seq {op.seq}"
+        state.apply(op)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(actions=st.lists(action, min_size=4, max_size=16))
+def test_event_fsm_invariants_over_random_sequences(tmp_path_factory, actions):
+    eng = open_session(tmp_path_factory.mktemp("ml") / "m.sqlite", engine="memloom")
+    eng.store.checkpoint_every = 9
+    n, session = 0, 1
+    for kind, arg, flag in actions:
+        if kind == "ingest":
+            n += 1
+            session += int(flag)
+            speaker, text = POOL[arg]
+            t = turn(n % 60, speaker, text, session=str(session), day=min(session, 28))
+            eng.ingest(t.__class__(**{**t.__dict__, "id": f"T{n}"}))
+        elif kind == "steward" and eng.pending():
+            if flag:
+                eng.consolidate()
+            else:
+                props = [p for p in eng.propose(manual=True) if p.status == "pending"]
+                eng.apply({p.id: bool((arg >> i) & 1) for i, p in enumerate(props)}, decided_by="prop-test")
+        elif kind == "undo" and eng.state.last_committed_run() is not None:
+            try:
+                eng.undo_last_run()
+            except Exception as exc:
+                assert "not the latest" in str(exc)
+        check_log(eng)
+        assert eng.store.load_state(checkpoints=False).nodes.keys() == eng.state.nodes.keys()
+
+
+def test_hdra_score_and_routing_decision(make_engine):
+    from engine.engines.memloom.online import g
+
+    assert g(0.5) == pytest.approx(0.5) and g(0.3) == pytest.approx(1 / (1 + math.exp(2)))
+    eng = make_engine(engine="memloom")
+    r1 = eng.ingest(turn(1, "Ana", "The plumber fixed our leaking kitchen sink this morning.", "1", 1))
+    r2 = eng.ingest(turn(2, "Ben", "Great, was the leaking sink under the kitchen window?", "1", 1))
+    r3 = eng.ingest(turn(3, "Ana", "Separately, the quarterly tax forms are due to the accountant.", "1", 1))
+    assert r1.details["routing"]["decision"] == "NEW_EVENT" and r1.details["routing"]["candidates"] == []
+    c = r2.details["routing"]["candidates"][0]
+    s = eng.settings
+    expect = min(1.0, s.alpha * g(c["cosine"]) + s.beta * math.exp(-s.lam * c["delta_days"]) + s.gamma * c["b_sw"])
+    assert c["score"] == pytest.approx(expect, abs=1e-4)
+    assert r2.details["routing"]["decision"] == "CONTINUE" and r2.details["routing"]["chosen"] == r1.created[1]
+    assert r3.details["routing"]["decision"] == "NEW_EVENT"
+    assert r3.details["routing"]["candidates"][0]["score"] < s.tau_new
+    event = eng.state.nodes[r1.created[1]]
+    assert event.members == [r1.unit_id, r2.unit_id] and event.attrs["n"] == 2
+    assert event.attrs["p"] == {"Ana": 0.5, "Ben": 0.5} and event.status == "active"     # matured with the reply
+    moved = [op for op in eng.store.ops(kinds=[OpKind.STATUS_CHANGED])]
+    assert moved and moved[0].payload["cause"]["rule"] == "maturity" and moved[0].payload["cause"]["M"] >= s.tau_maturity
+
+
+def test_router_rewrites_without_touching_raw(make_engine):
+    eng = make_engine(engine="memloom")
+    eng.ingest(turn(1, "Ben", "How was the trip?", "1", 6))
+    r = eng.ingest(turn(2, "Ana", "I got back yesterday and you would love my photos.", "1", 6))
+    node = eng.state.nodes[r.unit_id]
+    assert node.raw == "Ana: I got back yesterday and you would love my photos."
+    assert "Ana got back yesterday (2024-01-05)" in node.summary and "Ben would love Ana's photos" in node.summary
+    assert node.attrs["dates"] == [{"mention": "yesterday", "date": "2024-01-05"}]
+
+
+def test_reader_during_steward_runs_sees_one_whole_snapshot(tmp_path):
+    """A reader thread polling the published snapshot while steward runs commit sees old or new, never a mix."""
+    conv = load_conversation(DEMO)
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom")
+    observed, stop, errors = [], threading.Event(), []
+
+    def look(view) -> tuple:
+        if view is None:
+            return (0, frozenset(), frozenset())
+        st_ = view.state
+        return (st_.engine_state["snapshot"]["version"],
+                frozenset(e.id for e in st_.nodes.values() if e.attrs.get("published")),
+                frozenset(k for k in st_.edges if k[2] in ("CAUSAL_FOLLOW", "TEMPORAL_NEXT", "STATE_SUCCESSOR",
+                                                            "SAME_EVENT")))
+
+    def reader():
+        try:
+            while not stop.is_set():
+                observed.append(look(eng.published_view()))
+        except Exception as exc:        # surfaced below
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        replay(eng, conv, Schedule.parse("every-1-sessions"))
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    published = {(0, frozenset(), frozenset())}
+    for run in sorted(eng.state.runs.values(), key=lambda r: r.last_seq):
+        state = eng.store.load_state(upto_seq=run.last_seq)
+        published.add(look(type("V", (), {"state": state})()))
+    assert len(published) >= 4 and len(set(observed)) >= 2
+    assert set(observed) <= published
