@@ -145,9 +145,10 @@ ROUTING = {"decision": "CONTINUE", "tau_new": 0.3, "chosen": 6,
 
 def test_routing_frame_lists_every_candidate_against_the_threshold():
     frame = lv.routing_frame(ROUTING, _state())
+    assert list(frame.columns[:5]) == ["rank", "event", "chosen", "score S_j", "vs τ_new"]
     assert list(frame["event"]) == ["u6", "u2"] and list(frame["score S_j"]) == [0.42, 0.21]
     assert list(frame["vs τ_new"]) == ["≥ 0.3", "< 0.3"] and list(frame["chosen"]) == ["◀ chosen", ""]
-    assert list(frame["Δ days"]) == [0.002, 0.001] and list(frame["B_sw (short window)"]) == [1, 0]
+    assert list(frame["Δ days"]) == [0.002, 0.001] and list(frame["B_sw"]) == [1, 0]
     assert list(frame["status now"]) == ["provisional", "closed"]
     extra = lv.routing_frame({**ROUTING, "candidates": [{"event": 6, "score": 0.5, "novelty": 0.1}]}, _state())
     assert "novelty" in extra.columns                                  # unknown figures keep their name

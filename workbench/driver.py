@@ -245,9 +245,23 @@ def tall_screenshot(page, path: Path, max_height: int = 4200) -> None:
 CAUSAL_QUESTION = "q7"              # "Why has Maya been missing deadlines?" (the demo's causal chain)
 
 
+def routing_showcase_turn(engine: str = "memloom", upto: str = "D6:6") -> int:
+    """The demo turn (up to `upto`) whose routing decision shows the most: an FSM transition, then the most
+    candidates (up to 6), then the latest. Read from the log of a scratch replay, so the tour follows the engine."""
+    from engine.oplog import OpKind
+    from workbench.model import DEMO_PATH, Workbench
+
+    wb = Workbench.open(DEMO_PATH, None, engine=engine)
+    wb.jump(demo_turn_after(upto))
+    shown = {op.turn: len((op.payload.get("routing") or {}).get("candidates") or [])
+             for op in wb.engine.store.ops(kinds=[OpKind.TURN_INGESTED])}
+    moved = {op.turn for op in wb.engine.store.ops(kinds=[OpKind.STATUS_CHANGED]) if not op.run_id}
+    return max(shown, key=lambda t: (t in moved, min(shown[t], 6), t))
+
+
 def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
-    """The MemLoom tour (start the app with MEMWB_ENGINE=memloom): the routing decision of a turn that joins
-    an event, a steward run reviewed in the queue (relations with their cited evidence) and applied by the
+    """The MemLoom tour (start the app with MEMWB_ENGINE=memloom): the routing decision of a turn (with an FSM
+    transition and several candidate events), a steward run reviewed in the queue (relations with their cited evidence) and applied by the
     gate, the event FSM on the graph with the lifecycle timeline, and the causal question q7 with its path.
     Returns each page's visible text; screenshots 6_memloom_graph, 7_memloom_retrieval, 8_memloom_replay and
     9_memloom_consolidation."""
@@ -261,7 +275,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
     wait_idle(page)
-    routed = demo_turn_after("D5:15")
+    routed = routing_showcase_turn()
     jump_to_turn(page, routed)
     expect(page.get_by_text(f"Turn · {routed} /")).to_be_visible()
     expect(page.get_by_text("Routing decision", exact=False).first).to_be_visible()
@@ -311,7 +325,8 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     options = page.get_by_role("option")
     options.nth(1).wait_for()                                 # "all results", then the results
     page.wait_for_timeout(500)
-    for pattern in (r"\(reverse\).*\(reverse\)", r"\(reverse\)", r"—evidence→"):
+    for pattern in (r"CAUSAL_FOLLOW \(reverse\)", r"CAUSAL_FOLLOW.*CAUSAL_FOLLOW", r"\(reverse\)", r"CAUSAL_FOLLOW",
+                    r"—evidence→"):
         found = options.filter(has_text=re.compile(pattern))
         if found.count():
             found.first.click()

@@ -37,7 +37,7 @@ LANE_PX = 20
 FALLBACK_COLORS = ("#4e79a7", "#8c8c8c", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#e15759")
 CAUSE_LABELS = {"tau": "τ", "tau_new": "τ_new", "delta_days": "Δ days", "b_sw": "B_sw",
                 "from_session": "from session", "to_session": "to session", "undo_of": "undo of"}
-CANDIDATE_LABELS = {"event": "event", "cosine": "cosine", "delta_days": "Δ days", "b_sw": "B_sw (short window)",
+CANDIDATE_LABELS = {"event": "event", "cosine": "cosine", "delta_days": "Δ days", "b_sw": "B_sw",
                     "score": "score S_j"}
 ATTR_LABELS = {"n": "n (evidence count)", "p": "p (participant distribution)", "V": "V (token mass)",
                "H": "H (participant entropy)", "M": "M (maturity)", "last_time": "last evidence time",
@@ -282,14 +282,15 @@ def routing_frame(routing: dict, state: MemoryState) -> pd.DataFrame:
     for rank, c in enumerate(routing.get("candidates") or [], 1):
         eid = c.get("event")
         node = state.nodes.get(eid) if isinstance(eid, int) else None
-        row = {"rank": rank, "event": f"u{eid}"}
-        for key, value in c.items():
-            if key != "event":
-                row[CANDIDATE_LABELS.get(key, key)] = value
+        row = {"rank": rank, "event": f"u{eid}", "chosen": "◀ chosen" if eid == chosen else ""}
         score = c.get("score")
-        if isinstance(score, (int, float)) and isinstance(tau, (int, float)):
-            row["vs τ_new"] = f"≥ {tau:g}" if score >= tau else f"< {tau:g}"
-        row["chosen"] = "◀ chosen" if eid == chosen else ""
+        if isinstance(score, (int, float)):
+            row[CANDIDATE_LABELS["score"]] = score
+            if isinstance(tau, (int, float)):
+                row["vs τ_new"] = f"≥ {tau:g}" if score >= tau else f"< {tau:g}"
+        for key, value in c.items():
+            if key not in ("event", "score"):
+                row[CANDIDATE_LABELS.get(key, key)] = value
         row["status now"] = "gone" if node is None else node.status
         row["summary"] = "" if node is None else node.summary
         rows.append(row)
@@ -347,7 +348,7 @@ def routing_figure(routing: dict) -> go.Figure:
     top = max([c.get("score", 0.0) for c in cands] + [tau if isinstance(tau, (int, float)) else 0.0, 0.1])
     fig.update_layout(height=90 + 26 * max(1, len(cands)), margin={"l": 10, "r": 10, "t": 30, "b": 40},
                       xaxis={"title": {"text": "routing score S_j (orange: chosen event)"},
-                             "range": [0, min(1.05, top * 1.25) if top <= 1 else top * 1.25]},
+                             "range": [0, min(1.1, top * 1.35) if top <= 1 else top * 1.35]},
                       yaxis={"categoryorder": "array", "categoryarray": labels[::-1]}, showlegend=False,
                       plot_bgcolor="#ffffff")
     return fig

@@ -218,6 +218,14 @@ def _status_label(schema, status: str) -> str:
     return spec.label if spec else (status or "—")
 
 
+CANDIDATE_HELP = {"score S_j": "the candidate's routing score, compared with the threshold τ_new",
+                  "cosine": "cosine of the new record with the candidate's centroid",
+                  "Δ days": "days since the candidate's last evidence",
+                  "B_sw": "1 when the candidate took evidence within the short window of turns",
+                  "vs τ_new": "the score against the routing threshold",
+                  "status now": "the candidate's status at the cursor"}
+
+
 def transitions_table(schema, state, transitions: list[dict]) -> pd.DataFrame:
     """One row per status change: node, from, to, the rule that fired and its figures."""
     return pd.DataFrame([
@@ -238,10 +246,11 @@ def render_routing(wb, effects: TurnEffects) -> None:
     if frame.empty:
         st.caption("No joinable candidate when the turn arrived.")
     else:
-        numbers = {c: st.column_config.NumberColumn(c, format="%.3f") for c in frame.columns
-                   if c not in ("rank", "event", "chosen", "vs τ_new", "status now", "summary", "B_sw (short window)")
-                   and pd.api.types.is_float_dtype(frame[c])}
-        st.dataframe(frame, hide_index=True, width="stretch", column_config=numbers)
+        config = {c: st.column_config.NumberColumn(c, format="%.3f", help=CANDIDATE_HELP.get(c))
+                  for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
+        config.update({c: st.column_config.Column(c, help=CANDIDATE_HELP[c]) for c in frame.columns
+                       if c in CANDIDATE_HELP and c not in config})
+        st.dataframe(frame, hide_index=True, width="stretch", column_config=config)
         st.plotly_chart(routing_figure(routing), width="stretch", key=f"routing_chart:{effects.turn_no}")
     chosen = routing.get("chosen")
     if isinstance(chosen, int):

@@ -140,7 +140,6 @@ class MemLoomEngine(BaseEngine):
         self.check_new_turn(turn)
         turn_no = state.turn + 1
         tx = Tx(state, turn=turn_no, actor="online", isolated=False)     # ops apply at commit
-        closed = self._close_on_session_shift(tx, turn)
         routed = {"rewritten": strip_speaker(turn.raw)[1], "intent": "", "topics": [], "references": [],
                   "dates": []}
         if not s.has("no-router"):
@@ -166,6 +165,7 @@ class MemLoomEngine(BaseEngine):
             decision = routing["decision"] = "GATED"
         tx.emit(OpKind.TURN_INGESTED, {"turn_id": turn.id, "index": turn.index, "session": turn.session,
                                        "routing": routing})
+        closed = self._close_on_session_shift(tx, turn)
         tx.create_node(sentence)
         created = [sentence.id]
         if decision == "NEW_EVENT":
@@ -189,13 +189,15 @@ class MemLoomEngine(BaseEngine):
         routing["chosen"] = eid
         edge = Edge(eid, sentence.id, Rel.EVIDENCE, "online", None, turn_no)
         tx.emit(OpKind.EDGE_ADDED, {"edge": edge.to_dict()})
+        routing["maturity"] = {"event": eid, "M": round(online.maturity(s, stats), 4), "tau": s.tau_maturity,
+                               "n": stats["n"], "H": round(online.entropy(stats["p"]), 4), "V": stats["V"]}
         transitions = self._lifecycle(tx, eid, status, stats, turn)
         tx.push_buffer(REALTIME, [(sentence.id, [])])
         if eid not in state.buffer(STEWARD):
             tx.push_buffer(STEWARD, [(eid, [])])
         ops = self.commit(tx.ops)
         routing.update({"closed": closed, "transitions": transitions})
-        return IngestReport(turn_id=turn.id, unit_id=sentence.id, anchors=[(c.event, c.score) for c in cands[:5]],
+        return IngestReport(turn_id=turn.id, unit_id=sentence.id, anchors=[],
                             edges=[edge], buffer_size=len(state.buffer(REALTIME)), ops=ops, created=created,
                             details={"routing": routing})
 
