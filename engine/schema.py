@@ -93,6 +93,15 @@ class ReasonSpec:
     description: str
 
 
+def llm_reasons() -> tuple[ReasonSpec, ...]:
+    """The reason codes of the LLM boundary, which every engine that calls an LLM declares."""
+    from engine.proposal import LLMReason
+
+    return (ReasonSpec(LLMReason.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
+            ReasonSpec(LLMReason.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),
+            ReasonSpec(LLMReason.LLM_FAIL, "the backend did not answer"))
+
+
 @dataclass(frozen=True)
 class StageSpec:
     """A retrieval stage. `shows` is what the stage produced: seeds, expansion, ranking or context.

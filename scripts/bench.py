@@ -8,7 +8,6 @@ in tests.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import write_json  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
@@ -67,10 +67,7 @@ def main() -> int:
     print(f"retrieval over {len(questions)} questions (ms):")
     for name, s in result["retrieval_ms"].items():
         print(f"  {name:10s} p50={s['p50']:8.3f}  p95={s['p95']:8.3f}  mean={s['mean']:8.3f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"written to {out}")
+    write_json(args.out, result)
     return 0
 
 

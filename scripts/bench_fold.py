@@ -11,7 +11,6 @@ embedding cache). Prints the figures and writes them to out/bench_fold.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import write_json  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
@@ -68,10 +68,7 @@ def main() -> int:
           f"nearest checkpoint at seq {result['checkpoint_seq']})")
     print(f"fold from the first record: {full_ms:.1f} ms   fold from the checkpoint: {ckpt_ms:.1f} ms   "
           f"whole at(turn) view: {view_ms:.1f} ms   (median of {args.repeat})")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"written to {out}")
+    write_json(args.out, result)
     return 0
 
 

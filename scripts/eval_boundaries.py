@@ -12,7 +12,6 @@ the means and writes per-meeting figures to out/boundaries.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -21,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from results import parse_overrides, write_json  # noqa: E402
 
 from engine.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
@@ -42,11 +43,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "out" / "boundaries.json"))
     args = ap.parse_args()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    overrides: dict[str, dict] = {}
-    for item in args.set:
-        key, value = item.split("=", 1)
-        name, field = key.split(".", 1)
-        overrides.setdefault(name, {})[field] = json.loads(value)
+    overrides = parse_overrides(args.set)
     files = sorted(Path(args.dir).glob("*.json"))[: args.limit]
     embedder, work = Embedder(), Path(tempfile.mkdtemp(prefix="memwb-qmsum-"))
     rows, started = [], time.perf_counter()
@@ -77,10 +74,7 @@ def main() -> int:
         s = summary[system]
         print(f"{system:12} {s['pk']:6.3f} {s['window_diff']:6.3f} {s['delta_b']:7.2f} {s['delta_b_rate']:8.2f} "
               f"{s['boundaries']:10.1f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meetings": len(files), "summary": summary, "rows": rows}, indent=1))
-    print(f"written to {out}")
+    write_json(args.out, {"meetings": len(files), "summary": summary, "rows": rows})
     return 0
 
 

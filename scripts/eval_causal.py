@@ -12,17 +12,16 @@ Tune on the validation split only.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import parse_overrides, write_json  # noqa: E402
 from engine.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from engine.metrics import chain_recall, recall_at_k, strict_chain_recall  # noqa: E402
@@ -44,11 +43,7 @@ def main() -> int:
     ap.add_argument("--out")
     args = ap.parse_args()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    overrides: dict[str, dict] = defaultdict(dict)
-    for item in args.set:
-        key, value = item.split("=", 1)
-        name, field = key.split(".", 1)
-        overrides[name][field] = json.loads(value)
+    overrides = parse_overrides(args.set)
     scenarios = load_conversations(SUITE / f"{args.split}.jsonl")
     if args.scenarios:
         scenarios = [c for c in scenarios if c.id in set(args.scenarios)]
@@ -88,10 +83,7 @@ def main() -> int:
         print(f"{name:10} {e['scr5']:7.3f} {e['scr10']:7.3f} {e['cr5']:7.3f}   " +
               "  ".join(f"{mean(sub, 'scr5'):.3f}/{mean(sub, 'cr5'):.3f} (n={len(sub)})" for sub in cats.values()))
     result["questions_detail"] = rows
-    out = Path(args.out or ROOT / "out" / f"causal-{args.split}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"written to {out}")
+    write_json(args.out or ROOT / "out" / f"causal-{args.split}.json", result)
     return 0
 
 

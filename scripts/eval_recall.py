@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import write_json  # noqa: E402
 from engine.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from engine.metrics import ndcg_at_k, recall_at_k  # noqa: E402
@@ -90,10 +91,7 @@ def main() -> int:
     print(f"R@{args.k} over {len(rows)} questions (LoCoMo categories 1-4): "
           + " ".join(f"{name}={result[name]['recall']:.4f}" for name in engines))
     print(f"N@{args.k}: " + " ".join(f"{name}={result[name]['ndcg']:.4f}" for name in engines))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"written to {out}")
+    write_json(args.out, result)
     return 0
 
 

@@ -119,6 +119,50 @@ def demo_turn_after(turn_id: str) -> int:
     return next(i for i, t in enumerate(turns) if t.id == turn_id) + 1
 
 
+def _shooter(page, shots: Path | None):
+    def shot(name: str) -> None:
+        if shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    return shot
+
+
+def _open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
+    """Open the app, press Next `steps` times, then jump to just after `turn_id`."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    for _ in range(steps):
+        click(page, "Next ▶")
+    jump_to_turn(page, demo_turn_after(turn_id))
+    expect(page.get_by_text(f"Turn · {demo_turn_after(turn_id)} /")).to_be_visible()
+
+
+def _look(page, texts: dict, shot, key: str, shot_name: str, page_title: str | None = None,
+          wait_ms: int = 0) -> None:
+    """Open a page (unless already there), keep its visible text under `key`, take its screenshot."""
+    if page_title:
+        open_page(page, page_title)
+    if wait_ms:
+        page.wait_for_timeout(wait_ms)
+    texts[key] = page.inner_text("body")
+    shot(shot_name)
+
+
+def _ask_free_query(page, texts: dict, shot, query: str) -> None:
+    open_page(page, "Retrieval")
+    page.get_by_text("Free query", exact=True).click()
+    wait_idle(page)
+    box = page.get_by_role("textbox", name="Query", exact=True)
+    box.fill(query)
+    box.press("Enter")
+    wait_idle(page, 2500)
+    texts["retrieval"] = page.inner_text("body")
+    shot("4_retrieval")
+
+
 def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     """The two-minute demo, as a new user does it; returns each page's visible text.
 
@@ -129,21 +173,9 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     """
     from playwright.sync_api import expect
 
-    def shot(name: str) -> None:
-        if shots is not None:
-            shots.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-
-    texts: dict[str, str] = {}
-    page.goto(url)
-    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
-    click(page, "Next ▶")
-    click(page, "Next ▶")
-    jump_to_turn(page, demo_turn_after("D5:9"))
-    expect(page.get_by_text(f"Turn · {demo_turn_after('D5:9')} /")).to_be_visible()
-    texts["replay"] = page.inner_text("body")
-    shot("1_replay")
+    shot, texts = _shooter(page, shots), {}
+    _open_at_demo_turn(page, url, "D5:9", steps=2)
+    _look(page, texts, shot, "replay", "1_replay")
 
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
@@ -159,30 +191,15 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     apply.click()
     wait_idle(page, 1000)
     expect(page.get_by_text(re.compile(r"run-\d+ applied: 1 applied"))).to_be_visible()
-    texts["consolidation"] = page.inner_text("body")
-    shot("3_consolidation")
-
-    open_page(page, "Memory graph")
-    page.wait_for_timeout(2500)
-    texts["graph"] = page.inner_text("body")
-    shot("2_memory_graph")
-
-    open_page(page, "Retrieval")
-    page.get_by_text("Free query", exact=True).click()
-    wait_idle(page)
-    box = page.get_by_role("textbox", name="Query", exact=True)
-    box.fill(UPDATE_QUERY)
-    box.press("Enter")
-    wait_idle(page, 2500)
-    texts["retrieval"] = page.inner_text("body")
-    shot("4_retrieval")
+    _look(page, texts, shot, "consolidation", "3_consolidation")
+    _look(page, texts, shot, "graph", "2_memory_graph", "Memory graph", 2500)
+    _ask_free_query(page, texts, shot, UPDATE_QUERY)
 
     open_page(page, "Annotate")
     page.get_by_role("button", name="Import").first.click()
     page.get_by_role("button", name="Load the bundled demo cases").click()
     wait_idle(page, 1500)
-    texts["annotate"] = page.inner_text("body")
-    shot("5_annotate")
+    _look(page, texts, shot, "annotate", "5_annotate")
     return texts
 
 
@@ -190,40 +207,12 @@ def baseline_walkthrough(page, url: str, shots: Path | None = None) -> dict[str,
     """The same tour on an engine without an offline process (start the app with MEMWB_ENGINE=naive):
     step to D5:9, see the graph, the Consolidation page saying there is nothing to consolidate, and a
     question whose comparison column is All-Mem. Returns each page's visible text."""
-    from playwright.sync_api import expect
-
-    def shot(name: str) -> None:
-        if shots is not None:
-            shots.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-
-    texts: dict[str, str] = {}
-    page.goto(url)
-    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
-    jump_to_turn(page, demo_turn_after("D5:9"))
-    expect(page.get_by_text(f"Turn · {demo_turn_after('D5:9')} /")).to_be_visible()
-    texts["replay"] = page.inner_text("body")
-    shot("1_replay")
-
-    open_page(page, "Memory graph")
-    page.wait_for_timeout(2500)
-    texts["graph"] = page.inner_text("body")
-    shot("2_memory_graph")
-
-    open_page(page, "Consolidation")
-    texts["consolidation"] = page.inner_text("body")
-    shot("3_consolidation")
-
-    open_page(page, "Retrieval")
-    page.get_by_text("Free query", exact=True).click()
-    wait_idle(page)
-    box = page.get_by_role("textbox", name="Query", exact=True)
-    box.fill(UPDATE_QUERY)
-    box.press("Enter")
-    wait_idle(page, 2500)
-    texts["retrieval"] = page.inner_text("body")
-    shot("4_retrieval")
+    shot, texts = _shooter(page, shots), {}
+    _open_at_demo_turn(page, url, "D5:9")
+    _look(page, texts, shot, "replay", "1_replay")
+    _look(page, texts, shot, "graph", "2_memory_graph", "Memory graph", 2500)
+    _look(page, texts, shot, "consolidation", "3_consolidation", "Consolidation")
+    _ask_free_query(page, texts, shot, UPDATE_QUERY)
     return texts
 
 

@@ -430,8 +430,8 @@ def legend_html(schema: EngineSchema | None = None) -> str:
     on = own + on
     ring = f'<div class="lg-row">{dot(first, RING_COLOR, 3.5)}<span>highlighted node (thick ring)</span></div>'
     if edge_specs:
-        ring += (f'<div class="lg-row"><svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" '
-                 f'y2="5" stroke="#555" stroke-width="5"/></svg><span>highlighted edge (path)</span></div>')
+        ring += ('<div class="lg-row"><svg width="42" height="10" aria-hidden="true"><line x1="1" y1="5" x2="41" '
+                 'y2="5" stroke="#555" stroke-width="5"/></svg><span>highlighted edge (path)</span></div>')
     return (f'<div class="mw-legend"><span class="lg-head">Edges</span>{edges}'
             f'<span class="lg-head">Node kinds</span>{kinds}<span class="lg-head">Statuses</span>{on}{off}{ring}'
             f'</div>')

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from engine.proposal import LLMReason
 from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
-                           ReasonSpec, StageSpec, StatusSpec)
+                           ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
 
 class Kind:
@@ -108,9 +108,7 @@ SCHEMA = EngineSchema(
                                   PlanField("alignment_note", "Alignment note")),
                      description="a newer statement supersedes an older one"),
     ),
-    reason_codes=(
-        ReasonSpec(ReasonCode.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
-        ReasonSpec(ReasonCode.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),
+    reason_codes=llm_reasons()[:2] + (
         ReasonSpec(ReasonCode.LOW_CONF, "confidence below the operator's gate θ"),
         ReasonSpec(ReasonCode.NORM_FILTER, "Norm dropped it: unknown ids, wrong arity or archived targets"),
         ReasonSpec(ReasonCode.COH_FAIL, "merge coherence below γ"),
@@ -118,8 +116,7 @@ SCHEMA = EngineSchema(
         ReasonSpec(ReasonCode.PLAN_VALIDATION_FAIL, "the plan broke an executor-side rule"),
         ReasonSpec(ReasonCode.DUPLICATE, "same targets as a more confident proposal"),
         ReasonSpec(ReasonCode.OVERLAP, "overlaps a more coherent merge"),
-        ReasonSpec(ReasonCode.LLM_FAIL, "the backend did not answer"),
-    ),
+    ) + llm_reasons()[2:],
     stages=(
         StageSpec("stage1", "Stage 1 · anchors", "seeds",
                   "Exact top-{k} on the visible surface; score = z(dense cosine) + {lexical_weight} · z(BM25)."),

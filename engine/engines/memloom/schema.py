@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from engine.proposal import LLMReason
 from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
-                           ReasonSpec, StageSpec, StatusSpec)
+                           ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
 
 class Kind:
@@ -110,10 +110,7 @@ SCHEMA = EngineSchema(
                                   PlanField("rationale", "Rationale")),
                      description="a typed relation of the closed set between two events, citing evidence"),
     ),
-    reason_codes=(
-        ReasonSpec(ReasonCode.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
-        ReasonSpec(ReasonCode.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),
-        ReasonSpec(ReasonCode.LLM_FAIL, "the backend did not answer"),
+    reason_codes=llm_reasons() + (
         ReasonSpec(ReasonCode.LOW_CONF, "confidence below the steward's gate"),
         ReasonSpec(ReasonCode.TYPE_CLOSURE_FAIL, "relation type outside the closed set"),
         ReasonSpec(ReasonCode.EVIDENCE_FAIL, "cites no evidence record of both events"),

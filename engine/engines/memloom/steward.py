@@ -36,7 +36,7 @@ class Steward(BaseProcess):
 
     # -- diagnosis: repairs and relations as proposals -------------------------------------------
     def diagnose(self, run_id: str, manual: bool) -> list[Proposal]:
-        eng, s, state = self.engine, self.engine.settings, self.engine.state
+        s, state = self.engine.settings, self.engine.state
         fresh = {e for e in state.buffer(self.spec.buffer) if e in state.nodes}
         events = chronological([n for n in state.nodes.values() if n.kind == Kind.EVENT
                                 and n.status != Life.ARCHIVED])
@@ -292,7 +292,7 @@ class Steward(BaseProcess):
 
     def _curate(self, tx: Tx) -> None:
         """Publish every active or closed event not yet published: its records leave the real-time buffer."""
-        s, eng = self.engine.settings, self.engine
+        s = self.engine.settings
         nodes = tx.state.nodes
         fresh = [e for e in chronological([n for n in nodes.values() if n.kind == Kind.EVENT])
                  if e.status in Life.CURATED and not e.attrs.get("published")]

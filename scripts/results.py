@@ -1,0 +1,24 @@
+"""What the evaluation and benchmark scripts share: settings overrides from the command line, writing results."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def parse_overrides(items: list[str]) -> dict[str, dict]:
+    """`ENGINE.KEY=VALUE` items (VALUE parsed as JSON) -> {engine: {key: value}}."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        name, dot, field = key.partition(".")
+        if not sep or not dot:
+            raise SystemExit(f"--set {item!r}: expected ENGINE.KEY=VALUE, e.g. memloom.hop_cost=0.5")
+        out.setdefault(name, {})[field] = json.loads(value)
+    return out
+
+
+def write_json(path: str | Path, data: dict) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1))
+    print(f"written to {out}")
