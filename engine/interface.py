@@ -157,23 +157,27 @@ class BaseEngine:
             self.index.add(visible, np.stack([self.vectors[i] for i in visible]))
         self.bm25 = BM25()
         for u in nodes:
-            text = self.lexical_text(u)
-            if text is not None:
-                self.bm25.add(u.id, text)
+            self._index_lexical(u)
+
+    def _index_lexical(self, u: Node) -> None:
+        text = self.lexical_text(u)
+        if text is not None:
+            self.bm25.add(u.id, text)
 
     def _sync(self, ops: list[OpRecord]) -> None:
-        """Keep vectors, the surface index and BM25 in step with applied ops."""
+        """Keep vectors, the surface index and BM25 in step with applied ops.
+
+        A created node, a new descriptor or new members (a group node's centroid) re-derive the node's
+        vector, its lexical entry and its place on the surface index."""
         for op in ops:
             p = op.payload
-            if op.kind in (OpKind.NODE_CREATED, OpKind.DESCRIPTOR_CHANGED):
+            if op.kind in (OpKind.NODE_CREATED, OpKind.DESCRIPTOR_CHANGED, OpKind.NODE_UPDATED):
                 uid = p["node"]["id"] if op.kind == OpKind.NODE_CREATED else p["node"]
                 u = self.state.nodes.get(uid)
                 if u is None:
                     continue
                 self.vectors[u.id] = self.embed_node(u)
-                text = self.lexical_text(u)
-                if text is not None:
-                    self.bm25.add(u.id, text)
+                self._index_lexical(u)
                 if u.visible:
                     self.index.add([u.id], self.vectors[u.id][None, :])
             elif op.kind == OpKind.STATUS_CHANGED and p["node"] in self.state.nodes:

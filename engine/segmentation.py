@@ -252,13 +252,15 @@ def _prepare(gold: Sequence[int], hyp: Sequence[int], n: int, k: int | None) -> 
 def turn_labels(state) -> list[int]:
     """Each ingested turn's group node (event, topic …) in ingestion order: the boundary projection.
 
-    A turn belongs to the group node whose `members` hold its node, preferring one on the retrieval
-    surface or not archived, then the newest; a turn in no group is its own segment.
+    A turn belongs to the group node whose `members` hold its node, preferring one no lineage edge
+    retired, then one on the retrieval surface, then the newest; a turn in no group is its own segment.
     """
+    lineage = state.schema.lineage_types if state.schema else ()
     owner: dict[int, tuple] = {}
     for n in state.nodes.values():
+        retired = any(state.inc(n.id, t) for t in lineage)
         for m in n.members:
-            key = (n.status != "archived", n.visible, n.id)
+            key = (not retired, n.visible, n.id)
             if m not in owner or key > owner[m]:
                 owner[m] = key
     labels = []

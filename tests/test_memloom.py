@@ -156,3 +156,26 @@ def test_reader_during_steward_runs_sees_one_whole_snapshot(tmp_path):
         published.add(look(type("V", (), {"state": state})()))
     assert len(published) >= 4 and len(set(observed)) >= 2
     assert set(observed) <= published
+
+
+def test_turn_labels_name_the_live_event_of_every_turn(tmp_path):
+    """The boundary projection: each turn maps to an event holding it that no timeline repair has retired."""
+    from engine.conversation import Conversation
+    from engine.segmentation import turn_labels
+    from tests.conftest import SHARED_DATA
+
+    meeting = SHARED_DATA / "qmsum" / "test" / "Bed003.json"
+    if not meeting.exists():
+        pytest.skip(f"QMSum data not found at {meeting}")
+    full = load_conversation(meeting)
+    conv = Conversation(full.id, full.turns[:150])
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom")
+    replay(eng, conv, Schedule.parse("every-200-turns"))
+    st_ = eng.state
+    labels = turn_labels(st_)
+    assert len(labels) == len(conv.turns)
+    retired = {e.id for e in st_.nodes.values() if st_.inc(e.id, "lineage")}
+    assert retired, "the steward repaired no fragment; the test proves nothing"
+    for tid, label in zip(st_.turn_ids, labels):
+        event = st_.nodes[label]
+        assert st_.turn_units[tid] in event.members and label not in retired

@@ -127,8 +127,8 @@ def _shooter(page, shots: Path | None):
     return shot
 
 
-def _open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
-    """Open the app, press Next `steps` times, then jump to just after `turn_id`."""
+def _open_at_turn(page, url: str, turn: int, steps: int = 0) -> None:
+    """Open the app, press Next `steps` times, then jump to cursor position `turn`."""
     from playwright.sync_api import expect
 
     page.goto(url)
@@ -136,8 +136,13 @@ def _open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
     wait_idle(page)
     for _ in range(steps):
         click(page, "Next ▶")
-    jump_to_turn(page, demo_turn_after(turn_id))
-    expect(page.get_by_text(f"Turn · {demo_turn_after(turn_id)} /")).to_be_visible()
+    jump_to_turn(page, turn)
+    expect(page.get_by_text(f"Turn · {turn} /")).to_be_visible()
+
+
+def _open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
+    """Open the app and stand just after the demo's turn `turn_id`."""
+    _open_at_turn(page, url, demo_turn_after(turn_id), steps)
 
 
 def _look(page, texts: dict, shot, key: str, shot_name: str, page_title: str | None = None,
@@ -261,12 +266,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
             tall_screenshot(page, shots / f"{name}.png", max_height)
 
     texts: dict[str, str] = {}
-    page.goto(url)
-    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
-    routed = routing_showcase_turn()
-    jump_to_turn(page, routed)
-    expect(page.get_by_text(f"Turn · {routed} /")).to_be_visible()
+    _open_at_turn(page, url, routing_showcase_turn())
     expect(page.get_by_text("Routing decision", exact=False).first).to_be_visible()
     page.wait_for_timeout(1500)
     texts["replay"] = page.inner_text("body")

@@ -113,8 +113,7 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
 
     Works for any engine: it reads node_created, node_updated, edge_added, status_changed and
     buffer_pushed records the ingest wrote (actor "online"), and the `routing` payload of the
-    turn_ingested record when the engine writes one (MemLoom's event routing). Status changes the ingest
-    made before its turn_ingested record (MemLoom closes events on a session shift first) count too.
+    turn_ingested record when the engine writes one (MemLoom's event routing), which comes first.
     Anchor cosines come from `report` (an IngestReport of that turn) when it names the same anchors as
     the log, else they are recomputed from the view's vectors, which are the same unless a later run
     re-described an anchor.
@@ -122,7 +121,6 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
     if turn_no < 1:
         return None
     effects, runs_before, turn_node = None, [], False
-    early: list[dict] = []                    # this ingest's status changes logged before turn_ingested
     buffers: dict[str, set[int]] = {}
     for op in view.store.ops(kinds=_EFFECT_KINDS):
         if op.turn > turn_no:
@@ -132,10 +130,7 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
         if op.kind == OpKind.TURN_INGESTED:
             if op.turn == turn_no:
                 effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before,
-                                      transitions=early, routing=p.get("routing"))
-        elif (effects is None and op.kind == OpKind.STATUS_CHANGED and op.turn == turn_no
-              and op.actor == "online" and not op.run_id):
-            early.append(_transition(p))
+                                      routing=p.get("routing"))
         elif op.kind == OpKind.RUN_STARTED:
             if effects is not None:
                 effects.runs_after.append(op.run_id)

@@ -115,7 +115,7 @@ def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict
 
 
 # -- relation synthesis ---------------------------------------------------------------------------
-MAX_CAUSES = 3          # an event has few direct causes: the weaker candidates lose to the strongest two
+MAX_CAUSES = 3          # an event has few direct causes: the weaker candidates lose to the strongest three
 
 
 def _logistic(x: float) -> float:

@@ -65,16 +65,6 @@ class MemLoomEngine(BaseEngine):
     def lexical_text(self, node: Node) -> str | None:
         return None if node.kind == Kind.EVENT else f"{node.raw} {node.summary}"
 
-    def _sync(self, ops: list[OpRecord]) -> None:
-        super()._sync(ops)
-        for op in ops:
-            if op.kind == OpKind.NODE_UPDATED and "members" in op.payload["changes"]:
-                e = self.state.nodes.get(op.payload["node"])
-                if e is not None:
-                    self.vectors[e.id] = self.embed_node(e)
-                    if e.visible:
-                        self.index.add([e.id], self.vectors[e.id][None, :])
-
     # -- the published snapshot ---------------------------------------------------------------------
     def published_seq(self) -> int:
         """The seq at which the last published steward run committed (0 before the first)."""

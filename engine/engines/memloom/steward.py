@@ -114,7 +114,7 @@ class Steward(BaseProcess):
                               {"summary": summary[:400], "keywords": keywords, "rationale": "; ".join(rationale)},
                               {"events": len(group)})
 
-    def link_scorer(self) -> tuple[LinkScorer, dict[int, int]]:
+    def link_scorer(self) -> LinkScorer:
         """The logic track over every sentence record of the conversation (engine/links.py)."""
         eng, state = self.engine, self.engine.state
         records = [state.nodes[state.turn_units[t]] for t in state.turn_ids if t in state.turn_units]
@@ -122,7 +122,7 @@ class Steward(BaseProcess):
         utts = [Utterance(r.id, (r.speakers or [""])[0], strip_speaker(r.raw)[1], sessions[r.session])
                 for r in records]
         vectors = np.stack([eng.utterance_vector(r) for r in records]) if records else np.zeros((0, eng.embedder.dim))
-        return LinkScorer(utts, vectors), {r.id: i for i, r in enumerate(records)}
+        return LinkScorer(utts, vectors)
 
     def _relations(self, events: list[Node], fresh: set[int]) -> list[Proposal]:
         """Dual track + bounded synthesis: link-ranked candidate causes per fresh event, one call per target."""
@@ -130,7 +130,7 @@ class Steward(BaseProcess):
         curated = [e for e in events if e.status in Life.CURATED]
         if not any(e.id in fresh for e in curated):
             return []
-        scorer, _ = self.link_scorer()
+        scorer = self.link_scorer()
         out: list[Proposal] = []
         for i, target in enumerate(curated):
             if target.id not in fresh or i == 0:
@@ -143,13 +143,13 @@ class Steward(BaseProcess):
                                        "rationale": "the next event in time"}, {"type": Rel.TEMPORAL_NEXT}))
             pool = [m for e in earlier for m in e.members]
             logits = scorer.logits(target.members, pool)
-            owner = [e for e in earlier for _ in e.members]
-            best: dict[int, tuple[float, int, int]] = {}
-            for li, t_id in enumerate(target.members):
-                for ei, c_id in enumerate(pool):
-                    e = owner[ei]
-                    if e.id not in best or logits[li, ei] > best[e.id][0]:
-                        best[e.id] = (float(logits[li, ei]), c_id, t_id)
+            best: dict[int, tuple[float, int, int]] = {}          # event -> its strongest (logit, cause, effect)
+            start = 0
+            for e in earlier:
+                block = logits[:, start:start + len(e.members)]
+                li, ei = np.unravel_index(int(np.argmax(block)), block.shape)   # first maximum, row-major
+                best[e.id] = (float(block[li, ei]), e.members[ei], target.members[li])
+                start += len(e.members)
             ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[: s.relation_candidates]
             zt = eng.vectors[target.id]
             cands = []
