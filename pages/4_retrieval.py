@@ -114,7 +114,7 @@ def provenance(res) -> None:
         st.session_state["retrieval_highlight"] = ALL_RESULTS          # a result of another query
     pick = st.selectbox("Highlight on the graph", [ALL_RESULTS, *by_id], key="retrieval_highlight",
                         format_func=lambda o: o if o == ALL_RESULTS else
-                        f"u{o} · " + rv.path_text(state, by_id[o], SEED, seed_ids))
+                        f"u{o} ({', '.join(by_id[o].source_ids)}) · " + rv.path_text(state, by_id[o], SEED, seed_ids))
     chosen = res.units if pick == ALL_RESULTS else [by_id[pick]]
     labels = rv.path_edge_labels(chosen[0]) if len(chosen) == 1 else None
     if len(chosen) == 1 and chosen[0].path:

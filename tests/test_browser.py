@@ -1,6 +1,8 @@
 """The workbench in a real headless Chromium, driven the way a person uses it."""
 from __future__ import annotations
 
+import re
+
 import shutil
 
 import pytest
@@ -53,6 +55,10 @@ def test_memloom_session_walkthrough(tmp_path):
     assert "Lanes for" in texts["graph"]            # (the graph legend lives in its iframe)
     assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"] and "seed u" in texts["retrieval"]
     assert "—evidence→" in texts["retrieval"] and "stored edge" in texts["retrieval"]
+    # the root cause is a result, reached from D6:6's event through CAUSAL_FOLLOW relations only, and highlighted
+    assert re.search(r"u\d+ +\[D2:6\*\][^\n]* seed u\d+( —CAUSAL_FOLLOW \(reverse\)→ u\d+){2,} —evidence→ u\d+",
+                     texts["retrieval"]), texts["retrieval"][-2500:]
+    assert "(D2:6)" in texts["highlight"] and "CAUSAL_FOLLOW" in texts["highlight"], texts["highlight"]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["6_memloom_graph.png", "7_memloom_retrieval.png",
                                                               "8_memloom_replay.png", "9_memloom_consolidation.png"]
 

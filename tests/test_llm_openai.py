@@ -63,6 +63,7 @@ class FakeServer:
 
     def __init__(self) -> None:
         self.queue: deque[Scripted] = deque()
+        self.responder: Any = None          # request json -> Scripted, used when the queue is empty
         self.requests: list[dict] = []
         self.stopping = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -86,7 +87,12 @@ class FakeServer:
                                         "json": json.loads(body or b"{}")})
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": "not found"}})
-                step = server.queue.popleft() if server.queue else Scripted(500, {"error": {"message": "unscripted"}})
+                if server.queue:
+                    step = server.queue.popleft()
+                elif server.responder is not None:
+                    step = server.responder(server.requests[-1]["json"])
+                else:
+                    step = Scripted(500, {"error": {"message": "unscripted"}})
                 if step.delay and server.stopping.wait(step.delay):
                     return
                 self._send(step.status, step.body)
@@ -317,3 +323,65 @@ def test_import_does_not_need_openai() -> None:
             "assert 'openai' not in sys.modules, 'openai imported eagerly'")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def _payload_of(request: dict) -> dict:
+    return json.loads(request["messages"][-1]["content"].split("INPUT:\n", 1)[1])
+
+
+def _memloom_model(request: dict) -> Scripted:
+    """A model for MemLoom's roles: rewrite nothing; merge nothing; relate every target to its first candidate
+    (citing a sentence of each), plus one relation of a type outside the closed set."""
+    role = request["response_format"]["json_schema"]["name"]
+    data = _payload_of(request)
+    if role == "router":
+        answer = {"rewritten": data["utterance"], "intent": "inform", "topics": [], "references": [], "dates": []}
+    elif role == "event_merge":
+        answer = {"merge": False, "confidence": 0.1, "summary": "", "keywords": [], "rationale": "different"}
+    elif role == "relation_synthesis":
+        target, relations = data["target"], []
+        for k, cand in enumerate(data["candidates"][:2]):
+            relations.append({"type": "CAUSAL_FOLLOW" if k == 0 else "CAUSES", "source_id": cand["id"],
+                              "target_id": target["id"], "confidence": 0.9,
+                              "evidence": [cand["sentences"][0]["id"], target["sentences"][0]["id"]],
+                              "rationale": "the model says so"})
+        answer = {"relations": relations}
+    else:
+        return Scripted(400, error_body(400))
+    return Scripted(200, completion(json.dumps(answer)))
+
+
+def test_memloom_steward_on_the_openai_backend(monkeypatch: pytest.MonkeyPatch, server: FakeServer,
+                                               tmp_path: Path) -> None:
+    """Router and relation synthesis go through the LLM role with its JSON schema; every call is recorded;
+    the steward's contract rejects a type outside the closed set with its reason code."""
+    from engine.loaders import load_conversation
+    from engine.oplog import OpKind
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+
+    monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("MEMWB_OPENAI_API_KEY", "test-key")
+    server.responder = _memloom_model
+    conv = load_conversation(REPO / "datasets" / "demo" / "demo.jsonl")
+    conv.turns = conv.turns[:30]
+    eng = open_session(tmp_path / "ml.sqlite", engine="memloom", llm="openai")
+    replay(eng, conv, Schedule.parse("manual"))
+    proposals = eng.propose()
+    roles = [r["json"]["response_format"]["json_schema"]["name"] for r in server.requests]
+    assert roles.count("router") == 30 and "relation_synthesis" in roles
+    synth = [r["json"] for r in server.requests
+             if r["json"]["response_format"]["json_schema"]["name"] == "relation_synthesis"]
+    assert all(r["response_format"]["json_schema"]["strict"] for r in synth)
+    causal = [p for p in proposals if p.plan and p.plan.get("type") == "CAUSAL_FOLLOW"]
+    closed = [p for p in proposals if p.plan and p.plan.get("type") == "CAUSES"]
+    assert causal and all(p.confidence == 0.9 and p.status == "pending" for p in causal)
+    assert closed and {p.reason_code for p in closed} == {"TYPE_CLOSURE_FAIL"}
+    eng.apply(None, "gate", eng.open_run())
+    edges = [e for e in eng.state.edges.values() if e.type == "CAUSAL_FOLLOW"]
+    assert sorted(e.key[:2] for e in edges) == sorted(tuple(p.targets) for p in causal)
+    assert all(len(e.evidence) == 2 and e.confidence == 0.9 for e in edges)
+    calls = [op.payload for op in eng.store.ops(kinds=[OpKind.LLM_CALL])]
+    assert len(calls) == len(server.requests)
+    assert {c["role"] for c in calls} >= {"router", "relation_synthesis"} and all(c["backend"] == "openai"
+                                                                              for c in calls)

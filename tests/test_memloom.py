@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.engines import engine_schema
+from engine.engines.memloom.retrieval import Relevance, query_intent
 from engine.loaders import load_conversation
 from engine.oplog import OpKind
 from engine.replay import Schedule, replay
@@ -179,3 +180,42 @@ def test_turn_labels_name_the_live_event_of_every_turn(tmp_path):
     for tid, label in zip(st_.turn_ids, labels):
         event = st_.nodes[label]
         assert st_.turn_units[tid] in event.members and label not in retired
+
+
+def test_demo_causal_question_follows_causal_follow_back_to_the_root(tmp_path):
+    """q7 on the whole demo after one steward run (the Retrieval page's flow): the seed is D6:6's event and the
+    results reach D4:2, D3:9 and the root cause D2:6 through CAUSAL_FOLLOW relations walked back in time."""
+    conv = load_conversation(DEMO)
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom")
+    replay(eng, conv, Schedule.parse("manual"))
+    eng.propose()
+    eng.apply(None, "gate", eng.open_run())
+    result = eng.retrieve("Why has Maya been missing deadlines?")
+    found = {u.source_ids[0]: u for u in result.units}
+    assert {"D2:6", "D3:9", "D4:2", "D6:6"} <= set(found)
+    seed = found["D6:6"].path[0].src
+    assert result.anchors[0][0] == seed
+    root = found["D2:6"].path
+    relations, pointer = root[:-1], root[-1]
+    assert relations[0].src == seed and pointer.type == "evidence" and pointer.dst == found["D2:6"].id
+    assert len(relations) >= 2 and all(h.type == "CAUSAL_FOLLOW" and h.reverse for h in relations)
+    for hop in relations:                                    # each hop is a stored relation, cause before effect
+        cause, effect = eng.state.nodes[hop.dst], eng.state.nodes[hop.src]
+        assert (hop.dst, hop.src, "CAUSAL_FOLLOW") in eng.state.edges and cause.time < effect.time
+    ranks = [u.source_ids[0] for u in result.units]
+    assert ranks.index("D6:6") < ranks.index("D4:2") < ranks.index("D3:9") < ranks.index("D2:6")
+
+
+def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
+    """Only the chain a why- or history-question asks for passes the seed's score on: a plain lookup ranks
+    every reached record on its own relevance."""
+    conv = load_conversation(DEMO)
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom")
+    replay(eng, conv, Schedule.parse("every-3-sessions"))
+    query = "Which breed is Jon's dog Pepper?"
+    assert query_intent(query) == "lookup"
+    result = eng.retrieve(query)
+    fused = Relevance(eng, query).fused
+    assert any(len(u.path) > 1 for u in result.units), "nothing was reached through a relation"
+    for u in result.units:
+        assert u.score == pytest.approx(fused[u.id], abs=1e-5)

@@ -44,3 +44,26 @@ def test_split_plan_segments_are_exact_substrings():
     plan = client().call("split_plan", {"node_id": "1", "original_text": narrative, "reason": "x"}).data
     split = client().call("diagnosis", {"target": node(1, narrative), "context": []}).data["split_tasks"]
     assert not split or split[0]["confidence"] < 0.9
+
+
+def _link(old: str, new: str, old_speaker: str = "Maya", new_speaker: str = "Maya") -> tuple[dict, dict, dict]:
+    cause = {"id": "1", "sentences": [{"id": "10", "speaker": old_speaker, "text": old, "time": "2024-02-01"}]}
+    effect = {"id": "2", "sentences": [{"id": "20", "speaker": new_speaker, "text": new, "time": "2024-04-01"}]}
+    return cause, effect, {"source_sentence": "10", "target_sentence": "20", "score": 0.3, "hooks": []}
+
+
+def test_state_successor_needs_a_restatement_not_a_shared_place():
+    """A changed number or polarity makes STATE_SUCCESSOR only when the later sentence restates the earlier
+    one; a story that moves on (sharing a place and a "nothing") is CAUSAL_FOLLOW."""
+    from engine.llm.offline_events import relation_between
+
+    restated = _link("I've run 3 half marathons so far, all of them along the river course.",
+                     "I've run 4 half marathons so far now, all of them along the river course.")
+    flipped = _link("I still eat meat, mostly chicken at weekends.",
+                    "I don't eat meat anymore, not even chicken at weekends.")
+    moved_on = _link("Nothing near the lab fits our budget, so we're looking at places out in Riverside.",
+                     "We moved into a place in Riverside last weekend; the commute to the lab is now an hour each way.")
+    assert relation_between(*restated[:2], restated[2], 0.6)["type"] == "STATE_SUCCESSOR"
+    assert relation_between(*flipped[:2], flipped[2], 0.6)["type"] == "STATE_SUCCESSOR"
+    story = relation_between(*moved_on[:2], moved_on[2], 0.5)
+    assert story["type"] == "CAUSAL_FOLLOW" and story["confidence"] == 0.3 and story["evidence"] == ["10", "20"]

@@ -239,6 +239,14 @@ def tall_screenshot(page, path: Path, max_height: int = 4200) -> None:
 CAUSAL_QUESTION = "q7"              # "Why has Maya been missing deadlines?" (the demo's causal chain)
 
 
+def causal_root() -> str:
+    """The root cause of the demo's causal question: the first turn of its gold chain (D2:6 for q7)."""
+    from engine.loaders import load_conversation
+
+    conv = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl")
+    return next(q.evidence[0] for q in conv.questions if q.id.endswith(f":{CAUSAL_QUESTION}"))
+
+
 def routing_showcase_turn(engine: str = "memloom", upto: str = "D6:6") -> int:
     """The demo turn (up to `upto`) whose routing decision shows the most: an FSM transition, then the most
     candidates (up to 6), then the latest. Read from the log of a scratch replay, so the tour follows the engine."""
@@ -309,11 +317,15 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     page.get_by_role("option", name=re.compile(rf"^{CAUSAL_QUESTION} · ")).click()
     wait_idle(page, 1500)
     highlight = page.get_by_test_id("stSelectbox").filter(has_text="Highlight on the graph")
-    highlight.get_by_role("combobox").click()
-    page.keyboard.press("ArrowDown")                          # a focused combobox opens its list on a key
+    combo = highlight.get_by_role("combobox")
+    combo.click()
+    page.keyboard.type(f"({causal_root()})")                 # the list is virtualised: search for the root cause
     options = page.get_by_role("option")
-    options.nth(1).wait_for()                                 # "all results", then the results
     page.wait_for_timeout(500)
+    if not options.count():                                  # the root is not among the results: browse them all
+        combo.fill("")
+        page.keyboard.press("ArrowDown")
+        options.nth(1).wait_for()
     for pattern in (r"CAUSAL_FOLLOW \(reverse\)", r"CAUSAL_FOLLOW.*CAUSAL_FOLLOW", r"\(reverse\)", r"CAUSAL_FOLLOW",
                     r"—evidence→"):
         found = options.filter(has_text=re.compile(pattern))
@@ -326,5 +338,6 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
         page.keyboard.press("Escape")
         wait_idle(page, 2500)
     texts["retrieval"] = page.inner_text("body")
+    texts["highlight"] = highlight.inner_text() + " " + (combo.input_value() or "")
     shot("7_memloom_retrieval")
     return texts

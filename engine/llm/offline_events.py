@@ -115,6 +115,7 @@ def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict
 
 
 # -- relation synthesis ---------------------------------------------------------------------------
+RESTATES = 0.3         # shared share of content words that makes a second sentence a restatement of the first
 MAX_CAUSES = 3          # an event has few direct causes: the weaker candidates lose to the strongest three
 
 
@@ -150,11 +151,15 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float) -> di
 
 
 def _state_change(old: dict, new: dict) -> str:
-    """The same speaker restating a slot with a changed number or polarity."""
+    """The same speaker restating a slot with a changed number or polarity.
+
+    A restatement repeats most of its wording (token Jaccard ≥ RESTATES); two sentences that only share a
+    place or a name and differ in a "nothing" are a story moving on, not a value replaced.
+    """
     if old.get("speaker") != new.get("speaker"):
         return ""
     a, b = set(content_tokens(old["text"])), set(content_tokens(new["text"]))
-    if len(a & b) < 2:
+    if len(a & b) < 2 or len(a & b) < RESTATES * len(a | b):
         return ""
     na, nb = numbers(old["text"]), numbers(new["text"])
     if na and nb and na != nb:

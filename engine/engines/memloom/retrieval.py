@@ -6,20 +6,28 @@ STATE_SUCCESSOR, SAME_EVENT and TEMPORAL_NEXT in both directions, lineage to
 retired events) under caps on seeds, hops and branching, and ground every
 reached event to sentence records through its evidence pointers. Stream two
 is the real-time buffer: sentence records no steward run has curated yet,
-ranked directly. A record reached through relations inherits its seed's score
-less `hop_cost` per hop when the relation cites it as evidence, so a root
-cause that shares no words with the query can still rank beside the effect it
-explains. Every result carries its path: seed event, relation hops, then the
-pointer to the record and its dataset turn.
+ranked directly.
+
+The walk is best first: the event with the most to pass on expands first. A
+why-question walks CAUSAL_FOLLOW back to causes, a history question
+STATE_SUCCESSOR back to earlier states; along that chain an event inherits its
+parent's score less `chain_hop_cost` (plus `hop_cost` per weaker alternative),
+and its records the relation cites take that score, so a root cause that
+shares no words with the query ranks beside the effect it explains. One more
+record of the event (a reported change first) follows at `uncited_cost` less.
+Every other record ranks on its own relevance. Every result carries its path:
+seed event, relation hops, then the pointer to the record and its dataset turn.
 """
 from __future__ import annotations
 
+import heapq
 import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.engines.memloom.schema import Kind, Life, Rel
+from engine.links import has_change
 from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
 if TYPE_CHECKING:
@@ -94,32 +102,43 @@ def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> Retri
     inherited = dict(seeds)
     expansion: list[dict] = []
     if sstate is not None and not s.has("no-traversal"):
-        frontier = [e for e, _ in seeds]
-        for h in range(1, s.hops + 1):
-            nxt = []
-            for u in frontier:
-                steps = []
-                for etype in TRAVERSED:
-                    steps += [(v, etype, False) for v in sstate.out(u, etype)]
-                    steps += [(v, etype, True) for v in sstate.inc(u, etype)]
-                steps.sort(key=lambda x: (x[1] not in chain, PRIORITY[x[1]], -(_conf(sstate, u, x) or 0.0), x[0]))
-                taken = 0
-                for v, etype, rev in steps:
-                    if taken >= s.branching:
-                        break
-                    if v in parent or sstate.nodes[v].kind != Kind.EVENT:
-                        continue
-                    # only the chain the question asks for (why: causes, history: earlier states) passes the
-                    # seed's rank on: its most confident link costs little, each weaker alternative a full hop
-                    # more; any other relation only makes its records candidates on their own relevance
-                    inherits = etype in chain and u in inherited
-                    parent[v], origin[v] = Hop(u, v, etype, rev), origin[u]
-                    if inherits:
-                        inherited[v] = inherited[u] - s.chain_hop_cost - taken * s.hop_cost
-                    taken += 1
-                    expansion.append({"id": v, "parent": u, "type": etype, "hop": h, "reverse": rev})
-                    nxt.append(v)
-            frontier = nxt
+        # best first: the event with the highest score to pass on expands first, so a strong seed's chain
+        # claims its events before a weak seed reaches them by some other relation
+        order, depth = dict(seeds), {e: 0 for e, _ in seeds}
+        heap = [(-round(sc, 9), 0, e) for e, sc in seeds]
+        heapq.heapify(heap)
+        while heap:
+            key, h, u = heapq.heappop(heap)
+            if h >= s.hops or (key, h) != (-round(order[u], 9), depth[u]):      # at the cap, or taken over
+                continue
+            steps = []
+            for etype in TRAVERSED:
+                steps += [(v, etype, False) for v in sstate.out(u, etype)]
+                steps += [(v, etype, True) for v in sstate.inc(u, etype)]
+            steps.sort(key=lambda x: (not (x[1] in chain and x[2]), x[1] not in chain, PRIORITY[x[1]],
+                                      -(_conf(sstate, u, x) or 0.0), x[0]))
+            taken = 0
+            for v, etype, rev in steps:
+                if taken >= s.branching:
+                    break
+                if sstate.nodes[v].kind != Kind.EVENT:
+                    continue
+                # only the chain the question asks for, walked back in time (why: causes, history: earlier
+                # states), passes the seed's rank on: its most confident link costs little, each weaker
+                # alternative a full hop more; any other relation only makes its records candidates on
+                # their own relevance. The chain takes over an event already reached (a weak seed, say)
+                # when it passes on more than that event has.
+                passed = (inherited[u] - s.chain_hop_cost - taken * s.hop_cost
+                          if etype in chain and rev and u in inherited else None)
+                if v in parent and (passed is None or passed <= inherited.get(v, float("-inf"))):
+                    continue
+                parent[v], origin[v] = Hop(u, v, etype, rev), origin[u]
+                if passed is not None:
+                    inherited[v] = passed
+                order[v], depth[v] = inherited.get(v, order[u] - s.hop_cost), h + 1
+                taken += 1
+                expansion.append({"id": v, "parent": u, "type": etype, "hop": h + 1, "reverse": rev})
+                heapq.heappush(heap, (-round(order[v], 9), h + 1, v))
     t2 = time.perf_counter()
 
     best: dict[int, tuple[float, int, list[Hop]]] = {}         # sentence -> (score, anchor, path)
@@ -131,17 +150,24 @@ def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> Retri
     for e in parent:
         path = path_to(e, parent)
         cited = _cited(sstate, parent[e])
-        for sid in sorted(sstate.out(e, Rel.EVIDENCE)):
-            if sid not in rel:
-                continue
-            score = rel[sid] if parent[e] is None else max(rel[sid], inherited.get(e, -1e9) if sid in cited else -1e9)
+        records = [sid for sid in sorted(sstate.out(e, Rel.EVIDENCE)) if sid in rel]
+        # one record the relation does not cite follows the citations: one reporting a change of state (the
+        # likelier cause or earlier state) first, then the most relevant
+        rest = sorted((sid for sid in records if sid not in cited),
+                      key=lambda i: (not has_change(sstate.nodes[i].raw), -round(rel[i], 9), i))[:1]
+        for sid in records:
+            if parent[e] is None or e not in inherited:
+                score = rel[sid]
+            else:
+                passed = inherited[e] if sid in cited else inherited[e] - s.uncited_cost if sid in rest else -1e9
+                score = max(rel[sid], passed)
             offer(sid, score, origin[e], path + [Hop(e, sid, Rel.EVIDENCE)])
     if not s.has("no-realtime"):
         live = [n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED
                 and n.id in rel]
         for sid in sorted(live, key=lambda i: (-round(rel[i], 9), i))[: s.realtime_k]:
             offer(sid, rel[sid], sid, [])
-    ranked = sorted(best, key=lambda i: (-round(best[i][0], 9), i))[: s.max_evidence]
+    ranked = sorted(best, key=lambda i: (-round(best[i][0], 9), -round(rel[i], 9), i))[: s.max_evidence]
     candidates = [_result(engine, sid, best[sid], relevance) for sid in ranked]
     top = candidates[: s.final_k]
     sources = rank_sources(candidates)

@@ -125,10 +125,12 @@ SCHEMA = EngineSchema(
                   "Events on the published snapshot and buffered sentence records, by z(dense) + "
                   "{lexical_weight} · z(BM25); at most {seeds} seed events."),
         StageSpec("traverse", "Relation closure", "expansion",
-                  "From the seeds along CAUSAL_FOLLOW (both ways), STATE_SUCCESSOR, SAME_EVENT and TEMPORAL_NEXT: "
-                  "at most {hops} hops and {branching} branches per event; then the evidence pointers."),
+                  "Best first from the seeds along CAUSAL_FOLLOW (both ways), STATE_SUCCESSOR, SAME_EVENT and "
+                  "TEMPORAL_NEXT: at most {hops} hops and {branching} branches per event. A why-question's causes "
+                  "(a history question's earlier states) inherit the seed's score less {chain_hop_cost} per hop."),
         StageSpec("ground", "Grounding and ranking", "ranking",
-                  "Sentence records reached by pointer, merged with the real-time buffer and ranked; the top "
+                  "Sentence records reached by pointer (on the asked chain: the cited ones at the inherited score, "
+                  "one more at {uncited_cost} less), merged with the real-time buffer and ranked; the top "
                   "{final_k} are returned ({max_evidence} at most materialized)."),
     ),
     llm_roles=("router", "relation_synthesis", "event_merge"),

@@ -59,7 +59,7 @@ class MemLoomSettings(EngineSettings):
                                        maximum=50, group="steward")
     relation_budget: int = setting(200, "B_u: most relations one steward run may propose", minimum=1,
                                    maximum=5000, group="steward")
-    theta_rel: float = setting(0.15, "gate on a relation's confidence (the link model's probability; positives "
+    theta_rel: float = setting(0.10, "gate on a relation's confidence (the link model's probability; positives "
                                "are rare, so true links score 0.1-0.6)", minimum=0.0, maximum=1.0, step=0.05,
                                group="steward")
     theta_repair: float = setting(0.5, "gate on a timeline repair's confidence", minimum=0.0, maximum=1.0,
@@ -68,12 +68,15 @@ class MemLoomSettings(EngineSettings):
     lexical_weight: float = setting(0.5, "weight of z(BM25) fused with z(dense cosine)", minimum=0.0, maximum=5.0,
                                     step=0.1, group="retrieval")
     seeds: int = setting(6, "most seed events", minimum=1, maximum=50, group="retrieval")
-    hops: int = setting(3, "most relation hops from a seed", minimum=0, maximum=6, group="retrieval")
+    hops: int = setting(4, "most relation hops from a seed", minimum=0, maximum=6, group="retrieval")
     branching: int = setting(3, "most relations followed per event", minimum=1, maximum=20, group="retrieval")
     hop_cost: float = setting(0.6, "score an inherited rank loses per relation hop (z units)", minimum=0.0,
                               maximum=5.0, step=0.05, group="retrieval")
     chain_hop_cost: float = setting(0.15, "the same along the chain a why- or history-question asks for",
                                     minimum=0.0, maximum=5.0, step=0.05, group="retrieval")
+    uncited_cost: float = setting(2.0, "what the one further record grounded from an event on the asked chain "
+                                  "(one the relation does not cite) loses against the cited ones", minimum=0.0,
+                                  maximum=10.0, step=0.1, group="retrieval")
     realtime_k: int = setting(16, "sentence records taken from the real-time buffer", minimum=0, maximum=100,
                               group="retrieval")
     final_k: int = setting(16, "sentence records returned", minimum=1, maximum=100, group="retrieval")
