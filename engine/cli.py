@@ -104,16 +104,18 @@ def cmd_replay(args) -> int:
 
 
 def _read_queries(path: str) -> list[dict]:
+    """A JSONL file of {"id", "query"}, read and split as the JSONL loader reads a conversation."""
+    from engine.loaders.errors import LoaderError, check, decode_json, read_text
+    from engine.loaders.jsonl import jsonl_lines
+
     rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in jsonl_lines(read_text(path)):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}: line {n}: not JSON ({exc})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("query"), str) or "id" not in row:
-            raise ValueError(f"{path}: line {n}: field 'query' (string) and field 'id' are required")
+        row = check(decode_json(line, path, record=f"line {n}"), dict, path=path, record=f"line {n}")
+        if "id" not in row:
+            raise LoaderError(path, "missing", record=f"line {n}", field="id")
+        check(row.get("query"), str, path=path, record=f"line {n}", field="query")
         rows.append(row)
     return rows
 
