@@ -88,9 +88,6 @@ def cmd_replay(args) -> int:
     engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings, records=args.records,
                           conversation=conversation.id, source=str(Path(args.input).resolve()),
                           schedule=args.consolidate)
-    stored = engine.store.get_meta("conversation")
-    if stored and stored != conversation.id:
-        raise ValueError(f"{args.db} holds conversation {stored!r}, not {conversation.id!r}; use another --db")
 
     def progress(done: int, total: int) -> None:
         if not args.quiet and (done % 50 == 0 or done == total):
