@@ -14,9 +14,9 @@ from tests.conftest import ROOT, locomo_or_skip
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 
 
-def memwb(*args, check=True):
+def memwb(*args, check=True, env=None):
     proc = subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200)
+                          text=True, timeout=1200, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"memwb {args} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
