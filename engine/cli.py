@@ -1,7 +1,9 @@
 """`memwb`: replay, retrieve, export, consolidate and open the workbench from a shell.
 
 The command-line contract (flags and JSON shapes) is stable: scripts and
-checks rely on it.
+checks rely on it. Exit codes: 0 done, 2 an error (one line on stderr), 1 a
+replay or consolidation whose every LLM call failed (counts by error code on
+stderr; what was ingested stays stored).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from engine.engines import engine_schema, known_engines
@@ -88,32 +91,52 @@ def cmd_replay(args) -> int:
     engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings, records=args.records,
                           conversation=conversation.id, source=str(Path(args.input).resolve()),
                           schedule=args.consolidate)
-    stored = engine.store.get_meta("conversation")
-    if stored and stored != conversation.id:
-        raise ValueError(f"{args.db} holds conversation {stored!r}, not {conversation.id!r}; use another --db")
 
     def progress(done: int, total: int) -> None:
         if not args.quiet and (done % 50 == 0 or done == total):
             print(f"\r{done}/{total} turns", end="", file=sys.stderr, flush=True)
 
+    since = engine.store.last_seq()
     summary = replay(engine, conversation, schedule, progress)
     if not args.quiet:
         print(file=sys.stderr)
     print(summary.line())
+    return _llm_outcome(args.command, engine, since)
+
+
+def _llm_outcome(command: str, engine, since: int) -> int:
+    """Report the LLM calls logged after seq `since` that failed, by error code; 1 when every call failed.
+
+    A dead endpoint or a wrong key makes every call fail closed, which alone would look like a quiet run."""
+    from engine.oplog import OpKind
+
+    calls = [op.payload for op in engine.store.ops(kinds=[OpKind.LLM_CALL], after_seq=since)]
+    failed = [c for c in calls if c.get("error_code")]
+    if not failed:
+        return 0
+    counts = ", ".join(f"{code}={n}" for code, n in Counter(c["error_code"] for c in failed).most_common())
+    first = (failed[0].get("error") or "")[:300]
+    if len(failed) == len(calls):
+        print(f"memwb {command}: error: every LLM call failed ({len(failed)} of {len(calls)}): {counts}; "
+              f"first: {first}", file=sys.stderr)
+        return 1
+    print(f"memwb {command}: warning: {len(failed)} of {len(calls)} LLM calls failed: {counts}", file=sys.stderr)
     return 0
 
 
 def _read_queries(path: str) -> list[dict]:
+    """A JSONL file of {"id", "query"}, read and split as the JSONL loader reads a conversation."""
+    from engine.loaders.errors import LoaderError, check, decode_json, read_text
+    from engine.loaders.jsonl import jsonl_lines
+
     rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in jsonl_lines(read_text(path)):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}: line {n}: not JSON ({exc})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("query"), str) or "id" not in row:
-            raise ValueError(f"{path}: line {n}: field 'query' (string) and field 'id' are required")
+        row = check(decode_json(line, path, record=f"line {n}"), dict, path=path, record=f"line {n}")
+        if "id" not in row:
+            raise LoaderError(path, "missing", record=f"line {n}", field="id")
+        check(row.get("query"), str, path=path, record=f"line {n}", field="query")
         rows.append(row)
     return rows
 
@@ -152,9 +175,10 @@ def cmd_consolidate(args) -> int:
     if not engine.pending():
         print("buffer is empty: nothing to consolidate")
         return 0
+    since = engine.store.last_seq()
     report = engine.consolidate()
     print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
-    return 0
+    return _llm_outcome(args.command, engine, since)
 
 
 def cmd_diagnostics(args) -> int:

@@ -5,6 +5,8 @@ workbench never see a dataset's own layout.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 
@@ -33,6 +35,15 @@ class Turn:
         if self.image_caption:
             text += f" [shares an image: {self.image_caption}]"
         return text
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of what the turn says and when (speaker, text, time, session, image caption).
+
+        Stored with each ingested turn, so a replay into an existing memory can tell that the file's
+        turn is no longer the one the memory was built from."""
+        blob = json.dumps([self.speaker, self.text, self.time, self.session, self.image_caption])
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,13 @@ class BaseEngine:
         if turn.id in self.state.turn_units:
             raise ValueError(f"turn {turn.id} is already in memory (node u{self.state.turn_units[turn.id]})")
 
+    @staticmethod
+    def ingested(turn: Turn, **details) -> dict:
+        """The `turn_ingested` payload: where the turn sits and its content hash (what a later replay of
+        the file is checked against, `engine.replay.check_replayable`), plus the engine's own details."""
+        return {"turn_id": turn.id, "index": turn.index, "session": turn.session, "sha256": turn.content_hash,
+                **details}
+
     # -- offline processes --------------------------------------------------------------------
     def processes(self) -> dict[str, "BaseProcess"]:
         return self._processes

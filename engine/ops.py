@@ -242,6 +242,7 @@ declare(OpSpec(OpKind.ENGINE_STATE_SET, 1, _engine_state_set, inverse=_engine_st
 
 # -- turns, proposals, runs, records -----------------------------------------------------------------
 def _turn_ingested(s: "MemoryState", op: OpRecord) -> None:
+    """`sha256` (the turn's content hash) is missing from records written before it was stored."""
     s.turn = op.turn
     s.turn_ids.append(op.payload["turn_id"])
 

@@ -25,12 +25,15 @@ class LLMReason:
 
     JSON_PARSE_FAIL = "JSON_PARSE_FAIL"
     SCHEMA_FAIL = "SCHEMA_FAIL"
+    OUTPUT_TOO_LONG = "OUTPUT_TOO_LONG"          # a field beyond its role's cap (`engine.llm.schemas.CAPS`)
+    DUPLICATE_SEGMENTS = "DUPLICATE_SEGMENTS"    # a Split plan that repeats a segment
     LLM_FAIL = "LLM_FAIL"            # backend could not answer (timeout, HTTP error)
+    REPLY = (JSON_PARSE_FAIL, SCHEMA_FAIL, OUTPUT_TOO_LONG, DUPLICATE_SEGMENTS)   # a reply came and was refused
 
 
 def call_reason_code(code: str | None) -> str:
-    """The reason code for a failed LLM call: parse/schema failures keep theirs, the rest is LLM_FAIL."""
-    return code if code in (LLMReason.JSON_PARSE_FAIL, LLMReason.SCHEMA_FAIL) else LLMReason.LLM_FAIL
+    """The reason code for a failed LLM call: a refused reply keeps its code, the rest is LLM_FAIL."""
+    return code if code in LLMReason.REPLY else LLMReason.LLM_FAIL
 
 
 class GateVerdict:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine.conversation import Conversation, Turn
+from engine.oplog import OpKind
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,48 @@ class ReplaySummary:
                 f"runs={self.runs}")
 
 
+class ReplayMismatch(ValueError):
+    """The memory was built from other turns than the conversation now holds."""
+
+
+def check_replayable(engine, conversation: Conversation) -> None:
+    """Refuse to continue a memory from a conversation that no longer matches what it ingested.
+
+    Replay resumes at position `engine.state.turn` of the file, so every turn before it must be the stored
+    one: same conversation, same turn id at the same position and, where the `turn_ingested` record carries
+    one, the same content hash (records written before hashes were stored are not compared). Raises before
+    anything is ingested, naming the first turn that differs.
+    """
+    store = engine.store
+    stored_conversation = store.get_meta("conversation")
+    if stored_conversation and stored_conversation != conversation.id:
+        raise ReplayMismatch(f"{store.location} holds conversation {stored_conversation!r}, not "
+                             f"{conversation.id!r}; replay into a new database")
+    stored = [op.payload for op in store.ops(kinds=[OpKind.TURN_INGESTED])]
+    problem = _first_difference(stored, conversation.turns)
+    if problem:
+        source = conversation.source or conversation.id
+        raise ReplayMismatch(f"{store.location} was built from other turns than {source} now holds: {problem}; "
+                             "nothing was ingested (replay into a new database, or restore the file)")
+
+
+def _first_difference(stored: list[dict], turns: list[Turn]) -> str | None:
+    """What differs first between the stored `turn_ingested` payloads and the conversation's turns, if anything."""
+    for position, record in enumerate(stored):
+        turn_id, place = record["turn_id"], f"turn {position + 1}"
+        if position >= len(turns):
+            return (f"stored turn {turn_id} ({place}) is not in the file, which has {len(turns)} turns "
+                    f"where the memory holds {len(stored)}")
+        turn = turns[position]
+        if turn.id != turn_id:
+            if any(t.id == turn_id for t in turns):
+                return f"turn order differs at {place}: the memory has {turn_id} there, the file {turn.id}"
+            return f"stored turn {turn_id} ({place}) is no longer in the file, which has {turn.id} there"
+        if record.get("sha256") not in (None, turn.content_hash):
+            return f"turn {turn_id} ({place}) content differs from the stored turn"
+    return None
+
+
 def step(engine, conversation: Conversation, schedule: Schedule):
     """Ingest the next turn of `conversation`, running the engine's scheduled processes first or after when due; returns the ingest report."""
     turns = conversation.turns
@@ -74,7 +117,10 @@ def step(engine, conversation: Conversation, schedule: Schedule):
 
 def replay(engine, conversation: Conversation, schedule: Schedule,
            progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
-    """Ingest every remaining turn in time order; a final run consolidates what is left (unless manual)."""
+    """Ingest every remaining turn in time order; a final run consolidates what is left (unless manual).
+
+    The turns already in memory must be the conversation's (`check_replayable`)."""
+    check_replayable(engine, conversation)
     total = len(conversation.turns)
     engine.prefetch(conversation.turns[engine.state.turn:])
     while engine.state.turn < total:

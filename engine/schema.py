@@ -99,6 +99,8 @@ def llm_reasons() -> tuple[ReasonSpec, ...]:
 
     return (ReasonSpec(LLMReason.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
             ReasonSpec(LLMReason.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),
+            ReasonSpec(LLMReason.OUTPUT_TOO_LONG, "a field of the LLM's output is longer than its role allows"),
+            ReasonSpec(LLMReason.DUPLICATE_SEGMENTS, "the Split plan repeats a segment"),
             ReasonSpec(LLMReason.LLM_FAIL, "the backend did not answer"))
 
 

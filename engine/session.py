@@ -13,7 +13,7 @@ from engine.conversation import Conversation
 from engine.embedder import Embedder
 from engine.engines import UnknownEngine, engine_class
 from engine.interface import BaseEngine
-from engine.llm import LLM, make_backend
+from engine.llm import LLM, DeferredBackend, make_backend
 from engine.oplog import OpKind
 from engine.replay import Schedule, replay
 from engine.store import Store
@@ -31,7 +31,7 @@ def llm_for(name: str, embedder: Embedder, store: Store | None = None, records: 
     if name == "offline":
         return LLM(make_backend("offline", embedder=embedder))
     if name == "openai":
-        return LLM(make_backend("openai"))
+        return LLM(DeferredBackend("openai", lambda: make_backend("openai")))     # the key only when a call is made
     if name == "recorded":
         source = records or (store.url if store else None)
         if source is None:

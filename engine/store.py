@@ -137,6 +137,11 @@ class Store:
         self._refuse_old_layout()
         SQLModel.metadata.create_all(self.engine)
 
+    @property
+    def location(self) -> str:
+        """The database file (or the URL of a database server), for messages."""
+        return self.url.removeprefix("sqlite:///")
+
     def _refuse_old_layout(self) -> None:
         """A database from before lifecycle statuses has an `op_log` without payload versions."""
         insp = inspect(self.engine)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -13,9 +14,9 @@ from tests.conftest import ROOT, locomo_or_skip
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 
 
-def memwb(*args, check=True):
+def memwb(*args, check=True, env=None):
     proc = subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200)
+                          text=True, timeout=1200, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"memwb {args} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
@@ -118,3 +119,56 @@ def test_unknown_engine_lists_the_known_ones(tmp_path):
     schema = json.loads(memwb("schema", "--engine", "allmem").stdout)
     assert [s["name"] for s in schema["statuses"]] == ["visible", "archived"]
     assert {e["name"] for e in schema["edge_types"]} == {"temporal", "semantic", "version", "sibling"}
+
+
+def _write_turns(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _log_size(db) -> int:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT COUNT(*) FROM op_log").fetchone()[0]
+
+
+def test_replay_into_an_existing_memory_refuses_a_changed_file(tmp_path):
+    """Resuming a memory from a file whose already-ingested turns differ exits 2 naming the first differing
+    turn, and ingests nothing; a file that only grew resumes; an old database (no hashes) is compared on
+    turn order only."""
+    rows = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()][:12]
+    assert all("type" not in row for row in rows)
+    db = tmp_path / "m.sqlite"
+    out = memwb("replay", _write_turns(tmp_path / "conv.jsonl", rows[:10]), "--db", db, "--engine", "naive",
+                "--quiet").stdout
+    assert out.startswith("turns=10 ")
+    size = _log_size(db)
+
+    edited = [dict(row) for row in rows]
+    edited[6]["text"] += " (edited)"
+    renamed = [{**row, "conversation": "other"} for row in rows]
+    reordered = [dict(row) for row in rows[:10]]             # JSONL turns are put in time order
+    reordered[2]["time"], reordered[3]["time"] = rows[3]["time"], rows[2]["time"]
+    cases = {
+        "edited.jsonl": (edited[:10], f"turn {rows[6]['id']} (turn 7) content differs from the stored turn"),
+        "reordered.jsonl": (reordered,
+                            f"turn order differs at turn 3: the memory has {rows[2]['id']} there, the file "
+                            f"{rows[3]['id']}"),
+        "removed.jsonl": (rows[:4] + rows[5:11], f"stored turn {rows[4]['id']} (turn 5) is no longer in the file"),
+        "renamed.jsonl": (renamed[:10], "holds conversation 'demo', not 'other'"),
+    }
+    for name, (variant, problem) in cases.items():
+        proc = memwb("replay", _write_turns(tmp_path / name, variant), "--db", db, "--engine", "naive", check=False)
+        assert proc.returncode == 2 and problem in proc.stderr, (name, proc.stderr)
+        assert str(db) in proc.stderr
+        assert _log_size(db) == size, f"{name}: something was ingested"
+
+    grown = memwb("replay", _write_turns(tmp_path / "grown.jsonl", rows), "--db", db, "--engine", "naive",
+                  "--quiet").stdout
+    assert grown.startswith("turns=12 ")
+
+    with sqlite3.connect(db) as con:         # a database written before content hashes were stored
+        con.execute("UPDATE op_log SET payload = json_remove(payload, '$.sha256') WHERE kind = 'turn_ingested'")
+    assert memwb("replay", _write_turns(tmp_path / "old.jsonl", edited), "--db", db, "--engine", "naive",
+                 "--quiet").stdout.startswith("turns=12 ")
+    proc = memwb("replay", tmp_path / "reordered.jsonl", "--db", db, "--engine", "naive", check=False)
+    assert proc.returncode == 2 and "turn order differs at turn 3" in proc.stderr

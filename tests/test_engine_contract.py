@@ -7,13 +7,16 @@ tables equal the fold; the schema describes what the engine actually writes.
 """
 from __future__ import annotations
 
+from dataclasses import replace as changed
+
 import pytest
 
 from engine.conversation import Conversation
 from engine.engines import engine_class, engine_schema, known_engines
 from engine.interface import BaseEngine, MemoryEngine, UndoError
 from engine.loaders import load_conversation
-from engine.replay import Schedule, replay
+from engine.oplog import OpKind
+from engine.replay import ReplayMismatch, Schedule, check_replayable, replay
 from engine.session import open_session
 from engine.state import MemoryState
 from engine.store import rows_of
@@ -143,3 +146,30 @@ def test_undo_of_a_run_restores_the_exact_prior_state(demo, tmp_path):
             assert after[key] == before[key], f"{name}: undo left {key} different"
         assert comparable(eng.store.load_state()) == after
         assert eng.store.table_rows() == rows_of(eng.state)
+
+
+def test_ingested_turns_carry_their_content_hash_and_a_changed_file_is_refused(replayed, demo):
+    """Each turn_ingested record holds the turn's sha256; resuming from a file whose ingested turns differ
+    (content, order, a turn removed) is refused before anything is ingested."""
+    records = [op.payload for op in replayed.store.ops(kinds=[OpKind.TURN_INGESTED])]
+    assert [(r["turn_id"], r["sha256"]) for r in records] == [(t.id, t.content_hash) for t in demo.turns]
+    check_replayable(replayed, demo)
+    turns = demo.turns
+    edited = changed(turns[9], text=turns[9].text + " (edited)")
+    variants = {
+        f"turn {turns[9].id} (turn 10) content differs": turns[:9] + [edited] + turns[10:],
+        f"turn order differs at turn 5: the memory has {turns[4].id} there, the file {turns[5].id}":
+            turns[:4] + [turns[5], turns[4]] + turns[6:],
+        f"stored turn {turns[20].id} (turn 21) is no longer in the file": turns[:20] + turns[21:],
+        f"stored turn {turns[-1].id} (turn {len(turns)}) is not in the file": turns[:-1],
+    }
+    before = replayed.store.last_seq()
+    for problem, variant in variants.items():
+        other = Conversation(demo.id, variant, demo.questions, demo.speakers, demo.source)
+        with pytest.raises(ReplayMismatch, match="nothing was ingested") as info:
+            replay(replayed, other, Schedule.parse("every-1-sessions"))
+        assert problem in str(info.value)
+        assert replayed.store.last_seq() == before
+    for field, value in (("speaker", "Someone"), ("time", "2030-01-01T00:00:00"), ("session", "9"),
+                         ("image_caption", "a photo")):
+        assert changed(turns[0], **{field: value}).content_hash != turns[0].content_hash, field

@@ -6,6 +6,7 @@ tests cover the real SDK, HTTP, timeouts and retries without any network.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -183,6 +184,12 @@ def test_json_off_schema_is_schema_fail(server: FakeServer) -> None:
     call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
     assert call.error_code == "SCHEMA_FAIL"
     assert "keywords" in call.error
+
+
+def test_deeply_nested_reply_is_parse_fail(server: FakeServer) -> None:
+    server.script(Scripted(200, completion("[" * 100_000 + "]" * 100_000)))
+    call = LLM(backend(server.base_url)).call("descriptor", PAYLOAD)
+    assert call.error_code == "JSON_PARSE_FAIL" and "recursion" in call.error
 
 
 def test_empty_content_is_empty_response(server: FakeServer) -> None:
@@ -385,3 +392,209 @@ def test_memloom_steward_on_the_openai_backend(monkeypatch: pytest.MonkeyPatch, 
     assert len(calls) == len(server.requests)
     assert {c["role"] for c in calls} >= {"router", "relation_synthesis"} and all(c["backend"] == "openai"
                                                                               for c in calls)
+
+
+# --- caps on what a model may write, credentials, keys and failures at the command line -----------
+
+SECRET_USER, SECRET_PASSWORD = "memwb-user", "s3cret-pass"
+
+
+def _with_credentials(base_url: str) -> str:
+    return base_url.replace("http://", f"http://{SECRET_USER}:{SECRET_PASSWORD}@")
+
+
+def _segment(text: str) -> dict:
+    return {"segment_text": text, "segment_summary": "s", "segment_keywords": ["k"], "topic_label": "t"}
+
+
+def _split(*texts: str) -> dict:
+    return {"do_split": True, "segments": [_segment(t) for t in texts], "split_rationale": "two topics"}
+
+
+def test_output_caps_give_their_own_reason_codes(server: FakeServer) -> None:
+    """Summary length, keyword count and length, Split segment count and length, and repeated segments are
+    refused after the schema passes, each with a reason code that proposals keep."""
+    from engine.llm.schemas import KEYWORD_CHARS, KEYWORDS, SEGMENT_CHARS, SEGMENTS, SUMMARY_CHARS
+    from engine.proposal import call_reason_code
+
+    cases = [
+        ("descriptor", {**GOOD, "summary": "s" * SUMMARY_CHARS}, None, None),
+        ("descriptor", {**GOOD, "summary": "s" * (SUMMARY_CHARS + 1)}, "OUTPUT_TOO_LONG",
+         f"summary has {SUMMARY_CHARS + 1} characters, more than the cap of {SUMMARY_CHARS}"),
+        ("descriptor", {**GOOD, "keywords": [f"k{i}" for i in range(KEYWORDS + 1)]}, "OUTPUT_TOO_LONG",
+         f"keywords has {KEYWORDS + 1} items, more than the cap of {KEYWORDS}"),
+        ("descriptor", {**GOOD, "keywords": ["ok", "k" * (KEYWORD_CHARS + 1)]}, "OUTPUT_TOO_LONG",
+         f"keywords[1] has {KEYWORD_CHARS + 1} characters"),
+        ("split_plan", _split("Ana moved to Lyon.", "Ben got a dog."), None, None),
+        ("split_plan", _split(*[f"part {i}" for i in range(SEGMENTS + 1)]), "OUTPUT_TOO_LONG",
+         f"segments has {SEGMENTS + 1} items, more than the cap of {SEGMENTS}"),
+        ("split_plan", _split("short", "x" * (SEGMENT_CHARS + 1)), "OUTPUT_TOO_LONG",
+         "segments[1].segment_text has"),
+        ("split_plan", {**_split("a", "b"), "segments": [_segment("a"), {**_segment("b"), "segment_summary": "s" * (
+            SUMMARY_CHARS + 1)}]}, "OUTPUT_TOO_LONG", "segments[1].segment_summary has"),
+        ("split_plan", _split("Ana moved to Lyon.", "Ben got a dog.", "Ana moved to Lyon. "), "DUPLICATE_SEGMENTS",
+         "segments[0].segment_text and segments[2].segment_text repeat one text"),
+        ("merge_plan", {"summary": "s", "keywords": ["k"] * (KEYWORDS + 1), "salient_points": []},
+         "OUTPUT_TOO_LONG", "keywords has"),
+        ("update_plan", {"updated_summary": "s" * (SUMMARY_CHARS + 1), "updated_keywords": [], "deprecations": [],
+                         "alignment_note": ""}, "OUTPUT_TOO_LONG", "updated_summary has"),
+    ]
+    llm = LLM(backend(server.base_url))
+    for role, answer, code, message in cases:
+        server.script(Scripted(200, completion(json.dumps(answer))))
+        call = llm.call(role, {"text": "x"})
+        assert call.error_code == code, (role, call.error)
+        if code is None:
+            assert call.data == answer
+        else:
+            assert call.data is None and message in call.error and call_reason_code(code) == code
+
+
+def test_caps_name_fields_that_exist_in_their_role_schema() -> None:
+    from engine.llm.schemas import CAPS
+
+    def has(schema: dict, path: list[str]) -> bool:
+        if not path:
+            return True
+        if schema.get("type") == "array":
+            return has(schema["items"], path)
+        return path[0] in schema.get("properties", {}) and has(schema["properties"][path[0]], path[1:])
+
+    assert set(CAPS) <= set(SCHEMAS)
+    for role, caps in CAPS.items():
+        for cap in caps:
+            assert has(SCHEMAS[role], cap.field.split(".")), (role, cap.field)
+
+
+def _allmem_model(request: dict) -> Scripted:
+    """A model for All-Mem's roles: short descriptors, a confident Split of every target, and a Split plan
+    that gives the same segment twice."""
+    role = request["response_format"]["json_schema"]["name"]
+    data = _payload_of(request)
+    if role == "descriptor":
+        answer = {"summary": data["text"][:120], "keywords": data["text"].split()[:3]}
+    elif role == "diagnosis":
+        answer = {"split_tasks": [{"node_id": data["target"]["id"], "reason": "two topics", "confidence": 0.95}],
+                  "merge_tasks": [], "update_tasks": []}
+    elif role == "split_plan":
+        answer = _split(data["original_text"], data["original_text"])
+    else:
+        return Scripted(400, error_body(400))
+    return Scripted(200, completion(json.dumps(answer)))
+
+
+def _demo_turns(path: Path, n: int) -> Path:
+    lines = (REPO / "datasets" / "demo" / "demo.jsonl").read_text(encoding="utf-8").splitlines()[:n]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_duplicate_split_segments_fail_the_proposal_and_change_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                                       server: FakeServer, tmp_path: Path) -> None:
+    from engine.loaders import load_conversation
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+
+    monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("MEMWB_OPENAI_API_KEY", "test-key")
+    server.responder = _allmem_model
+    eng = open_session(tmp_path / "m.sqlite", llm="openai")
+    replay(eng, load_conversation(_demo_turns(tmp_path / "c.jsonl", 4)), Schedule.parse("manual"))
+    before = eng.export()
+    report = eng.consolidate()
+    splits = [p for p in report.proposals if p.op == "split"]
+    assert len(splits) == 4
+    assert {(p.status, p.reason_code) for p in splits} == {("failed", "DUPLICATE_SEGMENTS")}
+    assert all("repeat one text" in p.note for p in splits)
+    assert "DUPLICATE_SEGMENTS" in {r.code for r in eng.schema.reason_codes}
+    assert eng.export() == before
+
+
+def _store_bytes(db: Path) -> bytes:
+    """Every byte SQLite keeps for the database (the file, its WAL and shared memory)."""
+    return b"".join(p.read_bytes() for p in sorted(db.parent.glob(db.name + "*")))
+
+
+def test_credentials_in_the_base_url_never_reach_the_store(monkeypatch: pytest.MonkeyPatch, server: FakeServer,
+                                                           tmp_path: Path) -> None:
+    """A base URL with user:password reaches the server, but call records, errors and proposals keep only
+    ``http://***@host``; the database file holds neither the user nor the password."""
+    from engine.loaders import load_conversation
+    from engine.oplog import OpKind
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+
+    secret_url = _with_credentials(server.base_url)
+    monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", secret_url)
+    monkeypatch.setenv("MEMWB_OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("MEMWB_OPENAI_MAX_RETRIES", "0")
+    answers = iter(range(1000))
+    server.responder = lambda req: (_allmem_model(req) if next(answers) % 2 else Scripted(400, error_body(400)))
+    db = tmp_path / "m.sqlite"
+    eng = open_session(db, llm="openai")
+    replay(eng, load_conversation(_demo_turns(tmp_path / "c.jsonl", 6)), Schedule.parse("manual"))
+    eng.consolidate()
+    calls = [op.payload for op in eng.store.ops(kinds=[OpKind.LLM_CALL])]
+    failed = [c for c in calls if c["error_code"] == "HTTP_400"]
+    assert len(calls) == len(server.requests) and failed and len(failed) < len(calls)
+    redacted = server.base_url.replace("http://", "http://***@")
+    assert all(c["error"].startswith(redacted) for c in failed)
+    assert any(p.reason.startswith(redacted) for p in eng.state.proposals.values())
+    stored = _store_bytes(db)
+    assert SECRET_PASSWORD.encode() not in stored and SECRET_USER.encode() not in stored
+    assert redacted.encode() in stored
+
+    dead = _with_credentials(f"http://127.0.0.1:{free_port()}/v1")
+    call = LLM(backend(dead, max_retries=0)).call("descriptor", PAYLOAD)
+    assert call.error_code == "NETWORK" and SECRET_PASSWORD not in call.error and "http://***@127.0.0.1" in call.error
+
+
+def _cli_env(server: FakeServer, **extra: str) -> dict[str, str]:
+    return {**os.environ, "MEMWB_OPENAI_BASE_URL": server.base_url, "MEMWB_OPENAI_API_KEY": "test-key", **extra}
+
+
+def test_read_only_commands_need_no_api_key(server: FakeServer, tmp_path: Path) -> None:
+    """A memory made with --llm openai opens for export, diagnostics, retrieval and schema with no key and no
+    endpoint in the environment, and none of them calls the model; consolidating says the key is needed."""
+    from tests.test_cli import memwb
+
+    server.responder = _allmem_model
+    db = tmp_path / "m.sqlite"
+    memwb("replay", _demo_turns(tmp_path / "c.jsonl", 8), "--db", db, "--llm", "openai", "--consolidate", "manual",
+          "--quiet", env=_cli_env(server))
+    asked = len(server.requests)
+    assert asked == 8 and "MEMWB_OPENAI_API_KEY" not in os.environ and "OPENAI_API_KEY" not in os.environ
+    assert len(json.loads(memwb("export", "--db", db, "--json").stdout)["units"]) == 8
+    assert "visible_ratio" in json.loads(memwb("diagnostics", "--db", db).stdout)
+    found = json.loads(memwb("retrieve", "--db", db, "--query", "Who is Pepper?", "--json").stdout)
+    assert "D1:2" in found["source_ids"]
+    assert json.loads(memwb("schema", "--engine", "allmem").stdout)["name"] == "allmem"
+    assert len(server.requests) == asked
+    proc = memwb("consolidate", "--db", db, check=False)
+    assert proc.returncode == 2 and "MEMWB_OPENAI_API_KEY" in proc.stderr
+
+
+def test_a_run_whose_every_llm_call_fails_exits_non_zero_with_counts(server: FakeServer, tmp_path: Path) -> None:
+    """A wrong key fails every call closed; replay and consolidate say so and exit 1, what was ingested stays,
+    and no credential of the URL reaches the terminal. A run where only some calls fail warns and exits 0."""
+    from tests.test_cli import memwb
+
+    server.responder = lambda req: Scripted(401, error_body(401))
+    env = _cli_env(server, MEMWB_OPENAI_BASE_URL=_with_credentials(server.base_url), MEMWB_OPENAI_MAX_RETRIES="0")
+    db = tmp_path / "m.sqlite"
+    conv = _demo_turns(tmp_path / "c.jsonl", 6)
+    proc = memwb("replay", conv, "--db", db, "--llm", "openai", "--consolidate", "manual", "--quiet", env=env,
+                 check=False)
+    assert proc.returncode == 1 and proc.stdout.startswith("turns=6 ")
+    assert "memwb replay: error: every LLM call failed (6 of 6): HTTP_401=6" in proc.stderr
+    assert "http://***@127.0.0.1" in proc.stderr and SECRET_PASSWORD not in proc.stderr + proc.stdout
+    proc = memwb("consolidate", "--db", db, env=env, check=False)
+    assert proc.returncode == 1 and "every LLM call failed (6 of 6): HTTP_401=6" in proc.stderr
+
+    answers = iter(range(1000))
+    server.responder = lambda req: (Scripted(429, error_body(429)) if next(answers) == 2
+                                    else Scripted(200, completion(json.dumps(GOOD))))
+    proc = memwb("replay", conv, "--db", tmp_path / "ok.sqlite", "--llm", "openai", "--consolidate", "manual",
+                 "--quiet", env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "memwb replay: warning: 1 of 6 LLM calls failed: HTTP_429=1" in proc.stderr

@@ -352,3 +352,155 @@ def test_conversation_without_turns_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LoaderError) as err:
         load_conversation(path)
     assert "empty.json" in str(err.value) and "conv-x" in str(err.value) and "turns" in str(err.value)
+
+
+# --- what a loader must refuse or keep: line separators, Unicode, nesting, sizes ----------------
+
+LONE_SURROGATE = "\ud800"          # what the JSON escape "\ud800" decodes to: not encodable as UTF-8
+QMSUM_MEETING = SHARED_DATA / "qmsum" / "test" / "Bed003.json"
+
+
+@pytest.mark.parametrize("name", ["breaks.jsonl", "breaks.txt"])
+def test_jsonl_keeps_unicode_line_separators_inside_strings(tmp_path: Path, name: str) -> None:
+    """U+2028, U+2029 and U+0085 are legal inside a JSON string: only "\\n" ends a line, and a "\\r\\n"
+    ending reads the same; a file without the .jsonl suffix is still recognised."""
+    text = "first paragraph\u2028second\u2029third\u0085fourth"
+    lines = [json.dumps(_turn("a", "2023-01-01", text=text), ensure_ascii=False), json.dumps(_turn("b", "2023-01-02"))]
+    path = tmp_path / name
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
+    conv = load_conversation(path)
+    assert [t.id for t in conv.turns] == ["a", "b"]
+    assert conv.turns[0].text == text and conv.turns[1].text == "turn b"
+
+
+def _jsonl_case(tmp_path: Path, field: str) -> tuple[Path, str]:
+    turn, question = _turn("a", "2023-01-01"), {"type": "question", "id": "q", "question": "why?", "answer": "so"}
+    on_turn = field in ("text", "speaker", "id", "session", "image_caption", "conversation")
+    (turn if on_turn else question)[field] = f"x{LONE_SURROGATE}"
+    return _write(tmp_path / "s.jsonl", [turn, question]), "line 1" if on_turn else "line 2"
+
+
+def _json_case(tmp_path: Path, name: str, data: Any, edit: Any) -> Path:
+    data = copy.deepcopy(data)
+    edit(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data), encoding="utf-8")         # ensure_ascii: the surrogate is a \ud800 escape
+    return path
+
+
+def _append(container: Any, key: Any) -> None:
+    container[key] = f"{container[key]}{LONE_SURROGATE}"
+
+
+@pytest.mark.parametrize("field", ["text", "speaker", "id", "session", "image_caption", "question", "answer",
+                                   "conversation"])
+def test_lone_surrogate_is_refused_in_every_jsonl_field(tmp_path: Path, field: str) -> None:
+    path, record = _jsonl_case(tmp_path, field)
+    err = _error(path)
+    assert (err.record, err.field) == (record, field)
+    assert str(err).startswith(f"s.jsonl: record {record}: field {field!r}: invalid Unicode: lone surrogate U+D800")
+
+
+def test_lone_surrogate_is_refused_in_locomo_fields(tmp_path: Path, locomo_raw: list[dict[str, Any]]) -> None:
+    sample = _raw_sample(locomo_raw, "conv-26")
+    cases = {
+        ("conv-26/session_2[3]", "text"): lambda s: _append(s["conversation"]["session_2"][3], "text"),
+        ("conv-26/session_1[0]", "speaker"): lambda s: _append(s["conversation"]["session_1"][0], "speaker"),
+        ("conv-26/session_4[1]", "dia_id"): lambda s: _append(s["conversation"]["session_4"][1], "dia_id"),
+        ("conv-26/qa[5]", "question"): lambda s: _append(s["qa"][5], "question"),
+        ("conv-26/conversation", "speaker_b"): lambda s: _append(s["conversation"], "speaker_b"),
+    }
+    for (record, field), edit in cases.items():
+        err = _error(_json_case(tmp_path, "locomo-dev8.json", [sample], lambda d: edit(d[0])))
+        assert (err.record, err.field) == (record, field), str(err)
+        assert "lone surrogate U+D800" in err.message and str(err).startswith("locomo-dev8.json: ")
+
+
+def test_lone_surrogate_is_refused_in_longmemeval_and_qmsum_fields(tmp_path: Path) -> None:
+    instances = json.loads((FIXTURES / "longmemeval_tiny.json").read_text(encoding="utf-8"))
+    qid, session_id = instances[0]["question_id"], instances[0]["haystack_session_ids"][0]
+    cases = [
+        ("longmemeval_tiny.json", instances, f"{qid}/{session_id}[1]", "content",
+         lambda d: _append(d[0]["haystack_sessions"][0][1], "content")),
+        ("longmemeval_tiny.json", instances, f"{qid}/{session_id}[0]", "role",
+         lambda d: _append(d[0]["haystack_sessions"][0][0], "role")),
+        ("longmemeval_tiny.json", instances, qid, "question", lambda d: _append(d[0], "question")),
+        ("longmemeval_tiny.json", instances, qid, "answer", lambda d: _append(d[0], "answer")),
+    ]
+    if QMSUM_MEETING.is_file():
+        meeting = json.loads(QMSUM_MEETING.read_text(encoding="utf-8"))
+        cases += [
+            ("Bed003.json", meeting, "Bed003/meeting_transcripts[7]", "content",
+             lambda d: _append(d["meeting_transcripts"][7], "content")),
+            ("Bed003.json", meeting, "Bed003/meeting_transcripts[7]", "speaker",
+             lambda d: _append(d["meeting_transcripts"][7], "speaker")),
+            ("Bed003.json", meeting, "Bed003/specific_query_list[0]", "query",
+             lambda d: _append(d["specific_query_list"][0], "query")),
+        ]
+    for name, data, record, field, edit in cases:
+        err = _error(_json_case(tmp_path, name, data, edit))
+        assert (err.record, err.field) == (record, field), str(err)
+        assert "lone surrogate U+D800" in err.message and str(err).startswith(f"{name}: ")
+
+
+def test_deep_nesting_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """100000 nested lists overflow the JSON decoder's recursion; the error names the file (and line)."""
+    from engine.loaders import load_locomo, load_qmsum
+
+    deep = "[" * 100_000 + "]" * 100_000
+    files = {"deep.json": (deep, None), "deep.txt": (deep, None),
+             "deep.jsonl": (json.dumps(_turn("a", "2023-01-01")) + "\n" + '{"id": ' + deep + "}\n", "line 2")}
+    for name, (content, record) in files.items():
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        err = _error(tmp_path / name)
+        assert str(err).startswith(f"{name}: ") and err.record == record
+        assert "JSON nested too deeply" in err.message
+    for load in (load_locomo, load_qmsum):
+        with pytest.raises(LoaderError, match=r"^deep\.json: JSON nested too deeply"):
+            load(tmp_path / "deep.json")
+
+
+def test_file_size_limit_names_the_file_the_limit_and_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locomo_raw: list[dict[str, Any]]
+) -> None:
+    monkeypatch.delenv("MEMWB_MAX_FILE_MB", raising=False)
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as handle:                 # sparse: 65 MB on paper, nothing written
+        handle.truncate(65 * 1024 * 1024)
+    assert str(_error(big)) == ("big.jsonl: file is 65.0 MB, more than the limit of 64 MB; "
+                                "raise it with MEMWB_MAX_FILE_MB=65 (or more)")
+
+    monkeypatch.setenv("MEMWB_MAX_FILE_MB", "1")     # the real LoCoMo file is 1.7 MB
+    err = _error(LOCOMO)
+    assert str(err) == ("locomo-dev8.json: file is 1.7 MB, more than the limit of 1 MB; "
+                        "raise it with MEMWB_MAX_FILE_MB=2 (or more)")
+    monkeypatch.setenv("MEMWB_MAX_FILE_MB", "2")
+    assert len(load_conversations(LOCOMO)) == len(locomo_raw)
+    monkeypatch.setenv("MEMWB_MAX_FILE_MB", "lots")
+    with pytest.raises(ValueError, match="MEMWB_MAX_FILE_MB='lots': expected a positive number"):
+        load_conversations(LOCOMO)
+
+
+def test_turn_text_limit_names_the_turn_the_limit_and_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locomo_raw: list[dict[str, Any]]
+) -> None:
+    monkeypatch.delenv("MEMWB_MAX_TURN_CHARS", raising=False)
+    path = _write(tmp_path / "long.jsonl", [_turn("a", "2023-01-01", text="x" * 100_000),
+                                            _turn("b", "2023-01-02", text="y" * 100_001)])
+    err = _error(path)
+    assert str(err) == ("long.jsonl: record line 2: field 'text': 100001 characters, more than the limit of 100000 "
+                        "for one turn; raise it with MEMWB_MAX_TURN_CHARS=100001 (or more)")
+    monkeypatch.setenv("MEMWB_MAX_TURN_CHARS", "100001")
+    assert [len(t.text) for t in load_conversation(path).turns] == [100_000, 100_001]
+
+    monkeypatch.setenv("MEMWB_MAX_TURN_CHARS", "150")        # the real data, under a tight limit
+    conversation = _raw_sample(locomo_raw, "conv-26")["conversation"]
+    numbers = sorted(int(k.removeprefix("session_")) for k in conversation if SESSION_KEY.fullmatch(k))
+    first = next(f"conv-26/session_{n}[{i}]" for n in numbers
+                 for i, t in enumerate(conversation[f"session_{n}"]) if len(t["text"]) > 150)
+    err = _error(LOCOMO, "conv-26")
+    assert (err.record, err.field) == (first, "text")
+    assert "more than the limit of 150 for one turn" in err.message and "MEMWB_MAX_TURN_CHARS=" in err.message
+    if QMSUM_MEETING.is_file():
+        err = _error(QMSUM_MEETING)
+        assert err.field == "content" and err.record.startswith("Bed003/meeting_transcripts[")

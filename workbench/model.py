@@ -26,7 +26,7 @@ from engine.embedder import Embedder
 from engine.engines import engine_schema, known_engines
 from engine.interface import BaseEngine
 from engine.loaders import load_conversation, load_conversations
-from engine.replay import Schedule, step
+from engine.replay import Schedule, check_replayable, step
 from engine.session import DEFAULT_ENGINE, open_session, scratch_engine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +70,7 @@ class Workbench:
         db = workdir / f"{_safe(conversation.id)}-{engine}-{next(_COUNTER)}.sqlite"
         engine = open_session(db, engine=engine, llm=llm, settings=settings, conversation=conversation.id,
                               source=str(path), schedule=schedule, embedder=embedder)
+        check_replayable(engine, conversation)        # stepping resumes at the log's head: same turns before it
         wb = cls(source_label=label or Path(path).name, source_path=Path(path), conversation=conversation,
                  engine=engine, schedule=Schedule.parse(schedule), db_path=db)
         return wb

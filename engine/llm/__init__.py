@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from engine.llm.base import LLM, BackendError, BackendReply, LLMBackend, LLMCall, LLMRequest
+from engine.llm.base import LLM, BackendError, BackendReply, DeferredBackend, LLMBackend, LLMCall, LLMRequest
 from engine.llm.recorded import RecordedBackend, dump_calls_jsonl, load_calls_jsonl
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BACKENDS", "LLM", "BackendError", "BackendFactory", "BackendReply", "LLMBackend", "LLMCall",
+    "BACKENDS", "LLM", "BackendError", "BackendFactory", "BackendReply", "DeferredBackend", "LLMBackend", "LLMCall",
     "LLMRequest", "OpenAIBackend", "RecordedBackend", "dump_calls_jsonl", "load_calls_jsonl",
     "make_backend", "register_backend",
 ]

@@ -18,7 +18,9 @@ from typing import Callable
 import jsonschema
 
 from engine.llm.prompts import render
-from engine.llm.schemas import SCHEMAS
+from engine.llm.redact import redact
+from engine.llm.schemas import CAPS, SCHEMAS, Cap
+from engine.proposal import LLMReason
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,25 @@ class LLMBackend(ABC):
         """Return the model's raw text for `request`, or raise BackendError."""
 
 
+class DeferredBackend(LLMBackend):
+    """A backend built on its first request, so a memory made with a hosted model can be opened,
+    exported and searched without its API key: only a call to the model needs one."""
+
+    def __init__(self, name: str, build: Callable[[], LLMBackend]):
+        self.name = name
+        self._build = build
+        self._backend: LLMBackend | None = None
+
+    @property
+    def model(self) -> str:
+        return self._backend.model if self._backend is not None else ""
+
+    def generate(self, request: LLMRequest) -> BackendReply:
+        if self._backend is None:
+            self._backend = self._build()
+        return self._backend.generate(request)
+
+
 @dataclass
 class LLM:
     backend: LLMBackend
@@ -102,12 +123,14 @@ class LLM:
         try:
             reply = self.backend.generate(request)
         except BackendError as exc:
-            record.error_code, record.error = exc.code, str(exc)
+            record.error_code, record.error = exc.code, redact(str(exc))
         else:
             record.response = reply.text
             record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
             record.model = reply.model or record.model
-            record.data, record.error_code, record.error = parse_and_validate(reply.text, request.schema)
+            record.data, record.error_code, record.error = parse_and_validate(reply.text, request.schema,
+                                                                              CAPS.get(role, ()))
+        record.model = record.model or self.backend.model       # a deferred backend knows it once built
         record.latency_ms = (time.perf_counter() - started) * 1000.0
         if self.recorder is not None:
             self.recorder(record)
@@ -129,17 +152,60 @@ def _validator(schema: dict) -> jsonschema.protocols.Validator:
     return _VALIDATORS[key]
 
 
-def parse_and_validate(text: str, schema: dict) -> tuple[dict | None, str | None, str | None]:
-    """Parse JSON text and check it against `schema`: (data, error_code, message)."""
+def parse_and_validate(text: str, schema: dict, caps: tuple[Cap, ...] = ()
+                       ) -> tuple[dict | None, str | None, str | None]:
+    """Parse JSON text, check it against `schema`, then against the role's `caps`: (data, error_code, message)."""
     try:
         data = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        return None, "JSON_PARSE_FAIL", f"response is not JSON: {exc}"
+    except (TypeError, ValueError, RecursionError) as exc:
+        return None, LLMReason.JSON_PARSE_FAIL, f"response is not JSON: {exc}"
     error = jsonschema.exceptions.best_match(_validator(schema).iter_errors(data))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "<root>"
-        return None, "SCHEMA_FAIL", f"response fails the schema at {where}: {error.message}"
+        return None, LLMReason.SCHEMA_FAIL, f"response fails the schema at {where}: {error.message}"
+    for cap in caps:
+        violation = _violation(data, cap)
+        if violation is not None:
+            return None, *violation
     return data, None, None
+
+
+def _at(data: object, path: str) -> list[tuple[str, object]]:
+    """(location, value) of every value at a dotted path, descending into each item of a list on the way."""
+    found: list[tuple[str, object]] = [("", data)]
+    for part in path.split("."):
+        step: list[tuple[str, object]] = []
+        for where, value in found:
+            items = [(f"{where}[{i}]", item) for i, item in enumerate(value)] if isinstance(value, list) \
+                else [(where, value)]
+            step += [(f"{at}.{part}" if at else part, item[part]) for at, item in items
+                     if isinstance(item, dict) and part in item]
+        found = step
+    return found
+
+
+def _violation(data: object, cap: Cap) -> tuple[str, str] | None:
+    """(reason code, message) for the first value at `cap.field` that breaks the cap, else None."""
+    texts: list[tuple[str, str]] = []
+    for where, value in _at(data, cap.field):
+        if isinstance(value, list):
+            if cap.max_items is not None and len(value) > cap.max_items:
+                return LLMReason.OUTPUT_TOO_LONG, (f"response field {where} has {len(value)} items, more than "
+                                                   f"the cap of {cap.max_items}")
+            texts += [(f"{where}[{i}]", item) for i, item in enumerate(value) if isinstance(item, str)]
+        elif isinstance(value, str):
+            texts.append((where, value))
+    for where, text in texts:
+        if cap.max_chars is not None and len(text) > cap.max_chars:
+            return LLMReason.OUTPUT_TOO_LONG, (f"response field {where} has {len(text)} characters, more than "
+                                               f"the cap of {cap.max_chars}")
+    if cap.distinct:
+        first: dict[str, str] = {}
+        for where, text in texts:
+            earlier = first.setdefault(text.strip(), where)
+            if earlier != where:
+                return LLMReason.DUPLICATE_SEGMENTS, f"response fields {earlier} and {where} repeat one text"
+    return None
 
 
 def estimate_tokens(text: str) -> int:

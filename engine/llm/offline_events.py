@@ -11,6 +11,7 @@ import re
 from datetime import datetime, timedelta
 
 from engine.links import CHANGE_WORDS
+from engine.llm.schemas import SUMMARY_CHARS
 from engine.text import content_tokens, has_negation, numbers, words
 
 # -- the router ----------------------------------------------------------------------------------
@@ -193,7 +194,7 @@ def judge_merge(payload: dict) -> dict:
     texts = [s["text"] for s in a["sentences"] + b["sentences"]]
     keywords = list(dict.fromkeys(t for text in texts for t in content_tokens(text)))[:10]
     return {"merge": conf >= 0.5, "confidence": round(conf, 4),
-            "summary": " / ".join(s["text"] for s in (a["sentences"][:1] + b["sentences"][:1])),
+            "summary": " / ".join(s["text"] for s in (a["sentences"][:1] + b["sentences"][:1]))[:SUMMARY_CHARS],
             "keywords": keywords,
             "rationale": f"centroid cosine {cosine:.2f}, {gap:.1f} h apart"
                          + ("; the later fragment changes a stated value" if contradiction else "")}

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import openai
 
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
+from engine.llm.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_TIMEOUT = 60.0
@@ -80,7 +81,8 @@ class OpenAIBackend(LLMBackend):
                     "(or OPENAI_API_KEY); local servers that ignore keys accept any placeholder, e.g. 'EMPTY'")
             client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0)
         self._client = client
-        self.endpoint = str(getattr(client, "base_url", None) or self.base_url or "the default OpenAI endpoint")
+        self.endpoint = redact(str(getattr(client, "base_url", None) or self.base_url
+                                   or "the default OpenAI endpoint"))
 
     def backoff(self, attempt: int) -> float:
         """Delay before retry number `attempt` (1-based): base, 2*base, 4*base..."""

@@ -1,10 +1,18 @@
-"""JSON schemas of every LLM role's output.
+"""JSON schemas of every LLM role's output, and the caps on its fields.
 
 Field names follow the All-Mem paper (App. B.6, C.1) so recorded plans can be
 compared with the paper's. Every output is validated against these before use;
 anything that does not validate is a fail-closed no-op upstream.
+
+The caps (`CAPS`) bound what a model may write into memory: summary length,
+keyword count and length, the number, length and distinctness of Split
+segments. They are checked after the schema rather than written into it as
+``maxLength``/``maxItems`` because strict structured-output endpoints do not
+all accept those keywords, and because each violation has its own reason code.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 _STR = {"type": "string"}
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
@@ -60,6 +68,44 @@ RELATION_SYNTHESIS = _obj({"relations": {"type": "array", "items": _obj({
 
 EVENT_MERGE = _obj({"merge": {"type": "boolean"}, "confidence": _CONF, "summary": _STR, "keywords": _STR_LIST,
                     "rationale": _STR})
+
+SUMMARY_CHARS = 2_000              # a summary is one or a few sentences, never the evidence again
+KEYWORDS = 32
+KEYWORD_CHARS = 100
+SEGMENTS = 16
+SEGMENT_CHARS = 100_000            # a segment is a substring of one turn: the loaders' per-turn default
+
+
+@dataclass(frozen=True)
+class Cap:
+    """A bound on one field of a role's output.
+
+    `field` is a dotted path; a list met on the way is descended item by item
+    (``segments.segment_text`` is every segment's text). `max_chars` bounds
+    each string there (each item of a list of strings), `max_items` the
+    length of the list there, and `distinct` makes the strings there pairwise
+    different (reason code DUPLICATE_SEGMENTS).
+    """
+
+    field: str
+    max_chars: int | None = None
+    max_items: int | None = None
+    distinct: bool = False
+
+
+def _described(summary: str, keywords: str) -> tuple[Cap, ...]:
+    return (Cap(summary, max_chars=SUMMARY_CHARS), Cap(keywords, max_chars=KEYWORD_CHARS, max_items=KEYWORDS))
+
+
+CAPS: dict[str, tuple[Cap, ...]] = {
+    "descriptor": _described("summary", "keywords"),
+    "split_plan": (Cap("segments", max_items=SEGMENTS),
+                   Cap("segments.segment_text", max_chars=SEGMENT_CHARS, distinct=True),
+                   *_described("segments.segment_summary", "segments.segment_keywords")),
+    "merge_plan": (*_described("summary", "keywords"), Cap("salient_points", max_chars=SUMMARY_CHARS, max_items=8)),
+    "update_plan": _described("updated_summary", "updated_keywords"),
+    "event_merge": _described("summary", "keywords"),
+}
 
 SCHEMAS: dict[str, dict] = {
     "router": ROUTER,

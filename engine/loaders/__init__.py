@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation
-from engine.loaders.errors import LoaderError, read_text
+from engine.loaders.errors import LoaderError, decode_json, read_text
 from engine.loaders.jsonl import load_jsonl, looks_like_jsonl, parse_jsonl
 from engine.loaders.locomo import is_locomo, load_locomo, parse_locomo
 from engine.loaders.longmemeval import is_longmemeval, load_longmemeval, parse_longmemeval
@@ -37,16 +37,14 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     if Path(path).suffix.lower() in _JSONL_SUFFIXES:
         return parse_jsonl(text, path)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = decode_json(text, path)
+    except LoaderError as exc:
         if looks_like_jsonl(text):
             return parse_jsonl(text, path)
-        if Path(path).suffix.lower() == ".json":
-            raise LoaderError(
-                path, f"not valid JSON: {exc.msg} (column {exc.colno})", record=f"line {exc.lineno}"
-            ) from exc
+        if Path(path).suffix.lower() == ".json" or not isinstance(exc.__cause__, json.JSONDecodeError):
+            raise
         raise LoaderError(
-            path, "unknown format: not JSON (LoCoMo, LongMemEval, QMSum) nor JSONL", record=f"line {exc.lineno}"
+            path, "unknown format: not JSON (LoCoMo, LongMemEval, QMSum) nor JSONL", record=exc.record
         ) from exc
     return _parse_json(data, path)
 

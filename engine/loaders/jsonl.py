@@ -14,16 +14,18 @@ hand, problems are errors (with the line number) rather than silently dropped.
 """
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation, Question, Turn
-from engine.loaders.errors import LoaderError, answer_text, optional, read_text, require
+from engine.loaders.errors import (
+    LoaderError, answer_text, check, decode_json, optional, read_text, require, turn_text,
+)
 
-__all__ = ["load_jsonl", "looks_like_jsonl", "parse_iso_time", "parse_jsonl"]
+__all__ = ["jsonl_lines", "load_jsonl", "looks_like_jsonl", "parse_iso_time", "parse_jsonl"]
 
 _TURN_FIELDS = ("id", "speaker", "text", "time", "session")
 
@@ -33,13 +35,20 @@ def parse_iso_time(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Numbered lines, split on "\\n" only: a JSON string may hold U+2028, U+2029 or U+0085, which
+    `str.splitlines` would break a valid line at. A Windows "\\r\\n" ending loses its "\\r"."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        yield number, line.removesuffix("\r")
+
+
 def looks_like_jsonl(text: str) -> bool:
-    """Content sniff for files without a ``.jsonl`` suffix: first non-blank line is an object."""
-    for line in text.splitlines():
+    """Content sniff for files without a ``.jsonl`` suffix: the first non-blank line decodes to an object."""
+    for _, line in jsonl_lines(text):
         if line.strip():
             try:
-                return isinstance(json.loads(line), dict)
-            except json.JSONDecodeError:
+                return isinstance(decode_json(line, "<sniff>"), dict)
+            except LoaderError:
                 return False
     return False
 
@@ -63,18 +72,15 @@ def parse_jsonl(text: str, path: str | Path) -> list[Conversation]:
     """Parse JSONL text; `path` names the file in errors and provides the default id."""
     default_id = Path(path).stem
     pending: dict[str, _Pending] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in jsonl_lines(text):
         if not line.strip():
             continue
         record = f"line {number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LoaderError(path, f"not valid JSON: {exc.msg} (column {exc.colno})", record=record) from exc
+        obj = decode_json(line, path, record=record)
         if not isinstance(obj, dict):
             raise LoaderError(path, f"expected a JSON object, got {type(obj).__name__}", record=record)
-        conv_id = obj.get("conversation", default_id)
-        if not isinstance(conv_id, str) or not conv_id:
+        conv_id = check(obj.get("conversation", default_id), str, path=path, record=record, field="conversation")
+        if not conv_id:
             raise LoaderError(path, "expected a non-empty string", record=record, field="conversation")
         bucket = pending.setdefault(conv_id, _Pending())
         kind = obj.get("type", "turn")
@@ -114,7 +120,7 @@ def _add_turn(obj: dict[str, Any], bucket: _Pending, number: int, path: str | Pa
     turn = Turn(
         id=turn_id,
         speaker=require(obj, "speaker", str, path=path, record=record),
-        text=require(obj, "text", str, path=path, record=record),
+        text=turn_text(obj, "text", path=path, record=record),
         time=moment.isoformat(),
         session=str(require(obj, "session", (str, int), path=path, record=record)),
         index=len(bucket.turns),

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation, Question, Turn
-from engine.loaders.errors import LoaderError, answer_text, check, optional, parse_list, read_json, require
+from engine.loaders.errors import (
+    LoaderError, answer_text, check, optional, parse_list, read_json, require, turn_text,
+)
 
 __all__ = ["is_locomo", "load_locomo", "normalise_evidence", "parse_locomo", "parse_locomo_time"]
 
@@ -125,7 +127,7 @@ def _parse_turns(conv: dict[str, Any], sample_id: str, path: str | Path) -> list
                 Turn(
                     id=dia_id,
                     speaker=require(raw_turn, "speaker", str, path=path, record=record),
-                    text=require(raw_turn, "text", str, path=path, record=record),
+                    text=turn_text(raw_turn, "text", path=path, record=record),
                     time=time,
                     session=str(number),
                     index=len(turns),

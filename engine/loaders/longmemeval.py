@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation, Question, Turn
-from engine.loaders.errors import LoaderError, answer_text, check, optional, parse_list, read_json, require
+from engine.loaders.errors import (
+    LoaderError, answer_text, check, optional, parse_list, read_json, require, turn_text,
+)
 
 __all__ = ["is_longmemeval", "load_longmemeval", "parse_longmemeval", "parse_longmemeval_time"]
 
@@ -97,7 +99,7 @@ def _parse_instance(instance: dict[str, Any], path: str | Path, position: int) -
             turn = Turn(
                 id=f"{session_id}:{k}",
                 speaker=require(raw, "role", str, path=path, record=record),
-                text=require(raw, "content", str, path=path, record=record),
+                text=turn_text(raw, "content", path=path, record=record),
                 time=time,
                 session=session_id,
                 index=len(turns),

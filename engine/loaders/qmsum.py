@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.conversation import Conversation, Question, Turn
-from engine.loaders.errors import LoaderError, answer_text, check, optional, read_json, require
+from engine.loaders.errors import LoaderError, answer_text, check, optional, read_json, require, turn_text
 from engine.segmentation import boundaries_from_ranges
 
 __all__ = [
@@ -177,7 +177,7 @@ def _parse_turns(data: dict[str, Any], meeting: str, path: str | Path) -> list[T
             Turn(
                 id=str(index),
                 speaker=require(raw, "speaker", str, path=path, record=record),
-                text=require(raw, "content", str, path=path, record=record),
+                text=turn_text(raw, "content", path=path, record=record),
                 time=synthetic_time(index),
                 session=SESSION,
                 index=index,

@@ -81,8 +81,7 @@ class AllMemEngine(BaseEngine):
         z = self.embed_node(unit)
         anchors = self.index.search(z, s.write_anchors)
         tx = Tx(state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(OpKind.TURN_INGESTED, {"turn_id": turn.id, "index": turn.index, "session": turn.session,
-                                       "descriptor_ok": call.ok, "descriptor_error": call.error_code})
+        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, descriptor_ok=call.ok, descriptor_error=call.error_code))
         tx.create_node(unit)
         edges: list[Edge] = []
         prev = self._session_predecessor(turn.session, turn.time)

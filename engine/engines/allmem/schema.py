@@ -43,9 +43,11 @@ class ReasonCode:
     PLAN_VALIDATION_FAIL = "PLAN_VALIDATION_FAIL"
     DUPLICATE = "DUPLICATE"          # lost intra-queue de-duplication
     OVERLAP = "OVERLAP"              # lost merge overlap resolution
+    OUTPUT_TOO_LONG = LLMReason.OUTPUT_TOO_LONG
+    DUPLICATE_SEGMENTS = LLMReason.DUPLICATE_SEGMENTS
     LLM_FAIL = LLMReason.LLM_FAIL
-    ALL = (JSON_PARSE_FAIL, SCHEMA_FAIL, LOW_CONF, NORM_FILTER, COH_FAIL, APPLICABLE_FAIL,
-           PLAN_VALIDATION_FAIL, DUPLICATE, OVERLAP, LLM_FAIL)
+    ALL = (JSON_PARSE_FAIL, SCHEMA_FAIL, OUTPUT_TOO_LONG, DUPLICATE_SEGMENTS, LOW_CONF, NORM_FILTER, COH_FAIL,
+           APPLICABLE_FAIL, PLAN_VALIDATION_FAIL, DUPLICATE, OVERLAP, LLM_FAIL)
 
 
 ABLATIONS = {
@@ -108,7 +110,7 @@ SCHEMA = EngineSchema(
                                   PlanField("alignment_note", "Alignment note")),
                      description="a newer statement supersedes an older one"),
     ),
-    reason_codes=llm_reasons()[:2] + (
+    reason_codes=llm_reasons()[:-1] + (
         ReasonSpec(ReasonCode.LOW_CONF, "confidence below the operator's gate θ"),
         ReasonSpec(ReasonCode.NORM_FILTER, "Norm dropped it: unknown ids, wrong arity or archived targets"),
         ReasonSpec(ReasonCode.COH_FAIL, "merge coherence below γ"),
@@ -116,7 +118,7 @@ SCHEMA = EngineSchema(
         ReasonSpec(ReasonCode.PLAN_VALIDATION_FAIL, "the plan broke an executor-side rule"),
         ReasonSpec(ReasonCode.DUPLICATE, "same targets as a more confident proposal"),
         ReasonSpec(ReasonCode.OVERLAP, "overlaps a more coherent merge"),
-    ) + llm_reasons()[2:],
+    ) + llm_reasons()[-1:],
     stages=(
         StageSpec("stage1", "Stage 1 · anchors", "seeds",
                   "Exact top-{k} on the visible surface; score = z(dense cosine) + {lexical_weight} · z(BM25)."),

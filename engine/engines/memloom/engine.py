@@ -153,8 +153,7 @@ class MemLoomEngine(BaseEngine):
             latest = max(events, key=lambda e: (e.attrs.get("last_turn", e.created_turn), e.id))
             cands = [c for c in cands if c.event == latest.id] + [c for c in cands if c.event != latest.id]
             decision = routing["decision"] = "GATED"
-        tx.emit(OpKind.TURN_INGESTED, {"turn_id": turn.id, "index": turn.index, "session": turn.session,
-                                       "routing": routing})
+        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, routing=routing))
         closed = self._close_on_session_shift(tx, turn)
         tx.create_node(sentence)
         created = [sentence.id]

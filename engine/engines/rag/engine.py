@@ -67,7 +67,7 @@ class NaiveEngine(BaseEngine):
                     kind=TURN_KIND, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
                     status=STORED, created_turn=turn_no)
         tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(OpKind.TURN_INGESTED, {"turn_id": turn.id, "index": turn.index, "session": turn.session})
+        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn))
         tx.create_node(node)
         ops = self.commit(tx.ops)
         return IngestReport(turn_id=turn.id, unit_id=node.id, anchors=[], edges=[], buffer_size=0, ops=ops,
