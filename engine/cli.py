@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("replay", help="ingest a conversation turn by turn, consolidating on schedule")
-    p.add_argument("input", help="LoCoMo JSON, LongMemEval JSON or JSONL conversation file")
+    p.add_argument("input", help="LoCoMo JSON, LongMemEval JSON, QMSum meeting JSON or JSONL conversation file")
     p.add_argument("--conversation", help="conversation id (required when the file holds several)")
     _add_db(p)
     p.add_argument("--engine", default="allmem", choices=known_engines(),
