@@ -67,3 +67,20 @@ def test_state_successor_needs_a_restatement_not_a_shared_place():
     assert relation_between(*flipped[:2], flipped[2], 0.6)["type"] == "STATE_SUCCESSOR"
     story = relation_between(*moved_on[:2], moved_on[2], 0.5)
     assert story["type"] == "CAUSAL_FOLLOW" and story["confidence"] == 0.3 and story["evidence"] == ["10", "20"]
+
+
+def test_split_candidates_are_bounded_for_a_long_turn():
+    """A turn of thousands of sentences yields at most 32 candidate cuts with short sides (not one prefix and
+    one suffix per sentence); a short turn keeps every cut between sentences, texts unchanged."""
+    backend = make_backend("offline", embedder=Embedder())
+    long_text = "Ben: " + " ".join(f"Sentence number {i} is about the river lab." for i in range(5000))
+    cuts = backend.split_cuts(long_text)
+    assert len(cuts) == 32 and [c[0] for c in cuts] == sorted({c[0] for c in cuts})
+    assert cuts[0][0] == 1 and cuts[-1][0] == 4999
+    assert all(len(left) <= 2000 and len(right) <= 2000 for _, _, left, right in cuts)
+    for n_left, offset, _, right in cuts:
+        assert long_text[offset:].startswith(right)
+    short = "Jon: The plumber fixed our sink today. Also, I started the cello. My teacher is Mr. Okafor."
+    assert [(c[0], c[2], c[3]) for c in backend.split_cuts(short)] == [
+        (1, "The plumber fixed our sink today.", "Also, I started the cello. My teacher is Mr. Okafor."),
+        (2, "The plumber fixed our sink today. Also, I started the cello.", "My teacher is Mr. Okafor.")]

@@ -30,6 +30,8 @@ _UNRELATED_MID, _UNRELATED_SCALE = 0.2, 0.035
 # propose it either); between it and the gate, proposals are shown to a reviewer as gated out.
 _PROPOSE_FLOOR = 0.5
 _MAX_KEYWORDS = 8
+_MAX_CUTS = 32            # candidate Split points per text
+_SIDE_CHARS = 2000        # characters of each side of a cut that are compared (MiniLM reads ~256 tokens)
 
 
 def keywords_of(text: str, limit: int = _MAX_KEYWORDS) -> list[str]:
@@ -173,10 +175,23 @@ class OfflineBackend(LLMBackend):
         return "merge", score, f"{figures}; no changed numbers or negation: redundant statement"
 
     def split_cuts(self, raw: str) -> list[tuple[int, int, str, str]]:
-        """Candidate two-way cuts between sentences: (sentences on the left, char offset, left text, right text)."""
+        """Candidate two-way cuts between sentences: (sentences on the left, char offset, left text, right text).
+
+        At most `_MAX_CUTS` cut points, evenly spread over the sentence boundaries, and each side clipped to the
+        `_SIDE_CHARS` nearest the cut (the embedder reads no more), so a long turn costs time and memory linear
+        in its length rather than one prefix and one suffix per sentence.
+        """
         spans = sentence_spans(raw)
-        return [(i, spans[i][0], strip_speaker(raw[spans[0][0]:spans[i - 1][1]])[1], raw[spans[i][0]:spans[-1][1]])
-                for i in range(1, len(spans))]
+        n = len(spans)
+        picks = (range(1, n) if n - 1 <= _MAX_CUTS
+                 else sorted({1 + round(k * (n - 2) / (_MAX_CUTS - 1)) for k in range(_MAX_CUTS)}))
+        cuts = []
+        for i in picks:
+            start = max(spans[0][0], spans[i - 1][1] - _SIDE_CHARS)
+            left = raw[start:spans[i - 1][1]]
+            right = raw[spans[i][0]:min(spans[-1][1], spans[i][0] + _SIDE_CHARS)]
+            cuts.append((i, spans[i][0], strip_speaker(left)[1] if start == spans[0][0] else left, right))
+        return cuts
 
     def prefetch(self, raws: list[str]) -> None:
         """Embed every candidate cut of many texts in one batch (the per-target calls then hit the cache)."""
@@ -194,7 +209,7 @@ class OfflineBackend(LLMBackend):
                 cuts.append((n_left, cut, left, right, jaccard(tl, tr)))
         if not cuts:
             return None
-        n_sentences = len(all_cuts) + 1
+        n_sentences = len(sentence_spans(raw))
         vecs = self.embedder.embed([t for _, _, left, right, _ in cuts for t in (left, right)])
         best: tuple[float, int, str] | None = None
         for i, (n_left, cut, _, right, shared) in enumerate(cuts):
