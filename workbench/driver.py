@@ -111,12 +111,17 @@ def choose_radio(scope, label: str) -> None:
 UPDATE_QUERY = "How many half marathons has Jon run?"
 
 
+def _demo():
+    """The bundled demo conversation, which the tours step through and ask about."""
+    from engine.loaders import load_conversation
+    from workbench.model import DEMO_PATH
+
+    return load_conversation(DEMO_PATH)
+
+
 def demo_turn_after(turn_id: str) -> int:
     """Cursor position that has just ingested `turn_id` of the bundled demo."""
-    from engine.loaders import load_conversation
-
-    turns = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl").turns
-    return next(i for i, t in enumerate(turns) if t.id == turn_id) + 1
+    return next(i for i, t in enumerate(_demo().turns) if t.id == turn_id) + 1
 
 
 def _shooter(page, shots: Path | None):
@@ -241,10 +246,7 @@ CAUSAL_QUESTION = "q7"              # "Why has Maya been missing deadlines?" (th
 
 def causal_root() -> str:
     """The root cause of the demo's causal question: the first turn of its gold chain (D2:6 for q7)."""
-    from engine.loaders import load_conversation
-
-    conv = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl")
-    return next(q.evidence[0] for q in conv.questions if q.id.endswith(f":{CAUSAL_QUESTION}"))
+    return next(q.evidence[0] for q in _demo().questions if q.id.endswith(f":{CAUSAL_QUESTION}"))
 
 
 def routing_showcase_turn(engine: str = "memloom", upto: str = "D6:6") -> int:

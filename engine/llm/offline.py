@@ -209,7 +209,7 @@ class OfflineBackend(LLMBackend):
                 cuts.append((n_left, cut, left, right, jaccard(tl, tr)))
         if not cuts:
             return None
-        n_sentences = len(sentence_spans(raw))
+        n_sentences = all_cuts[-1][0] + 1          # the last sentence boundary is always a candidate
         vecs = self.embedder.embed([t for _, _, left, right, _ in cuts for t in (left, right)])
         best: tuple[float, int, str] | None = None
         for i, (n_left, cut, _, right, shared) in enumerate(cuts):

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from engine.links import CHANGE_WORDS
 from engine.llm.schemas import SUMMARY_CHARS
-from engine.text import content_tokens, has_negation, numbers, words
+from engine.text import content_tokens, has_negation, jaccard, numbers, words
 
 # -- the router ----------------------------------------------------------------------------------
 _FIRST_PERSON = {"i": "{s}", "me": "{s}", "my": "{s}'s", "mine": "{s}'s", "myself": "{s}",
@@ -160,7 +160,7 @@ def _state_change(old: dict, new: dict) -> str:
     if old.get("speaker") != new.get("speaker"):
         return ""
     a, b = set(content_tokens(old["text"])), set(content_tokens(new["text"]))
-    if len(a & b) < 2 or len(a & b) < RESTATES * len(a | b):
+    if len(a & b) < 2 or jaccard(a, b) < RESTATES:
         return ""
     na, nb = numbers(old["text"]), numbers(new["text"])
     if na and nb and na != nb:

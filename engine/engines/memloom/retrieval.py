@@ -153,13 +153,13 @@ def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> Retri
         records = [sid for sid in sorted(sstate.out(e, Rel.EVIDENCE)) if sid in rel]
         # one record the relation does not cite follows the citations: one reporting a change of state (the
         # likelier cause or earlier state) first, then the most relevant
-        rest = sorted((sid for sid in records if sid not in cited),
-                      key=lambda i: (not has_change(sstate.nodes[i].raw), -round(rel[i], 9), i))[:1]
+        further = min((sid for sid in records if sid not in cited), default=None,
+                      key=lambda i: (not has_change(sstate.nodes[i].raw), -round(rel[i], 9), i))
         for sid in records:
             if parent[e] is None or e not in inherited:
                 score = rel[sid]
             else:
-                passed = inherited[e] if sid in cited else inherited[e] - s.uncited_cost if sid in rest else -1e9
+                passed = inherited[e] if sid in cited else inherited[e] - s.uncited_cost if sid == further else -1e9
                 score = max(rel[sid], passed)
             offer(sid, score, origin[e], path + [Hop(e, sid, Rel.EVIDENCE)])
     if not s.has("no-realtime"):
