@@ -49,13 +49,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine
 from sqlmodel import Field, Session, SQLModel, delete, func, select
 
 from engine.conversation import Conversation, Turn
 from engine.loaders.errors import LoaderError, answer_text, check, optional, require
 from engine.metrics import recall_at_k, strict_chain_recall
-from engine.store import database_url
+from engine.database import create_tables, database_url, open_database, write_transaction
 
 FORMAT = "memwb-scds-cases"
 VERSION = 1
@@ -229,13 +229,12 @@ class AnnotationStore:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        for table in _TABLES:
-            table.create(engine, checkfirst=True)
+        create_tables(engine, list(_TABLES))
 
     @classmethod
     def at(cls, target: str | Path) -> AnnotationStore:
         """Open the cases of a database file or URL (e.g. a workbench's `db_path`)."""
-        return cls(create_engine(database_url(target)))
+        return cls(open_database(database_url(target)))
 
     def cases(self, conversation_id: str) -> list[Case]:
         with Session(self.engine) as s:
@@ -255,17 +254,15 @@ class AnnotationStore:
 
     def save(self, case: Case) -> None:
         """Write the case and its questions as they are now (questions it no longer has are removed)."""
-        with Session(self.engine) as s:
+        with write_transaction(self.engine) as s:
             _write(s, case)
-            s.commit()
 
     def delete(self, conversation_id: str, scenario_id: str) -> None:
-        with Session(self.engine) as s:
+        with write_transaction(self.engine) as s:
             s.exec(delete(QuestionRow).where((QuestionRow.conversation_id == conversation_id)
                                              & (QuestionRow.scenario_id == scenario_id)))
             s.exec(delete(CaseRow).where((CaseRow.conversation_id == conversation_id)
                                          & (CaseRow.scenario_id == scenario_id)))
-            s.commit()
 
     def import_json(self, text: str, source: str | Path, conversation: Conversation) -> ImportReport:
         """Validate the whole document, then add its cases in one transaction."""
@@ -288,10 +285,9 @@ class AnnotationStore:
                 raise LoaderError(source, "a different case with this id is already stored; rename it in the "
                                   "file (pointers included) or delete the stored case first",
                                   record=_case_record(i, case.scenario_id), field="scenario_id")
-        with Session(self.engine) as s:
+        with write_transaction(self.engine) as s:
             for case in fresh:
                 _write(s, case)
-            s.commit()
         return ImportReport(tuple(c.scenario_id for c in fresh), tuple(unchanged))
 
 

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from engine.engines import engine_schema, known_engines
+from engine.interface import RunError, open_run_message
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -53,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON (the only format)")
 
     p = sub.add_parser("consolidate", help="run one consolidation pass on the buffer now (gate decides)")
+    _add_db(p)
+
+    p = sub.add_parser("runs", help="list the offline runs, or apply or discard an open one",
+                       description="Without an action: every run with its status and proposals. `apply RUN` "
+                                   "applies an open run (the gate decides its undecided proposals); `discard RUN` "
+                                   "closes it without applying anything and puts its buffered work back.")
+    p.add_argument("action", nargs="?", choices=["list", "apply", "discard"], default="list")
+    p.add_argument("run", nargs="?", help="the run id (for apply and discard), e.g. run-0003")
     _add_db(p)
 
     p = sub.add_parser("diagnostics", help="structure diagnostics: visible ratio, Cov(H), H0.95, degrees")
@@ -142,9 +151,7 @@ def _read_queries(path: str) -> list[dict]:
 
 
 def cmd_retrieve(args) -> int:
-    from engine.session import open_session
-
-    engine = open_session(args.db, create=False)
+    engine = _open(args)
     engine.embedder.warm()
     queries = [{"id": None, "query": args.query}] if args.query is not None else _read_queries(args.queries)
     for q in queries:
@@ -159,33 +166,77 @@ def cmd_retrieve(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from engine.session import open_session
-
-    print(json.dumps(open_session(args.db, create=False).snapshot(), ensure_ascii=False))
+    print(json.dumps(_open(args).snapshot(), ensure_ascii=False))
     return 0
 
 
 def cmd_consolidate(args) -> int:
-    from engine.session import open_session
 
-    engine = open_session(args.db, create=False)
+    engine = _open(args)
     if not engine.processes():
         print(f"the {engine.name} engine has no offline process: nothing to consolidate")
         return 0
-    if not engine.pending():
-        print("buffer is empty: nothing to consolidate")
-        return 0
-    since = engine.store.last_seq()
-    report = engine.consolidate()
+    with engine.writing():                 # the buffer as stored now, not as it was when the file was opened
+        if engine.open_run():
+            raise RunError(open_run_message(engine.state, engine.open_run(), args.db))
+        if not engine.pending():
+            print("buffer is empty: nothing to consolidate")
+            return 0
+        since = engine.store.last_seq()
+        report = engine.consolidate()
     print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
     return _llm_outcome(args.command, engine, since)
 
 
-def cmd_diagnostics(args) -> int:
-    from engine.diagnostics import structure
+def cmd_runs(args) -> int:
+    engine = _open(args, warn=False)
+    if args.action == "list":
+        if args.run:
+            raise ValueError("`memwb runs` lists every run; give a run id only with apply or discard")
+        for line in run_lines(engine.state):
+            print(line)
+        return 0
+    if not args.run:
+        raise ValueError(f"`memwb runs {args.action}` needs a run id, e.g. `memwb runs {args.action} run-0001 "
+                         f"--db {args.db}`")
+    if args.action == "discard":
+        engine.discard_run(args.run, actor="cli")
+        print(f"{args.run}: discarded; its buffered work waits for the next run")
+        return 0
+    since = engine.store.last_seq()
+    report = engine.apply(None, decided_by="gate", run_id=args.run)
+    print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
+    return _llm_outcome(args.command, engine, since)
+
+
+def run_lines(state) -> list[str]:
+    """One line per run: id, process, mode, turn, status and its proposals by status."""
+    if not state.runs:
+        return ["no runs"]
+    lines = []
+    for run in state.runs.values():
+        counts = Counter(p.status for p in state.proposals.values() if p.run_id == run.run_id)
+        props = " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no proposals"
+        lines.append(f"{run.run_id}  {run.process or '-'}  {run.mode}  turn {run.turn}  {run.status}  {props}")
+    return lines
+
+
+def _open(args, warn: bool = True):
+    """An existing session; a run left open (a crash, or a review not finished) is said on stderr."""
     from engine.session import open_session
 
-    print(json.dumps(structure(open_session(args.db, create=False).state), indent=1))
+    engine = open_session(args.db, create=False)
+    run = engine.open_run()
+    if warn and run:
+        print(f"memwb {args.command}: note: {open_run_message(engine.state, run, args.db)}",
+              file=sys.stderr)
+    return engine
+
+
+def cmd_diagnostics(args) -> int:
+    from engine.diagnostics import structure
+
+    print(json.dumps(structure(_open(args).state), indent=1))
     return 0
 
 
@@ -204,7 +255,7 @@ def cmd_ui(args) -> int:
 
 
 COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
-            "diagnostics": cmd_diagnostics, "schema": cmd_schema, "ui": cmd_ui}
+            "runs": cmd_runs, "diagnostics": cmd_diagnostics, "schema": cmd_schema, "ui": cmd_ui}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,8 +15,10 @@ propose → decide → apply skeleton; an engine supplies diagnosis and executio
 """
 from __future__ import annotations
 
+import functools
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -76,6 +78,17 @@ class RunError(RuntimeError):
     pass
 
 
+def writes(method):
+    """An engine method that writes: it runs under the store's write lock, on a state caught up with
+    everything other writers committed, and all its commits land together or not at all."""
+    @functools.wraps(method)
+    def under_lock(self, *args, **kwargs):
+        engine = self.engine if isinstance(self, BaseProcess) else self
+        with engine.writing():
+            return method(self, *args, **kwargs)
+    return under_lock
+
+
 @runtime_checkable
 class OfflineProcess(Protocol):
     spec: ProcessSpec
@@ -121,6 +134,7 @@ class BaseEngine:
         self.state = state if state is not None else store.load_state()
         self.pending_calls: list[LLMCall] = []
         self.llm.recorder = self.pending_calls.append
+        self.others_records = 0          # records other writers committed that this engine caught up with
         self._processes = self.make_processes()
         self._rebuild_views()
 
@@ -201,6 +215,43 @@ class BaseEngine:
         return [(i, s) for i, s in self.index.search(self.vectors[uid], k + 1) if i != uid][:k]
 
     # -- writing ---------------------------------------------------------------------------
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store's write lock for a block: one transaction, all or nothing.
+
+        First the engine catches up with records other processes committed since it last looked, so
+        every id and decision it makes is made on the stored log. If the block raises, the transaction
+        is rolled back and the engine re-reads the log, keeping nothing half-done."""
+        if self.read_only:
+            raise RunError("this is a read-only view of a past point; edit the live session instead")
+        if self.store.in_write:
+            yield
+            return
+        try:
+            with self.store.writing():
+                self.catch_up()
+                yield
+        except BaseException:
+            self.pending_calls.clear()
+            self.reload()
+            raise
+
+    def catch_up(self) -> int:
+        """Fold in what other writers committed since this engine's state was read; returns how many records."""
+        head = self.store.last_seq()
+        if head == self.state.seq:
+            return 0
+        behind = head - self.state.seq
+        self.reload()
+        self.others_records += behind
+        return behind
+
+    def reload(self) -> None:
+        """Re-read the state from the log and rebuild the derived views (same state object)."""
+        fresh = self.store.load_state()
+        self.state.__dict__.update(fresh.__dict__)
+        self._rebuild_views()
+
     def commit(self, ops: list[OpRecord]) -> list[OpRecord]:
         """Store `ops` plus the LLM calls made while building them, in one transaction."""
         if self.read_only:
@@ -257,35 +308,67 @@ class BaseEngine:
     def run_process(self, run_id: str) -> "BaseProcess":
         return self.process(self.state.runs[run_id].process or None)
 
+    @writes
     def propose(self, manual: bool = True, process: str | None = None) -> list[Proposal]:
         return self.process(process).propose(manual)
 
+    @writes
     def preview_plan(self, proposal_id: int) -> dict | None:
         return self.run_process(self.state.proposals[proposal_id].run_id).preview(proposal_id)
 
+    @writes
     def apply(self, decisions: dict[int, bool] | None = None, decided_by: str = "gate",
               run_id: str | None = None) -> RunReport:
         run_id = run_id or self.open_run()
         if run_id is None:
             raise RunError("no open run: propose first")
+        if run_id not in self.state.runs or self.state.runs[run_id].status != "open":
+            raise RunError(f"{run_id} is not an open run")
         return self.run_process(run_id).apply(decisions, decided_by, run_id)
 
+    @writes
     def consolidate(self, process: str | None = None) -> RunReport:
         """One automatic run of a process (the first by default), the gate deciding."""
         return self.process(process).run()
 
+    @writes
     def run_scheduled(self) -> list[RunReport]:
-        """Run every scheduled process that has work, the gate deciding (what a replay schedule triggers)."""
-        if self.open_run():
-            return []
+        """Run every scheduled process that has work, the gate deciding (what a replay schedule triggers).
+
+        An open run blocks it: a scheduled consolidation is never skipped silently."""
+        run = self.open_run()
+        if run:
+            raise RunError(open_run_message(self.state, run, self.store.location))
         return [p.run() for p in self._processes.values() if p.spec.scheduled and p.pending()]
 
+    @writes
+    def discard_run(self, run_id: str, actor: str = "human") -> str:
+        """Close an open run without applying anything: its undecided proposals are closed as skipped and
+        the buffered work it took is put back, so the next run diagnoses it again."""
+        run = self.state.runs.get(run_id)
+        if run is None or run.status != "open":
+            raise RunError(f"{run_id} is not an open run")
+        tx = Tx(self.state, turn=self.state.turn, run_id=run_id, actor=actor)
+        for p in sorted(tx.state.proposals.values(), key=lambda p: p.id):
+            if p.run_id == run_id and p.status not in Status.CLOSED:
+                tx.update_proposal(p.id, status=Status.SKIPPED, decided_by=actor,
+                                   note=f"{p.note}; discarded with {run_id}".lstrip("; "))
+        for op in self.store.ops(run_id=run_id, kinds=[OpKind.BUFFER_FLUSHED]):
+            for kind, payload in opspecs.spec(op.kind).inverse(tx.state, op):
+                if payload.get("entries"):
+                    tx.emit(kind, payload)
+        tx.emit(OpKind.RUN_DISCARDED, {})
+        self.commit(tx.ops)
+        return run_id
+
+    @writes
     def undo_last_run(self, actor: str = "human") -> str:
         """Append the inverses of the last committed run's records, newest first."""
         run = self.state.last_committed_run()
         if run is None:
             raise UndoError("no committed run to undo")
-        later = [r for r in self.state.runs.values() if r.first_seq > run.last_seq and r.status != "undone"]
+        later = [r for r in self.state.runs.values() if r.first_seq > run.last_seq
+                 and r.status not in ("undone", "discarded")]
         if later:
             raise UndoError(f"run {run.run_id} is not the latest run")
         tx = Tx(self.state, turn=self.state.turn, run_id=f"undo-{run.run_id}", actor=actor)
@@ -318,6 +401,14 @@ class BaseEngine:
     def export(self) -> dict:
         """Every node with its kind, status and derived visibility, and every edge."""
         return export_state(self.state)
+
+
+def open_run_message(state: MemoryState, run_id: str, db: str = "DB") -> str:
+    """What to do about an open run, for any message that an open run blocks something."""
+    undecided = sum(1 for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING)
+    return (f"{run_id} is open with {undecided} undecided proposal(s); decide it first: apply it (the gate "
+            f"decides what is left: `memwb runs apply {run_id} --db {db}`) or discard it (`memwb runs "
+            f"discard {run_id} --db {db}`), or review it on the Consolidation page")
 
 
 def export_state(state: MemoryState) -> dict:
@@ -357,6 +448,7 @@ class BaseProcess:
     def pending(self) -> int:
         return len(self.engine.state.buffer(self.spec.buffer))
 
+    @writes
     def propose(self, manual: bool = True) -> list[Proposal]:
         eng = self.engine
         if eng.open_run():
@@ -372,6 +464,7 @@ class BaseProcess:
         eng.commit(tx.ops)
         return [eng.state.proposals[p.id] for p in proposals]
 
+    @writes
     def preview(self, proposal_id: int) -> dict | None:
         eng = self.engine
         p = eng.state.proposals[proposal_id]
@@ -385,6 +478,7 @@ class BaseProcess:
             eng.commit(tx.ops)
         return eng.state.proposals[proposal_id].plan
 
+    @writes
     def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str) -> RunReport:
         """Execute a run's accepted proposals atomically. `decisions` None lets the gate decide;
         proposals left out of `decisions` are closed as skipped."""
@@ -420,6 +514,8 @@ class BaseProcess:
                          archived=made.get("archived", []), rewired=made.get("rewired", []), ops=ops)
 
     def run(self) -> RunReport:
-        """One automatic run: diagnose the buffer and let the gate decide."""
-        self.propose(manual=False)
-        return self.apply(None, "gate", self.engine.open_run())
+        """One automatic run: diagnose the buffer and let the gate decide, in one transaction (a crash
+        between the two leaves no half-made run behind)."""
+        with self.engine.writing():
+            self.propose(manual=False)
+            return self.apply(None, "gate", self.engine.open_run())

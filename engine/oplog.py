@@ -26,6 +26,7 @@ class OpKind:
     RUN_STARTED = "run_started"
     RUN_COMMITTED = "run_committed"
     RUN_UNDONE = "run_undone"
+    RUN_DISCARDED = "run_discarded"            # an open run closed without applying anything
     LLM_CALL = "llm_call"
     NOTE = "note"
 
@@ -52,7 +53,7 @@ class RunInfo:
     mode: str
     turn: int
     process: str = ""
-    status: str = "open"            # open | committed | undone
+    status: str = "open"            # open | committed | undone | discarded
     first_seq: int = 0
     last_seq: int = 0
     summary: dict = field(default_factory=dict)

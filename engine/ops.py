@@ -47,6 +47,7 @@ class OpSpec:
     apply: Callable[["MemoryState", OpRecord], None]
     inverse: Inverse | None = None               # None: nothing to revert (records, decisions, runs)
     touches: Callable[[dict], Touched] = lambda p: Touched()
+    claims: Callable[[OpRecord], list[tuple[str, str]]] = lambda op: []   # ids it hands out, unique per log
     upcast: dict[int, Callable[[dict], dict]] = field(default_factory=dict)   # old version -> payload
 
 
@@ -140,10 +141,12 @@ declare(OpSpec(
     OpKind.NODE_CREATED, 1, _node_created,
     inverse=lambda s, op: [(OpKind.NODE_RETRACTED, {"node": op.payload["node"]["id"], "was": op.payload["node"]})]
     if op.payload["node"]["id"] in s.nodes else [],
-    touches=_node_touch))
+    touches=_node_touch,
+    claims=lambda op: [] if op.payload.get("restored") else [("node", str(op.payload["node"]["id"]))]))
 declare(OpSpec(
     OpKind.NODE_RETRACTED, 1, _node_retracted,
-    inverse=lambda s, op: [(OpKind.NODE_CREATED, {"node": op.payload["was"]})] if op.payload.get("was") else [],
+    inverse=lambda s, op: [(OpKind.NODE_CREATED, {"node": op.payload["was"], "restored": True})]
+    if op.payload.get("was") else [],
     touches=lambda p: Touched(nodes={p["node"]})))
 declare(OpSpec(
     OpKind.DESCRIPTOR_CHANGED, 1, _descriptor_changed,
@@ -273,16 +276,23 @@ def _run_undone(s: "MemoryState", op: OpRecord) -> None:
     s.runs[op.payload["undone_run"]].status = "undone"
 
 
+def _run_discarded(s: "MemoryState", op: OpRecord) -> None:
+    run = s.runs[op.run_id]
+    run.status, run.last_seq = "discarded", op.seq
+
+
 def _record_only(s: "MemoryState", op: OpRecord) -> None:
     """LLM calls and notes are evidence in the log; they change no state."""
 
 
-declare(OpSpec(OpKind.TURN_INGESTED, 1, _turn_ingested))
+declare(OpSpec(OpKind.TURN_INGESTED, 1, _turn_ingested, claims=lambda op: [("turn", op.payload["turn_id"])]))
 declare(OpSpec(OpKind.PROPOSAL_MADE, 1, _proposal_made,
-               touches=lambda p: Touched(proposals={p["proposal"]["id"]})))
+               touches=lambda p: Touched(proposals={p["proposal"]["id"]}),
+               claims=lambda op: [("proposal", str(op.payload["proposal"]["id"]))]))
 declare(OpSpec(OpKind.PROPOSAL_UPDATED, 1, _proposal_updated, touches=lambda p: Touched(proposals={p["id"]})))
-declare(OpSpec(OpKind.RUN_STARTED, 1, _run_started))
+declare(OpSpec(OpKind.RUN_STARTED, 1, _run_started, claims=lambda op: [("run", op.run_id)]))
 declare(OpSpec(OpKind.RUN_COMMITTED, 1, _run_committed))
 declare(OpSpec(OpKind.RUN_UNDONE, 1, _run_undone))
+declare(OpSpec(OpKind.RUN_DISCARDED, 1, _run_discarded))
 declare(OpSpec(OpKind.LLM_CALL, 1, _record_only))
 declare(OpSpec(OpKind.NOTE, 1, _record_only))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine.conversation import Conversation, Turn
+from engine.interface import RunError, open_run_message
 from engine.oplog import OpKind
 
 
@@ -49,6 +50,8 @@ class ReplaySummary:
     skipped: int
     failed: int
     runs: int
+    ingested: int = 0          # turns this replay ingested (fewer than `turns` when resumed or shared)
+    others: int = 0            # records other writers committed while it ran
 
     def line(self) -> str:
         edges = " ".join(f"{k}={v}" for k, v in self.edges.items()) or "none"
@@ -56,7 +59,8 @@ class ReplaySummary:
         return (f"turns={self.turns} units={self.units} visible={self.visible} archived={self.archived} "
                 f"status[{statuses}] "
                 f"edges[{edges}] proposals applied={self.applied} skipped={self.skipped} failed={self.failed} "
-                f"runs={self.runs}")
+                f"runs={self.runs}" + (f" (this replay ingested {self.ingested} turns; other writers added "
+                                       f"{self.others} records meanwhile)" if self.others else ""))
 
 
 class ReplayMismatch(ValueError):
@@ -102,39 +106,56 @@ def _first_difference(stored: list[dict], turns: list[Turn]) -> str | None:
 
 
 def step(engine, conversation: Conversation, schedule: Schedule):
-    """Ingest the next turn of `conversation`, running the engine's scheduled processes first or after when due; returns the ingest report."""
-    turns = conversation.turns
-    i = engine.state.turn
-    if i >= len(turns):
-        return None
-    if schedule.due_before(turns, i):
-        engine.run_scheduled()
-    report = engine.ingest(turns[i])
-    if schedule.due_after(i + 1):
-        engine.run_scheduled()
-    return report
+    """Ingest the next turn of `conversation`, running the engine's scheduled processes first or after when due;
+    returns the ingest report (None when every turn is in memory).
+
+    One transaction under the write lock: a crash leaves either the whole step or none of it, so a resumed
+    replay runs a due consolidation again rather than skipping it. When another process wrote since this
+    engine last looked, the step continues from the stored log (after checking it still matches the file).
+    """
+    seen = engine.others_records
+    with engine.writing():
+        if engine.others_records != seen:
+            check_replayable(engine, conversation)
+        turns = conversation.turns
+        i = engine.state.turn
+        if i >= len(turns):
+            return None
+        if schedule.due_before(turns, i):
+            engine.run_scheduled()
+        report = engine.ingest(turns[i])
+        if schedule.due_after(i + 1):
+            engine.run_scheduled()
+        return report
 
 
 def replay(engine, conversation: Conversation, schedule: Schedule,
            progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
     """Ingest every remaining turn in time order; a final run consolidates what is left (unless manual).
 
-    The turns already in memory must be the conversation's (`check_replayable`)."""
+    The turns already in memory must be the conversation's (`check_replayable`), and no run may be open
+    (a scheduled consolidation could not run). Another process may write to the same database meanwhile:
+    each step continues from the stored log, and the summary says how many turns this call ingested."""
     check_replayable(engine, conversation)
+    if schedule.kind != "manual" and engine.open_run():
+        raise RunError(open_run_message(engine.state, engine.open_run(), engine.store.location))
     total = len(conversation.turns)
     engine.prefetch(conversation.turns[engine.state.turn:])
+    ingested, others = 0, engine.others_records
     while engine.state.turn < total:
-        step(engine, conversation, schedule)
+        if step(engine, conversation, schedule) is not None:
+            ingested += 1
         if progress:
             progress(engine.state.turn, total)
     if schedule.kind != "manual":
         engine.run_scheduled()
-    return summarize(engine)
+    return summarize(engine, ingested=ingested, others=engine.others_records - others)
 
 
-def summarize(engine) -> ReplaySummary:
+def summarize(engine, ingested: int | None = None, others: int = 0) -> ReplaySummary:
     st = engine.state
     statuses = [p.status for p in st.proposals.values()]
     return ReplaySummary(turns=st.turn, units=len(st.units), visible=len(st.visible_ids),
                          archived=len(st.archived_ids), statuses=st.status_counts(), edges=st.edge_counts(),
-                         applied=statuses.count("applied"), skipped=statuses.count("skipped"), failed=statuses.count("failed"), runs=len(st.runs))
+                         applied=statuses.count("applied"), skipped=statuses.count("skipped"), failed=statuses.count("failed"),
+                         runs=len(st.runs), ingested=st.turn if ingested is None else ingested, others=others)

@@ -10,14 +10,18 @@ records since the nearest one. A URL setting (`sqlite:///…`,
 from __future__ import annotations
 
 import json
+import threading
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
-from sqlalchemy import event as sa_event
-from sqlalchemy import inspect
-from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
+from sqlalchemy import func, inspect
+from sqlmodel import Field, Session, SQLModel, delete, select
+
+from engine.database import (WriteLockTimeout, create_tables, database_url, display_url, is_sqlite,
+                             open_database, write_transaction)
 
 from engine.edge import Edge
 from engine.node import Node
@@ -106,17 +110,29 @@ class MetaRow(SQLModel, table=True):
     value: str
 
 
+class ClaimRow(SQLModel, table=True):
+    """An id the log has handed out (a node, run, proposal or ingested turn), unique by constraint.
+
+    The write lock already keeps two writers from allocating the same id; this table makes the database
+    itself refuse a second record claiming one, whatever wrote it."""
+
+    __tablename__ = "claim"
+    kind: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    seq: int
+
+
 class StoreError(Exception):
     pass
 
 
-def database_url(target: str | Path) -> str:
-    text = str(target)
-    return text if "://" in text else f"sqlite:///{Path(text).expanduser().resolve()}"
+class StaleView(StoreError):
+    """The log grew since this state was folded: another process wrote to the database."""
 
 
 CHECKPOINT_EVERY = 400          # records between fold checkpoints
-_FOLD_TABLES = (OpRow, NodeRow, EdgeRow, ProposalRow, CheckpointRow, EmbeddingRow, MetaRow)
+CACHE_WRITE_WAIT = 0.5          # seconds a cache write waits for the write lock before it is dropped
+_FOLD_TABLES = (OpRow, NodeRow, EdgeRow, ProposalRow, CheckpointRow, EmbeddingRow, MetaRow, ClaimRow)
 
 
 class Store:
@@ -131,16 +147,71 @@ class Store:
         self.url = database_url(target)
         self.schema = schema
         self.checkpoint_every = checkpoint_every
-        self.engine = create_engine(self.url)
-        if self.url.startswith("sqlite"):
-            sa_event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.engine = open_database(self.url)
+        self._local = threading.local()
         self._refuse_old_layout()
-        SQLModel.metadata.create_all(self.engine)
+        create_tables(self.engine, SQLModel.metadata.sorted_tables)
+        self._claim_old_log()
 
     @property
     def location(self) -> str:
-        """The database file (or the URL of a database server), for messages."""
-        return self.url.removeprefix("sqlite:///")
+        """The database file (or the URL of a database server without its password), for messages."""
+        return display_url(self.url)
+
+    # -- the write lock --------------------------------------------------------
+    @property
+    def in_write(self) -> bool:
+        return getattr(self._local, "session", None) is not None
+
+    @contextmanager
+    def writing(self, wait: float | None = None) -> Iterator[Session]:
+        """Hold the database's write lock for a block: its writes are one transaction, all or nothing.
+
+        Blocks nest: an inner block joins the outer one's transaction (per thread)."""
+        if self.in_write:
+            yield self._local.session
+            return
+        self._local.after = []
+        with write_transaction(self.engine, wait) as s:
+            self._local.session = s
+            try:
+                yield s
+            finally:
+                self._local.session = None
+        for action in self._local.after:
+            action()
+
+    def after_commit(self, action) -> None:
+        """Run `action` once the current write transaction is committed (now, outside one): what other
+        readers may be pointed at must be in the database first. Dropped if the transaction rolls back."""
+        if self.in_write:
+            self._local.after.append(action)
+        else:
+            action()
+
+    @contextmanager
+    def _reading(self) -> Iterator[Session]:
+        """A session for reads: the open write transaction's (so it sees its own writes), else a fresh one."""
+        if self.in_write:
+            yield self._local.session
+            return
+        with Session(self.engine) as s:
+            yield s
+
+    def _claim_old_log(self) -> None:
+        """Claim the ids of a log written before the claim table existed (once, on open)."""
+        with self._reading() as s:
+            if s.exec(select(ClaimRow.kind).limit(1)).first() is not None or \
+                    s.exec(select(OpRow.seq).limit(1)).first() is None:
+                return
+        with self.writing() as s:
+            if s.exec(select(ClaimRow.kind).limit(1)).first() is not None:
+                return
+            claims: dict[tuple[str, str], int] = {}
+            for op in self.ops():
+                for key in ops_spec(op.kind).claims(op):
+                    claims.setdefault(key, op.seq)
+            s.add_all(ClaimRow(kind=k, key=v, seq=seq) for (k, v), seq in claims.items())
 
     def _refuse_old_layout(self) -> None:
         """A database from before lifecycle statuses has an `op_log` without payload versions."""
@@ -152,31 +223,39 @@ class Store:
 
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str, default=None):
-        with Session(self.engine) as s:
+        with self._reading() as s:
             row = s.get(MetaRow, key)
             return json.loads(row.value) if row else default
 
     def set_meta(self, **values) -> None:
-        with Session(self.engine) as s:
+        with self.writing() as s:
             for key, value in values.items():
                 s.merge(MetaRow(key=key, value=json.dumps(value)))
-            s.commit()
 
     def meta(self) -> dict:
-        with Session(self.engine) as s:
+        with self._reading() as s:
             return {r.key: json.loads(r.value) for r in s.exec(select(MetaRow))}
 
     # -- the log ---------------------------------------------------------------
     def commit(self, ops: list[OpRecord], state: MemoryState) -> list[OpRecord]:
-        """Append `ops` and apply them to `state`, all or nothing.
+        """Append `ops` and apply them to `state`, all or nothing, under the write lock.
 
-        On a database failure the in-memory state is rebuilt from the log, so
-        nothing already stored is lost and nothing half-written is kept.
+        `state` must be the fold of the whole stored log: ops built on an older fold would allocate ids
+        and decisions another writer already made, so they are refused (`StaleView`) and nothing is
+        written. Inside a `writing()` block the ops join its transaction. On a database failure the
+        in-memory state is rebuilt from the log, so nothing already stored is lost and nothing
+        half-written is kept.
         """
         if not ops:
             return ops
+        outermost = not self.in_write
         try:
-            with Session(self.engine) as s:
+            with self.writing() as s:
+                head = s.exec(select(func.max(OpRow.seq))).one() or 0
+                if head != state.seq:
+                    raise StaleView(f"the memory in {self.location} changed since this view was loaded (its log "
+                                    f"is at record {head}, this view at {state.seq}): another process wrote "
+                                    "to it; nothing was written")
                 rows = []
                 for op in ops:
                     op.v = op.v or ops_spec(op.kind).version
@@ -184,25 +263,49 @@ class Store:
                                       payload=json.dumps(op.payload, ensure_ascii=False)))
                 s.add_all(rows)
                 s.flush()
-                before = state.seq
                 for op, row in zip(ops, rows):
                     op.seq = row.seq
+                self._claim(s, ops)
+                before = state.seq
+                for op in ops:
                     state.apply(op)
                 self._materialize(s, ops, state)
                 if state.seq // self.checkpoint_every > before // self.checkpoint_every:
                     s.merge(_checkpoint_row(state))
-                s.commit()
+                s.flush()
+        except (StaleView, WriteLockTimeout):
+            raise
         except Exception as exc:
-            fresh = self.load_state()
-            state.__dict__.update(fresh.__dict__)
-            raise StoreError(f"could not write {len(ops)} operation(s) to {self.url}: {exc}") from exc
+            if outermost:
+                fresh = self.load_state()
+                state.__dict__.update(fresh.__dict__)
+            raise StoreError(f"could not write {len(ops)} operation(s) to {self.location}: {exc}") from exc
         return ops
+
+    def _claim(self, s: Session, ops: list[OpRecord]) -> None:
+        """Insert the ids these records hand out; the table's key refuses any id claimed before.
+
+        Ids already claimed are looked up first so the message can name one; the key constraint stays
+        the guarantee."""
+        claims: dict[tuple[str, str], OpRecord] = {}
+        for op in ops:
+            for claim in ops_spec(op.kind).claims(op):
+                if claim in claims:
+                    raise StoreError(_twice(op, claim))
+                claims[claim] = op
+        for kind in sorted({k for k, _ in claims}):
+            keys = [key for k, key in claims if k == kind]
+            taken = s.exec(select(ClaimRow.key).where(ClaimRow.kind == kind).where(ClaimRow.key.in_(keys))).first()
+            if taken is not None:
+                raise StoreError(_twice(claims[(kind, taken)], (kind, taken)))
+        s.add_all(ClaimRow(kind=k, key=key, seq=op.seq) for (k, key), op in claims.items())
+        s.flush()
 
     def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None, run_id: str | None = None,
             seq: int | None = None, after_seq: int | None = None, turns: tuple[int, int] | None = None
             ) -> Iterator[OpRecord]:
         """Log records in seq order, filtered in SQL (the log can be long)."""
-        with Session(self.engine) as s:
+        with self._reading() as s:
             query = select(OpRow).order_by(OpRow.seq)
             if upto_seq is not None:
                 query = query.where(OpRow.seq <= upto_seq)
@@ -231,7 +334,7 @@ class Store:
         return MemoryState.fold(self.ops(upto_seq=target, after_seq=after), schema=self.schema, start=start)
 
     def _checkpoint(self, upto_seq: int) -> MemoryState | None:
-        with Session(self.engine) as s:
+        with self._reading() as s:
             row = s.exec(select(CheckpointRow).where(CheckpointRow.seq <= upto_seq)
                          .order_by(CheckpointRow.seq.desc()).limit(1)).first()
         if row is None:
@@ -243,7 +346,7 @@ class Store:
 
     def last_seq(self, upto_turn: int | None = None) -> int:
         """The newest record's seq (of those with turn <= upto_turn, when given); 0 for an empty log."""
-        with Session(self.engine) as s:
+        with self._reading() as s:
             query = select(OpRow.seq).order_by(OpRow.seq.desc()).limit(1)
             if upto_turn is not None:
                 query = query.where(OpRow.turn <= upto_turn)
@@ -252,7 +355,7 @@ class Store:
     # -- embeddings cache ----------------------------------------------------
     def get_embeddings(self, keys: list[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
-        with Session(self.engine) as s:
+        with self._reading() as s:
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
                 for row in s.exec(select(EmbeddingRow).where(EmbeddingRow.key.in_(chunk))):
@@ -260,12 +363,16 @@ class Store:
         return found
 
     def put_embeddings(self, vectors: dict[str, np.ndarray]) -> None:
+        """Cache vectors: inside a write block as part of it; otherwise briefly, dropped if another writer
+        holds the lock (a cache miss costs an encode, never a lost record)."""
         if not vectors:
             return
-        with Session(self.engine) as s:
-            for key, vec in vectors.items():
-                s.merge(EmbeddingRow(key=key, dim=int(vec.shape[0]), vector=vec.astype(np.float32).tobytes()))
-            s.commit()
+        try:
+            with self.writing(wait=None if self.in_write else CACHE_WRITE_WAIT) as s:
+                for key, vec in vectors.items():
+                    s.merge(EmbeddingRow(key=key, dim=int(vec.shape[0]), vector=vec.astype(np.float32).tobytes()))
+        except WriteLockTimeout:
+            return
 
     # -- branching -------------------------------------------------------------
     def branch(self, target: str | Path, upto_seq: int) -> "Store":
@@ -283,7 +390,7 @@ class Store:
         meta = self.meta()
         meta["branched_from"] = {"url": self.url, "seq": upto_seq}
         other.set_meta(**meta)
-        with Session(self.engine) as s:
+        with self._reading() as s:
             rows = list(s.exec(select(EmbeddingRow)))
         other.put_embeddings({r.key: np.frombuffer(r.vector, dtype=np.float32) for r in rows})
         self._copy_side_tables(other)
@@ -292,8 +399,8 @@ class Store:
     def _copy_side_tables(self, other: "Store") -> None:
         """Carry tables that are not part of the fold (annotations and the like) into a branch."""
         core = {t.__tablename__ for t in _FOLD_TABLES}
-        SQLModel.metadata.create_all(other.engine)
-        with self.engine.connect() as src, other.engine.begin() as dst:
+        create_tables(other.engine, SQLModel.metadata.sorted_tables)
+        with self._reading() as src, other.writing() as dst:
             for table in SQLModel.metadata.sorted_tables:
                 if table.name in core:
                     continue
@@ -329,13 +436,17 @@ class Store:
     def table_rows(self) -> dict[str, list[dict]]:
         """The materialized tables as plain rows (sorted), to compare with `rows_of(fold)`."""
         out = {}
-        with Session(self.engine) as s:
+        with self._reading() as s:
             for name, model, key in (("node", NodeRow, "id"), ("edge", EdgeRow, None),
                                      ("proposal", ProposalRow, "id")):
                 rows = [r.model_dump() for r in s.exec(select(model))]
                 out[name] = sorted(rows, key=(lambda r: r[key]) if key else (lambda r: (r["src"], r["dst"],
                                                                                        r["type"])))
         return out
+
+
+def _twice(op: OpRecord, claim: tuple[str, str]) -> str:
+    return f"record {op.seq} ({op.kind}) would hand out {claim[0]} id {claim[1]!r} a second time; nothing was written"
 
 
 def node_row(u: Node) -> dict:
@@ -368,11 +479,4 @@ def _checkpoint_row(state: MemoryState) -> CheckpointRow:
     return CheckpointRow(seq=state.seq, turn=state.turn, format=CHECKPOINT_FORMAT, body=body)
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
-
-
-__all__ = ["Store", "StoreError", "database_url", "rows_of", "Edge", "Proposal"]
+__all__ = ["Store", "StoreError", "StaleView", "database_url", "is_sqlite", "rows_of", "Edge", "Proposal"]

@@ -492,6 +492,7 @@ OP_SUMMARIES = {
     OpKind.RUN_STARTED: _run_started,
     OpKind.RUN_COMMITTED: _run_committed,
     OpKind.RUN_UNDONE: lambda p: f"undid {p['undone_run']}",
+    OpKind.RUN_DISCARDED: lambda p: "run discarded: nothing applied, its buffered work put back",
     OpKind.LLM_CALL: _llm_call,
     OpKind.NOTE: lambda p: short(p.get("text") or p.get("note") or p, 80),
 }

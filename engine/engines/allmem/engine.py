@@ -9,7 +9,7 @@ from engine.engines.allmem.ranking import temporal_key, top_cap
 from engine.engines.allmem.retrieval import retrieve
 from engine.engines.allmem.schema import SCHEMA, EdgeType, Kind, Op
 from engine.engines.allmem.settings import AllMemSettings
-from engine.interface import BaseEngine, BaseProcess, IngestReport
+from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
 from engine.llm.offline import OfflineBackend, keywords_of, summary_of
 from engine.node import Node
 from engine.oplog import OpKind
@@ -66,6 +66,7 @@ class AllMemEngine(BaseEngine):
         for start in range(0, len(texts), 256):
             self.embedder.embed(texts[start:start + 256])
 
+    @writes
     def ingest(self, turn: Turn) -> IngestReport:
         s, state = self.settings, self.state
         self.check_new_turn(turn)

@@ -10,7 +10,7 @@ from engine.engines.memloom.retrieval import retrieve
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.memloom.settings import MemLoomSettings
 from engine.engines.memloom.steward import Steward
-from engine.interface import BaseEngine, BaseProcess, IngestReport
+from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
 from engine.llm.offline import keywords_of
 from engine.node import Node
 from engine.oplog import OpKind, OpRecord
@@ -74,8 +74,11 @@ class MemLoomEngine(BaseEngine):
 
     def commit(self, ops: list[OpRecord]) -> list[OpRecord]:
         ops = super().commit(ops)
-        self._pointer = self.published_seq()      # switched only once the whole run is applied
+        self.store.after_commit(self._publish)    # switched only once the whole run is applied and stored
         return ops
+
+    def _publish(self) -> None:
+        self._pointer = self.published_seq()
 
     def published_view(self) -> "MemLoomEngine | None":
         """The engine as of the last published snapshot S_t: what the curated stream reads.
@@ -125,6 +128,7 @@ class MemLoomEngine(BaseEngine):
         return [{"speaker": (self.state.nodes[i].speakers or [""])[0], "text": self.state.nodes[i].raw,
                  "time": self.state.nodes[i].time} for i in ids]
 
+    @writes
     def ingest(self, turn: Turn) -> IngestReport:
         s, state = self.settings, self.state
         self.check_new_turn(turn)

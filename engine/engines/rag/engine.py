@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from engine.conversation import Turn
-from engine.interface import BaseEngine, IngestReport
+from engine.interface import BaseEngine, IngestReport, writes
 from engine.node import TURN_KIND, Node
 from engine.oplog import OpKind
 from engine.relevance import Relevance
@@ -60,6 +60,7 @@ class NaiveEngine(BaseEngine):
     def lexical_text(self, node: Node) -> str:
         return node.raw
 
+    @writes
     def ingest(self, turn: Turn) -> IngestReport:
         self.check_new_turn(turn)
         turn_no = self.state.turn + 1

@@ -1,0 +1,71 @@
+"""`memwb replay` with phase markers, for the kill -9 test: a real process that says where it is.
+
+Each marked phase prints `PHASE <name>` on stdout and then pauses (MEMWB_CRASH_PAUSE seconds) at the
+point where a crash hurts most, so the test's kill lands inside it:
+- ingest: a turn's records are written into the open transaction, not yet committed;
+- diagnosis: a consolidation run is diagnosing the buffer (its run is being made);
+- apply: a run's edits are executed, its commit not yet made.
+Everything else is the real command line (`engine.cli.main`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from engine.cli import main
+from engine.interface import BaseProcess
+from engine.oplog import OpKind
+from engine.store import Store
+
+PAUSE = float(os.environ.get("MEMWB_CRASH_PAUSE", "0.3"))
+
+
+def mark(name: str) -> None:
+    print(f"PHASE {name}", flush=True)
+    time.sleep(PAUSE)
+
+
+def subclasses(cls) -> list[type]:
+    return [cls] + [s for sub in cls.__subclasses__() for s in subclasses(sub)]
+
+
+def patch() -> None:
+    from engine.engines import engine_class, known_engines
+
+    for name in known_engines():            # load every engine, so its processes are subclasses below
+        engine_class(name)
+    commit = Store.commit
+
+    def marked_commit(self, ops, state):
+        out = commit(self, ops, state)
+        if any(op.kind == OpKind.TURN_INGESTED for op in ops):
+            mark("ingest")
+        return out
+
+    Store.commit = marked_commit
+    for cls in subclasses(BaseProcess):
+        if "diagnose" in vars(cls):
+            cls.diagnose = _before(cls.diagnose, "diagnosis")
+        if "execute" in vars(cls):
+            cls.execute = _after(cls.execute, "apply")
+
+
+def _before(method, name):
+    def marked(self, *args, **kwargs):
+        mark(name)
+        return method(self, *args, **kwargs)
+    return marked
+
+
+def _after(method, name):
+    def marked(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        mark(name)
+        return out
+    return marked
+
+
+if __name__ == "__main__":
+    patch()
+    sys.exit(main(sys.argv[1:]))
