@@ -52,6 +52,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine
 from sqlmodel import Field, Session, SQLModel, delete, func, select
 
+from engine import postgres
 from engine.conversation import Conversation, Turn
 from engine.loaders.errors import LoaderError, answer_text, check, optional, require
 from engine.metrics import recall_at_k, strict_chain_recall
@@ -235,7 +236,7 @@ class AnnotationStore:
     @classmethod
     def at(cls, target: str | Path) -> AnnotationStore:
         """Open the cases of a database file or URL (e.g. a workbench's `db_path`)."""
-        return cls(create_engine(database_url(target)))
+        return cls(postgres.prepare(create_engine(database_url(target))))
 
     def cases(self, conversation_id: str) -> list[Case]:
         with Session(self.engine) as s:

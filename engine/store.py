@@ -17,9 +17,12 @@ from typing import Iterable, Iterator
 import numpy as np
 from sqlalchemy import event as sa_event
 from sqlalchemy import inspect
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, create_engine, delete, select
 
+from engine import postgres
 from engine.edge import Edge
+from engine.llm.redact import redact
 from engine.node import Node
 from engine.ops import Touched
 from engine.ops import spec as ops_spec
@@ -111,8 +114,17 @@ class StoreError(Exception):
 
 
 def database_url(target: str | Path) -> str:
+    """A file path becomes a SQLite URL; `postgresql://` (or `postgres://`) URLs get the psycopg 3 driver."""
     text = str(target)
-    return text if "://" in text else f"sqlite:///{Path(text).expanduser().resolve()}"
+    if "://" not in text:
+        return f"sqlite:///{Path(text).expanduser().resolve()}"
+    scheme, rest = text.split("://", 1)
+    return f"postgresql+psycopg://{rest}" if scheme in ("postgresql", "postgres") else text
+
+
+def public_url(url: str) -> str:
+    """`url` without what may hold a password (user info, query string), for messages and the meta table."""
+    return redact(url.split("?", 1)[0])
 
 
 CHECKPOINT_EVERY = 400          # records between fold checkpoints
@@ -134,19 +146,23 @@ class Store:
         self.engine = create_engine(self.url)
         if self.url.startswith("sqlite"):
             sa_event.listen(self.engine, "connect", _sqlite_pragmas)
-        self._refuse_old_layout()
-        SQLModel.metadata.create_all(self.engine)
+        postgres.prepare(self.engine)
+        try:
+            self._refuse_old_layout()
+            SQLModel.metadata.create_all(self.engine)
+        except OperationalError as exc:          # server down, no such database, refused login...
+            raise StoreError(f"cannot open {self.location}: {' '.join(str(exc.orig).split())}") from None
 
     @property
     def location(self) -> str:
-        """The database file (or the URL of a database server), for messages."""
-        return self.url.removeprefix("sqlite:///")
+        """The database file (or a database server's URL without credentials or query string), for messages."""
+        return public_url(self.url).removeprefix("sqlite:///")
 
     def _refuse_old_layout(self) -> None:
         """A database from before lifecycle statuses has an `op_log` without payload versions."""
         insp = inspect(self.engine)
         if insp.has_table("op_log") and "v" not in {c["name"] for c in insp.get_columns("op_log")}:
-            raise StoreError(f"{self.url} was written by an older Memory Workbench (its log has no payload "
+            raise StoreError(f"{self.location} was written by an older Memory Workbench (its log has no payload "
                              "versions and its units a visible flag instead of a status); replay the "
                              "conversation into a new database")
 
@@ -195,7 +211,7 @@ class Store:
         except Exception as exc:
             fresh = self.load_state()
             state.__dict__.update(fresh.__dict__)
-            raise StoreError(f"could not write {len(ops)} operation(s) to {self.url}: {exc}") from exc
+            raise StoreError(f"could not write {len(ops)} operation(s) to {self.location}: {exc}") from exc
         return ops
 
     def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None, run_id: str | None = None,
@@ -272,7 +288,7 @@ class Store:
         """A new store holding this log up to `upto_seq`: the "what if" starting point."""
         other = Store(target, schema=self.schema, checkpoint_every=self.checkpoint_every)
         if other.last_seq():
-            raise StoreError(f"branch target {other.url} already holds a log")
+            raise StoreError(f"branch target {other.location} already holds a log")
         ops = list(self.ops(upto_seq=upto_seq))
         state = MemoryState(schema=self.schema)
         for start in range(0, len(ops), self.checkpoint_every):
@@ -281,7 +297,7 @@ class Store:
                 op.seq = 0
             other.commit(chunk, state)
         meta = self.meta()
-        meta["branched_from"] = {"url": self.url, "seq": upto_seq}
+        meta["branched_from"] = {"url": public_url(self.url), "seq": upto_seq}
         other.set_meta(**meta)
         with Session(self.engine) as s:
             rows = list(s.exec(select(EmbeddingRow)))
@@ -375,4 +391,4 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["Store", "StoreError", "database_url", "rows_of", "Edge", "Proposal"]
+__all__ = ["Store", "StoreError", "database_url", "public_url", "rows_of", "Edge", "Proposal"]
