@@ -66,9 +66,14 @@ def database_url(target: str | Path) -> str:
     return text_
 
 
+def public_url(url: str) -> str:
+    """`url` without what may hold a password (user info, query string), for messages and the meta table."""
+    return url if url.startswith("sqlite") else redact(url.split("?", 1)[0])
+
+
 def display_url(url: str) -> str:
-    """The database for messages: a file path, or a server URL without its password."""
-    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else redact(url)
+    """The database for messages: a file path, or a server URL without credentials or query string."""
+    return public_url(url).removeprefix("sqlite:///")
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -78,7 +83,9 @@ def is_sqlite(engine: Engine) -> bool:
 def open_database(url: str) -> Engine:
     """A SQLAlchemy engine set up for the write lock (and, on SQLite, WAL and full durability)."""
     if not url.startswith("sqlite"):
-        return create_engine(url)
+        from engine import postgres
+
+        return postgres.prepare(create_engine(url))
     engine = create_engine(url, connect_args={"timeout": lock_wait(), "isolation_level": None})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
@@ -153,4 +160,4 @@ def _is_lock_timeout(exc: OperationalError) -> bool:
     return "locked" in message or "busy" in message or "lock timeout" in message
 
 
-__all__ = ["WriteLockTimeout", "create_tables", "database_url", "display_url", "open_database", "write_transaction", "lock_wait"]
+__all__ = ["WriteLockTimeout", "create_tables", "database_url", "display_url", "public_url", "open_database", "write_transaction", "lock_wait"]

@@ -52,16 +52,20 @@ def open_session(db: str | Path, engine: str | None = None, llm: str | None = No
         raise SessionError(f"no memory database at {db}; run `memwb replay ... --db {db}` first")
     store = Store(db)
     stored = store.meta()
+    if not create and not stored:
+        raise SessionError(f"no memory in {store.location}; run `memwb replay ... --db DB` into it first")
     name = stored.get("engine") or engine or DEFAULT_ENGINE
     if engine and engine != name:
-        raise SessionError(f"{db} holds a {name!r} memory, not {engine!r}; use a new --db for another engine")
+        raise SessionError(f"{store.location} holds a {name!r} memory, not {engine!r}; use a new --db for "
+                           "another engine")
     try:
         engine_cls = engine_class(name)
     except UnknownEngine as exc:
         raise SessionError(str(exc)) from None
     settings_cls = engine_cls.Settings
     if stored and settings and stored.get("settings") not in (None, settings_cls.from_dict(settings).to_dict()):
-        raise SessionError(f"{db} was made with other settings; use a new --db for a different configuration")
+        raise SessionError(f"{store.location} was made with other settings; use a new --db for a different "
+                           "configuration")
     conf = settings_cls.from_dict(stored.get("settings") or settings or {})
     backend = llm or stored.get("llm") or "offline"
     if not stored:

@@ -18,10 +18,11 @@ from typing import Iterable, Iterator
 
 import numpy as np
 from sqlalchemy import func, inspect
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, delete, select
 
 from engine.database import (WriteLockTimeout, create_tables, database_url, display_url, is_sqlite,
-                             open_database, write_transaction)
+                             open_database, public_url, write_transaction)
 
 from engine.edge import Edge
 from engine.node import Node
@@ -149,8 +150,11 @@ class Store:
         self.checkpoint_every = checkpoint_every
         self.engine = open_database(self.url)
         self._local = threading.local()
-        self._refuse_old_layout()
-        create_tables(self.engine, SQLModel.metadata.sorted_tables)
+        try:
+            self._refuse_old_layout()
+            create_tables(self.engine, SQLModel.metadata.sorted_tables)
+        except OperationalError as exc:          # server down, no such database, refused login...
+            raise StoreError(f"cannot open {self.location}: {' '.join(str(exc.orig).split())}") from None
         self._claim_old_log()
 
     @property
@@ -217,7 +221,7 @@ class Store:
         """A database from before lifecycle statuses has an `op_log` without payload versions."""
         insp = inspect(self.engine)
         if insp.has_table("op_log") and "v" not in {c["name"] for c in insp.get_columns("op_log")}:
-            raise StoreError(f"{self.url} was written by an older Memory Workbench (its log has no payload "
+            raise StoreError(f"{self.location} was written by an older Memory Workbench (its log has no payload "
                              "versions and its units a visible flag instead of a status); replay the "
                              "conversation into a new database")
 
@@ -379,7 +383,7 @@ class Store:
         """A new store holding this log up to `upto_seq`: the "what if" starting point."""
         other = Store(target, schema=self.schema, checkpoint_every=self.checkpoint_every)
         if other.last_seq():
-            raise StoreError(f"branch target {other.url} already holds a log")
+            raise StoreError(f"branch target {other.location} already holds a log")
         ops = list(self.ops(upto_seq=upto_seq))
         state = MemoryState(schema=self.schema)
         for start in range(0, len(ops), self.checkpoint_every):
@@ -388,7 +392,7 @@ class Store:
                 op.seq = 0
             other.commit(chunk, state)
         meta = self.meta()
-        meta["branched_from"] = {"url": self.url, "seq": upto_seq}
+        meta["branched_from"] = {"url": public_url(self.url), "seq": upto_seq}
         other.set_meta(**meta)
         with self._reading() as s:
             rows = list(s.exec(select(EmbeddingRow)))
@@ -479,4 +483,4 @@ def _checkpoint_row(state: MemoryState) -> CheckpointRow:
     return CheckpointRow(seq=state.seq, turn=state.turn, format=CHECKPOINT_FORMAT, body=body)
 
 
-__all__ = ["Store", "StoreError", "StaleView", "database_url", "is_sqlite", "rows_of", "Edge", "Proposal"]
+__all__ = ["Store", "StoreError", "StaleView", "database_url", "public_url", "is_sqlite", "rows_of", "Edge", "Proposal"]

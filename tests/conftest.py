@@ -1,7 +1,33 @@
-"""Shared fixtures: a real embedder, real SQLite files, hand-written turns."""
+"""Shared fixtures: a real embedder, real databases (SQLite files, PostgreSQL databases), hand-written turns.
+
+Databases. `db_url` is a fresh, empty database for one test and `make_db()` makes
+more of them (a branch target, a second session); both are URLs that `--db`,
+`open_session` and `Store` accept, on the test's `backend`:
+
+- ``sqlite``: a file in the test's tmp_path (``sqlite:////…/mem0.sqlite``);
+- ``postgresql``: a database with a unique name created on the server named by
+  ``MEMWB_TEST_PG_URL`` (a URL of a database on it, e.g. ``postgresql://postgres@127.0.0.1:5433/postgres``;
+  `scripts/test.sh` starts a throwaway server and sets it) and dropped when the fixture ends, open
+  connections and all. Without ``MEMWB_TEST_PG_URL`` these cases are skipped, except under ``CI=true``
+  where they fail.
+
+`backend` is ``sqlite`` unless a module runs its tests on both by overriding it::
+
+    @pytest.fixture(scope="module", params=BACKENDS)
+    def backend(request):
+        return request.param
+
+Then every test of that module that uses `db_url`, `make_db` or `make_engine` runs once per backend
+(ids ``[sqlite]`` and ``[postgresql]``); `make_db("sqlite")` gives a database on another backend than
+the test's. A module-scoped fixture gets its databases from `fresh_databases(backend, folder)`.
+"""
 from __future__ import annotations
 
+import itertools
 import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,13 +48,87 @@ def turn(i: int, speaker: str, text: str, session: str = "1", day: int = 1) -> T
                 session=session, index=i)
 
 
+BACKENDS = ("sqlite", "postgresql")
+PG_URL_VAR = "MEMWB_TEST_PG_URL"
+
+
+@pytest.fixture(scope="session")
+def backend() -> str:
+    """The database backend of a test; a module overrides this fixture to run on every one (see above)."""
+    return "sqlite"
+
+
+@contextmanager
+def fresh_databases(backend: str, folder: Path) -> Iterator[Callable[..., str]]:
+    """`new(backend=None)` -> the URL of a fresh empty database; PostgreSQL ones are dropped on exit."""
+    counter = itertools.count()
+    made: list[str] = []
+
+    def new(on: str | None = None) -> str:
+        on = on or backend
+        if on == "sqlite":
+            return f"sqlite:///{folder / f'mem{next(counter)}.sqlite'}"
+        if on != "postgresql":
+            raise ValueError(f"unknown backend {on!r}; use one of {', '.join(BACKENDS)}")
+        name = f"memwb_test_{uuid.uuid4().hex[:16]}"
+        with _pg_admin() as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return _pg_url(name)
+
+    try:
+        yield new
+    finally:
+        if made:
+            with _pg_admin() as admin:
+                for name in made:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _pg_server_url() -> str:
+    url = os.environ.get(PG_URL_VAR)
+    if not url:
+        message = (f"{PG_URL_VAR} is not set: no PostgreSQL server for the postgresql cases "
+                   "(scripts/test.sh starts one; or `eval \"$(bash scripts/pg_test_server.sh start)\"`)")
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(message + "; under CI they must run")
+        pytest.skip(message)
+    return url
+
+
+def _pg_url(database: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(_pg_server_url()).set(database=database).render_as_string(hide_password=False)
+
+
+@contextmanager
+def _pg_admin():
+    import psycopg
+
+    with psycopg.connect(_pg_server_url(), autocommit=True) as conn:
+        yield conn
+
+
 @pytest.fixture
-def make_engine(tmp_path):
-    """Build an All-Mem engine on a fresh SQLite file; settings and LLM overridable."""
-    counter = iter(range(1000))
+def make_db(backend, tmp_path) -> Iterator[Callable[..., str]]:
+    """`make_db(backend=None)` -> the URL of a fresh empty database on the test's backend (or the one named)."""
+    with fresh_databases(backend, tmp_path) as new:
+        yield new
+
+
+@pytest.fixture
+def db_url(make_db) -> str:
+    """A fresh empty database for this test on its backend, as a URL (`--db`, `open_session`, `Store`)."""
+    return make_db()
+
+
+@pytest.fixture
+def make_engine(make_db):
+    """Build an All-Mem engine on a fresh database of the test's backend; settings and LLM overridable."""
 
     def build(settings: dict | None = None, llm: str | None = None, **kw):
-        return open_session(tmp_path / f"mem{next(counter)}.sqlite", settings=settings, llm=llm, **kw)
+        return open_session(make_db(), settings=settings, llm=llm, **kw)
 
     return build
 

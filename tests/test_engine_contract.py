@@ -4,6 +4,7 @@ Replay a fixture; `at(t)` equals a fresh fold to t; undo of a run restores the
 exact prior state; every hop of every provenance path is an edge of the state
 the retrieval ran on; export lists every node with its status; the store's
 tables equal the fold; the schema describes what the engine actually writes.
+Each holds on every database backend (SQLite and PostgreSQL, tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from engine.replay import ReplayMismatch, Schedule, check_replayable, replay
 from engine.session import open_session
 from engine.state import MemoryState
 from engine.store import rows_of
-from tests.conftest import ROOT
+from tests.conftest import BACKENDS, ROOT, fresh_databases
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 ENGINES = known_engines()
@@ -33,13 +34,20 @@ def demo() -> Conversation:
     return Conversation(conv.id, conv.turns[:TURNS], [q for q in conv.questions], conv.speakers, conv.source)
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    """Every test here that uses a database runs on SQLite and on PostgreSQL."""
+    return request.param
+
+
 @pytest.fixture(scope="module", params=ENGINES)
-def replayed(request, demo, tmp_path_factory):
+def replayed(request, backend, demo, tmp_path_factory):
     """An engine of each kind holding the fixture, with checkpoints every few records."""
-    eng = open_session(tmp_path_factory.mktemp(request.param) / "m.sqlite", engine=request.param)
-    eng.store.checkpoint_every = 25
-    replay(eng, demo, Schedule.parse("every-1-sessions"))
-    return eng
+    with fresh_databases(backend, tmp_path_factory.mktemp(request.param)) as new_db:
+        eng = open_session(new_db(), engine=request.param)
+        eng.store.checkpoint_every = 25
+        replay(eng, demo, Schedule.parse("every-1-sessions"))
+        yield eng
 
 
 def comparable(state: MemoryState) -> dict:
@@ -125,9 +133,9 @@ def test_every_provenance_hop_is_an_edge_of_that_state(replayed, demo):
                 assert at == r.id and len(r.path) == r.hop
 
 
-def test_undo_of_a_run_restores_the_exact_prior_state(demo, tmp_path):
+def test_undo_of_a_run_restores_the_exact_prior_state(demo, make_db):
     for name in ENGINES:
-        eng = open_session(tmp_path / f"{name}.sqlite", engine=name)
+        eng = open_session(make_db(), engine=name)
         replay(eng, demo, Schedule.parse("manual"))
         if not eng.processes():
             with pytest.raises(UndoError):

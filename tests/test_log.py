@@ -1,4 +1,4 @@
-"""The operation log is the truth: folds, time travel, branching, persistence."""
+"""The operation log is the truth: folds, time travel, branching, persistence; on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import pytest
@@ -6,11 +6,18 @@ import pytest
 from engine.oplog import OpKind
 from engine.session import open_session
 from engine.state import MemoryState
+from tests.conftest import BACKENDS
 from tests.test_operators import SISTER_A, SISTER_B, UPDATE_NEW, UPDATE_OLD, ingest
 
 
-def test_state_is_a_fold_of_the_log_and_survives_reopen(tmp_path):
-    db = tmp_path / "m.sqlite"
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    """Every test here that uses a database runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return request.param
+
+
+def test_state_is_a_fold_of_the_log_and_survives_reopen(db_url):
+    db = db_url
     eng = open_session(db)
     ingest(eng, UPDATE_OLD, SISTER_A, UPDATE_NEW, SISTER_B)
     eng.consolidate()
@@ -48,30 +55,32 @@ def test_every_change_is_logged_with_llm_calls(make_engine):
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 
 
-def test_branch_keeps_history_up_to_a_point(make_engine, tmp_path):
+@pytest.mark.parametrize("target", BACKENDS, ids=[f"into-{b}" for b in BACKENDS])
+def test_branch_keeps_history_up_to_a_point(make_engine, make_db, target):
     eng = make_engine()
     ingest(eng, UPDATE_OLD, UPDATE_NEW)
     seq = eng.store.last_seq()
     eng.consolidate()
-    other = eng.store.branch(tmp_path / "branch.sqlite", seq)
+    other = eng.store.branch(make_db(target), seq)
     state = other.load_state()
     assert not state.runs and all(u.visible for u in state.units.values())
     assert other.get_meta("branched_from")["seq"] == seq
     assert MemoryState.fold(eng.store.ops(), upto_seq=seq).units.keys() == state.units.keys()
 
 
-def test_recorded_backend_replays_a_session_without_a_model(make_engine, tmp_path):
+def test_recorded_backend_replays_a_session_without_a_model(make_engine, make_db):
     eng = make_engine()
     ingest(eng, UPDATE_OLD, UPDATE_NEW)
     eng.consolidate()
-    replayed = open_session(tmp_path / "replay.sqlite", llm="recorded", records=str(eng.store.url))
+    replayed = open_session(make_db(), llm="recorded", records=str(eng.store.url))
     assert replayed.llm.backend.name == "recorded"
     ingest(replayed, UPDATE_OLD, UPDATE_NEW)
     replayed.consolidate()
     assert replayed.snapshot() == eng.snapshot()
 
 
-def test_branch_carries_annotation_cases(make_engine, tmp_path):
+@pytest.mark.parametrize("target", BACKENDS, ids=[f"into-{b}" for b in BACKENDS])
+def test_branch_carries_annotation_cases(make_engine, make_db, target):
     from engine.annotation import AnnotationStore
     from engine.loaders import load_conversation
     from tests.conftest import ROOT
@@ -82,13 +91,13 @@ def test_branch_carries_annotation_cases(make_engine, tmp_path):
     store = AnnotationStore(eng.store.engine)
     report = store.import_json((ROOT / "datasets" / "demo" / "cases.json").read_text(), "cases.json", demo)
     assert store.cases("demo"), report.line()
-    other = eng.store.branch(tmp_path / "b.sqlite", eng.store.last_seq())
+    other = eng.store.branch(make_db(target), eng.store.last_seq())
     assert [c.scenario_id for c in AnnotationStore(other.engine).cases("demo")] == \
         [c.scenario_id for c in store.cases("demo")]
 
 
-def test_reopening_with_the_same_partial_settings_resumes(tmp_path):
-    db = tmp_path / "m.sqlite"
+def test_reopening_with_the_same_partial_settings_resumes(db_url):
+    db = db_url
     open_session(db, settings={"ablations": ["no-lexical"]})
     again = open_session(db, settings={"ablations": ["no-lexical"]})
     assert again.settings.ablations == ["no-lexical"]
@@ -137,16 +146,76 @@ def test_illegal_lifecycle_transition_is_refused(make_engine):
     assert eng.state.units[uid].status == "visible"           # the live state never saw the isolated edit
 
 
-def test_old_databases_are_refused_with_a_clear_message(tmp_path):
-    import sqlite3
+def test_old_databases_are_refused_with_a_clear_message(db_url):
+    from sqlalchemy import create_engine
 
+    from engine.store import Store, StoreError, database_url
+
+    old = create_engine(database_url(db_url))
+    with old.begin() as con:
+        con.exec_driver_sql("CREATE TABLE op_log (seq INTEGER PRIMARY KEY, turn INT, run_id TEXT, kind TEXT, "
+                            "actor TEXT, payload TEXT)")
+    old.dispose()
+    with pytest.raises(StoreError, match="older Memory Workbench"):
+        Store(db_url)
+
+
+def test_any_text_round_trips_through_the_store_and_vectors_bit_for_bit(db_url):
+    """NUL (PostgreSQL text cannot hold it: engine/postgres.py escapes it), the escape character itself,
+    control characters, RTL and emoji come back identical from the log, the materialized tables and the
+    annotation tables; cached vectors come back bit for bit."""
+    import numpy as np
+
+    from engine.annotation import AnnotationStore, Case
+    from engine.store import rows_of
+    from tests.conftest import turn
+
+    odd = "nul\x00 here, \u2400 and \u24000 and \\0, \x01\x1f\x7f, \u202eRTL\u202c, \U0001f469\u200d\U0001f467"
+    eng = open_session(db_url)
+    uid = eng.ingest(turn(1, "Ann", odd)).unit_id
+    case = Case("odd", "conv\x00", title=odd)
+    case.add_question(query_text=odd, gold_answer=odd)
+    AnnotationStore(eng.store.engine).save(case)
+
+    again = open_session(db_url, create=False)
+    assert odd in again.state.nodes[uid].raw and again.snapshot() == eng.snapshot()
+    assert again.store.table_rows() == rows_of(again.state) == rows_of(eng.state)
+    assert odd in again.store.table_rows()["node"][0]["raw"]
+    assert [op.payload for op in again.store.ops()] == [op.payload for op in eng.store.ops()]
+    assert AnnotationStore(again.store.engine).cases("conv\x00") == [case]
+    vectors = dict(eng.embedder.memory)
+    stored = again.store.get_embeddings(list(vectors))
+    assert vectors and stored.keys() == vectors.keys()
+    assert all(np.array_equal(stored[k], vectors[k].astype(np.float32)) for k in vectors)
+
+
+def test_messages_name_the_database_without_its_password(db_url, make_db, backend):
+    """Errors and the branch record name a server's URL with its credentials removed."""
+    from sqlalchemy.engine import make_url
+
+    from engine.session import SessionError
+
+    url = db_url
+    if backend == "postgresql":              # the test server trusts loopback, so a password is ignored
+        url = make_url(db_url).set(password="s3cret-pw").render_as_string(hide_password=False)
+    with pytest.raises(SessionError, match="no memory in") as err:
+        open_session(url, create=False)
+    eng = open_session(url)
+    ingest(eng, UPDATE_OLD)
+    with pytest.raises(SessionError, match="holds a 'allmem' memory, not 'naive'") as other:
+        open_session(url, engine="naive")
+    branch = eng.store.branch(make_db(), eng.store.last_seq())
+    for text in (str(err.value), str(other.value), eng.store.location, str(branch.get_meta("branched_from"))):
+        assert "s3cret" not in text, text
+
+
+def test_a_server_that_refuses_is_named_without_its_password():
     from engine.store import Store, StoreError
 
-    db = tmp_path / "old.sqlite"
-    con = sqlite3.connect(db)
-    con.execute("CREATE TABLE op_log (seq INTEGER PRIMARY KEY, turn INT, run_id TEXT, kind TEXT, actor TEXT, "
-                "payload TEXT)")
-    con.commit()
-    con.close()
-    with pytest.raises(StoreError, match="older Memory Workbench"):
-        Store(db)
+    for url in ("postgresql://team:s3cret-pw@127.0.0.1:1/memory",
+                "postgres://127.0.0.1:1/memory?user=team&password=s3cret-pw"):
+        with pytest.raises(StoreError) as err:
+            Store(url)
+        message = str(err.value)
+        assert message.startswith("cannot open postgresql+psycopg://") and "127.0.0.1:1/memory: " in message
+        assert "s3cret" not in message and "\n" not in message
