@@ -127,20 +127,32 @@ class Store:
     """
 
     def __init__(self, target: str | Path, schema: EngineSchema | None = None,
-                 checkpoint_every: int = CHECKPOINT_EVERY):
+                 checkpoint_every: int = CHECKPOINT_EVERY, create: bool = True):
+        """`create=False` opens a database that must already hold a memory and creates nothing (not even
+        the file): tools that inspect a database (`memwb check`, `memwb dump`) must not change it."""
         self.url = database_url(target)
         self.schema = schema
         self.checkpoint_every = checkpoint_every
+        if not create:
+            self._require_file()
         self.engine = create_engine(self.url)
         if self.url.startswith("sqlite"):
             sa_event.listen(self.engine, "connect", _sqlite_pragmas)
         self._refuse_old_layout()
-        SQLModel.metadata.create_all(self.engine)
+        if create:
+            SQLModel.metadata.create_all(self.engine)
+        elif not inspect(self.engine).has_table(OpRow.__tablename__):
+            raise StoreError(f"{self.location} holds no memory (it has no {OpRow.__tablename__} table)")
 
     @property
     def location(self) -> str:
         """The database file (or the URL of a database server), for messages."""
         return self.url.removeprefix("sqlite:///")
+
+    def _require_file(self) -> None:
+        """A SQLite file must exist before it is opened: connecting would create an empty one."""
+        if self.url.startswith("sqlite:///") and not Path(self.location).is_file():
+            raise StoreError(f"no memory database at {self.location}")
 
     def _refuse_old_layout(self) -> None:
         """A database from before lifecycle statuses has an `op_log` without payload versions."""
