@@ -1,9 +1,9 @@
-"""`memwb`: replay, retrieve, export, consolidate and open the workbench from a shell.
+"""`memwb`: replay, retrieve, export, consolidate, dump/load, check and open the workbench from a shell.
 
 The command-line contract (flags and JSON shapes) is stable: scripts and
 checks rely on it. Exit codes: 0 done, 2 an error (one line on stderr), 1 a
 replay or consolidation whose every LLM call failed (counts by error code on
-stderr; what was ingested stays stored).
+stderr; what was ingested stays stored) or a `check` with findings.
 """
 from __future__ import annotations
 
@@ -65,6 +65,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
 
     p = sub.add_parser("diagnostics", help="structure diagnostics: visible ratio, Cov(H), H0.95, degrees")
+    _add_db(p)
+
+    p = sub.add_parser("dump", help="print the whole database as JSON Lines: a lossless copy `memwb load` reads",
+                       description="Print every table (the log with its seq values, the materialized tables, fold "
+                                   "checkpoints, meta, annotations) as JSON Lines on stdout, from one snapshot. "
+                                   "The embedding cache is left out unless --embeddings is given (vectors are "
+                                   "recomputed when needed). Usage: memwb dump --db DB > FILE")
+    _add_db(p)
+    p.add_argument("--embeddings", action="store_true",
+                   help="include the embedding cache (left out by default: large, and recomputed on demand)")
+
+    p = sub.add_parser("load", help="load a `memwb dump` file into a new, empty database",
+                       description="Load a dump into a database holding no rows (a non-empty one is refused), in "
+                                   "one transaction: a malformed or truncated file leaves the target empty.")
+    p.add_argument("file", help="dump file written by `memwb dump` (- reads stdin)")
+    _add_db(p)
+
+    p = sub.add_parser("check", help="integrity check: exit 1 naming each finding, 0 with an ok line",
+                       description="Check that the log folds to the materialized tables and to every checkpoint, "
+                                   "ids are unique, no turn is ingested twice, no run is left open, every "
+                                   "archived node is reachable and turns' raw text matches its stored hash "
+                                   "(and SQLite's own integrity_check). One line per finding, each starting "
+                                   "with its code; exit 1 on any finding, 2 if the database cannot be read.")
     _add_db(p)
 
     p = sub.add_parser("schema", help="print what an engine declares: kinds, statuses, edges, operators, stages")
@@ -240,6 +263,36 @@ def cmd_diagnostics(args) -> int:
     return 0
 
 
+def cmd_dump(args) -> int:
+    from engine.dump import dump
+
+    report = dump(args.db, sys.stdout.buffer, embeddings=args.embeddings)
+    sys.stdout.buffer.flush()
+    print(report.line(), file=sys.stderr)
+    return 0
+
+
+def cmd_load(args) -> int:
+    from engine.dump import load
+
+    stream = sys.stdin.buffer if args.file == "-" else None
+    print(load("stdin" if stream else args.file, args.db, stream=stream).line())
+    return 0
+
+
+def cmd_check(args) -> int:
+    from engine.integrity import check_database
+
+    report = check_database(args.db)
+    for finding in report.findings:
+        print(finding.line())
+    if report.findings:
+        print(f"memwb check: {len(report.findings)} finding(s) in {args.db}", file=sys.stderr)
+        return 1
+    print(report.ok_line())
+    return 0
+
+
 def cmd_schema(args) -> int:
     print(json.dumps(engine_schema(args.engine).to_dict(), indent=1, ensure_ascii=False))
     return 0
@@ -255,7 +308,8 @@ def cmd_ui(args) -> int:
 
 
 COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
-            "runs": cmd_runs, "diagnostics": cmd_diagnostics, "schema": cmd_schema, "ui": cmd_ui}
+            "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
+            "check": cmd_check, "schema": cmd_schema, "ui": cmd_ui}
 
 if __name__ == "__main__":
     sys.exit(main())

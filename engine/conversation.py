@@ -9,6 +9,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+IMAGE_NOTE = " [shares an image: "     # opens the note a turn's raw text carries for a shared image
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -33,7 +35,7 @@ class Turn:
         """The immutable evidence string a unit stores for this turn."""
         text = f"{self.speaker}: {self.text}"
         if self.image_caption:
-            text += f" [shares an image: {self.image_caption}]"
+            text += f"{IMAGE_NOTE}{self.image_caption}]"
         return text
 
     @property

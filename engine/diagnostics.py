@@ -7,13 +7,20 @@ distributions; computed from state alone so any past fold can be measured.
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Iterable
 
 from engine.state import MemoryState
 
 
 def hop_distances(state: MemoryState, edge_types: tuple[str, ...] | None = None) -> dict[int, float]:
     """h(v) for every archived unit: directed multi-source BFS from the visible surface."""
-    dist: dict[int, int] = {u: 0 for u in state.visible_ids}
+    dist = _distances(state, state.visible_ids, edge_types)
+    return {v: float(dist.get(v, float("inf"))) for v in state.archived_ids}
+
+
+def _distances(state: MemoryState, roots: Iterable[int], edge_types: tuple[str, ...] | None) -> dict[int, int]:
+    """Hops from the nearest root along directed edges (of `edge_types` only, when given)."""
+    dist: dict[int, int] = {u: 0 for u in roots}
     queue = deque(dist)
     while queue:
         u = queue.popleft()
@@ -23,7 +30,7 @@ def hop_distances(state: MemoryState, edge_types: tuple[str, ...] | None = None)
             if e.dst not in dist:
                 dist[e.dst] = dist[u] + 1
                 queue.append(e.dst)
-    return {v: float(dist.get(v, float("inf"))) for v in state.archived_ids}
+    return dist
 
 
 def coverage(h: dict[int, float], hops: int) -> float:
@@ -71,3 +78,15 @@ def version_orphans(state: MemoryState) -> list[int]:
         return []
     h = hop_distances(state, lineage)
     return sorted(v for v, d in h.items() if d == float("inf"))
+
+
+def retired_orphans(state: MemoryState, retired: Iterable[int]) -> list[int]:
+    """Retired nodes (moved off the surface by a status change) that no path along the schema's recovery
+    links reaches from a live node. Live: on the surface, or off it in the status it was created with and
+    never retired (MemLoom's provisional events wait to mature, their sentences stay on the surface).
+    Engine-neutral where `version_orphans` follows lineage only: MemLoom's grounded sentences hang off
+    their events by evidence pointers, All-Mem's archived units off the surface by version links."""
+    off = {u for u in retired if u in state.nodes and not state.nodes[u].visible}
+    types = state.schema.recovery_types if state.schema else ()
+    reached = _distances(state, (u for u in state.nodes if u not in off), types) if types else {}
+    return sorted(u for u in off if u not in reached)

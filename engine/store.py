@@ -144,18 +144,26 @@ class Store:
     """
 
     def __init__(self, target: str | Path, schema: EngineSchema | None = None,
-                 checkpoint_every: int = CHECKPOINT_EVERY):
+                 checkpoint_every: int = CHECKPOINT_EVERY, create: bool = True):
+        """`create=False` opens a database that must already hold a memory and creates nothing (not even
+        the file): tools that inspect a database (`memwb check`, `memwb dump`) must not change it."""
         self.url = database_url(target)
         self.schema = schema
         self.checkpoint_every = checkpoint_every
+        if not create:
+            self._require_file()
         self.engine = open_database(self.url)
         self._local = threading.local()
         try:
             self._refuse_old_layout()
-            create_tables(self.engine, SQLModel.metadata.sorted_tables)
+            if create:
+                create_tables(self.engine, SQLModel.metadata.sorted_tables)
+            elif not inspect(self.engine).has_table(OpRow.__tablename__):
+                raise StoreError(f"{self.location} holds no memory (it has no {OpRow.__tablename__} table)")
         except OperationalError as exc:          # server down, no such database, refused login...
             raise StoreError(f"cannot open {self.location}: {' '.join(str(exc.orig).split())}") from None
-        self._claim_old_log()
+        if create:
+            self._claim_old_log()
 
     @property
     def location(self) -> str:
@@ -216,6 +224,11 @@ class Store:
                 for key in ops_spec(op.kind).claims(op):
                     claims.setdefault(key, op.seq)
             s.add_all(ClaimRow(kind=k, key=v, seq=seq) for (k, v), seq in claims.items())
+
+    def _require_file(self) -> None:
+        """A SQLite file must exist before it is opened: connecting would create an empty one."""
+        if self.url.startswith("sqlite:///") and not Path(self.location).is_file():
+            raise StoreError(f"no memory database at {self.location}")
 
     def _refuse_old_layout(self) -> None:
         """A database from before lifecycle statuses has an `op_log` without payload versions."""

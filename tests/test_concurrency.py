@@ -7,19 +7,25 @@ its text in its unit, tables equal to the fold, no run left open, and the same m
 from __future__ import annotations
 
 import re
-import shutil
 import threading
 import time
 
 import pytest
 
+from engine.loaders import load_conversation
 from engine.replay import Schedule
 from engine.session import open_session
-from engine.store import Store
-from tests.writers import SCHEDULE, assert_whole, demo_prefix, duplicates, export, finish, memwb, replay_args
+from tests.conftest import BACKENDS
+from tests.writers import (SCHEDULE, assert_whole, demo_prefix, duplicates, export, finish, memwb, replay_args,
+                           turns_in)
 
 pytestmark = pytest.mark.slow
 TURNS = 40
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -29,27 +35,18 @@ def conversation(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(conversation, tmp_path_factory):
-    """The memory one replay alone makes (every 10 turns a run, the gate deciding)."""
+    """The memory one replay alone makes (every 10 turns a run, the gate deciding), on SQLite."""
     db = tmp_path_factory.mktemp("ref") / "ref.sqlite"
     code, out, err = finish(memwb(*replay_args(conversation, db)))
     assert code == 0, err
     return export(db)
 
 
-@pytest.fixture(scope="module")
-def buffered(conversation, tmp_path_factory):
-    """A memory of the whole conversation with nothing consolidated yet (the buffer full)."""
-    db = tmp_path_factory.mktemp("buf") / "buffered.sqlite"
-    code, out, err = finish(memwb(*replay_args(conversation, db, "manual")))
-    assert code == 0, err
-    return db
-
-
 def wait_for_turns(db, n: int, proc, timeout: float = 300) -> None:
     """Until the log holds `n` turns (so a second writer starts while the first is mid-replay)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end and proc.poll() is None:
-        if db.exists() and Store(db).get_meta("engine") and len(open_session(db, create=False).state.turn_ids) >= n:
+        if turns_in(db) >= n:
             return
         time.sleep(0.2)
     raise AssertionError(f"{db} never reached {n} turns while the first writer ran")
@@ -60,8 +57,8 @@ def ingested_by(out: str) -> int:
     return int(m.group(1)) if m else int(re.search(r"turns=(\d+)", out).group(1))
 
 
-def test_two_replays_of_one_file_share_the_turns(conversation, reference, tmp_path):
-    db = tmp_path / "two.sqlite"
+def test_two_replays_of_one_file_share_the_turns(conversation, reference, db_url):
+    db = db_url
     first = memwb(*replay_args(conversation, db))
     wait_for_turns(db, 3, first)
     second = memwb(*replay_args(conversation, db))
@@ -73,8 +70,8 @@ def test_two_replays_of_one_file_share_the_turns(conversation, reference, tmp_pa
     assert export(db) == reference                          # the same memory as one writer alone
 
 
-def test_replay_and_consolidations_at_once(conversation, tmp_path):
-    db = tmp_path / "mixed.sqlite"
+def test_replay_and_consolidations_at_once(conversation, db_url):
+    db = db_url
     replay = memwb(*replay_args(conversation, db, "manual"))
     wait_for_turns(db, 5, replay)
     reports = []
@@ -91,9 +88,11 @@ def test_replay_and_consolidations_at_once(conversation, tmp_path):
     assert sorted(state.runs) == sorted(runs)
 
 
-def test_two_consolidations_at_once(buffered, tmp_path):
-    db = tmp_path / "cons.sqlite"
-    shutil.copy(buffered, db)
+def test_two_consolidations_at_once(conversation, db_url):
+    db = db_url
+    engine = open_session(db)                      # the whole conversation, nothing consolidated yet
+    for t in load_conversation(conversation).turns:
+        engine.ingest(t)
     a, b = memwb("consolidate", "--db", db), memwb("consolidate", "--db", db)
     (ca, oa, ea), (cb, ob, eb) = finish(a), finish(b)
     assert (ca, cb) == (0, 0), (ea, eb)
@@ -105,18 +104,17 @@ def test_two_consolidations_at_once(buffered, tmp_path):
     assert list(state.runs) == ["run-0001"] and state.runs["run-0001"].status == "committed"
 
 
-def test_workbench_session_and_cli_replay_on_one_database(conversation, reference, tmp_path):
+def test_workbench_session_and_cli_replay_on_one_database(conversation, reference, db_url, tmp_path):
     """The workbench steps turns (as its Replay page does) while `memwb replay` writes the same file."""
     from workbench.model import Workbench
-    from engine.loaders import load_conversation
 
-    db = tmp_path / "ui.sqlite"
+    db = db_url
     cli = memwb(*replay_args(conversation, db))
     wait_for_turns(db, 2, cli)
     conv = load_conversation(conversation)
     engine = open_session(db, create=False)
     wb = Workbench(source_label="demo", source_path=conversation, conversation=conv, engine=engine,
-                   schedule=Schedule.parse(SCHEDULE), db_path=db)
+                   schedule=Schedule.parse(SCHEDULE), db_path=tmp_path / "ui.sqlite")
     stepped = []
 
     def step_until_done():

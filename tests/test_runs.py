@@ -1,15 +1,15 @@
 """Open runs and the single writer: `memwb runs`, discard, refusal of stale views and of an id handed out twice."""
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from engine.interface import RunError
 from engine.oplog import OpKind, OpRecord
 from engine.session import open_session
-from engine.store import StaleView, StoreError
-from tests.conftest import turn
+from engine.store import StaleView, Store, StoreError
+from tests.conftest import BACKENDS, turn
 from tests.writers import finish, memwb, replay_args
 
 TURNS = [
@@ -22,10 +22,15 @@ TURNS = [
 ]
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    return request.param
+
+
 @pytest.fixture
-def open_run_db(tmp_path):
+def open_run_db(db_url):
     """A memory whose manual consolidation run was proposed and never decided (a review left open)."""
-    db = tmp_path / "open.sqlite"
+    db = db_url
     eng = open_session(db)
     for t in TURNS:
         eng.ingest(t)
@@ -49,10 +54,10 @@ def test_a_replay_with_a_schedule_refuses_while_a_run_is_open(open_run_db, tmp_p
     conv.write_text("".join(
         '{"id": "%s", "speaker": "%s", "text": "%s", "time": "%s", "session": "1"}\n'
         % (t.id, t.speaker, t.text, t.time) for t in TURNS + [turn(6, "Jon", "Pepper chewed a hose.")]))
-    before = sqlite3.connect(db).execute("select max(seq) from op_log").fetchone()
+    before = Store(db).last_seq()
     code, out, err = finish(memwb(*replay_args(conv, db, "every-1-turns")))
     assert code == 2 and "run-0001 is open" in err and "memwb runs discard run-0001" in err, err
-    assert sqlite3.connect(db).execute("select max(seq) from op_log").fetchone() == before   # nothing written
+    assert Store(db).last_seq() == before           # nothing written
 
 
 def test_discard_closes_the_run_and_puts_its_work_back(open_run_db):
@@ -79,8 +84,8 @@ def test_runs_apply_lets_the_gate_decide_an_open_run(open_run_db):
     assert code == 2 and "run-0001 is not an open run" in err
 
 
-def test_a_stale_view_writes_nothing(tmp_path):
-    db = tmp_path / "stale.sqlite"
+def test_a_stale_view_writes_nothing(db_url):
+    db = db_url
     first, second = open_session(db), open_session(db)
     first.ingest(TURNS[0])
     stale = second.state.seq
@@ -92,8 +97,8 @@ def test_a_stale_view_writes_nothing(tmp_path):
     assert second.state.turn_ids == ["D1:1", "D1:2"]
 
 
-def test_the_database_refuses_an_id_handed_out_twice(tmp_path):
-    db = tmp_path / "claims.sqlite"
+def test_the_database_refuses_an_id_handed_out_twice(db_url):
+    db = db_url
     eng = open_session(db)
     eng.ingest(TURNS[0])
     node = eng.state.nodes[1].payload()
@@ -104,13 +109,13 @@ def test_the_database_refuses_an_id_handed_out_twice(tmp_path):
     with pytest.raises(StoreError, match="turn id 'D1:1' a second time"):
         eng.store.commit([again], eng.state)
     assert eng.store.last_seq() == seq
-    with sqlite3.connect(db) as c, pytest.raises(sqlite3.IntegrityError):
-        c.execute("insert into claim (kind, key, seq) values ('run', 'x', 1), ('run', 'x', 2)")
+    with pytest.raises(IntegrityError), eng.store.engine.begin() as c:     # the key, not only the code
+        c.execute(text("insert into claim (kind, key, seq) values ('run', 'x', 1), ('run', 'x', 2)"))
 
 
-def test_a_failing_step_of_an_automatic_run_leaves_no_open_run(tmp_path, monkeypatch):
+def test_a_failing_step_of_an_automatic_run_leaves_no_open_run(db_url, monkeypatch):
     """A backend raising during apply: the whole run rolls back (no proposals left undecided)."""
-    db = tmp_path / "boom.sqlite"
+    db = db_url
     eng = open_session(db)
     for t in TURNS:
         eng.ingest(t)

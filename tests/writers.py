@@ -71,7 +71,7 @@ def assert_whole(db, conversation_path: Path, turns: int | None = None) -> None:
     """No duplicate id, no lost or doubled turn, each turn's text in its unit, tables equal to the fold
     of the log, no run left open."""
     dups = duplicates(db)
-    print(f"{db.name}: duplicate ids {sum(map(len, dups.values()))}", end="; ")
+    print(f"{str(db)[-40:]}: duplicate ids {sum(map(len, dups.values()))}", end="; ")
     assert dups == {"node": [], "run": [], "proposal": [], "turn": []}
     lines = [json.loads(x) for x in conversation_path.read_text(encoding="utf-8").splitlines() if x.strip()]
     engine = open_session(db, create=False)
@@ -83,6 +83,11 @@ def assert_whole(db, conversation_path: Path, turns: int | None = None) -> None:
     assert rows_of(engine.store.load_state(checkpoints=False)) == rows_of(state) == engine.store.table_rows()
     assert state.open_runs() == []
     print(f"turns {len(state.turn_ids)}/{len(expected)} once each, tables = fold, no open run")
+
+
+def turns_in(db) -> int:
+    """Turns the log holds now (0 for a database nothing was written to yet)."""
+    return sum(1 for _ in Store(db).ops(kinds=[OpKind.TURN_INGESTED]))
 
 
 def export(db) -> dict:
