@@ -139,11 +139,16 @@ def _do(action: str) -> None:
     steps = {"next": wb.next, "back": wb.back, "play": wb.play_to_session_end,
              "turn": lambda: wb.jump(int(st.session_state["replay_turn_target"])),
              "session": lambda: wb.jump_to_session(st.session_state["replay_session_target"])}
+    others = wb.engine.others_records
     with st.spinner("Stepping through the conversation…"):
         try:
             steps[action]()
         except (RuntimeError, ValueError, StoreError) as exc:
             st.session_state["replay_error"] = str(exc)
+    if wb.engine.others_records > others:
+        st.session_state["replay_info"] = (f"Another process wrote {wb.engine.others_records - others} records "
+                                           "to this session's database meanwhile; stepping went on from the "
+                                           "stored log.")
     _sync_targets()
 
 
@@ -184,6 +189,8 @@ if "replay_flash" in st.session_state:
     st.success(st.session_state.pop("replay_flash"))
 if "replay_error" in st.session_state:
     st.error(st.session_state.pop("replay_error"))
+if "replay_info" in st.session_state:
+    st.info(st.session_state.pop("replay_info"))
 with st.expander("Source, conversation, engine and settings", expanded=False):
     loader()
 stepping(wb)

@@ -16,8 +16,7 @@ from engine.loaders import load_conversation
 from engine.replay import Schedule
 from engine.session import open_session
 from tests.conftest import BACKENDS
-from tests.writers import (SCHEDULE, assert_whole, demo_prefix, duplicates, export, finish, memwb, replay_args,
-                           turns_in)
+from tests.writers import SCHEDULE, assert_whole, demo_prefix, export, finish, memwb, replay_args, turns_in
 
 pytestmark = pytest.mark.slow
 TURNS = 40
@@ -99,7 +98,7 @@ def test_two_consolidations_at_once(conversation, db_url):
     outs = sorted([oa.strip(), ob.strip()])
     assert outs[0] == "buffer is empty: nothing to consolidate", outs   # the second saw the first's run
     assert outs[1].startswith("run-0001:"), outs
-    assert duplicates(db) == {"node": [], "run": [], "proposal": [], "turn": []}
+    assert_whole(db, conversation, TURNS)
     state = open_session(db, create=False).state
     assert list(state.runs) == ["run-0001"] and state.runs["run-0001"].status == "committed"
 
