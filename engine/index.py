@@ -1,8 +1,31 @@
-"""FAISS exact inner-product index over the visible surface only."""
+"""FAISS exact inner-product index over the visible surface only, and exact top-k selection by score."""
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import faiss
 import numpy as np
+
+# Rankings order by the score rounded to 6 decimals, then by id. A score more than this below the k-th best
+# raw score rounds strictly lower, so it cannot reach the top k: selection may drop it unsorted.
+TIE_MARGIN = 2e-6
+# Neighbours fetched beyond k at first; widened (x4) only when the last one fetched could still tie the k-th.
+SEARCH_SLACK = 16
+
+
+def top_k(ids: Sequence[int], scores: np.ndarray, k: int) -> list[int]:
+    """The `k` ids of highest score, ties at 6 decimals by smaller id: exactly
+    ``sorted(ids, key=(-round(score, 6), id))[:k]``, but only the near-top scores are sorted in Python
+    (a partition finds them), so choosing a few among n costs O(n) instead of an O(n log n) Python sort."""
+    n = len(ids)
+    if k <= 0 or n == 0:
+        return []
+    keep: Sequence[int] = range(n)
+    if k < n:
+        kth = np.partition(scores, n - k)[n - k]
+        keep = np.flatnonzero(scores >= kth - TIE_MARGIN).tolist()
+    order = sorted(keep, key=lambda i: (-round(float(scores[i]), 6), ids[i]))
+    return [ids[i] for i in order[:k]]
 
 
 class VisibleIndex:
@@ -34,12 +57,22 @@ class VisibleIndex:
             self.ids.difference_update(present)
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Top-k (id, cosine), ties broken by smaller id for determinism."""
+        """Top-k (id, cosine), ties (equal to 6 decimals) broken by smaller id for determinism.
+
+        FAISS is asked for k + `SEARCH_SLACK` neighbours, more only while the last one fetched could still
+        tie the k-th, so a search sorts a few dozen pairs in Python rather than the whole surface.
+        """
         if not self.ids or k <= 0:
             return []
         n = len(self.ids)
-        scores, ids = self.index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), n)
-        pairs = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        fetch = min(n, k + SEARCH_SLACK)
+        while True:
+            scores, ids = self.index.search(query, fetch)
+            pairs = [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+            if fetch >= n or len(pairs) <= k or pairs[-1][1] < pairs[k - 1][1] - TIE_MARGIN:
+                break
+            fetch = min(n, fetch * 4)
         pairs.sort(key=lambda p: (-round(p[1], 6), p[0]))
         return pairs[:k]
 

@@ -40,6 +40,7 @@ Baselines: `no_boundaries` (the whole meeting one event) and `fixed_windows`
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Hashable, Sequence
 
@@ -142,12 +143,21 @@ def boundaries_from_ranges(ranges: Sequence[Sequence[int]], n: int) -> Boundarie
     spans = sorted(set(spans))
     if not spans:
         return []
+    # A sweep over the items with a heap of the ranges started so far, keyed so that the top is the one
+    # started most recently (ties: ending first); ranges that ended are dropped when they reach the top.
+    # O((n + ranges) log ranges), where testing every range at every item was O(n x ranges).
     labels: list[tuple[int, int]] = []
     current = spans[0]  # items before the first range join its segment
+    started: list[tuple[int, int]] = []
+    nxt = 0
     for i in range(n):
-        covering = [s for s in spans if s[0] <= i <= s[1]]
-        if covering:
-            current = max(covering, key=lambda s: (s[0], -s[1]))
+        while nxt < len(spans) and spans[nxt][0] <= i:
+            heapq.heappush(started, (-spans[nxt][0], spans[nxt][1]))
+            nxt += 1
+        while started and started[0][1] < i:
+            heapq.heappop(started)
+        if started:
+            current = (-started[0][0], started[0][1])
         labels.append(current)
     return boundaries_from_labels(labels)
 

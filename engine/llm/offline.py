@@ -32,6 +32,7 @@ _PROPOSE_FLOOR = 0.5
 _MAX_KEYWORDS = 8
 _MAX_CUTS = 32            # candidate Split points per text
 _SIDE_CHARS = 2000        # characters of each side of a cut that are compared (MiniLM reads ~256 tokens)
+_PREFETCH_TEXTS = 256     # cut sides per embedder call when a whole buffer is prefetched
 
 
 def keywords_of(text: str, limit: int = _MAX_KEYWORDS) -> list[str]:
@@ -194,10 +195,19 @@ class OfflineBackend(LLMBackend):
         return cuts
 
     def prefetch(self, raws: list[str]) -> None:
-        """Embed every candidate cut of many texts in one batch (the per-target calls then hit the cache)."""
-        texts = [t for raw in raws for _, _, left, right in self.split_cuts(raw) for t in (left, right)]
-        if texts:
-            self.embedder.embed(texts)
+        """Embed every candidate cut of many texts in large batches (the per-target calls then hit the cache).
+
+        About `_PREFETCH_TEXTS` texts go to the embedder at once (one unit's cuts may add 64), so a buffer of
+        any size holds one batch of texts and vectors in flight, not all of them.
+        """
+        batch: list[str] = []
+        for raw in raws:
+            batch += [t for _, _, left, right in self.split_cuts(raw) for t in (left, right)]
+            if len(batch) >= _PREFETCH_TEXTS:
+                self.embedder.embed(batch)
+                batch = []
+        if batch:
+            self.embedder.embed(batch)
 
     def best_split(self, raw: str) -> tuple[float, int, str] | None:
         """The most confident two-way cut between sentences, as (confidence, char offset, reason)."""

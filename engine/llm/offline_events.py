@@ -29,8 +29,9 @@ def _day(d: datetime) -> str:
     return d.strftime("%Y-%m-%d")
 
 
-def _relative_dates(text: str, now: datetime) -> list[tuple[str, str]]:
-    """(mention, absolute date) for every relative time expression in `text`."""
+def _relative_dates(text: str, now: datetime) -> list[tuple[int, str, str]]:
+    """(offset, mention, absolute date) of every relative time expression in `text`, in text order, none
+    overlapping."""
     low = text.lower()
     found: list[tuple[int, str, str]] = []
     simple = {"today": now, "tonight": now, "this morning": now, "this afternoon": now, "this evening": now,
@@ -73,16 +74,21 @@ def _relative_dates(text: str, now: datetime) -> list[tuple[str, str]]:
     kept, end = [], -1
     for start, mention, when in found:
         if start >= end:
-            kept.append((mention, when))
+            kept.append((start, mention, when))
             end = start + len(mention)
     return kept
 
 
 def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict:
-    """Speaker-anchored pronouns, the addressee, and absolute dates; the raw text itself is never edited."""
+    """Speaker-anchored pronouns, the addressee, and absolute dates; the raw text itself is never edited.
+
+    One pass over the tokens and one over the date mentions, each date written after its own mention, so
+    the cost is linear in the utterance however many pronouns and dates it holds.
+    """
     others = [w["speaker"] for w in reversed(window) if w.get("speaker") and w["speaker"] != speaker]
     addressee = others[0] if others and len(set(w["speaker"] for w in window) | {speaker}) == 2 else ""
     references: list[dict] = []
+    resolved: set[tuple[str, str]] = set()
     out: list[str] = []
     for tok in _TOKEN.findall(utterance):
         key = tok.lower().replace("’", "'")
@@ -94,7 +100,8 @@ def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict
             out.append(tok)
             continue
         out.append(rep)
-        if {"mention": tok, "resolved": rep} not in references:
+        if (tok, rep) not in resolved:
+            resolved.add((tok, rep))
             references.append({"mention": tok, "resolved": rep})
     text = "".join(out)
     dates = []
@@ -103,9 +110,13 @@ def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict
     except (TypeError, ValueError):
         now = None
     if now is not None:
-        for mention, when in _relative_dates(text, now):
-            text = text.replace(mention, f"{mention} ({when})", 1)
+        pieces, done = [], 0
+        for start, mention, when in _relative_dates(text, now):
+            end = start + len(mention)
+            pieces += [text[done:end], f" ({when})"]
+            done = end
             dates.append({"mention": mention, "date": when})
+        text = "".join(pieces) + text[done:]
     ws = words(utterance)
     intent = ("ask" if utterance.rstrip().endswith("?") else
               "report_change" if set(ws) & CHANGE_WORDS else

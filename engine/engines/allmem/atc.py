@@ -150,12 +150,18 @@ def _dedupe(proposals: list[Proposal]) -> None:
 
 
 def _resolve_merge_overlaps(merges: list[Proposal]) -> None:
-    """Overlapping merges: keep higher coherence, then confidence, then id list (fail closed)."""
+    """Overlapping merges: keep higher coherence, then confidence, then id list (fail closed).
+
+    The kept merges are indexed by the units they hold, so a clash (the earliest kept merge sharing a unit)
+    is found in O(targets) rather than by scanning every kept merge: O(merges) per run, not O(merges²).
+    """
     kept: list[Proposal] = []
+    holder: dict[int, int] = {}                       # unit -> position in `kept` of the merge holding it
     for p in sorted(merges, key=lambda p: (-p.detail["coherence"], -p.confidence, p.targets)):
-        clash = next((k for k in kept if set(k.targets) & set(p.targets)), None)
-        if clash is None:
+        clashes = [holder[t] for t in p.targets if t in holder]
+        if not clashes:
+            holder.update((t, len(kept)) for t in p.targets)
             kept.append(p)
         else:
             p.status, p.reason_code = Status.SKIPPED, ReasonCode.OVERLAP
-            p.note = f"overlaps merge proposal {clash.id}, which is more coherent"
+            p.note = f"overlaps merge proposal {kept[min(clashes)].id}, which is more coherent"

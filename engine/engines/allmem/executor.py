@@ -14,6 +14,7 @@ from engine.edge import Edge
 from engine.engines.allmem.atc import coherence, unit_payload
 from engine.engines.allmem.ranking import semantic_key, top_cap
 from engine.engines.allmem.schema import EdgeType, Kind, Life, Op, ReasonCode
+from engine.index import top_k
 from engine.node import Node
 from engine.proposal import Proposal, Status, call_reason_code
 from engine.tx import Tx
@@ -242,9 +243,7 @@ class Executor:
         ids = [u for u in self.tx.state.visible_ids if u not in exclude]
         if not ids:
             return []
-        sims = np.stack([self.vec(u) for u in ids]) @ self.vec(w)
-        order = sorted(range(len(ids)), key=lambda i: (-round(float(sims[i]), 6), ids[i]))
-        return [ids[i] for i in order[:k]]
+        return top_k(ids, np.stack([self.vec(u) for u in ids]) @ self.vec(w), k)
 
 
 def _clean_keywords(keywords: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.interface import BaseProcess
 from engine.node import Node
 from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
-from engine.links import LinkScorer, Utterance, cue_of, has_change, probability
+from engine.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
 from engine.text import strip_speaker
 from engine.tx import Tx
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from engine.engines.memloom.engine import MemLoomEngine
 
 ORDERED = (Rel.CAUSAL_FOLLOW, Rel.TEMPORAL_NEXT, Rel.STATE_SUCCESSOR)   # source must precede target
+# Topic-track neighbours: fresh events per matrix product, and how far a float32 product's cosine may be
+# from the exact one-by-one dot product (unit vectors of 384 dimensions err by ~1e-6; this is far wider).
+TOPIC_ROWS = 256
+COSINE_MARGIN = 1e-4
 
 
 def chronological(events: list[Node]) -> list[Node]:
@@ -125,7 +129,10 @@ class Steward(BaseProcess):
         return LinkScorer(utts, vectors)
 
     def _relations(self, events: list[Node], fresh: set[int]) -> list[Proposal]:
-        """Dual track + bounded synthesis: link-ranked candidate causes per fresh event, one call per target."""
+        """Dual track + bounded synthesis: link-ranked candidate causes per fresh event, one call per target.
+
+        A target's candidates come from the last `LINK_POOL` earlier utterances (`strongest_links`), so each
+        fresh event costs time linear in its own size, not in the conversation's."""
         s, eng = self.engine.settings, self.engine
         curated = [e for e in events if e.status in Life.CURATED]
         if not any(e.id in fresh for e in curated):
@@ -141,15 +148,7 @@ class Steward(BaseProcess):
                                       {"type": Rel.TEMPORAL_NEXT, "evidence": [str(prev.members[-1]),
                                                                                str(target.members[0])],
                                        "rationale": "the next event in time"}, {"type": Rel.TEMPORAL_NEXT}))
-            pool = [m for e in earlier for m in e.members]
-            logits = scorer.logits(target.members, pool)
-            best: dict[int, tuple[float, int, int]] = {}          # event -> its strongest (logit, cause, effect)
-            start = 0
-            for e in earlier:
-                block = logits[:, start:start + len(e.members)]
-                li, ei = np.unravel_index(int(np.argmax(block)), block.shape)   # first maximum, row-major
-                best[e.id] = (float(block[li, ei]), e.members[ei], target.members[li])
-                start += len(e.members)
+            best = strongest_links(scorer, target.members, earlier)   # event -> its (logit, cause, effect)
             ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[: s.relation_candidates]
             zt = eng.vectors[target.id]
             cands = []
@@ -307,9 +306,9 @@ class Steward(BaseProcess):
         pool = published + fresh
         if s.k_sem and len(pool) > 1:
             vec = {e.id: self._vector(e) for e in pool}
+            near = topic_neighbours(vec, [e.id for e in fresh], [e.id for e in pool], s.theta_s, s.k_sem)
             for e in fresh:
-                sims = sorted(((float(vec[e.id] @ vec[o.id]), o.id) for o in pool if o.id != e.id), reverse=True)
-                for cos, other in [x for x in sims if x[0] >= s.theta_s][: s.k_sem]:
+                for cos, other in near[e.id]:
                     if (other, e.id, Rel.TOPIC) not in tx.state.edges:
                         tx.add_edge(Edge(e.id, other, Rel.TOPIC, tx.run_id or "", round(cos, 4), tx.turn))
 
@@ -331,6 +330,33 @@ class Steward(BaseProcess):
                 tx.set_status(e.id, Life.ARCHIVED, {"rule": "retention", "sessions": keep})
                 gone.append(e.id)
         return gone
+
+
+def topic_neighbours(vectors: dict[int, np.ndarray], fresh: list[int], pool: list[int], theta: float,
+                     k: int) -> dict[int, list[tuple[float, int]]]:
+    """Each fresh event's topic-track neighbours: the `k` other pool events of highest cosine ≥ `theta`, as
+    (cosine, id), highest first, equal cosines by larger id.
+
+    Cosines are first taken `TOPIC_ROWS` fresh events at a time as one matrix product (memory
+    O(TOPIC_ROWS x pool)); only the pairs that product leaves within `COSINE_MARGIN` of the threshold and of
+    the k-th best are recomputed one by one and sorted, so the Python work per event is O(k), not O(pool),
+    and the result is that of sorting every exact pair.
+    """
+    ids = np.array(pool)
+    matrix = np.stack([vectors[i] for i in pool])
+    out: dict[int, list[tuple[float, int]]] = {}
+    for start in range(0, len(fresh), TOPIC_ROWS):
+        chunk = fresh[start:start + TOPIC_ROWS]
+        approx = np.stack([vectors[e] for e in chunk]) @ matrix.T
+        for e, row in zip(chunk, approx):
+            cand = np.flatnonzero((row >= theta - COSINE_MARGIN) & (ids != e))
+            sure = row[cand][row[cand] >= theta + COSINE_MARGIN]
+            if len(sure) >= k:
+                kth = np.partition(sure, len(sure) - k)[len(sure) - k]
+                cand = cand[row[cand] >= kth - COSINE_MARGIN]
+            sims = sorted(((float(vectors[e] @ vectors[int(ids[j])]), int(ids[j])) for j in cand), reverse=True)
+            out[e] = [x for x in sims if x[0] >= theta][:k]
+    return out
 
 
 def _as_id(value) -> int:
