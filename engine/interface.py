@@ -96,7 +96,8 @@ class OfflineProcess(Protocol):
     def pending(self) -> int: ...
     def propose(self, manual: bool = True) -> list[Proposal]: ...
     def preview(self, proposal_id: int) -> dict | None: ...
-    def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str) -> RunReport: ...
+    def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str,
+              defer_rest: bool = False) -> RunReport: ...
     def run(self) -> RunReport: ...
 
 
@@ -318,13 +319,14 @@ class BaseEngine:
 
     @writes
     def apply(self, decisions: dict[int, bool] | None = None, decided_by: str = "gate",
-              run_id: str | None = None) -> RunReport:
+              run_id: str | None = None, defer_rest: bool = False) -> RunReport:
+        """Decide proposals of the open run (`BaseProcess.apply`): undecided ones stay pending unless deferred."""
         run_id = run_id or self.open_run()
         if run_id is None:
             raise RunError("no open run: propose first")
         if run_id not in self.state.runs or self.state.runs[run_id].status != "open":
             raise RunError(f"{run_id} is not an open run")
-        return self.run_process(run_id).apply(decisions, decided_by, run_id)
+        return self.run_process(run_id).apply(decisions, decided_by, run_id, defer_rest)
 
     @writes
     def consolidate(self, process: str | None = None) -> RunReport:
@@ -353,9 +355,12 @@ class BaseEngine:
             if p.run_id == run_id and p.status not in Status.CLOSED:
                 tx.update_proposal(p.id, status=Status.SKIPPED, decided_by=actor,
                                    note=f"{p.note}; discarded with {run_id}".lstrip("; "))
+        applied = {t for p in tx.state.proposals.values() if p.run_id == run_id and p.status == Status.APPLIED
+                   for t in p.targets}                  # a part applied earlier already dealt with these
         for op in self.store.ops(run_id=run_id, kinds=[OpKind.BUFFER_FLUSHED]):
             for kind, payload in opspecs.spec(op.kind).inverse(tx.state, op):
-                if payload.get("entries"):
+                payload["entries"] = [[u, a] for u, a in payload.get("entries", []) if u not in applied]
+                if payload["entries"]:
                     tx.emit(kind, payload)
         tx.emit(OpKind.RUN_DISCARDED, {})
         self.commit(tx.ops)
@@ -452,7 +457,7 @@ class BaseProcess:
     def propose(self, manual: bool = True) -> list[Proposal]:
         eng = self.engine
         if eng.open_run():
-            raise RunError(f"run {eng.open_run()} still has undecided proposals; apply or discard it first")
+            raise RunError(f"run {eng.open_run()} still has undecided proposals; decide them or defer the rest first")
         run_id = f"run-{len(eng.state.runs) + 1:04d}"
         proposals = self.diagnose(run_id, manual)
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id, isolated=False)
@@ -479,35 +484,54 @@ class BaseProcess:
         return eng.state.proposals[proposal_id].plan
 
     @writes
-    def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str) -> RunReport:
-        """Execute a run's accepted proposals atomically. `decisions` None lets the gate decide;
-        proposals left out of `decisions` are closed as skipped."""
+    def apply(self, decisions: dict[int, bool] | None, decided_by: str, run_id: str,
+              defer_rest: bool = False) -> RunReport:
+        """Decide and execute proposals of an open run atomically. `decisions` None lets the gate decide every
+        pending proposal; otherwise only the proposals in `decisions` are decided and the rest stay pending for
+        a later apply of the same run, unless `defer_rest` closes them as skipped with a note naming who deferred
+        them. The run is committed once none of its proposals is pending; until then each apply is logged as a
+        note holding its part of the run summary."""
         eng = self.engine
         pending = sorted((p for p in eng.state.proposals.values() if p.run_id == run_id
                           and p.status == Status.PENDING), key=self.order_key)
         unknown = sorted(set(decisions or {}) - {p.id for p in pending})
         if unknown:
             raise ValueError(f"proposal(s) {unknown} are not pending in {run_id}")
+        if pending and decisions is not None and not decisions and not defer_rest:
+            raise RunError(f"nothing to apply in {run_id}: decide at least one proposal, or defer the rest")
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id)
-        accepted = []
+        accepted, decided = [], []
         for p in pending:
             if decisions is None:
                 accept, who = p.gate == GateVerdict.PASS, "gate"
             elif p.id in decisions:
                 accept, who = bool(decisions[p.id]), decided_by
             else:
-                tx.update_proposal(p.id, status=Status.SKIPPED, note="left undecided when the run was applied")
+                if defer_rest:
+                    tx.update_proposal(p.id, actor=decided_by, status=Status.SKIPPED, decided_by=decided_by,
+                                       note=f"deferred by {decided_by}: left undecided when the run was closed")
+                    decided.append(p.id)
                 continue
             tx.update_proposal(p.id, actor=who, status=Status.ACCEPTED if accept else Status.REJECTED, decided_by=who)
+            decided.append(p.id)
             if accept:
                 accepted.append(tx.state.proposals[p.id])
         made = self.execute(tx, accepted)
-        closed = [tx.state.proposals[p.id] for p in pending]
-        summary = {s: sum(p.status == s for p in closed)
-                   for s in (Status.APPLIED, Status.SKIPPED, Status.FAILED, Status.REJECTED)}
-        summary.update({"created": made.get("created", []), "archived": made.get("archived", []),
-                        "rewired": len(made.get("rewired", []))})
-        tx.emit(OpKind.RUN_COMMITTED, {"summary": summary, "decided_by": decided_by})
+        part = {s: sum(tx.state.proposals[i].status == s for i in decided)
+                for s in (Status.APPLIED, Status.SKIPPED, Status.FAILED, Status.REJECTED)}
+        part.update({"created": made.get("created", []), "archived": made.get("archived", []),
+                     "rewired": len(made.get("rewired", []))})
+        left = sum(tx.state.proposals[p.id].status == Status.PENDING for p in pending)
+        if left:
+            tx.emit(OpKind.NOTE, {"text": f"{run_id} partly applied ({part['applied']} applied, {part['rejected']} "
+                                          f"rejected); {left} proposal(s) still pending", "part": part},
+                    actor=decided_by)
+        else:
+            parts = [op.payload["part"] for op in eng.store.ops(run_id=run_id, kinds=[OpKind.NOTE],
+                                                                upto_seq=eng.state.seq) if "part" in op.payload]
+            summary = {key: sum((earlier[key] for earlier in parts), type(value)()) + value
+                       for key, value in part.items()}
+            tx.emit(OpKind.RUN_COMMITTED, {"summary": summary, "decided_by": decided_by})
         ops = eng.commit(tx.ops)
         props = [p for p in eng.state.proposals.values() if p.run_id == run_id]
         return RunReport(run_id=run_id, proposals=props, created=made.get("created", []),

@@ -13,10 +13,12 @@ from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbenc
 from workbench.replay_view import render_effects, transcript_html, turn_effects
 from workbench.settings_form import settings_form
 from workbench.state import get_workbench, header, new_embedder, set_workbench
+from workbench.text import md_code, md_escape
 
 SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
 SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (default)",
-             "every-N-turns": "Every N turns"}
+             "every-N-sessions": "Every N sessions", "every-N-turns": "Every N turns"}
+EVERY_N = {"sessions": "every-N-sessions", "turns": "every-N-turns"}
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -28,7 +30,8 @@ def _conversation_ids(path: str, mtime: float, size: int) -> list[str]:
 def _show_loader_error(err: LoaderError) -> None:
     where = ", ".join(part for part in (f"record {err.record}" if err.record else "",
                                         f"field '{err.field}'" if err.field else "") if part)
-    st.error(f"Could not load **{Path(err.path).name}**{f' ({where})' if where else ''}: {err.message}. "
+    st.error(f"Could not load **{md_escape(Path(err.path).name)}**{f' ({md_escape(where)})' if where else ''}: "
+             f"{md_escape(err.message)}. "
              "Nothing was changed: the conversation already loaded is still there.", icon=":material/error:")
 
 
@@ -52,7 +55,7 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
         if upload is None:
             return None, ""
         if upload.size > UPLOAD_LIMIT_BYTES:
-            st.error(f"**{upload.name}** is {upload.size / 2**20:.1f} MB; uploads are limited to "
+            st.error(f"**{md_escape(upload.name)}** is {upload.size / 2**20:.1f} MB; uploads are limited to "
                      f"{UPLOAD_LIMIT_BYTES / 2**20:.0f} MB. Put the file on disk and use a path source instead.",
                      icon=":material/error:")
             return None, ""
@@ -64,16 +67,31 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
         return None, ""
     path = Path(text.strip()).expanduser()
     if not path.is_file():
-        st.error(f"No file at `{path}`.", icon=":material/error:")
+        st.error(f"No file at {md_code(path)}.", icon=":material/error:")
         return None, ""
     return path, path.name
 
 
-def _engine_and_settings(current: str) -> tuple[str, str, dict]:
-    """Engine name, schedule string and engine settings from the widgets (the form follows the engine)."""
+def _follow_session(wb: Workbench) -> None:
+    """Point the engine and schedule pickers at the open session's own engine and schedule (its meta) when the
+    session changes, or when a picker lost its state (Streamlit drops it on a run that does not draw it, such as
+    a visit to another page): they never show a default the session does not use."""
     engines = known_engines()
-    if st.session_state.get("replay_engine") not in engines:
-        st.session_state["replay_engine"] = current if current in engines else engines[0]
+    follows = st.session_state.get("replay_follows") == str(wb.db_path)
+    st.session_state["replay_follows"] = str(wb.db_path)
+    if not follows or st.session_state.get("replay_engine") not in engines:
+        st.session_state["replay_engine"] = wb.engine_name if wb.engine_name in engines else engines[0]
+    if not follows or "replay_schedule" not in st.session_state:
+        name = wb.schedule_name
+        st.session_state["replay_schedule"] = name if name in SCHEDULES else EVERY_N[wb.schedule.kind]
+        if name not in SCHEDULES:
+            st.session_state[f"replay_every_{wb.schedule.kind}"] = wb.schedule.every
+
+
+def _engine_and_settings(wb: Workbench) -> tuple[str, str, dict]:
+    """Engine name, schedule string and engine settings from the widgets (the form follows the engine)."""
+    _follow_session(wb)
+    engines = known_engines()
     c1, c2 = st.columns([2, 3])
     name = c1.selectbox("Engine", engines, key="replay_engine", format_func=lambda n: engine_schema(n).label,
                         help="The engine the conversation is replayed into (every registered engine).")
@@ -84,9 +102,11 @@ def _engine_and_settings(current: str) -> tuple[str, str, dict]:
         choice = c2.selectbox(f"Schedule of {names}", list(SCHEDULES), format_func=SCHEDULES.get,
                               key="replay_schedule", help="When the engine's offline processes run during replay.")
         schedule = choice
-        if choice == "every-N-turns":
-            n = c2.number_input("N (turns between runs)", min_value=1, max_value=500, value=10, key="replay_every_n")
-            schedule = f"every-{int(n)}-turns"
+        kind = next((k for k, option in EVERY_N.items() if option == choice), None)
+        if kind is not None:
+            st.session_state.setdefault(f"replay_every_{kind}", 10 if kind == "turns" else 3)
+            n = c2.number_input(f"N ({kind} between runs)", min_value=1, max_value=500, key=f"replay_every_{kind}")
+            schedule = f"every-{int(n)}-{kind}"
     else:
         c2.caption(f"{schema.label} has no offline process: nothing to schedule.")
     st.caption(schema.description)
@@ -106,7 +126,7 @@ def loader() -> None:
             _show_loader_error(err)
     conversation = st.selectbox("Conversation", ids, key=f"replay_conversation:{path}", disabled=not ids,
                                 placeholder="choose a readable source first")
-    engine, schedule, settings = _engine_and_settings(get_workbench().engine_name)
+    engine, schedule, settings = _engine_and_settings(get_workbench())
     if st.button("Load", type="primary", disabled=conversation is None, key="replay_load"):
         try:
             with st.spinner(f"Opening {conversation}…"):
@@ -116,11 +136,13 @@ def loader() -> None:
             _show_loader_error(err)
             return
         except ValueError as err:            # settings the engine refuses (say, an unknown ablation)
-            st.error(f"Could not open the {engine_schema(engine).label} engine: {err}", icon=":material/error:")
+            st.error(f"Could not open the {engine_schema(engine).label} engine: {md_escape(err)}",
+                     icon=":material/error:")
             return
         set_workbench(wb)
         _sync_targets()
-        st.session_state["replay_flash"] = (f"Loaded {conversation} from {label} into {wb.schema.label}: "
+        st.session_state["replay_flash"] = (f"Loaded {md_escape(conversation)} from {md_escape(label)} into "
+                                            f"{wb.schema.label}: "
                                             f"{wb.total_turns} turns.")
         st.rerun()
 
@@ -144,7 +166,7 @@ def _do(action: str) -> None:
         try:
             steps[action]()
         except (RuntimeError, ValueError, StoreError) as exc:
-            st.session_state["replay_error"] = str(exc)
+            st.session_state["replay_error"] = md_escape(exc)
     if wb.engine.others_records > others:
         st.session_state["replay_info"] = (f"Another process wrote {wb.engine.others_records - others} records "
                                            "to this session's database meanwhile; stepping went on from the "
@@ -162,7 +184,7 @@ def stepping(wb: Workbench) -> None:
     c[1].button("Next ▶", key="replay_next", on_click=_do, args=("next",), type="primary",
                 disabled=wb.cursor >= wb.total_turns, width="stretch",
                 help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
-    c[2].button(f"▶▶ Play to end of session {upcoming}" if upcoming else "▶▶ Play to end of session",
+    c[2].button(f"▶▶ Play to end of session {md_escape(upcoming)}" if upcoming else "▶▶ Play to end of session",
                 key="replay_play", on_click=_do, args=("play",), disabled=upcoming is None,
                 width="stretch")
     if not 0 <= st.session_state.get("replay_turn_target", -1) <= wb.total_turns:

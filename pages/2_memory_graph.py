@@ -35,6 +35,7 @@ from workbench.lifecycle_view import (
 )
 from workbench.model import Workbench
 from workbench.state import get_workbench, header
+from workbench.text import MISSING, md_code, table
 
 HEIGHT = 640
 CACHED_TURNS = 16
@@ -114,7 +115,7 @@ def controls(wb: Workbench, state: MemoryState) -> tuple[dict, int | None]:
     c = st.columns([7, 2, 2], vertical_alignment="bottom")
     shown_statuses = c[0].pills("Statuses", statuses, selection_mode="multi", default=statuses,
                                 key=f"graph_statuses:{wb.engine_name}",
-                                format_func=lambda s: f"{status_label(schema, s) or '—'} · "
+                                format_func=lambda s: f"{status_label(schema, s) or MISSING} · "
                                                       f"{status_counts.get(s, 0)}",
                                 help="Lifecycle statuses of the engine; off-surface ones are hollow dashed squares.")
     visible_only = c[1].toggle("Surface only", key="graph_visible_only",
@@ -144,27 +145,27 @@ def unit_detail(state: MemoryState, uid: int) -> None:
     st.markdown(f"#### {u.label} · {visibility_text(u)}")
     if status is not None and status.description:
         st.caption(f"Status **{status.label}**: {status.description}")
-    st.dataframe(pd.DataFrame([{"kind": kind.label if kind else u.kind, "status": u.status, "time": u.time,
-                                "session": u.session, "source ids": ", ".join(u.source_ids),
-                                "speakers": ", ".join(u.speakers), "made by": u.made_by,
-                                "created at turn": u.created_turn,
-                                **({"members": ", ".join(f"u{m}" for m in u.members)} if u.members else {})}]),
+    st.dataframe(table(pd.DataFrame([{"kind": kind.label if kind else u.kind, "status": u.status, "time": u.time,
+                                      "session": u.session, "source ids": ", ".join(u.source_ids),
+                                      "speakers": ", ".join(u.speakers), "made by": u.made_by,
+                                      "created at turn": u.created_turn,
+                                      **({"members": ", ".join(f"u{m}" for m in u.members)} if u.members else {})}])),
                  hide_index=True, width="stretch")
     if u.raw or not u.members:
         st.markdown("**Raw evidence** (never changes)")
         st.code(u.raw, language=None, wrap_lines=True)
     if u.members:
         st.markdown(f"**Records** · {len(u.members)} member(s), each an immutable record with its raw evidence")
-        st.dataframe(pd.DataFrame([{"record": state.units[m].label, "is": visibility_text(state.units[m]),
-                                    "source ids": ", ".join(state.units[m].source_ids),
-                                    "raw evidence": state.units[m].raw}
-                                   for m in u.members if m in state.units]), hide_index=True, width="stretch")
+        st.dataframe(table(pd.DataFrame([{"record": state.units[m].label, "is": visibility_text(state.units[m]),
+                                          "source ids": ", ".join(state.units[m].source_ids),
+                                          "raw evidence": state.units[m].raw}
+                                         for m in u.members if m in state.units])), hide_index=True, width="stretch")
     if u.attrs:
         st.markdown("**Figures** (the engine's statistics of this node)")
-        st.dataframe(attrs_frame(u.attrs), hide_index=True, width="stretch")
+        st.dataframe(table(attrs_frame(u.attrs)), hide_index=True, width="stretch")
     st.markdown("**Summary** (regenerable descriptor)")
     st.code(u.summary, language=None, wrap_lines=True)
-    st.markdown("**Keywords** · " + (", ".join(f"`{k}`" for k in u.keywords) or "—"))
+    st.markdown("**Keywords** · " + (", ".join(md_code(k) for k in u.keywords) or MISSING))
     lineage_names = [edge_style(t, schema)["label"] for t in (schema.lineage_types if schema else ())]
     if lineage_names:
         lin = lineage(state, uid)
@@ -174,14 +175,14 @@ def unit_detail(state: MemoryState, uid: int) -> None:
                  "summary": state.units[n].summary}
                 for rel in ("superseded_by", "supersedes") for d, n in lin[rel]]
         if rows:
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+            st.dataframe(table(pd.DataFrame(rows)), hide_index=True, width="stretch")
         else:
             st.caption("No lineage edges: nothing supersedes this node and it supersedes nothing.")
     edges = edge_rows(state, uid)
     st.markdown(f"**Edges** · {sum(r['direction'] == 'out →' for r in edges)} out, "
                 f"{sum(r['direction'] == '← in' for r in edges)} in")
     if edges:
-        st.dataframe(pd.DataFrame(edges), hide_index=True, width="stretch")
+        st.dataframe(table(pd.DataFrame(edges)), hide_index=True, width="stretch")
 
 
 def diff_panel(wb: Workbench) -> None:
@@ -202,7 +203,7 @@ def diff_panel(wb: Workbench) -> None:
     for key, label in labels.items():
         if rows[key]:
             st.markdown(f"**{label}** (turn {first} → {last})")
-            st.dataframe(pd.DataFrame(rows[key]), hide_index=True, width="stretch")
+            st.dataframe(table(pd.DataFrame(rows[key])), hide_index=True, width="stretch")
     if not any(rows.values()):
         st.caption(f"Nothing changed between turn {first} and turn {last}.")
 
@@ -244,7 +245,7 @@ def lifecycle_panel(wb: Workbench, state: MemoryState, opts: dict, focus, uid: i
     now = max([float(state.turn)] + [t.x for ln in chosen.lanes for t in ln.transitions])
     st.plotly_chart(lifecycle_figure(state, chosen.lanes, now), width="stretch", key="graph_lifecycle")
     with st.expander(f"Transitions of these {noun} (table)"):
-        st.dataframe(transitions_frame(chosen.lanes, schema), hide_index=True, width="stretch")
+        st.dataframe(table(transitions_frame(chosen.lanes, schema)), hide_index=True, width="stretch")
 
 
 wb = get_workbench()

@@ -12,6 +12,7 @@ from engine.store import StoreError
 from workbench import review_view as rv
 from workbench.graph_view import build_graph_html, diff_states, off_surface_word
 from workbench.state import get_workbench, header
+from workbench.text import md_escape, table
 
 PAGE_SIZE = 10
 GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
@@ -35,7 +36,7 @@ def edit(action) -> None:
         wb.ensure_head()
         action()
     except (RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
-        flash("error", str(exc))
+        flash("error", md_escape(exc))
     finally:
         wb.reload()
 
@@ -53,17 +54,37 @@ def show_plan(pid: int) -> None:
     edit(lambda: wb.engine.preview_plan(pid))
 
 
-def apply_decisions(run_key: str, gate_mode: bool) -> None:
+def apply_decisions(run_key: str, gate_mode: bool, defer_rest: bool = False) -> None:
+    """Apply exactly the stored decisions (or the gate's verdicts); undecided proposals stay pending unless
+    `defer_rest` closes them, and the run stays open while any is pending."""
     def act():
-        proposals = wb.engine.state.proposals
+        state = wb.engine.state
+        run_id = wb.engine.open_run()
+        waiting = [p.id for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
         chosen = {pid: accept for pid, accept in rv.decisions(run_key).items()
-                  if proposals[pid].status == Status.PENDING}        # a failed plan preview closes a proposal
-        report = wb.engine.apply(None, decided_by="gate") if gate_mode else \
-            wb.engine.apply(chosen, decided_by=(st.session_state.get("reviewer") or "human").strip() or "human")
+                  if pid in waiting}                       # a failed plan preview closes a proposal
+        who = "gate" if gate_mode else (st.session_state.get("reviewer") or "human").strip() or "human"
+        report = wb.engine.apply(None if gate_mode else chosen, decided_by=who, defer_rest=defer_rest)
         wb.last_run = report
-        s = wb.engine.state.runs[report.run_id].summary
-        flash("success", f"{report.run_id} applied: {s['applied']} applied, {s['rejected']} rejected, "
-                         f"{s['skipped']} left undecided, {s['failed']} failed.")
+        now = wb.engine.state.proposals
+        done = [now[pid] for pid in waiting if now[pid].status != Status.PENDING]
+        left = len(waiting) - len(done)
+        deferred = sum(p.id not in chosen for p in done) if not gate_mode else 0
+        count = {s: sum(p.status == s and (gate_mode or p.id in chosen) for p in done)
+                 for s in (Status.APPLIED, Status.REJECTED, Status.SKIPPED, Status.FAILED)}
+        said = (f"{count[Status.APPLIED]} applied, {count[Status.REJECTED]} rejected"
+                + (f", {count[Status.SKIPPED]} accepted but no longer applicable" if count[Status.SKIPPED] else "")
+                + (f", {count[Status.FAILED]} failed" if count[Status.FAILED] else "")
+                + (f", {deferred} deferred with a note" if deferred else ""))
+        if left:
+            flash("success", f"{report.run_id}: {said}. {left} proposal(s) still pending: the run stays open until "
+                             "you decide them or defer them.")
+            return
+        total = wb.engine.state.runs[report.run_id].summary
+        earlier = (total.get("applied", 0), total.get("rejected", 0)) != (count[Status.APPLIED], count[Status.REJECTED])
+        flash("success", f"{report.run_id} committed: {said}."
+                         + (f" With its earlier applies the run applied {total.get('applied', 0)} and rejected "
+                            f"{total.get('rejected', 0)}." if earlier else ""))
         st.session_state["diff_run"] = report.run_id
         st.session_state[TAB_KEY] = DIFF_TAB
     edit(act)
@@ -122,7 +143,7 @@ def review_queue(state, open_run: str | None) -> None:
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
         b2.button("Reject all shown", on_click=rv.set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
         b3.button("Clear all decisions", on_click=rv.set_decisions, args=(run_key, {p.id: None for p in pending}))
-    st.dataframe(rv.queue_frame(schema, shown, chosen, gate_mode), hide_index=True, width="stretch",
+    st.dataframe(table(rv.queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
                  height=min(35 * (len(shown) + 1) + 3, 300))
 
     pages = max(1, -(-len(shown) // PAGE_SIZE))
@@ -131,48 +152,72 @@ def review_queue(state, open_run: str | None) -> None:
     for p in shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]:
         rv.proposal_card(state, p, run_key, gate_mode, show_plan)
 
-    if gate_mode:
-        passes = sum(p.gate == GateVerdict.PASS for p in pending)
-        label = f"Apply gate verdicts ({passes} accept, {len(pending) - passes} reject)"
-    else:
-        accepted = sum(chosen.get(p.id) is True for p in pending)
-        rejected = sum(chosen.get(p.id) is False for p in pending)
-        label = (f"Apply decisions ({accepted} accept, {rejected} reject, "
-                 f"{len(pending) - accepted - rejected} undecided → skipped)")
-    st.button(label, type="primary", key="apply_run", on_click=apply_decisions, args=(run_key, gate_mode))
     run = state.runs.get(open_run)
     order = " → ".join(o.label for o in rv.process_operators(schema, run.process if run else None))
     in_order = f", operators in the order {order}" if order else ""
-    st.caption(f"Accepted proposals are executed in one transaction{in_order}. "
-               f"Each decision is stored with who made it: **{'gate' if gate_mode else 'human'}**.")
+    if gate_mode:
+        passes = sum(p.gate == GateVerdict.PASS for p in pending)
+        st.button(f"Apply gate verdicts ({passes} accept, {len(pending) - passes} reject)", type="primary",
+                  key="apply_run", on_click=apply_decisions, args=(run_key, True))
+        st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored as "
+                   "made by the **gate**, and the run is committed.")
+        return
+    accepted, rejected, undecided = rv.tally(pending, chosen)
+    hidden = sum(p.id in chosen for p in pending) - sum(p.id in chosen for p in shown_pending)
+    with st.container(horizontal=True):
+        st.button(f"Apply decisions ({accepted} accept, {rejected} reject"
+                  + (f"; {undecided} undecided stay pending)" if undecided else ")"), type="primary",
+                  key="apply_run", on_click=apply_decisions, args=(run_key, False), disabled=not accepted + rejected)
+        if undecided:
+            st.button(f"{'Apply and defer' if accepted + rejected else 'Defer'} the {undecided} undecided",
+                      key="apply_defer", on_click=apply_decisions, args=(run_key, False, True),
+                      help="Closes the run: every undecided proposal is closed as skipped, never executed, with a "
+                           "note saying who deferred it.")
+    st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored with who "
+               f"made it (**{md_escape(st.session_state.get('reviewer') or 'human')}**). Undecided proposals stay "
+               "pending: the run stays open (the replay cannot ingest further) until each is decided, or deferred."
+               + (f" The counts include {hidden} decision(s) on proposals the filters hide." if hidden else ""))
+
+
+def run_status(run) -> str:
+    """A run's status; an open run is only listed once part of it is applied."""
+    return "open (partly applied)" if run.status == "open" else run.status
 
 
 def run_diff(view, state) -> None:
-    closed_runs = sorted((r for r in state.runs.values() if r.status != "open"), key=lambda r: r.first_seq)
-    if not closed_runs:
+    """A committed or undone run, or the open run once part of it is applied: what it changed, and undo."""
+    shown_runs = sorted((r for r in state.runs.values() if r.status != "open" or any(
+        p.run_id == r.run_id and p.decided_by for p in state.proposals.values())), key=lambda r: r.first_seq)
+    if not shown_runs:
         st.info("No applied run yet.")
     else:
-        names = [r.run_id for r in closed_runs]
+        names = [r.run_id for r in shown_runs]
         default = st.session_state.get("diff_run")
         run_id = st.selectbox("Run", names, index=names.index(default) if default in names else len(names) - 1,
-                              format_func=lambda r: f"{r} · {state.runs[r].status} · {state.runs[r].mode} "
+                              format_func=lambda r: f"{r} · {run_status(state.runs[r])} · {state.runs[r].mode} "
                                                     f"diagnosis at turn {state.runs[r].turn}")
         run = state.runs[run_id]
-        after = view.store.load_state(upto_seq=run.last_seq)
+        after = state if run.status == "open" else view.store.load_state(upto_seq=run.last_seq)
         before = view.store.load_state(upto_seq=run.first_seq - 1)
         diff = diff_states(before, after)
-        summary = run.summary
+        summary = run.summary if run.status != "open" else \
+            rv.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
         off = off_surface_word(state.schema)
         metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
-                   ("Left undecided", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
+                   ("Deferred or skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
                    (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
                    ("Edges rewired", len(diff["rewired"]))]
+        if run.status == "open":
+            metrics.insert(4, ("Still pending", summary.get("pending", 0)))
         for col, (label, value) in zip(st.columns(len(metrics)), metrics):
             col.metric(label, value)
         deciders = sorted({p.decided_by for p in state.proposals.values() if p.run_id == run_id and p.decided_by})
-        st.caption(f"Status **{run.status}** · decided by **{', '.join(deciders) or 'nobody (all skipped)'}**"
+        st.caption(f"Status **{run_status(run)}** · decided by "
+                   f"**{md_escape(', '.join(deciders)) or 'nobody'}**"
                    + (" · the tables show what the run changed before it was undone" if run.status == "undone"
-                      else ""))
+                      else "")
+                   + (" · the tables show what the applied part changed so far; decide or defer the rest on the "
+                      "Review queue" if run.status == "open" else ""))
         left, right = st.columns(2)
         with left:
             for title, key in [("Nodes created", "added_units"), (f"Nodes {off}", "archived_units"),
@@ -182,17 +227,18 @@ def run_diff(view, state) -> None:
                 if diff[key] or key in ("added_units", "archived_units"):
                     st.markdown(f"**{title}**")
                     frame_state = after if key != "removed_units" else before
-                    st.dataframe(rv.units_frame(frame_state, diff[key]), hide_index=True, width="stretch")
+                    st.dataframe(table(rv.units_frame(frame_state, diff[key])), hide_index=True, width="stretch")
         with right:
             st.markdown("**Edges added**")
-            st.dataframe(rv.edges_frame(diff["added_edges"], state.schema, after), hide_index=True, width="stretch")
+            st.dataframe(table(rv.edges_frame(diff["added_edges"], state.schema, after)), hide_index=True,
+                         width="stretch")
             st.markdown("**Edges rewired** to a representative")
-            st.dataframe(rv.rewired_frame(diff["rewired"]), hide_index=True, width="stretch")
+            st.dataframe(table(rv.rewired_frame(diff["rewired"])), hide_index=True, width="stretch")
             st.markdown("**Edges removed** (rewired away or over a degree cap)")
-            st.dataframe(rv.edges_frame(diff["removed_edges"], state.schema, before), hide_index=True,
+            st.dataframe(table(rv.edges_frame(diff["removed_edges"], state.schema, before)), hide_index=True,
                          width="stretch")
         st.markdown("**The run's proposals**")
-        st.dataframe(rv.run_proposals_frame(state, run_id), hide_index=True, width="stretch", height=240)
+        st.dataframe(table(rv.run_proposals_frame(state, run_id)), hide_index=True, width="stretch", height=240)
         touched = sorted(set(diff["added_units"]) | set(diff["archived_units"]) | set(diff["redescribed_units"]))
         if touched and st.checkbox("Show the run's edits on the graph", key="diff_graph"):
             st.iframe(build_graph_html(after, highlight_units=touched, highlight_edges=diff["added_edges"],
@@ -200,7 +246,9 @@ def run_diff(view, state) -> None:
 
     st.divider()
     last = state.last_committed_run()
-    if last is None:
+    if state.open_runs():
+        st.caption(f"{state.open_runs()[-1].run_id} is open: decide or defer its proposals before undoing a run.")
+    elif last is None:
         st.caption("No committed run to undo.")
     elif not st.session_state.get("confirm_undo"):
         st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=set_confirm_undo, args=(True,))
@@ -230,7 +278,7 @@ def audit_log(view, state) -> None:
         rows = rows[rows["summary"].str.contains(needle, case=False, regex=False)]
     rows = rows.sort_values("seq", ascending=False)
     st.caption(f"{len(rows)} of {len(frame)} records, newest first. Select a row to see its full payload.")
-    event = st.dataframe(rows, hide_index=True, width="stretch", height=360, on_select="rerun",
+    event = st.dataframe(table(rows), hide_index=True, width="stretch", height=360, on_select="rerun",
                          selection_mode="single-row", key="audit_table")
     if event and event.selection.rows:
         seq = int(rows.iloc[event.selection.rows[0]]["seq"])
@@ -245,7 +293,7 @@ def audit_log(view, state) -> None:
     codes = rv.reason_codes_frame(state.schema)
     if not codes.empty:
         with st.expander(f"The {state.schema.label} reason codes"):
-            st.dataframe(codes, hide_index=True, width="stretch")
+            st.dataframe(table(codes), hide_index=True, width="stretch")
 
 
 # -- the page ------------------------------------------------------------------------------------
@@ -293,7 +341,7 @@ with cols[3]:
               help=f"{process.spec.description or process.spec.label}: diagnose every buffered node; proposals "
                    "wait for review.")
     if open_run:
-        st.caption(f"{open_run} is still open: apply its decisions before diagnosing again.")
+        st.caption(f"{open_run} is still open: decide or defer its proposals before diagnosing again.")
     elif not waiting:
         st.caption("The buffer is empty: step the replay forward to add nodes.")
 

@@ -12,6 +12,7 @@ from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
 from workbench.review_view import text_html
 from workbench.state import get_workbench, header
+from workbench.text import table
 
 QUESTION, FREE = "Dataset question", "Free query"
 ALL_RESULTS = "all results"
@@ -76,20 +77,23 @@ for col, (label, ms) in zip(m, timings):
 for col, (label, value) in zip(m[len(timings):], recalls):
     col.metric(label, f"{value:.2f}")
 
+TEXT_FIRST = {"text": st.column_config.TextColumn("text", width="medium")}     # the ids stay in view
 left, right = st.columns(2)
 with left:
-    st.markdown(f"**{schema.label}** · ranked source ids (top {k}) with the best node carrying each")
-    st.dataframe(rv.sources_frame(res, gold, k), hide_index=True, width="stretch")
+    st.markdown(f"**{schema.label}** · top {k} source ids: the text of the best node carrying each")
+    st.dataframe(table(rv.sources_frame(res, gold, k, state)), hide_index=True, width="stretch",
+                 column_config=TEXT_FIRST)
     if gold:
-        st.dataframe(rv.gold_frame(res.source_ids, gold, k, seen), hide_index=True, width="stretch")
+        st.dataframe(table(rv.gold_frame(res.source_ids, gold, k, seen)), hide_index=True, width="stretch")
 with right:
     st.markdown(f"**{peer_schema.label}** · the same {wb.cursor} turns in a scratch database (top {k})")
     if peer_res is None:
         st.caption("Nothing ingested yet.")
     else:
-        st.dataframe(rv.sources_frame(peer_res, gold, k), hide_index=True, width="stretch")
+        st.dataframe(table(rv.sources_frame(peer_res, gold, k, peer.state)), hide_index=True, width="stretch",
+                     column_config=TEXT_FIRST)
         if gold:
-            st.dataframe(rv.gold_frame(peer_res.source_ids, gold, k, seen), hide_index=True, width="stretch")
+            st.dataframe(table(rv.gold_frame(peer_res.source_ids, gold, k, seen)), hide_index=True, width="stretch")
         st.caption("Timings: " + " · ".join(f"{label.removesuffix(' (ms)')} {ms:.1f} ms"
                                              for label, ms in rv.stage_timings(peer_schema, peer_res.stages)))
 
@@ -118,14 +122,14 @@ def provenance(res) -> None:
     chosen = res.units if pick == ALL_RESULTS else [by_id[pick]]
     labels = rv.path_edge_labels(chosen[0]) if len(chosen) == 1 else None
     if len(chosen) == 1 and chosen[0].path:
-        st.dataframe(rv.hops_frame(state, chosen[0]), hide_index=True, width="stretch")
+        st.dataframe(table(rv.hops_frame(state, chosen[0])), hide_index=True, width="stretch")
     st.iframe(build_graph_html(state, highlight_edges=rv.path_edges(chosen), highlight_units=[r.id for r in chosen],
                                focus=rv.path_units(chosen), height_px=560, edge_labels=labels), height=580)
 
 
 def seeds(res, caption: str) -> None:
     st.caption(caption)
-    st.dataframe(rv.anchors_frame(state, res), hide_index=True, width="stretch",
+    st.dataframe(table(rv.anchors_frame(state, res)), hide_index=True, width="stretch",
                  column_config={"score": st.column_config.NumberColumn("score", format="%.3f",
                                                                        help="The seed's retrieval score")})
 
@@ -136,12 +140,12 @@ def expansion(res, caption: str) -> None:
         st.caption(f"Nothing admitted beyond the {SEED}s.")
     st.code(rv.expansion_tree(state, res, SEED), language=None)
     if res.expansion:
-        st.dataframe(rv.expansion_frame(state, res), hide_index=True, width="stretch")
+        st.dataframe(table(rv.expansion_frame(state, res)), hide_index=True, width="stretch")
 
 
 def ranking(res, caption: str) -> None:
     st.caption(f"{caption} All {len(res.candidates)} candidates ranked; the top {len(res.units)} are returned.")
-    st.dataframe(rv.ranking_frame(res, gold), hide_index=True, width="stretch",
+    st.dataframe(table(rv.ranking_frame(res, gold)), hide_index=True, width="stretch",
                  height=min(35 * (len(res.candidates) + 1) + 3, 640))
 
 

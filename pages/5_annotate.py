@@ -4,6 +4,7 @@ import streamlit as st
 from engine.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
 from workbench import annotate_view as av
 from workbench.state import get_workbench, header
+from workbench.text import MISSING, md_code, md_escape, table
 
 wb = get_workbench()
 header(wb)
@@ -53,7 +54,7 @@ if title != case.title:
     case.title = title
     store.save(case)
 with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
-    st.button(f"Delete case {sid} and its questions", key="annotate_delete_case", type="primary",
+    st.button(f"Delete case {md_escape(sid)} and its questions", key="annotate_delete_case", type="primary",
               on_click=av.delete_case, args=(store, conv.id, sid))
 
 tab_annotate, tab_score = st.tabs(["Questions & evidence", "Score"])
@@ -94,7 +95,7 @@ with tab_annotate:
             field_key = f"annotate|{sid}|{sample}|"
             left, right = st.columns(2, gap="large")
             with left:
-                st.markdown(f"**Question** · `{q.sample_id}`")
+                st.markdown(f"**Question** · {md_code(q.sample_id)}")
                 query_text = st.text_area("query_text", value=q.query_text, key=field_key + "query_text",
                                           height=68)
                 gold_answer = st.text_area("gold_answer", value=q.gold_answer, key=field_key + "gold_answer",
@@ -127,7 +128,7 @@ with tab_annotate:
                 if picked.empty:
                     st.caption("None yet: tick turns in the transcript below.")
                 else:
-                    st.dataframe(picked, hide_index=True)
+                    st.dataframe(table(picked), hide_index=True)
 
 with tab_score:
     if wb.cursor < wb.total_turns:
@@ -151,7 +152,7 @@ with tab_score:
         main, peer = (names + ["", ""])[:2]
         st.caption(f"Scored at turn {turn} of {wb.total_turns}: {main} as of that turn, {peer} in a scratch database "
                    f"holding the same {turn} turns. R@{k_used}: share of gold evidence turns in the top {k_used}; "
-                   f"SCR@{k_used}: 1 if every turn of the causal chain is in the top K. None: not annotated.")
+                   f"SCR@{k_used}: 1 if every turn of the causal chain is in the top K. {MISSING}: not annotated.")
         summary = summarize(scores)
         tiles = st.columns(max(1, 2 * len(names)))
         for i, name in enumerate(names):
@@ -160,12 +161,10 @@ with tab_score:
                                 help=f"over {result.get('recall_n', 0)} question(s) with gold evidence")
             tiles[2 * i + 1].metric(f"{name} · mean SCR@{k_used}", av.fmt(result.get("scr")),
                                     help=f"over {result.get('scr_n', 0)} question(s) with a causal chain")
-        st.dataframe(av.score_table(case, scores), hide_index=True,
-                     column_config={c: st.column_config.NumberColumn(c, format="%.2f")
-                                    for c in av.score_columns(k_used, *names)})
+        st.dataframe(table(av.score_table(case, scores).round(2)), hide_index=True)
         unscored = [q.sample_id for q in case.questions if not q.query_text.strip()]
         if unscored:
-            st.caption(f"Not scored (no query_text): {', '.join(unscored)}")
+            st.caption(f"Not scored (no query_text): {md_escape(', '.join(unscored))}")
     else:
         main, peer = av.retriever_names(wb)
         st.caption(f"Press **Score** to retrieve for every question of this case with {main} and {peer}.")

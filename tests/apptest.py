@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from engine.engines import engine_schema, known_engines
@@ -40,3 +41,20 @@ def open_app_page(page: str, turn: int = 0, engine: str = DEFAULT_ENGINE) -> tup
     at.switch_page(page).run()
     assert not at.exception
     return at, wb
+
+
+_MD = MarkdownIt("commonmark")
+
+
+def shown_text(source: str) -> tuple[str, set[str]]:
+    """What a reader sees of a markdown source Streamlit renders (word joiners dropped), and the kinds of inline
+    element it holds ("text", "strong_open", "link_open", …), parsed by a CommonMark parser."""
+    kinds, out = set(), []
+    for block in _MD.parse(source):
+        for tok in block.children or []:
+            kinds.add(tok.type)
+            if tok.type in ("text", "code_inline"):
+                out.append(tok.content)
+            elif tok.type in ("softbreak", "hardbreak"):
+                out.append(" ")
+    return "".join(out).replace("\u2060", ""), kinds

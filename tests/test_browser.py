@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import re
-
 import shutil
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from conftest import ROOT
-from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, jump_to_turn,
+from engine.proposal import GateVerdict, Status
+from engine.store import Store
+from workbench.review_view import sort_queue
+from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, demo_turn_after, jump_to_turn,
                               memloom_walkthrough, open_page, running_app, wait_idle, walkthrough)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -21,7 +25,8 @@ def test_demo_walkthrough(tmp_path):
     with running_app() as url, browser_page() as page:
         texts = walkthrough(page, url, shots=tmp_path)
     assert "What turn D5:9 caused" in texts["replay"]
-    assert "1 applied" in texts["consolidation"] and "decided by human" in texts["consolidation"]
+    assert "Applied\n\n1" in texts["consolidation"] and "decided by human" in texts["consolidation"]
+    assert re.search(r"Deferred or skipped\n\n[1-9]", texts["consolidation"])        # the rest, deferred
     assert "Nodes created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
     assert "version (ν) · 1" in texts["graph"]
     assert "—version→" in texts["retrieval"] and "[archived]" in texts["retrieval"]
@@ -93,3 +98,150 @@ def test_conversation_html_is_escaped_on_every_page():
                 })""")
                 assert injected == {"onerror": 0, "bold": 0, "scripts": 0}, f"{title}: {injected}"
     assert dialogs == [], f"conversation text executed as script: {dialogs}"
+
+
+def test_a_page_load_stays_on_this_machine(tmp_path):
+    """`memwb ui` started from another folder: no request leaves the machine on any page (the favicon is the app's
+    own file), and Streamlit's Deploy button and developer menu are hidden (workbench/.streamlit/config.toml)."""
+    requests: list[str] = []
+    with running_app(cwd=tmp_path, via_cli=True) as url, browser_page() as page:
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(url)
+        page.get_by_role("button", name="Next ▶").wait_for()
+        wait_idle(page)
+        jump_to_turn(page, 12)
+        for title in ("Memory graph", "Consolidation", "Retrieval", "Annotate"):
+            open_page(page, title)
+            page.wait_for_timeout(1500)
+        icons = page.evaluate("() => Array.from(document.querySelectorAll('link[rel*=icon]')).map(l => l.href)")
+        deploy = page.get_by_test_id("stAppDeployButton").count() + page.get_by_text("Deploy", exact=True).count()
+    away = [u for u in requests if urlparse(u).scheme not in ("data", "blob", "about")
+            and urlparse(u).hostname not in ("127.0.0.1", "localhost")]
+    assert len(requests) > 20 and away == []
+    assert icons and all(i.startswith(("data:image/svg+xml", url)) for i in icons), icons
+    assert deploy == 0
+
+
+def _session_db(root: Path, conversation: str = "demo") -> Path:
+    """The session database the app made for `conversation` somewhere under `root` (its TMPDIR and HOME)."""
+    found = [p for p in root.rglob("*.sqlite") if Store(p).meta().get("conversation") == conversation]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _card_radio(page, queue: list, pid: int):
+    """The Decision radio of proposal `pid`'s card: cards follow the queue's order (`review_view.sort_queue`)."""
+    return page.get_by_test_id("stRadio").filter(has_text="Decision").nth([p.id for p in queue].index(pid))
+
+
+def _choices_on_cards(page) -> list[str]:
+    """The checked choice of every review card's Decision radio, top to bottom."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll('[data-testid="stRadio"]'))
+        .filter(r => r.innerText.startsWith('Decision'))
+        .map(r => { const c = r.querySelector('input:checked'); return c ? c.closest('label').innerText.trim() : ''; })""")
+
+
+def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
+    """Drive the review queue's bulk buttons and card radios as a person does, apply, and read the session
+    database: the cards, the Apply button and what is stored agree."""
+    env = {"TMPDIR": str(tmp_path), "HOME": str(tmp_path)}
+    with running_app(env=env) as url, browser_page() as page:
+        page.goto(url)
+        page.get_by_role("button", name="Next ▶").wait_for()
+        wait_idle(page)
+        jump_to_turn(page, demo_turn_after("D5:9"))
+        open_page(page, "Consolidation")
+        click(page, "Run diagnosis")
+        db = _session_db(tmp_path)
+        run_id, pending = _open_run(db)
+        passes = [p for p in pending if p.gate == GateVerdict.PASS]
+        fails = [p for p in pending if p.gate == GateVerdict.FAIL]
+        assert len(passes) >= 2 and fails
+
+        click(page, "Accept gate passes, reject the rest")
+        assert sorted(_choices_on_cards(page)) == sorted(["Accept"] * len(passes) + ["Reject"] * len(fails))
+        flipped, undecided = passes[0], fails[0]
+        queue = sort_queue(pending)
+        _card_radio(page, queue, flipped.id).get_by_text("Reject", exact=True).click()
+        wait_idle(page)
+        _card_radio(page, queue, undecided.id).get_by_text("Undecided", exact=True).click()
+        wait_idle(page)
+        expected = {p.id: Status.REJECTED for p in fails}
+        expected.update({p.id: "accepted" for p in passes[1:]})
+        expected.update({flipped.id: Status.REJECTED, undecided.id: Status.PENDING})
+        accepted = len(passes) - 1
+        click(page, f"Apply decisions ({accepted} accept, {len(pending) - accepted - 1} reject; "
+                    "1 undecided stay pending)")
+        page.get_by_text(re.compile(r"1 proposal\(s\) still pending")).wait_for()
+        stored = Store(db).load_state()
+        for pid, want in expected.items():
+            got = stored.proposals[pid]
+            if want == "accepted":                   # executed, or refused by the executor; never rejected
+                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == "human", got
+            else:
+                assert got.status == want, (pid, got.status, want)
+        assert stored.proposals[undecided.id].decided_by is None and stored.runs[run_id].status == "open"
+        assert _choices_on_cards(page) == ["Undecided"]          # only the pending proposal is left on the queue
+
+        click(page, "Defer the 1 undecided")
+        page.get_by_text(re.compile(rf"{run_id} committed: .*1 deferred with a note")).wait_for()
+        stored = Store(db).load_state()
+        deferred = stored.proposals[undecided.id]
+        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, "human")
+        assert deferred.note.startswith("deferred by human") and stored.runs[run_id].status == "committed"
+
+        open_page(page, "Replay")                              # the run is closed: the replay goes on
+        jump_to_turn(page, len(_demo_turns()))
+        open_page(page, "Consolidation")
+        click(page, "Run diagnosis")
+        run_id, pending = _open_run(db)
+        archived = set(Store(db).load_state().archived_ids)
+        click(page, "Reject all shown")
+        assert set(_choices_on_cards(page)) == {"Reject"}
+        click(page, f"Apply decisions (0 accept, {len(pending)} reject)")
+        page.get_by_text(re.compile(rf"{run_id} committed: 0 applied, {len(pending)} rejected")).wait_for()
+        stored = Store(db).load_state()
+        assert {(stored.proposals[p.id].status, stored.proposals[p.id].decided_by) for p in pending} == \
+            {(Status.REJECTED, "human")}
+        assert stored.runs[run_id].status == "committed" and set(stored.archived_ids) == archived
+
+
+def _open_run(db: Path):
+    """The open run of the session database and its pending proposals, as stored."""
+    state = Store(db).load_state()
+    run_id = next(r.run_id for r in state.open_runs())
+    return run_id, [p for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
+
+
+def _demo_turns():
+    from engine.loaders import load_conversation
+    from workbench.model import DEMO_PATH
+
+    return load_conversation(DEMO_PATH).turns
+
+
+def test_dataset_strings_show_literally_and_never_as_links(tmp_path):
+    """A conversation id with a backtick, a session label with **, an annotation question whose sample_id is a
+    markdown link, and a turn holding one: the page shows the characters and holds no link to them."""
+    fixture = ROOT / "tests" / "fixtures" / "markdown.jsonl"
+    with running_app(env={"MEMWB_DEMO": str(fixture), "TMPDIR": str(tmp_path)}) as url, browser_page() as page:
+        page.goto(url)
+        page.get_by_role("button", name="Next ▶").wait_for()
+        wait_idle(page)
+        jump_to_turn(page, 2)
+        replay = page.inner_text("body").replace("\u2060", "")
+        open_page(page, "Annotate")
+        page.get_by_role("button", name="Import").first.click()
+        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+            str(ROOT / "tests" / "fixtures" / "markdown_cases.json"))
+        page.get_by_text("added 1 case(s)").wait_for()
+        page.keyboard.press("Escape")
+        wait_idle(page, 1500)
+        annotate = page.inner_text("body").replace("\u2060", "")
+        links = [h for frame in page.frames for h in frame.evaluate(
+            "() => Array.from(document.querySelectorAll('a')).map(a => a.href)") if "example." in h]
+    assert "Conversation · md`conv" in replay and "Session · **S1**" in replay
+    assert "Play to end of session **S1**" in replay
+    assert "See [open the report](https://example.com) for the rota" in replay       # the transcript, as typed
+    assert "Question · [open the report](https://example.com)" in annotate
+    assert links == []

@@ -1,7 +1,10 @@
 """Golden tests for Split, Merge and Update: edges, visibility, rewiring, reason codes."""
 from __future__ import annotations
 
+import pytest
+
 from engine.diagnostics import version_orphans
+from engine.interface import RunError
 from engine.llm.base import BackendReply, LLMBackend
 from engine.engines.allmem.schema import EdgeType, Op, ReasonCode
 from engine.proposal import GateVerdict, Status
@@ -181,6 +184,57 @@ def test_manual_review_accept_and_reject(make_engine):
     assert st.units[ids["D1:3"]].visible and st.units[ids["D2:2"]].visible   # rejected merge changed nothing
     assert not st.units[ids["D1:1"]].visible
     assert report.run_id == upd.run_id and eng.open_run() is None
+
+
+def test_undecided_proposals_stay_pending_for_a_later_apply_of_the_run(make_engine):
+    """A manual apply decides only what it is given: the rest stays pending, the run stays open, and a later
+    apply of the same run decides it; the committed summary and undo cover every part."""
+    eng = make_engine()
+    ids = ingest(eng, UPDATE_OLD, UPDATE_NEW, SISTER_A, SISTER_B)
+    before = eng.snapshot()
+    props = eng.propose(manual=True)
+    upd, merge = only(props, Op.UPDATE, Status.PENDING), only(props, Op.MERGE, Status.PENDING)
+    pending = [p.id for p in props if p.status == Status.PENDING]
+    run_id = upd.run_id
+    eng.apply({upd.id: True}, decided_by="alice")
+    stored = eng.store.load_state()                          # the database, folded afresh
+    assert stored.proposals[upd.id].status == Status.APPLIED
+    assert all(stored.proposals[i].status == Status.PENDING and stored.proposals[i].decided_by is None
+               for i in pending if i != upd.id)
+    assert stored.runs[run_id].status == "open" and eng.open_run() == run_id
+    assert not stored.units[ids["D1:1"]].visible             # the applied part is in effect already
+    with pytest.raises(RunError, match="still has undecided"):
+        eng.propose(manual=True)
+
+    eng.apply({i: i == merge.id for i in pending if i != upd.id}, decided_by="bob")
+    stored = eng.store.load_state()
+    run = stored.runs[run_id]
+    assert run.status == "committed" and eng.open_run() is None
+    assert (stored.proposals[merge.id].status, stored.proposals[merge.id].decided_by) == (Status.APPLIED, "bob")
+    assert run.summary["applied"] == sum(stored.proposals[i].status == Status.APPLIED for i in pending) == 2
+    assert run.summary["rejected"] == sum(stored.proposals[i].status == Status.REJECTED for i in pending)
+    assert set(run.summary["archived"]) == set(stored.archived_ids) >= {ids["D1:1"], ids["D1:3"], ids["D2:2"]}
+    eng.undo_last_run()                                      # both parts are one run: undo reverts both
+    assert eng.snapshot() == before
+
+
+def test_deferring_the_rest_closes_the_run_with_a_note_on_each(make_engine):
+    eng = make_engine()
+    ingest(eng, UPDATE_OLD, UPDATE_NEW, SISTER_A, SISTER_B)
+    props = eng.propose(manual=True)
+    upd = only(props, Op.UPDATE, Status.PENDING)
+    rest = [p.id for p in props if p.status == Status.PENDING and p.id != upd.id]
+    assert rest
+    with pytest.raises(RunError, match="nothing to apply"):
+        eng.apply({}, decided_by="alice")                    # nothing is ever closed silently
+    eng.apply({upd.id: True}, decided_by="alice", defer_rest=True)
+    stored = eng.store.load_state()
+    assert stored.runs[upd.run_id].status == "committed" and eng.open_run() is None
+    assert stored.proposals[upd.id].status == Status.APPLIED
+    for i in rest:
+        p = stored.proposals[i]
+        assert (p.status, p.decided_by) == (Status.SKIPPED, "alice") and p.note.startswith("deferred by alice")
+    assert stored.runs[upd.run_id].summary["skipped"] == len(rest)
 
 
 def test_undo_last_run_restores_the_bank(make_engine):

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import ENGINES, start_app
+from apptest import ENGINES, shown_text, start_app
 from engine.annotation import AnnotationStore
 from engine.engines import engine_schema
 from workbench.model import Workbench
+from workbench.text import MISSING
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "workbench" / "app.py"
@@ -123,7 +124,7 @@ def test_a_bad_scenario_id_is_refused_with_a_message():
     at = open_page()
     create_case(at, "has space", "x")
     assert cases_of(at) == []
-    assert any("scenario_id" in e.value for e in at.error)
+    assert any("scenario_id 'has space'" in shown_text(e.value)[0] for e in at.error)
 
 
 def test_import_errors_are_located_and_keep_stored_cases():
@@ -158,7 +159,7 @@ def test_scoring_shows_recall_and_scr_for_all_mem_and_naive_rag():
     table = next(d.value for d in at.dataframe if "All-Mem R@5" in d.value.columns)
     assert list(table["sample_id"]) == ["commute-q1", "commute-q2", "commute-q3"]
     assert table["All-Mem R@5"].between(0, 1).all() and table["Naive RAG R@5"].between(0, 1).all()
-    assert table["All-Mem SCR@5"].isna().tolist() == [False, False, True]     # q3 has no causal chain
+    assert (table["All-Mem SCR@5"] == MISSING).tolist() == [False, False, True]     # q3 has no causal chain
 
 
 def test_conversation_text_never_reaches_html_unescaped():

@@ -11,7 +11,7 @@ from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
 from engine.engines import engine_schema
 from engine.node import Node as Unit
 from engine.oplog import OpKind, OpRecord
-from engine.proposal import Proposal, Status
+from engine.proposal import GateVerdict, Proposal, Status
 from engine.state import MemoryState
 from workbench import review_view as rv
 from workbench.model import Workbench
@@ -52,6 +52,133 @@ def diagnose_past_update() -> tuple[AppTest, Workbench, int, str]:
 
 def markdown_text(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
+
+
+def diagnose_in_review(turn_id: str = "D5:9") -> tuple[AppTest, Workbench, str, list[Proposal]]:
+    """Demo at `turn_id`, diagnosed from the page, queue in manual mode; the run id and its pending proposals."""
+    at, wb = open_page()
+    wb.jump(turn_count(wb, turn_id))
+    at.run()
+    at.button(key="run_diagnosis").click().run()
+    assert not at.exception
+    run_id = wb.engine.open_run()
+    pending = [p for p in wb.engine.state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
+    assert len(pending) >= 3 and {p.gate for p in pending} == {GateVerdict.PASS, GateVerdict.FAIL}
+    return at, wb, run_id, pending
+
+
+def page_decisions(at: AppTest) -> dict[int, str]:
+    """Each listed proposal's decision as the queue table shows it; every card's radio must say the same."""
+    queue = next(d.value for d in at.dataframe if "your decision" in d.value.columns)
+    table = dict(zip(queue["#"].astype(int), queue["your decision"]))
+    cards = {int(r.key.rsplit(":", 1)[1]): r.value for r in at.radio if (r.key or "").startswith("decide:")}
+    assert cards and all(table[pid] == choice for pid, choice in cards.items()), (table, cards)
+    return table
+
+
+def press(at: AppTest, label_start: str) -> None:
+    next(b for b in at.button if b.label.startswith(label_start)).click().run()
+    assert not at.exception
+
+
+def stored_statuses(wb: Workbench, ids) -> dict[int, tuple[str, str | None]]:
+    """(status, decided by) of each proposal as the session database holds it, folded afresh from the file."""
+    stored = wb.engine.store.load_state()
+    return {i: (stored.proposals[i].status, stored.proposals[i].decided_by) for i in ids}
+
+
+def test_reject_all_shown_is_what_the_cards_show_and_what_is_stored():
+    at, wb, run_id, pending = diagnose_in_review()
+    before = wb.engine.snapshot()
+    press(at, "Reject all shown")
+    assert set(page_decisions(at).values()) == {rv.REJECT}
+    assert at.button(key="apply_run").label == f"Apply decisions (0 accept, {len(pending)} reject)"
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, "human") for p in pending}
+    run = wb.engine.store.load_state().runs[run_id]
+    assert run.status == "committed" and run.summary["rejected"] == len(pending) and run.summary["applied"] == 0
+    assert wb.engine.snapshot() == before                                     # nothing archived, nothing made
+    assert any(f"{run_id} committed: 0 applied, {len(pending)} rejected" in s.value for s in at.success)
+
+
+def test_accept_gate_passes_reject_the_rest_is_what_is_stored():
+    at, wb, run_id, pending = diagnose_in_review()
+    passes = {p.id for p in pending if p.gate == GateVerdict.PASS}
+    press(at, "Accept gate passes, reject the rest")
+    assert page_decisions(at) == {p.id: rv.ACCEPT if p.id in passes else rv.REJECT for p in pending}
+    assert at.button(key="apply_run").label == \
+        f"Apply decisions ({len(passes)} accept, {len(pending) - len(passes)} reject)"
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    stored = wb.engine.store.load_state()
+    for p in pending:
+        status, who = stored.proposals[p.id].status, stored.proposals[p.id].decided_by
+        assert who == "human"
+        assert status == Status.REJECTED if p.id not in passes else status != Status.REJECTED, (p.id, status)
+    applied = [stored.proposals[i] for i in passes if stored.proposals[i].status == Status.APPLIED]
+    assert applied and stored.runs[run_id].summary["applied"] == len(applied)
+    for p in applied:                                # an applied Update archives its superseded target
+        if p.op == UPDATE:
+            assert not stored.units[p.targets[1]].visible and (p.targets[0], p.targets[1], VERSION) in stored.edges
+
+
+def test_bulk_then_single_choices_apply_exactly_and_undecided_ones_stay_pending():
+    at, wb, run_id, pending = diagnose_in_review()
+    key = rv.run_key(wb.db_path.name, run_id)
+    press(at, "Accept gate passes, reject the rest")
+    flipped = next(p for p in pending if p.gate == GateVerdict.PASS)
+    left_open = next(p for p in pending if p.gate == GateVerdict.FAIL)
+    at.radio(key=rv.widget_key(key, flipped.id)).set_value(rv.REJECT).run()
+    at.radio(key=rv.widget_key(key, left_open.id)).set_value(rv.UNDECIDED).run()
+    expected = {p.id: rv.ACCEPT if p.gate == GateVerdict.PASS else rv.REJECT for p in pending}
+    expected.update({flipped.id: rv.REJECT, left_open.id: rv.UNDECIDED})
+    assert page_decisions(at) == expected
+    accepted = sum(v == rv.ACCEPT for v in expected.values())
+    assert at.button(key="apply_run").label == \
+        f"Apply decisions ({accepted} accept, {len(pending) - accepted - 1} reject; 1 undecided stay pending)"
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    stored = stored_statuses(wb, expected)
+    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, "human")
+    assert all(stored[i][0] == Status.REJECTED for i, v in expected.items() if v == rv.REJECT)
+    assert all(stored[i][0] not in (Status.PENDING, Status.REJECTED) for i, v in expected.items() if v == rv.ACCEPT)
+    assert wb.engine.store.load_state().runs[run_id].status == "open"
+    with pytest.raises(RuntimeError, match="waiting for a decision"):
+        wb.next()                                       # the open run still blocks ingest
+    assert page_decisions(at) == {left_open.id: rv.UNDECIDED}       # the queue lists what is still pending
+    assert at.button(key="apply_run").disabled
+
+    at.radio(key=rv.widget_key(key, left_open.id)).set_value(rv.ACCEPT).run()   # decided in a later apply
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    stored_state = wb.engine.store.load_state()
+    run = stored_state.runs[run_id]
+    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == "human"
+    assert stored_state.proposals[left_open.id].status != Status.PENDING
+    statuses = [stored_state.proposals[p.id].status for p in pending]
+    assert (run.summary["applied"], run.summary["rejected"]) == (statuses.count(Status.APPLIED),
+                                                                 statuses.count(Status.REJECTED))
+    assert any("decided by **human**" in c.value for c in at.caption)        # the diff tab opened by itself
+
+
+def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
+    at, wb, run_id, pending = diagnose_in_review()
+    key = rv.run_key(wb.db_path.name, run_id)
+    first = pending[0]
+    at.radio(key=rv.widget_key(key, first.id)).set_value(rv.REJECT).run()
+    assert at.button(key="apply_defer").label == f"Apply and defer the {len(pending) - 1} undecided"
+    at.button(key="apply_defer").click().run()
+    assert not at.exception
+    stored = wb.engine.store.load_state()
+    assert stored.runs[run_id].status == "committed" and stored.runs[run_id].summary["skipped"] == len(pending) - 1
+    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, "human")
+    for p in pending[1:]:
+        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == "human"
+        assert stored.proposals[p.id].note.startswith("deferred by human")
+    notes = next(d.value for d in at.dataframe if "note" in d.value.columns and "decided by" in d.value.columns)
+    assert (notes["note"].str.startswith("deferred by human")).sum() == len(pending) - 1
+    wb.next()                                            # the run is closed: ingest goes on
 
 
 def test_page_runs_on_a_fresh_demo():
@@ -150,7 +277,7 @@ def test_diagnosis_lists_the_update_and_reject_changes_nothing():
     at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.REJECT).run()
     assert at.session_state["review_decisions"][run_key] == {pid: False}
     before = wb.engine.snapshot()
-    at.button(key="apply_run").click().run()
+    at.button(key="apply_defer").click().run()              # reject it, defer the rest: the run closes
     assert not at.exception
     assert wb.engine.snapshot() == before
     p = wb.engine.state.proposals[pid]
@@ -166,7 +293,7 @@ def test_plan_then_accept_update_then_undo():
 
     before = wb.engine.snapshot()
     at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
-    at.button(key="apply_run").click().run()
+    at.button(key="apply_defer").click().run()
     assert not at.exception
     state = wb.engine.state
     current, superseded = state.proposals[pid].targets

@@ -15,6 +15,7 @@ from engine.state import MemoryState
 from workbench import lifecycle_view as lv
 from workbench import retrieval_view as rv
 from workbench import review_view as reviews
+from workbench.text import MISSING
 
 SCHEMA = engine_schema("memloom")
 XSS = "<script>alert(1)</script>"
@@ -71,7 +72,7 @@ def test_cause_text_reads_the_rule_and_its_figures():
     assert lv.cause_text(SHIFT) == "session shift · from session 1 · to session 2"
     assert lv.cause_text({"rule": "timeline_repair", "of": [3, 5]}) == "timeline repair · of u3, u5"
     assert lv.cause_text({"rule": "maturity", "M": 0.9, "tau": 1.2}) == "maturity · M 0.9 < τ 1.2"
-    assert lv.cause_text({}) == "—" and lv.cause_text(None) == "—"
+    assert lv.cause_text({}) == MISSING and lv.cause_text(None) == MISSING
 
 
 # -- lanes --------------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.engines import engine_schema
-from apptest import ENGINES, WITHOUT_PROCESS, start_app
+from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
+from workbench.model import DEMO_PATH, Workbench
 from workbench.settings_form import settings_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +118,25 @@ def test_scheduled_consolidation_is_reported(at):
     assert any("run-0001 ran before this turn was ingested, on schedule" in s.value for s in at.success)
 
 
+@pytest.mark.parametrize("schedule, choice, every", [("every-3-sessions", "every-3-sessions", None),
+                                                     ("every-2-sessions", "every-N-sessions", 2),
+                                                     ("every-5-turns", "every-N-turns", 5)])
+def test_the_settings_panel_shows_the_sessions_own_schedule(at, schedule, choice, every):
+    """The schedule picker shows the open session's schedule (its meta), also after a visit to another page,
+    which drops the picker's own state, and for a schedule that is not one of the presets."""
+    wb = Workbench.open(DEMO_PATH, schedule=schedule, embedder=_wb(at).engine.embedder)
+    assert wb.engine.store.meta()["schedule"] == schedule
+    at.session_state["workbench"] = wb
+    at.run()
+    at.switch_page("../pages/3_consolidation.py").run()
+    at.switch_page("../pages/1_replay.py").run()
+    assert not at.exception
+    assert at.selectbox(key="replay_schedule").value == choice
+    if every is not None:
+        assert at.number_input(key=f"replay_every_{wb.schedule.kind}").value == every
+    assert f"**Schedule** · `{schedule.replace('-', ' ')}`" in " ".join(m.value for m in at.markdown)
+
+
 def test_load_a_jsonl_file_with_settings(at):
     at.radio(key="replay_source").set_value("JSONL file").run()
     at.text_input(key="replay_path_JSONL file").input(str(ROOT / "datasets" / "fixtures" / "tiny.jsonl")).run()
@@ -131,7 +151,7 @@ def test_load_a_jsonl_file_with_settings(at):
     assert wb.engine.settings.theta["update"] == 0.75 and wb.engine.settings.k == 7
     assert wb.engine.store.meta()["settings"]["theta"]["update"] == 0.75       # stored with the session
     header = " ".join(m.value for m in at.markdown)
-    assert "**Ablations** · no-merge" in header and "k=7" in header
+    assert "Ablations · no-merge" in shown_text(header)[0] and "k=7" in header
 
 
 def test_settings_form_follows_the_engine_schema(at):
@@ -185,7 +205,7 @@ def test_malformed_file_is_rejected_and_nothing_is_lost(at, tmp_path):
     at.radio(key="replay_source").set_value("JSONL file").run()
     at.text_input(key="replay_path_JSONL file").input(str(bad)).run()
     assert not at.exception
-    message = " ".join(e.value for e in at.error)
+    message = " ".join(shown_text(e.value)[0] for e in at.error)
     assert "broken.jsonl" in message and "text" in message and "line 2" in message
     assert at.button(key="replay_load").disabled
     assert _wb(at) is loaded and loaded.cursor == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.engines import engine_schema, known_engines
-from engine.interface import BaseEngine
+from engine.interface import BaseEngine, RunError
 from workbench.model import DEMO_PATH, Workbench
 
 
@@ -23,7 +23,9 @@ def test_stepping_folds_and_refuses_to_ingest_past_an_open_run(tmp_path):
     with pytest.raises(RuntimeError, match="waiting for a decision"):
         wb.next()
     assert wb.head == 12
-    wb.engine.apply({}, decided_by="test")
+    with pytest.raises(RunError, match="nothing to apply"):
+        wb.engine.apply({}, decided_by="test")          # undecided proposals are never closed silently
+    wb.engine.apply({}, decided_by="test", defer_rest=True)
     wb.next()
     assert wb.head == 13
 

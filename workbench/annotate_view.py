@@ -25,6 +25,7 @@ from engine.conversation import Conversation, Turn
 from engine.engines import engine_schema
 from engine.loaders import LoaderError
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
+from workbench.text import md_code, md_escape, missing
 
 DEMO_CASES = DEMO_PATH.with_name("cases.json")
 ALL_SESSIONS = "All sessions"
@@ -197,7 +198,7 @@ def score_columns(k: int, *names: str) -> list[str]:
 
 
 def fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
+    return missing(value, "{:.2f}")
 
 
 # -- edits from widgets ----------------------------------------------------------------------
@@ -254,21 +255,22 @@ def create_case(store: AnnotationStore, conversation_id: str) -> None:
     sid = st.session_state.get("annotate_new_id", "").strip()
     title = st.session_state.get("annotate_new_title", "").strip()
     if store.get(conversation_id, sid):
-        return flash("error", f"A case `{sid}` already exists; pick another scenario_id.")
+        return flash("error", f"A case {md_code(sid)} already exists; pick another scenario_id.")
     try:
         case = Case(scenario_id=sid, conversation_id=conversation_id, title=title)
     except ValueError as exc:
-        return flash("error", str(exc))
+        return flash("error", md_escape(exc))
     case.add_question()
     store.save(case)
     st.session_state["annotate_case"] = sid
     st.session_state["annotate_new_id"] = st.session_state["annotate_new_title"] = ""
-    flash("success", f"Created case `{sid}` with an empty question; tick turns in the transcript to add evidence.")
+    flash("success", f"Created case {md_code(sid)} with an empty question; tick turns in the transcript to add "
+                     "evidence.")
 
 
 def delete_case(store: AnnotationStore, conversation_id: str, scenario_id: str) -> None:
     store.delete(conversation_id, scenario_id)
-    flash("success", f"Deleted case `{scenario_id}`.")
+    flash("success", f"Deleted case {md_code(scenario_id)}.")
 
 
 def add_question(store: AnnotationStore, conversation_id: str, scenario_id: str) -> None:

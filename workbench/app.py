@@ -10,7 +10,8 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-st.set_page_config(page_title="Memory Workbench", page_icon=":material/memory:", layout="wide")
+FAVICON = ROOT / "workbench" / "static" / "favicon.svg"      # served by the app itself: no request leaves the machine
+st.set_page_config(page_title="Memory Workbench", page_icon=str(FAVICON), layout="wide")
 
 PAGES = [
     st.Page(str(ROOT / "pages" / "1_replay.py"), title="Replay", icon=":material/play_circle:", url_path="replay", default=True),

@@ -29,13 +29,19 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(env: dict[str, str] | None = None, timeout: float = 120) -> Iterator[str]:
-    """A streamlit server on a free loopback port; yields its base URL and stops it afterwards."""
+def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None,
+                via_cli: bool = False) -> Iterator[str]:
+    """A streamlit server on a free loopback port; yields its base URL and stops it afterwards.
+
+    `via_cli` starts it the way a user does, with `memwb ui` (from `cwd`, the repository by default)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"), "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    cmd = [sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port)] if via_cli else \
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"memwb-app-{port}.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path,
+                                                       **(env or {})},
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -177,7 +183,8 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     """The two-minute demo, as a new user does it; returns each page's visible text.
 
     Step past the superseded fact (D5:4) and the duplicate (D5:9), run
-    diagnosis, accept the Update, apply, look at the graph, ask a question
+    diagnosis, accept the Update, apply it, defer the other proposals (which
+    closes the run), look at the graph, ask a question
     whose answer path reaches the archived unit, open the annotation cases.
     Raises if an expected control or result is missing.
     """
@@ -200,7 +207,11 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     expect(apply).to_be_visible()                             # the decision reached the server
     apply.click()
     wait_idle(page, 1000)
-    expect(page.get_by_text(re.compile(r"run-\d+ applied: 1 applied"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"run-\d+: 1 applied, 0 rejected\. \d+ proposal\(s\) still pending"))
+           ).to_be_visible()                                  # the others wait for a decision in the open run
+    page.get_by_role("button", name=re.compile(r"^Defer the \d+ undecided")).click()
+    wait_idle(page, 1000)
+    expect(page.get_by_text(re.compile(r"run-\d+ committed: .*deferred with a note"))).to_be_visible()
     _look(page, texts, shot, "consolidation", "3_consolidation")
     _look(page, texts, shot, "graph", "2_memory_graph", "Memory graph", 2500)
     _ask_free_query(page, texts, shot, UPDATE_QUERY)
@@ -305,7 +316,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     wait_idle(page)
     page.get_by_role("button", name=re.compile(r"^Apply gate verdicts")).first.click()
     wait_idle(page, 1500)
-    expect(page.get_by_text(re.compile(r"run-\d+ applied: \d+ applied"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"run-\d+ committed: \d+ applied"))).to_be_visible()
     texts["applied"] = page.inner_text("body")
 
     open_page(page, "Memory graph")

@@ -37,6 +37,7 @@ from pyvis.network import Network
 from engine.node import TURN_KIND, Node
 from engine.schema import EngineSchema
 from engine.state import MemoryState
+from workbench.text import MISSING, missing
 
 Unit = Node
 _VIS_LIB = Path(pyvis.__file__).parent / "lib" / "vis-9.1.2"
@@ -238,10 +239,10 @@ def unit_title(unit: Unit, schema: EngineSchema | None = None) -> str:
         f"<b>{e(unit.label)}</b> · {e(visibility_text(unit))} · {e(kind.label if kind else unit.kind)} · "
         f"made by {e(unit.made_by)}",
         f"<b>Time</b> {e(unit.time)} · <b>Session</b> {e(unit.session)} · <b>Created at turn</b> {unit.created_turn}",
-        f"<b>Source ids</b> {e(', '.join(unit.source_ids)) or '—'}",
+        f"<b>Source ids</b> {e(', '.join(unit.source_ids)) or MISSING}",
         f"<b>Raw evidence</b><br>{e(raw)}",
         f"<b>Summary</b><br>{e(unit.summary)}",
-        f"<b>Keywords</b> {e(', '.join(unit.keywords)) or '—'}",
+        f"<b>Keywords</b> {e(', '.join(unit.keywords)) or MISSING}",
     ]
     if unit.members:
         rows.append(f"<b>Members</b> {e(', '.join(f'u{m}' for m in unit.members))}")
@@ -249,7 +250,7 @@ def unit_title(unit: Unit, schema: EngineSchema | None = None) -> str:
 
 
 def cosine_text(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
+    return missing(value, "{:.3f}")
 
 
 def edge_title(edge, schema: EngineSchema | None = None) -> str:
@@ -554,7 +555,7 @@ def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dic
     lineage = lineage_types(new_state)
     archived = [{**unit_row(new_state, u),
                  "superseded by": ", ".join(map(label, sorted({r for t in lineage for r in new_state.inc(u, t)})))
-                 or "—"}
+                 or MISSING}
                 for u in diff["archived_units"]]
     return {
         "added": [unit_row(new_state, u) for u in diff["added_units"]],

@@ -29,6 +29,7 @@ import plotly.graph_objects as go
 from engine.oplog import OpKind, OpRecord
 from engine.schema import EngineSchema
 from engine.state import MemoryState
+from workbench.text import MISSING
 
 LIFECYCLE_KINDS = (OpKind.NODE_CREATED, OpKind.STATUS_CHANGED, OpKind.NODE_RETRACTED)
 RUN_OFFSET = 0.5                     # an offline run happens after its turn's ingest, before the next turn
@@ -65,7 +66,7 @@ def cause_text(cause: dict | None) -> str:
     """
     cause = dict(cause or {})
     if not cause:
-        return "—"
+        return MISSING
     parts = []
     rule = cause.pop("rule", None)
     if rule:
@@ -200,7 +201,7 @@ def status_colors(schema: EngineSchema | None, statuses: Iterable[str]) -> dict[
 
 def _status_label(schema: EngineSchema | None, name: str) -> str:
     spec = schema.status(name) if schema is not None and name else None
-    return spec.label if spec else (name or "—")
+    return spec.label if spec else (name or MISSING)
 
 
 def lane_label(state: MemoryState, lane: Lane) -> str:

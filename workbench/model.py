@@ -97,6 +97,17 @@ class Workbench:
     def has_processes(self) -> bool:
         return bool(self.engine.processes())
 
+    @property
+    def schedule_name(self) -> str:
+        """The schedule as the session's meta stores it and `Schedule.parse` reads it ("every-3-sessions")."""
+        s = self.schedule
+        return "manual" if s.kind == "manual" else f"every-{s.every}-{s.kind}"
+
+    @property
+    def schedule_text(self) -> str:
+        """The schedule for people: "manual", "every 3 sessions", "every 10 turns"."""
+        return self.schedule_name.replace("-", " ")
+
     # -- the view at the cursor ---------------------------------------------------------
     @property
     def head(self) -> int:
@@ -129,8 +140,8 @@ class Workbench:
         """Ingesting while proposals await review would mix new turns into that run's diff."""
         run = self.engine.open_run()
         if run:
-            raise RuntimeError(f"{run} has proposals waiting for a decision: apply it on the Consolidation page "
-                               "before ingesting more turns")
+            raise RuntimeError(f"{run} has proposals waiting for a decision: decide them, or defer the rest, on the "
+                               "Consolidation page before ingesting more turns")
 
     def next(self) -> None:
         if self.cursor < self.head:

@@ -22,6 +22,7 @@ from engine.state import MemoryState
 from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
+from workbench.text import MISSING, md_escape, missing, table
 
 RUN_ICON = ":material/cleaning_services:"
 _EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.NODE_UPDATED, OpKind.EDGE_ADDED,
@@ -210,7 +211,7 @@ def _unit_text(state, uid: int) -> str:
 
 def _status_label(schema, status: str) -> str:
     spec = schema.status(status) if schema is not None else None
-    return spec.label if spec else (status or "—")
+    return spec.label if spec else (status or MISSING)
 
 
 CANDIDATE_HELP = {"score S_j": "the candidate's routing score, compared with the threshold τ_new",
@@ -237,7 +238,7 @@ def render_routing(wb, effects: TurnEffects) -> None:
     state, schema = wb.view.state, wb.schema
     st.markdown("**Routing decision** (from the turn's log record)")
     (st.success if joined_candidate(routing) else st.info)(routing_sentence(routing), icon=":material/alt_route:")
-    frame = routing_frame(routing, state)
+    frame = table(routing_frame(routing, state))
     if frame.empty:
         st.caption("No joinable candidate when the turn arrived.")
     else:
@@ -257,7 +258,7 @@ def render_routing(wb, effects: TurnEffects) -> None:
         st.markdown(f"**u{chosen} after this turn**{now} · lifecycle this turn: {path}")
         figures = effects.attrs.get(chosen)
         if figures:
-            st.dataframe(attrs_frame(figures), hide_index=True, width="stretch")
+            st.dataframe(table(attrs_frame(figures)), hide_index=True, width="stretch")
 
 
 def render_effects(wb, effects: TurnEffects | None) -> None:
@@ -267,12 +268,12 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
         return
     state = wb.view.state
     schema = wb.schema
-    st.subheader(f"What turn {effects.turn_id} caused")
+    st.subheader(f"What turn {md_escape(effects.turn_id)} caused")
     if not wb.at_head:
         st.info(f"The cursor (turn {wb.cursor}) is behind the log head (turn {wb.head}). Everything here is "
                 f"memory **as of turn {wb.cursor}**: a fold of the log, nothing was re-run. **Next** moves the "
                 "cursor forward through the log without ingesting again.")
-    schedule = wb.schedule.kind if wb.schedule.kind == "manual" else f"every {wb.schedule.every} {wb.schedule.kind}"
+    schedule = wb.schedule_text
     for run_id in effects.runs_before:
         st.success(run_sentence(state.runs[run_id], "before this turn was ingested", schedule, schema), icon=RUN_ICON)
     e = html.escape
@@ -280,12 +281,12 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
         unit = state.units.get(uid)
         if unit is None:
             continue
-        keywords = " ".join(f'<code>{e(k)}</code>' for k in unit.keywords) or "—"
+        keywords = " ".join(f'<code>{e(k)}</code>' for k in unit.keywords) or MISSING
         kind = schema.kind(unit.kind)
         st.html(f'<div style="border:1px solid #e0e0e0;border-radius:6px;padding:8px 10px;margin-bottom:4px">'
                 f'<b>Node created</b> · <code>{e(unit.label)}</code> · {e(visibility_text(unit))} now · '
-                f'kind {e(kind.label if kind else unit.kind)} · sources {e(", ".join(unit.source_ids))}<br>'
-                f'<b>Summary</b>: {e(unit.summary)}<br><b>Keywords</b>: {keywords}</div>')
+                f'kind {e(kind.label if kind else unit.kind)} · sources {e(missing(", ".join(unit.source_ids)))}<br>'
+                f'<b>Summary</b>: {e(missing(unit.summary))}<br><b>Keywords</b>: {keywords}</div>')
     metrics = [("Nodes created", len(effects.created), "Nodes the ingest wrote (the turn's own node first)"),
                ("Edges added", len(effects.edges), "Online edges from the new node(s)")]
     if effects.anchors:
@@ -301,22 +302,21 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
     if effects.anchors:
         st.markdown("**Anchors** (nodes on the retrieval surface nearest to the new node when it arrived)")
         st.dataframe(pd.DataFrame([
-            {"anchor": f"u{a}", "cosine": c, "now": visibility_text(state.units[a]) if a in state.units else "gone",
-             "summary": _unit_text(state, a)} for a, c in effects.anchors]),
-            hide_index=True, width="stretch",
-            column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+            {"anchor": f"u{a}", "cosine": cosine_text(c),
+             "now": visibility_text(state.units[a]) if a in state.units else "gone",
+             "summary": _unit_text(state, a)} for a, c in effects.anchors]), hide_index=True, width="stretch")
     if effects.routing:
         render_routing(wb, effects)
     if effects.edges:
         st.markdown("**Edges added**")
-        st.dataframe(pd.DataFrame([
+        st.dataframe(table(pd.DataFrame([
             {"type": edge_style(e_.type, schema)["label"], "from": f"u{e_.src}", "to": f"u{e_.dst}",
              "cosine": cosine_text(e_.confidence),
-             "target summary": _unit_text(state, e_.dst)} for e_ in effects.edges]),
+             "target summary": _unit_text(state, e_.dst)} for e_ in effects.edges])),
             hide_index=True, width="stretch")
     if effects.transitions:
         st.markdown("**Status changes** (lifecycle transitions this ingest made, with their cause)")
-        st.dataframe(transitions_table(schema, state, effects.transitions), hide_index=True, width="stretch")
+        st.dataframe(table(transitions_table(schema, state, effects.transitions)), hide_index=True, width="stretch")
     report = wb.last_ingest
     if report is not None and wb.at_head and report.turn_id == effects.turn_id and report.details:
         with st.expander(f"{schema.label} figures for this turn"):

@@ -18,6 +18,7 @@ from engine.retrieval import RetrievalResult, RetrievedUnit
 from engine.schema import EngineSchema
 from engine.state import MemoryState
 from workbench.graph_view import status_tag, visibility_text
+from workbench.text import MISSING
 
 HIT, MISS = "✓ hit", "✗ miss"
 VISIBLE_MARK, ARCHIVED_MARK = "● visible", "◌ archived"     # All-Mem's statuses as `visibility_text` marks them
@@ -26,7 +27,7 @@ STAGE_SHOWS = ("seeds", "expansion", "ranking", "context")
 
 def _state_mark(state: MemoryState, uid: int) -> str:
     unit = state.units.get(uid)
-    return "—" if unit is None else visibility_text(unit)
+    return MISSING if unit is None else visibility_text(unit)
 
 
 def _result_mark(r: RetrievedUnit) -> str:
@@ -231,10 +232,13 @@ def gold_frame(ranked: Sequence[str], gold: Sequence[str], k: int, seen: set[str
     return pd.DataFrame(rows, columns=["gold id", f"in top {k}", "rank", "note"])
 
 
-def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None = None) -> pd.DataFrame:
-    """The ranked source ids (what R@k scores), each with the best-ranked node carrying it and its text.
+def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None = None,
+                  state: MemoryState | None = None) -> pd.DataFrame:
+    """The ranked source ids (what R@k scores), each with the text of the best-ranked node carrying it; the
+    source id and that node follow as its labels.
 
-    The same table for every engine, so two engines side by side compare like with like.
+    The same table for every engine, so two engines side by side compare like with like: text first, ids
+    second. A group node without raw text of its own shows its summary (from `state`, the engine's state).
     """
     gold_set = set(gold)
     best: dict[str, RetrievedUnit] = {}
@@ -244,8 +248,11 @@ def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None 
     rows = []
     for i, sid in enumerate(res.source_ids[:k] if k else res.source_ids, 1):
         r = best.get(sid)
-        rows.append({"rank": i, "source id": sid, **({"gold": HIT if sid in gold_set else ""} if gold_set else {}),
+        text = "" if r is None else (r.raw or (node_text(state, r.id) if state is not None else ""))
+        rows.append({"rank": i, "text": text, "source id": sid,
+                     **({"gold": HIT if sid in gold_set else ""} if gold_set else {}),
                      "node": "" if r is None else f"u{r.id}" + ("" if r.visible else f" [{r.status or 'off'}]"),
-                     "score": None if r is None else round(r.score, 3), "text": "" if r is None else r.raw})
-    columns = ["rank", "source id", *(["gold"] if gold_set else []), "node", "score", "text"]
+                     "score": None if r is None else round(r.score, 3)})
+    columns = ["rank", "text", "source id", *(["gold"] if gold_set else []), "node", "score"]
     return pd.DataFrame(rows, columns=columns)
+

@@ -27,6 +27,7 @@ from engine.schema import EngineSchema, OperatorSpec
 from engine.state import MemoryState
 from workbench.graph_view import edge_style, visibility_text
 from workbench.retrieval_view import ARCHIVED_MARK, VISIBLE_MARK, short  # noqa: F401  (marks re-exported)
+from workbench.text import MISSING, md_code, md_escape, missing
 
 UNDECIDED, ACCEPT, REJECT = "Undecided", "Accept", "Reject"
 CHOICES = (UNDECIDED, ACCEPT, REJECT)
@@ -80,14 +81,14 @@ def widget_key(run_key: str, pid: int) -> str:
 
 
 def set_decisions(run_key: str, choices: dict[int, bool | None]) -> None:
-    """Record choices (None = undecided) and drop the radios' own state so they redraw from the dict."""
+    """Record choices (None = undecided): the bulk buttons and every card's radio write here, and the radios,
+    the queue table and the Apply button all read from here (`decision_radio`)."""
     current = decisions(run_key)
     for pid, value in choices.items():
         if value is None:
             current.pop(pid, None)
         else:
             current[pid] = value
-        st.session_state.pop(widget_key(run_key, pid), None)
 
 
 def _radio_changed(run_key: str, pid: int) -> None:
@@ -97,6 +98,35 @@ def _radio_changed(run_key: str, pid: int) -> None:
 
 def choice_of(value: bool | None) -> str:
     return UNDECIDED if value is None else ACCEPT if value else REJECT
+
+
+def decision_radio(run_key: str, pid: int) -> None:
+    """A card's Accept / Reject / Undecided radio, set from the stored decision on every run.
+
+    The browser keeps a radio's own value across reruns, so a bulk button that only changed the stored
+    decisions left the cards showing the old choice, and the next click sent that stale choice back. Writing
+    the stored decision into the widget's state before drawing it makes the radio show what will be applied.
+    """
+    key = widget_key(run_key, pid)
+    st.session_state[key] = choice_of(decisions(run_key).get(pid))
+    st.radio("Decision", CHOICES, key=key, on_change=_radio_changed, args=(run_key, pid))
+
+
+def tally(proposals: Iterable[Proposal], chosen: dict[int, bool]) -> tuple[int, int, int]:
+    """(accepted, rejected, undecided) among the pending proposals: what Apply will do."""
+    pending = [p for p in proposals if p.status == Status.PENDING]
+    accepted = sum(chosen.get(p.id) is True for p in pending)
+    rejected = sum(chosen.get(p.id) is False for p in pending)
+    return accepted, rejected, len(pending) - accepted - rejected
+
+
+def decided_counts(proposals: Iterable[Proposal]) -> dict[str, int]:
+    """Proposals by status among those a decision reached (gate, reviewer or deferral), plus those still pending:
+    the run summary of a run that is not committed yet."""
+    proposals = list(proposals)
+    counts = Counter(p.status for p in proposals if p.decided_by and p.status != Status.PENDING)
+    return {**{s: counts.get(s, 0) for s in (Status.APPLIED, Status.REJECTED, Status.SKIPPED, Status.FAILED)},
+            Status.PENDING: sum(p.status == Status.PENDING for p in proposals)}
 
 
 # -- the queue -----------------------------------------------------------------------------------
@@ -125,7 +155,7 @@ def queue_frame(schema: EngineSchema | None, proposals: list[Proposal], chosen: 
     rows = []
     for p in proposals:
         if p.status != Status.PENDING:
-            decision = "— (closed)"
+            decision = f"{MISSING} (closed)"
         elif gate_mode:
             decision = f"gate: {ACCEPT if p.gate == GateVerdict.PASS else REJECT}"
         else:
@@ -193,7 +223,7 @@ def unit_html(state: MemoryState, uid: int, role: str = "", cited: Iterable[int]
     kind = state.schema.kind(unit.kind) if state.schema is not None else None
     meta = " · ".join(x for x in (html.escape(role), mark, html.escape(unit.time),
                                   f"kind {html.escape(kind.label if kind else unit.kind)}",
-                                  f"source {html.escape(sources_text(unit.source_ids)) or '—'}") if x)
+                                  f"source {html.escape(missing(sources_text(unit.source_ids)))}") if x)
     text = html.escape(unit.raw or unit.summary).replace("\n", "<br>")
     members = ""
     if unit.members:
@@ -243,16 +273,15 @@ def text_html(label: str, text: str) -> str:
 def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool, on_plan) -> None:
     """One review card: evidence on the left, the decision and plan button on the right."""
     schema = state.schema
-    chosen = decisions(run_key)
     with st.container(border=True):
         left, right = st.columns([4, 1])
         gate = "✓ pass" if p.gate == GateVerdict.PASS else "✗ fail"
         theta = threshold(p)
         judged = f" (gate θ {theta:.2f})" if theta is not None else ""
-        kinds = " ".join(f"`{v}`" for v in p.detail.values() if isinstance(v, str))
-        left.markdown(f"**#{p.id} · {op_label(schema, p.op)}**{f' {kinds}' if kinds else ''} · confidence "
-                      f"**{p.confidence:.2f}**{judged} · gate **{gate}** · status `{p.status}`"
-                      + (f" · decided by **{p.decided_by}**" if p.decided_by else ""))
+        kinds = " ".join(md_code(v) for v in p.detail.values() if isinstance(v, str))
+        left.markdown(f"**#{p.id} · {md_escape(op_label(schema, p.op))}**{f' {kinds}' if kinds else ''} · "
+                      f"confidence **{p.confidence:.2f}**{judged} · gate **{gate}** · status {md_code(p.status)}"
+                      + (f" · decided by **{md_escape(p.decided_by)}**" if p.decided_by else ""))
         spec = operator(schema, p.op)
         cited = cited_nodes(state, p)
         blocks = []
@@ -265,11 +294,12 @@ def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool
         if stray:
             blocks.append(text_html("Cited, in neither target:", "")
                           + "".join(_member_html(state, c, True) for c in stray))
-        blocks.append(text_html("Reason:", p.reason or "—"))
-        if p.reason_code or p.note:
+        blocks.append(text_html("Reason:", missing(p.reason)))
+        if p.reason_code:
             described = reason_description(schema, p.reason_code)
-            blocks.append(text_html("Reason code:", f"{p.reason_code or '—'}"
-                                    + (f" ({described})" if described else "") + (f" — {p.note}" if p.note else "")))
+            blocks.append(text_html("Reason code:", p.reason_code + (f" ({described})" if described else "")))
+        if p.note:
+            blocks.append(text_html("Note:", p.note))
         for key, value in sorted(p.detail.items()):
             if key != "threshold" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 blocks.append(text_html(f"{key.replace('_', ' ').capitalize()}:", f"{value:.3f}"))
@@ -280,8 +310,7 @@ def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool
             elif gate_mode:
                 st.caption(f"The gate will **{'accept' if p.gate == GateVerdict.PASS else 'reject'}** this.")
             else:
-                st.radio("Decision", CHOICES, index=CHOICES.index(choice_of(chosen.get(p.id))),
-                         key=widget_key(run_key, p.id), on_change=_radio_changed, args=(run_key, p.id))
+                decision_radio(run_key, p.id)
             if p.plan is None and p.status == Status.PENDING and spec is not None:
                 st.button("Show plan", key=f"plan:{run_key}:{p.id}", on_click=on_plan, args=(p.id,),
                           help="Asks the LLM for the operator's plan now; apply executes exactly this plan.")
@@ -291,6 +320,8 @@ def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool
 
 
 def _plain(value) -> str:
+    if value is None:
+        return MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
@@ -324,7 +355,7 @@ def plan_blocks(schema: EngineSchema | None, p: Proposal) -> tuple[str, list[tup
             else:
                 html_parts += [text_html(f"{f.label}:", v) for v in items]
         else:
-            html_parts.append(text_html(f"{f.label}:", _plain(value) if value is not None else "—"))
+            html_parts.append(text_html(f"{f.label}:", _plain(value)))
     declared = {f.name for f in fields}
     for key, value in plan.items():
         if key not in declared:
@@ -436,7 +467,7 @@ def _status_changed(p: dict) -> str:
     cause = p.get("cause") or {}
     why = f" (undo of #{cause['undo_of']})" if cause.get("undo_of") else \
         (f" ({', '.join(f'{k} {short(v, 20)}' for k, v in cause.items())})" if cause else "")
-    return f"{_node_ref(p)} {p.get('was') or '—'} → {p['status']}{why}"
+    return f"{_node_ref(p)} {p.get('was') or MISSING} → {p['status']}{why}"
 
 
 def _proposal_made(p: dict) -> str:

@@ -1,13 +1,12 @@
 """Streamlit glue: one `Workbench` per browser session, shared by every page."""
 from __future__ import annotations
 
-import html
-
 import streamlit as st
 
 from engine.embedder import Embedder
 from workbench.model import Workbench
 from workbench.settings_form import changed_settings
+from workbench.text import MISSING, md_code, md_escape
 
 _KEY = "workbench"
 
@@ -46,7 +45,7 @@ def status_counts_text(state) -> str:
     names = [st_.name for st_ in schema.statuses] if schema else []
     names += sorted(set(counts) - set(names))
     labels = {st_.name: st_.label for st_ in schema.statuses} if schema else {}
-    return " · ".join(f"{html.escape(labels.get(n, n or 'no status'))} {counts.get(n, 0)}" for n in names)
+    return " · ".join(f"{md_escape(labels.get(n, n or 'no status'))} {counts.get(n, 0)}" for n in names)
 
 
 def settings_text(engine) -> str:
@@ -55,9 +54,9 @@ def settings_text(engine) -> str:
     ablations = changed.pop("ablations", None)
     parts = []
     if engine.schema.ablations:
-        parts.append(f"**Ablations** · {html.escape(', '.join(ablations or [])) or 'none'}")
+        parts.append(f"**Ablations** · {md_escape(', '.join(ablations or [])) or 'none'}")
     shown = ", ".join(f"{k}={v}" for k, v in changed.items())
-    parts.append(f"**Settings** · {html.escape(shown) if shown else 'defaults'}")
+    parts.append(f"**Settings** · {md_escape(shown) if shown else 'defaults'}")
     return " · ".join(parts)
 
 
@@ -68,18 +67,14 @@ def header(wb: Workbench) -> None:
     turn = wb.current_turn
     schema = wb.schema
     cols = st.columns([2, 2, 2, 3])
-    cols[0].markdown(f"**Source** · {html.escape(wb.source_label)}  \n**Conversation** · "
-                     f"`{html.escape(wb.conversation.id)}`")
-    if wb.has_processes:
-        every = "" if wb.schedule.kind == "manual" else f" / {wb.schedule.every}"
-        process = f"**Schedule** · `{wb.schedule.kind}{every}`"
-    else:
-        process = "**Offline process** · none"
-    llm = f" · LLM `{html.escape(wb.engine.llm.backend.name)}`" if schema.llm_roles else ""
-    cols[1].markdown(f"**Engine** · {html.escape(schema.label)}{llm}  \n{process}")
+    cols[0].markdown(f"**Source** · {md_escape(wb.source_label)}  \n**Conversation** · "
+                     f"{md_code(wb.conversation.id)}")
+    process = f"**Schedule** · {md_code(wb.schedule_text)}" if wb.has_processes else "**Offline process** · none"
+    llm = f" · LLM {md_code(wb.engine.llm.backend.name)}" if schema.llm_roles else ""
+    cols[1].markdown(f"**Engine** · {schema.label}{llm}  \n{process}")
     cols[2].markdown(f"**Turn** · {wb.cursor} / {wb.total_turns}"
                      f"{'' if wb.at_head else f' (log head {wb.head})'}  \n"
-                     f"**Session** · {html.escape(turn.session) if turn else '—'}")
+                     f"**Session** · {md_escape(turn.session) if turn else MISSING}")
     buffered = f" · **Buffered** · {state.buffered()}" if wb.has_processes else ""
     cols[3].markdown(f"**Nodes** · {len(state.nodes)} ({status_counts_text(state)}){buffered}  \n"
                      f"{settings_text(wb.engine)}")
