@@ -99,11 +99,16 @@ class RoleMeter:
         self._thread.join()
 
 
+STEPS = {"execute": "executor (plan + edits)", "_repairs": "steward repair candidates",
+         "link_scorer": "steward link scorer (build)", "_relations": "steward relation candidates",
+         "_curate": "steward curation (topic links)"}
+
+
 def instrument(meter: RoleMeter) -> None:
+    """Meter the roles and steps; engines' own processes are found through the registry, not imported."""
     from engine.embedder import Embedder
-    from engine.engines.allmem.executor import Executor
-    from engine.engines.memloom.steward import Steward
-    from engine.interface import BaseEngine
+    from engine.engines import engine_class, known_engines
+    from engine.interface import BaseEngine, BaseProcess
     from engine.links import LinkScorer
     from engine.llm.base import LLM
     from engine.llm.offline import OfflineBackend
@@ -113,13 +118,18 @@ def instrument(meter: RoleMeter) -> None:
     meter.wrap(OfflineBackend, "split_cuts", "split candidate cuts")
     meter.wrap(OfflineBackend, "prefetch", "split cuts prefetch (embed)")
     meter.wrap(BaseEngine, "visible_neighbours", "diagnosis neighbourhood")
-    meter.wrap(Executor, "run", "executor (plan + edits)")
-    meter.wrap(Steward, "_repairs", "steward repair candidates")
-    meter.wrap(Steward, "link_scorer", "steward link scorer (build)")
     meter.wrap(LinkScorer, "logits", "steward link logits")
-    meter.wrap(Steward, "_relations", "steward relation candidates")
-    meter.wrap(Steward, "_curate", "steward curation (topic links)")
     meter.wrap(BaseEngine, "commit", "commit (store + views)")
+    for name in known_engines():
+        engine_class(name)                      # loads the engine, so its processes are subclasses below
+    for cls in _subclasses(BaseProcess):
+        for attr, label in STEPS.items():
+            if attr in vars(cls):
+                meter.wrap(cls, attr, label)
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
 
 
 def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:
