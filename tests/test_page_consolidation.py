@@ -366,6 +366,7 @@ def test_every_op_kind_has_a_summary():
         OpKind.RUN_STARTED: {"mode": "manual", "process": "atc", "buffer": [[3, [1]]]},
         OpKind.RUN_COMMITTED: {"summary": {"applied": 1}, "decided_by": "human"},
         OpKind.RUN_UNDONE: {"undone_run": "run-0001"},
+        OpKind.RUN_DISCARDED: {},
         OpKind.LLM_CALL: {"role": "diagnosis", "backend": "offline", "error_code": None},
         OpKind.NOTE: {"text": "a note"},
     }
