@@ -21,7 +21,7 @@ from sqlalchemy import func, inspect
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, delete, select
 
-from engine.database import (WriteLockTimeout, create_tables, database_url, display_url, is_sqlite,
+from engine.database import (WriteLockTimeout, create_tables, database_url, display_url,
                              open_database, public_url, write_transaction)
 
 from engine.edge import Edge
@@ -496,4 +496,4 @@ def _checkpoint_row(state: MemoryState) -> CheckpointRow:
     return CheckpointRow(seq=state.seq, turn=state.turn, format=CHECKPOINT_FORMAT, body=body)
 
 
-__all__ = ["Store", "StoreError", "StaleView", "database_url", "public_url", "is_sqlite", "rows_of", "Edge", "Proposal"]
+__all__ = ["Store", "StoreError", "StaleView", "database_url", "public_url", "rows_of", "Edge", "Proposal"]

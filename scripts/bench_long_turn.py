@@ -107,8 +107,7 @@ STEPS = {"execute": "executor (plan + edits)", "_repairs": "steward repair candi
 def instrument(meter: RoleMeter) -> None:
     """Meter the roles and steps; engines' own processes are found through the registry, not imported."""
     from engine.embedder import Embedder
-    from engine.engines import engine_class, known_engines
-    from engine.interface import BaseEngine, BaseProcess
+    from engine.interface import BaseEngine, process_classes
     from engine.links import LinkScorer
     from engine.llm.base import LLM
     from engine.llm.offline import OfflineBackend
@@ -120,16 +119,10 @@ def instrument(meter: RoleMeter) -> None:
     meter.wrap(BaseEngine, "visible_neighbours", "diagnosis neighbourhood")
     meter.wrap(LinkScorer, "logits", "steward link logits")
     meter.wrap(BaseEngine, "commit", "commit (store + views)")
-    for name in known_engines():
-        engine_class(name)                      # loads the engine, so its processes are subclasses below
-    for cls in _subclasses(BaseProcess):
+    for cls in process_classes():
         for attr, label in STEPS.items():
             if attr in vars(cls):
                 meter.wrap(cls, attr, label)
-
-
-def _subclasses(cls: type) -> list[type]:
-    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
 
 
 def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:

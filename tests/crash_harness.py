@@ -14,7 +14,7 @@ import sys
 import time
 
 from engine.cli import main
-from engine.interface import BaseProcess
+from engine.interface import process_classes
 from engine.oplog import OpKind
 from engine.store import Store
 
@@ -26,15 +26,7 @@ def mark(name: str) -> None:
     time.sleep(PAUSE)
 
 
-def subclasses(cls) -> list[type]:
-    return [cls] + [s for sub in cls.__subclasses__() for s in subclasses(sub)]
-
-
 def patch() -> None:
-    from engine.engines import engine_class, known_engines
-
-    for name in known_engines():            # load every engine, so its processes are subclasses below
-        engine_class(name)
     commit = Store.commit
 
     def marked_commit(self, ops, state):
@@ -44,7 +36,7 @@ def patch() -> None:
         return out
 
     Store.commit = marked_commit
-    for cls in subclasses(BaseProcess):
+    for cls in process_classes():
         if "diagnose" in vars(cls):
             cls.diagnose = _before(cls.diagnose, "diagnosis")
         if "execute" in vars(cls):
