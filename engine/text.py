@@ -59,9 +59,13 @@ def has_negation(text: str) -> bool:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of sentences, trimmed of surrounding space, covering all text."""
+    """Character spans of sentences, trimmed of surrounding space, covering all text.
+
+    A full stop after an abbreviation or an initial does not end a sentence, and a bracketed note (an
+    attachment such as ``[shares an image: …]``) belongs to the sentence before it, whatever it holds.
+    """
     spans: list[tuple[int, int]] = []
-    glue = False
+    glue, depth = False, 0
     for m in _SENTENCE.finditer(text):
         start, end = m.start(), m.end()
         while start < end and text[start].isspace():
@@ -70,10 +74,12 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             end -= 1
         if end <= start:
             continue
-        if glue and spans:
+        if (glue or depth > 0 or text[start] == "[") and spans:
             spans[-1] = (spans[-1][0], end)
         else:
             spans.append((start, end))
+            depth = 0
+        depth = max(0, depth + text.count("[", start, end) - text.count("]", start, end))
         last = text[start:end].rstrip(".").rsplit(None, 1)[-1].lower() if text[start:end].endswith(".") else ""
         glue = last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())
     return spans

@@ -37,8 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
 
-TOPICS = ("river lab budget train commute landlord building notice tenant lease deposit".split(),
-          "kitten cello plumber sink pottery bowl running marathon glaze teacher".split())
+TOPICS = (("Sample {n} of the bleached coral went into tank {m} under the blue lights.",
+           "The heat stress data from reef site {n} showed bleaching in {m} colonies."),
+          ("Jon practised scale {n} on the cello for lesson {m} with his teacher.",
+           "The cello teacher gave Jon {n} new pieces and {m} bowing exercises."))
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
 TARGET_MB = 2048
 
@@ -99,15 +101,15 @@ class RoleMeter:
         self._thread.join()
 
 
-STEPS = {"execute": "executor (plan + edits)", "_repairs": "steward repair candidates",
-         "link_scorer": "steward link scorer (build)", "_relations": "steward relation candidates",
-         "_curate": "steward curation (topic links)"}
+# Engine-side steps metered when a process has them (found on the process's class, through the registry).
+PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (plans + edits)",
+                 "_repairs": "steward repair candidates", "link_scorer": "steward link scorer (build)",
+                 "_relations": "steward relation candidates", "_curate": "steward curation (topic links)"}
 
 
-def instrument(meter: RoleMeter) -> None:
-    """Meter the roles and steps; engines' own processes are found through the registry, not imported."""
+def instrument(meter: RoleMeter, engine) -> None:
     from engine.embedder import Embedder
-    from engine.interface import BaseEngine, process_classes
+    from engine.interface import BaseEngine
     from engine.links import LinkScorer
     from engine.llm.base import LLM
     from engine.llm.offline import OfflineBackend
@@ -119,19 +121,20 @@ def instrument(meter: RoleMeter) -> None:
     meter.wrap(BaseEngine, "visible_neighbours", "diagnosis neighbourhood")
     meter.wrap(LinkScorer, "logits", "steward link logits")
     meter.wrap(BaseEngine, "commit", "commit (store + views)")
-    for cls in process_classes():
-        for attr, label in STEPS.items():
-            if attr in vars(cls):
-                meter.wrap(cls, attr, label)
+    for process in engine.processes().values():
+        for attr, label in PROCESS_STEPS.items():
+            if attr in vars(type(process)):
+                meter.wrap(type(process), attr, label)
 
 
 def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:
     from engine.llm.offline import _MAX_CUTS
 
     rng = random.Random(0)
-    n = -(-chars // 85)                               # a sentence of 12 six-letter words and its space
+    n = -(-chars // 70)                               # the templates' mean length and a space
     change = 1 + round((_MAX_CUTS // 2) * (n - 2) / (_MAX_CUTS - 1))    # a cut Split considers
-    sentences = [" ".join(rng.choice(TOPICS[i >= change]) for _ in range(12)).capitalize() + "." for i in range(n)]
+    sentences = [rng.choice(TOPICS[i >= change]).format(n=rng.randint(1, 999), m=rng.randint(1, 99))
+                 for i in range(n)]
     sentences[change] = "By the way, " + sentences[change][0].lower() + sentences[change][1:]
     big = " ".join(sentences)
     turns = [("t1", "Ana", "Hi Ben, how are you doing today with the garden?"), ("t2", "Ben", big),
@@ -150,9 +153,9 @@ def run_engine(name: str, path: Path, work: Path) -> dict:
     from engine.session import open_session
 
     meter = RoleMeter()
-    instrument(meter)
     conversation = load_conversation(path)
     engine = open_session(work / f"{name}.sqlite", engine=name)
+    instrument(meter, engine)
     engine.embedder.warm()
     with meter.label("ingest"):
         replay(engine, conversation, Schedule.parse("manual"))

@@ -46,6 +46,44 @@ def test_split_plan_segments_are_exact_substrings():
     assert not split or split[0]["confidence"] < 0.9
 
 
+def _split_confidence(raw: str) -> float:
+    tasks = client().call("diagnosis", {"target": node(1, raw), "context": []}).data["split_tasks"]
+    return tasks[0]["confidence"] if tasks else 0.0
+
+
+def test_only_two_marked_substantive_topics_pass_the_split_gate():
+    """Two sentences about one situation are not two topics, however low MiniLM puts their cosine: the
+    demo's ordinary two-sentence turns (the sour beer, the commute, the olive bowl) and an unseen one stay
+    below θ = 0.9, and so does the demo's own Split when the speaker does not mark the change. D3:4 (the
+    sink, then "Also," the cello) passes, and so does an unseen turn that changes topic "by the way"."""
+    theta = 0.9
+    sink = "The plumber finally fixed our leaking kitchen sink today."
+    cello = "I started learning the cello with a teacher named Mr. Okafor."
+    assert _split_confidence(f"Jon: {sink} Also, {cello[0].lower()}{cello[1:]}") >= theta          # D3:4
+    assert _split_confidence("Ana: Our team finally shipped the new billing service to every customer on "
+                             "Monday. By the way, my sister Lena is moving to Porto next month for a nursing "
+                             "job.") >= theta
+    one_situation = [
+        "Jon: Like sour beer, which I'm told is a good sign. You sounded stressed in your text though, what's up?",
+        "Maya: There's a train, but it's slow and I'd need a bus after it. We're viewing two places next week.",
+        "Maya: Rude but accurate. The latest one survived, actually! It's a little lopsided, so now it's my olive "
+        "bowl.",
+        "Ana: We drove down to the coast on Friday night after work. The hotel room had a lovely view over the "
+        "old harbour.",
+        f"Jon: {sink} {cello}",                                                   # no marker: a reviewer decides
+    ]
+    for raw in one_situation:
+        assert _split_confidence(raw) < theta, raw
+
+
+def test_split_never_cuts_before_an_attachment_note():
+    """A shared image's note belongs to the words that share it, so it is never a side of its own."""
+    backend = make_backend("offline", embedder=Embedder())
+    raw = ("Mel: I finished another pottery project last weekend at the studio. Look at this. [shares an image: "
+           "a photo of a bowl. It has a blue glaze.]")
+    assert [c[3] for c in backend.split_cuts(raw)] == [raw[raw.index("Look"):]]
+
+
 def _link(old: str, new: str, old_speaker: str = "Maya", new_speaker: str = "Maya") -> tuple[dict, dict, dict]:
     cause = {"id": "1", "sentences": [{"id": "10", "speaker": old_speaker, "text": old, "time": "2024-02-01"}]}
     effect = {"id": "2", "sentences": [{"id": "20", "speaker": new_speaker, "text": new, "time": "2024-04-01"}]}

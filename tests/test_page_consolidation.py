@@ -193,7 +193,7 @@ def test_page_runs_on_a_fresh_demo():
 def test_any_process_diagnoses_decides_applies_and_undoes(engine):
     """Every engine with an offline process: the queue speaks its schema, the gate decides, undo restores."""
     schema = engine_schema(engine)
-    at, wb = open_page(turn=30, engine=engine)
+    at, wb = open_page(turn=33, engine=engine)            # just after D3:4, the demo's Split
     assert not at.button(key="run_diagnosis").disabled
     before = wb.engine.snapshot()
     at.button(key="run_diagnosis").click().run()

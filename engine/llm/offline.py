@@ -19,13 +19,30 @@ from engine.text import (
     STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
 )
 
-# Words that make a sentence lean on the one before it: splitting there would cut a narrative.
+# Words that make a sentence lean on the one before it (also as "it's", "they're"): splitting there would
+# cut a narrative.
 _CONTINUATIONS = frozenset("it that this these those he she they him her them his their its so because but "
                            "and which then there after afterwards".split())
+# Discourse markers with which a speaker announces a change of topic (cue phrases, Hirschberg & Litman
+# 1993), possibly after "oh" or "and" ("Oh, and BTW, ..."): the one signal that a low cosine is a new
+# topic rather than a new detail of the same situation.
+_SHIFT_CUES = tuple(tuple(cue.split()) for cue in (
+    "also", "by the way", "btw", "fyi", "anyway", "anyways", "speaking of", "on another note",
+    "on a different note", "on a side note", "side note", "in other news", "besides that", "apart from that",
+    "aside from that", "other than that", "changing the subject", "unrelated"))
+_CUE_LEAD_INS = frozenset({"oh", "ah", "and"})
 _MIN_CONTENT = 4          # tokens a statement or segment needs before Merge/Update/Split rules apply
 # MiniLM cosines of unrelated sentence pairs cluster below ~0.15 and of same-topic pairs above ~0.3;
-# the split confidence is a logistic around this midpoint rather than a linear 1 - cosine.
+# the split's separation is a logistic around this midpoint rather than a linear 1 - cosine.
 _UNRELATED_MID, _UNRELATED_SCALE = 0.2, 0.035
+# Each side must be a statement of its own, not a remark on the other ("Rude but accurate.", "Thanks,
+# Caroline."): a logistic in the content words of the shorter side, one half at 4.5 (about 0.27 at 4
+# words, 0.73 at 5, 0.95 at 6, 0.99 at 7).
+_SUBSTANCE_MID, _SUBSTANCE_SCALE = 4.5, 0.5
+# How the second side opens. MiniLM gives a new detail of the same situation ("There's a train, but it's
+# slow. We're viewing two places next week.") as low a cosine as a new topic, so a cut the speaker does not
+# mark stays below the 0.9 gate, for a reviewer to judge; one that points back (a pronoun, "so") counts half.
+_UNMARKED, _LEANS = 0.85, 0.5
 # Below this score a rule does not consider the pair a candidate at all (an LLM diagnoser would not
 # propose it either); between it and the gate, proposals are shown to a reviewer as gated out.
 _PROPOSE_FLOOR = 0.5
@@ -210,26 +227,36 @@ class OfflineBackend(LLMBackend):
             self.embedder.embed(batch)
 
     def best_split(self, raw: str) -> tuple[float, int, str] | None:
-        """The most confident two-way cut between sentences, as (confidence, char offset, reason)."""
+        """The most confident two-way cut between sentences, as (confidence, char offset, reason).
+
+        The confidence is that of two topics, a product of three parts: how separate the sides are (no
+        shared words, a low cosine), whether each is substantive enough to be a memory of its own, and
+        whether the speaker marks the change of topic; two sentences about one situation miss the last
+        two however low their cosine.
+        """
         all_cuts = self.split_cuts(raw)
         cuts = []
         for n_left, cut, left, right in all_cuts:
             tl, tr = set(content_tokens(left)), set(content_tokens(right))
             if len(tl) >= _MIN_CONTENT and len(tr) >= _MIN_CONTENT:
-                cuts.append((n_left, cut, left, right, jaccard(tl, tr)))
+                cuts.append((n_left, cut, left, right, jaccard(tl, tr), min(len(tl), len(tr))))
         if not cuts:
             return None
         n_sentences = all_cuts[-1][0] + 1          # the last sentence boundary is always a candidate
-        vecs = self.embedder.embed([t for _, _, left, right, _ in cuts for t in (left, right)])
+        vecs = self.embedder.embed([t for _, _, left, right, _, _ in cuts for t in (left, right)])
         best: tuple[float, int, str] | None = None
-        for i, (n_left, cut, _, right, shared) in enumerate(cuts):
+        for i, (n_left, cut, _, right, shared, content) in enumerate(cuts):
             cosine = float(vecs[2 * i] @ vecs[2 * i + 1])
-            conf = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
-            leans = (words(right) or [""])[0] in _CONTINUATIONS
-            if leans:
-                conf *= 0.5
+            separation = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
+            substance = 1.0 / (1.0 + math.exp((_SUBSTANCE_MID - content) / _SUBSTANCE_SCALE))
+            opening, word = _opening(right)
+            marker = {"shift": 1.0, "leans": _LEANS, "plain": _UNMARKED}[opening]
+            conf = separation * substance * marker
             reason = (f"sentences 1-{n_left} and {n_left + 1}-{n_sentences} share {shared:.2f} of their words, "
-                      f"cosine {cosine:.2f}" + ("; the second part leans on the first" if leans else ""))
+                      f"cosine {cosine:.2f}; the shorter side has {content} content words; " + {
+                          "shift": f"the second part opens with '{word}', a change of topic",
+                          "leans": f"the second part leans on the first ('{word}')",
+                          "plain": "no marker of a change of topic"}[opening])
             if best is None or conf > best[0]:
                 best = (conf, cut, reason)
         return best
@@ -237,6 +264,27 @@ class OfflineBackend(LLMBackend):
     def _segment(self, text: str, label: str) -> dict:
         return {"segment_text": text, "segment_summary": summary_of(text),
                 "segment_keywords": keywords_of(text) or words(text)[:3], "topic_label": label}
+
+
+def _points_back(word: str) -> bool:
+    return word.split("'")[0] in _CONTINUATIONS
+
+
+def _opening(text: str) -> tuple[str, str]:
+    """How a cut's second side opens: ("shift", cue) when a cue phrase announces a new topic, ("leans",
+    word) when it points back to the first side (also right after a cue: "Also, it's lopsided"), else
+    ("plain", "")."""
+    ws = words(text)[:8]
+    start = 0
+    while start < len(ws) and ws[start] in _CUE_LEAD_INS:
+        start += 1
+    for cue in _SHIFT_CUES:
+        if tuple(ws[start:start + len(cue)]) == cue:
+            after = ws[start + len(cue)] if len(ws) > start + len(cue) else ""
+            return ("leans", after) if _points_back(after) else ("shift", " ".join(cue))
+    if ws and _points_back(ws[0]):
+        return "leans", ws[0]
+    return "plain", ""
 
 
 def _is_newer(a: dict, b: dict) -> bool:
