@@ -33,6 +33,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if "MEMWB_WORKSPACE" not in os.environ:          # never the user's own workspace: one throwaway folder per test run
+    import tempfile
+    os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-test-workspace-")
 
 from engine.conversation import Turn  # noqa: E402
 from engine.session import open_session  # noqa: E402
