@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Protocol, runtime_checkable
+from typing import Any, ClassVar, Iterable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from engine import ops as opspecs
 from engine.conversation import Turn
 from engine.edge import Edge
 from engine.embedder import Embedder
+from engine.explain import Placement
 from engine.index import VisibleIndex
 from engine.lexical import BM25
 from engine.llm.base import LLM, LLMCall
@@ -115,6 +116,7 @@ class MemoryEngine(Protocol):
     def processes(self) -> dict[str, OfflineProcess]: ...
     def undo_last_run(self, actor: str = "human") -> str: ...
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult: ...
+    def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]: ...
     def at(self, upto_turn: int | None = None, upto_seq: int | None = None) -> "MemoryEngine": ...
     def export(self) -> dict: ...
 
@@ -154,6 +156,11 @@ class BaseEngine:
         raise NotImplementedError
 
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
+        raise NotImplementedError
+
+    def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+        """Why each unit ranked where it did in `res` (retrieved from this state), or which stage dropped
+        it (`engine.explain`)."""
         raise NotImplementedError
 
     # -- derived views (vectors, the surface index, BM25) ---------------------------------

@@ -44,3 +44,13 @@ class Relevance:
     def ranked_surface(self) -> list[tuple[int, float]]:
         """Every surface node by score, ties by id."""
         return sorted(((u, self.score(u)) for u in self.visible_dense), key=lambda p: (-round(p[1], 9), p[0]))
+
+    def terms(self, uid: int) -> dict[str, float]:
+        """The parts `score(uid)` adds up: both raw signals, their z-values, the weight and the penalty
+        subtracted (in z units, or cosine units when the weight is 0), and the fused value."""
+        d = self.dense(uid)
+        lex = self.lexical.get(uid, 0.0)
+        off = 0.0 if self.engine.state.nodes[uid].visible else self.penalty
+        return {"dense": d, "lexical": lex, "z_dense": (d - self.dense_mu) / self.dense_sd,
+                "z_lexical": (lex - self.lex_mu) / self.lex_sd if self.weight else 0.0, "weight": self.weight,
+                "penalty": off if self.weight else off * self.dense_sd, "relevance": self.score(uid)}

@@ -1,14 +1,18 @@
 """The All-Mem engine: online write, offline ATC, three-stage retrieval, over one store."""
 from __future__ import annotations
 
+from typing import Iterable
+
 from engine.conversation import Turn
 from engine.edge import Edge
 from engine.engines.allmem import atc
 from engine.engines.allmem.executor import Executor, make_plan
+from engine.engines.allmem.explain import explain
 from engine.engines.allmem.ranking import temporal_key, top_cap
 from engine.engines.allmem.retrieval import retrieve
 from engine.engines.allmem.schema import SCHEMA, EdgeType, Kind, Op
 from engine.engines.allmem.settings import AllMemSettings
+from engine.explain import Placement
 from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
 from engine.llm.offline import OfflineBackend, keywords_of, summary_of
 from engine.node import Node
@@ -109,3 +113,6 @@ class AllMemEngine(BaseEngine):
     # -- retrieval --------------------------------------------------------------------------
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
         return retrieve(self, query, k_sources=k)
+
+    def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+        return explain(self, res, uids)

@@ -1,15 +1,19 @@
 """The MemLoom engine: sentence records, HDRA routing into events with a lifecycle, the steward, BDSR."""
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 
 from engine.conversation import Turn
 from engine.edge import Edge
 from engine.engines.memloom import online
+from engine.engines.memloom.explain import explain
 from engine.engines.memloom.retrieval import retrieve
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.memloom.settings import MemLoomSettings
 from engine.engines.memloom.steward import Steward
+from engine.explain import Placement
 from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
 from engine.llm.offline import keywords_of
 from engine.node import Node
@@ -227,3 +231,6 @@ class MemLoomEngine(BaseEngine):
     # -- retrieval ----------------------------------------------------------------------------------
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
         return retrieve(self, query, k)
+
+    def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+        return explain(self, res, uids)

@@ -61,16 +61,20 @@ class Relevance:
         self.fused: dict[int, float] = {}
         self.dense: dict[int, float] = {}
         self.lexical: dict[int, float] = {}
+        self.weight = 0.0 if s.has("no-lexical") else s.lexical_weight
+        self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = 0.0, 1.0, 0.0, 1.0      # the z-statistics
         if not ids:
             return
         zq = engine.embedder.embed_one(query)
         dense = np.stack([engine.vectors[i] for i in ids]) @ zq
+        self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std() or 1.0)
         fused = (dense - dense.mean()) / (dense.std() or 1.0)
-        weight = 0.0 if s.has("no-lexical") else s.lexical_weight
+        weight = self.weight
         lex = np.zeros(len(ids))
         if weight:
             lex_map = engine.bm25.scores(query)
             lex = np.array([lex_map.get(i, 0.0) for i in ids])
+            self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
             fused = fused + weight * (lex - lex.mean()) / (lex.std() or 1.0)
         self.fused = {i: float(v) for i, v in zip(ids, fused)}
         self.dense = {i: float(v) for i, v in zip(ids, dense)}
@@ -86,15 +90,7 @@ def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> Retri
     rel = relevance.fused
     snap = engine.published_view()
     sstate = snap.state if snap is not None else None
-    seeds: list[tuple[int, float]] = []
-    if sstate is not None:
-        scored = []
-        for e in sstate.nodes.values():
-            if e.kind == Kind.EVENT and e.visible and e.attrs.get("published"):
-                members = [m for m in e.members if m in rel]
-                if members:
-                    scored.append((e.id, max(rel[m] for m in members)))
-        seeds = sorted(scored, key=lambda p: (-round(p[1], 9), p[0]))[: s.seeds]
+    seeds = seed_ranking(sstate, rel)[: s.seeds]
     t1 = time.perf_counter()
 
     parent: dict[int, Hop | None] = {e: None for e, _ in seeds}
@@ -163,9 +159,7 @@ def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> Retri
                 score = max(rel[sid], passed)
             offer(sid, score, origin[e], path + [Hop(e, sid, Rel.EVIDENCE)])
     if not s.has("no-realtime"):
-        live = [n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED
-                and n.id in rel]
-        for sid in sorted(live, key=lambda i: (-round(rel[i], 9), i))[: s.realtime_k]:
+        for sid in buffer_ranking(engine, rel)[: s.realtime_k]:
             offer(sid, rel[sid], sid, [])
     ranked = sorted(best, key=lambda i: (-round(best[i][0], 9), -round(rel[i], 9), i))[: s.max_evidence]
     candidates = [_result(engine, sid, best[sid], relevance) for sid in ranked]
@@ -176,6 +170,26 @@ def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> Retri
               "total_ms": (t3 - t0) * 1e3}
     return RetrievalResult(query=query, anchors=seeds, expansion=expansion, candidates=candidates, units=top,
                            source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+
+
+def seed_ranking(sstate, rel: dict[int, float]) -> list[tuple[int, float]]:
+    """Every published event on the snapshot's surface by its best record's relevance, ties by id."""
+    if sstate is None:
+        return []
+    scored = []
+    for e in sstate.nodes.values():
+        if e.kind == Kind.EVENT and e.visible and e.attrs.get("published"):
+            members = [m for m in e.members if m in rel]
+            if members:
+                scored.append((e.id, max(rel[m] for m in members)))
+    return sorted(scored, key=lambda p: (-round(p[1], 9), p[0]))
+
+
+def buffer_ranking(engine: "MemLoomEngine", rel: dict[int, float]) -> list[int]:
+    """Stream two: the sentence records no steward run has curated yet, by relevance, ties by id."""
+    live = [n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED
+            and n.id in rel]
+    return sorted(live, key=lambda i: (-round(rel[i], 9), i))
 
 
 def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Iterable
 
 from engine.conversation import Turn
+from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
 from engine.interface import BaseEngine, IngestReport, writes
 from engine.node import TURN_KIND, Node
 from engine.oplog import OpKind
@@ -21,6 +23,7 @@ from engine.schema import EngineSchema, EngineSettings, KindSpec, StageSpec, Sta
 from engine.tx import Tx
 
 STORED = "stored"
+RANK = "rank"              # the one retrieval stage
 
 
 def _schema(name: str, label: str, description: str, stage_help: str) -> EngineSchema:
@@ -29,7 +32,7 @@ def _schema(name: str, label: str, description: str, stage_help: str) -> EngineS
         node_kinds=(KindSpec(TURN_KIND, "turn", "#4e79a7", "one dataset turn, raw"),),
         statuses=(StatusSpec(STORED, "stored", True, "every turn is searched"),),
         initial_status=STORED, transitions=(),
-        stages=(StageSpec("rank", "Ranking", "ranking", stage_help),),
+        stages=(StageSpec(RANK, "Ranking", "ranking", stage_help),),
     )
 
 
@@ -80,11 +83,7 @@ class NaiveEngine(BaseEngine):
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
         t0 = time.perf_counter()
         rel = Relevance(self, query, self.lexical_weight())
-        if rel.weight:
-            ranked = rel.ranked_surface()
-        else:       # plain cosine, rounded as naive RAG always ranked it
-            ranked = sorted(rel.visible_dense.items(), key=lambda p: (-round(p[1], 6), p[0]))
-        ranked = ranked[: self.settings.candidates]
+        ranked = self._ranked(rel)[: self.settings.candidates]
         candidates = [self._result(uid, score, rel) for uid, score in ranked]
         top = candidates[: self.settings.final_k]
         sources = rank_sources(candidates)
@@ -92,6 +91,34 @@ class NaiveEngine(BaseEngine):
         return RetrievalResult(query=query, anchors=[(r.id, r.score) for r in top], expansion=[],
                                candidates=candidates, units=top, source_ids=sources[:k] if k else sources,
                                context=materialize(top), stages={"rank_ms": elapsed, "total_ms": elapsed})
+
+    def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+        """Every stored turn is ranked; a turn that is not a candidate fell below the ranking's cap."""
+        rel = Relevance(self, res.query, self.lexical_weight())
+        ranks = candidate_ranks(res)
+        by_id = {r.id: r for r in res.candidates}
+        full: dict[int, int] | None = None
+        out: dict[int, Placement] = {}
+        for uid in uids:
+            if uid not in self.state.nodes:
+                out[uid] = Placement(uid, None, False, None, Drop.GONE, RANK, f"u{uid} is not in this state")
+                continue
+            t = rel.terms(uid)
+            if uid in by_id:
+                out[uid] = ranked_placement(res, uid, Signals(**t, score=by_id[uid].score, admitted=RANK), ranks,
+                                            RANK)
+                continue
+            if full is None:
+                full = {u: i for i, (u, _) in enumerate(self._ranked(rel), 1)}
+            out[uid] = Placement(uid, None, False, Signals(**t, score=t["relevance"]), Drop.CANDIDATE_CAP, RANK,
+                                 f"rank {full[uid]} > the {self.settings.candidates} candidates kept")
+        return out
+
+    def _ranked(self, rel: Relevance) -> list[tuple[int, float]]:
+        """Every stored turn by score: the fused one, or the plain cosine rounded as naive RAG always ranked it."""
+        if rel.weight:
+            return rel.ranked_surface()
+        return sorted(rel.visible_dense.items(), key=lambda p: (-round(p[1], 6), p[0]))
 
     def _result(self, uid: int, score: float, rel: Relevance) -> RetrievedUnit:
         u = self.state.nodes[uid]

@@ -1,0 +1,123 @@
+"""Why a MemLoom sentence record ranked where it did, or which stage of the dual-stream retrieval dropped it.
+
+A candidate's signals are its own fused relevance and, on an asked chain, the
+score its event passed down. A record that is not a candidate is placed by
+re-asking the stages: was it offered at all (by a reached event's pointer or
+from the real-time buffer, then the `max_evidence` cap cut it), is it still
+buffered below the buffer's cut, does any event on the published snapshot
+point to it, and where did that event rank as a seed, could the relation
+closure have reached it within the hop limit (then the branching cap was spent).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from engine.engines.memloom.retrieval import TRAVERSED, Relevance, buffer_ranking, seed_ranking
+from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
+from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
+from engine.retrieval import RetrievalResult, RetrievedUnit
+
+if TYPE_CHECKING:
+    from engine.engines.memloom.engine import MemLoomEngine
+
+SEED, TRAVERSE, GROUND = (s.key for s in SCHEMA.stages)
+
+
+def explain(engine: "MemLoomEngine", res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+    s = engine.settings
+    state = engine.state
+    rel = Relevance(engine, res.query)
+    ranks = candidate_ranks(res)
+    by_id = {r.id: r for r in res.candidates}
+    snap = engine.published_view()
+    sstate = snap.state if snap is not None else None
+    reached = {e for e, _ in res.anchors} | {e["id"] for e in res.expansion}
+    cache: dict[str, object] = {}
+    out: dict[int, Placement] = {}
+    for uid in uids:
+        node = state.nodes.get(uid)
+        if node is None:
+            out[uid] = Placement(uid, None, False, None, Drop.GONE, SEED, f"u{uid} is not in this state")
+            continue
+        if node.kind != Kind.SENTENCE or uid not in rel.fused:
+            out[uid] = Placement(uid, None, False, None, Drop.FILTERED, SEED,
+                                 f"a {node.kind} [{node.status}]: retrieval ranks sentence records")
+            continue
+        r = by_id.get(uid)
+        if r is not None:
+            out[uid] = ranked_placement(res, uid, _signals(rel, uid, r), ranks, GROUND)
+            continue
+        sig = _signals(rel, uid, None)
+        if "buffer" not in cache:
+            cache["buffer"] = {u: i for i, u in enumerate(buffer_ranking(engine, rel.fused), 1)}
+        buffer_rank = cache["buffer"].get(uid)
+        pointing = sorted(e for e in (sstate.inc(uid, Rel.EVIDENCE) if sstate is not None and uid in sstate.nodes
+                                      else ()) if sstate.nodes[e].kind == Kind.EVENT)
+        by = [e for e in pointing if e in reached]
+        from_buffer = buffer_rank is not None and buffer_rank <= s.realtime_k and not s.has("no-realtime")
+        if by or from_buffer:
+            source = f"offered by event u{by[0]}" if by else f"offered from the buffer at rank {buffer_rank}"
+            out[uid] = Placement(uid, None, False, sig, Drop.CANDIDATE_CAP, GROUND,
+                                 f"{source}, but below the {s.max_evidence} records kept")
+        elif node.status == Life.BUFFERED and not pointing:
+            out[uid] = (Placement(uid, None, False, sig, Drop.EXPANSION_OFF, SEED,
+                                  "buffered (not curated yet), and the no-realtime ablation skips the buffer")
+                        if s.has("no-realtime") else
+                        Placement(uid, None, False, sig, Drop.BUFFER_CUT, SEED,
+                                  f"buffer rank {buffer_rank} > realtime_k {s.realtime_k}"))
+        elif not pointing:
+            out[uid] = Placement(uid, None, False, sig, Drop.UNPUBLISHED, SEED,
+                                 "no steward run has published a snapshot yet" if sstate is None else
+                                 f"status {node.status}; no event on the snapshot points to it")
+        else:
+            if "seeds" not in cache:
+                cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(sstate, rel.fused), 1)}
+            out[uid] = _unreached(engine, sstate, res, uid, sig, pointing, cache)
+    return out
+
+
+def _unreached(engine, sstate, res: RetrievalResult, uid: int, sig: Signals, pointing: list[int],
+               cache: dict) -> Placement:
+    """A curated record whose events no seed or relation reached: the best of them as a seed, and whether the
+    closure could have reached one within the hop limit."""
+    s = engine.settings
+    seed_rank = cache["seeds"]
+    ranked = sorted((e for e in pointing if e in seed_rank), key=seed_rank.get)
+    if ranked:
+        where = f"its event u{ranked[0]} has seed rank {seed_rank[ranked[0]]} > seeds {s.seeds}"
+    else:
+        e = sstate.nodes[pointing[0]]
+        where = f"its event u{e.id} [{e.status}] is off the snapshot's seed surface"
+    if s.has("no-traversal"):
+        return Placement(uid, None, False, sig, Drop.EXPANSION_OFF, TRAVERSE,
+                         f"{where}, and the no-traversal ablation skips the relation closure")
+    if "reach" not in cache:
+        cache["reach"] = reachable((e for e, _ in res.anchors), lambda u: _neighbours(sstate, u), s.hops)
+    hit = [e for e in pointing if e in cache["reach"]]
+    if hit:
+        return Placement(uid, None, False, sig, Drop.BUDGET, TRAVERSE,
+                         f"{where}; a relation reaches event u{hit[0]} at hop {cache['reach'][hit[0]]}, but the "
+                         f"branching cap of {s.branching} per event took others first")
+    return Placement(uid, None, False, sig, Drop.BELOW_SEED_CUT if ranked else Drop.OFF_SURFACE, SEED,
+                     f"{where}, and no relation within {s.hops} hops of a seed reaches it")
+
+
+def _neighbours(sstate, u: int) -> list[int]:
+    """The events the closure may step to from `u`, either way along every traversed relation."""
+    return [v for t in TRAVERSED for v in (*sstate.out(u, t), *sstate.inc(u, t)) if sstate.nodes[v].kind == Kind.EVENT]
+
+
+def _signals(rel: Relevance, uid: int, r: RetrievedUnit | None) -> Signals:
+    d, lex = rel.dense[uid], rel.lexical[uid]
+    own = rel.fused[uid]
+    score = own if r is None else r.score
+    hop, edge, reverse, admitted = 0, "", False, ""
+    if r is not None:
+        relations = [h for h in r.path if h.type != Rel.EVIDENCE]
+        last = relations[-1] if relations else None
+        hop, edge, reverse = r.hop, last.type if last else "", bool(last and last.reverse)
+        admitted = TRAVERSE if relations else SEED
+    return Signals(dense=d, lexical=lex, z_dense=(d - rel.dense_mu) / rel.dense_sd,
+                   z_lexical=(lex - rel.lex_mu) / rel.lex_sd if rel.weight else 0.0, weight=rel.weight, penalty=0.0,
+                   relevance=own, score=score, inherited=score if round(score, 6) > round(own, 6) else None,
+                   hop=hop, edge=edge, reverse=reverse, admitted=admitted)
