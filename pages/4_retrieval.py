@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.engines import engine_schema, known_engines
+from engine.explain import explain_sources
 from engine.metrics import recall_at_k
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
@@ -77,6 +78,23 @@ for col, (label, ms) in zip(m, timings):
 for col, (label, value) in zip(m[len(timings):], recalls):
     col.metric(label, f"{value:.2f}")
 
+def missed(engine, result, spec) -> None:
+    """Each gold turn outside the top k: its best unit's rank and scores, or the stage that dropped it."""
+    lines = rv.missed_gold_lines(explain_sources(engine, result, gold), k, spec, seen)
+    if lines:
+        st.markdown(f"**Missed gold evidence** (outside the top {k}):\n\n" + "\n".join(f"- {line}" for line in lines))
+
+
+def why(engine, result, spec) -> None:
+    """The signals behind each returned result's rank, in an expander under its engine's table."""
+    with st.expander(f"Why this rank · the {len(result.units)} returned results' signals"):
+        st.caption("fused = z(dense cosine) + weight × z(BM25) − penalty (with weight 0: the cosine − penalty); "
+                   "score is what the ranking used: the fused value, or more when a relation chain passed a "
+                   "score down (inherited). Admitted by: the stage that made it a candidate, at hop/edge.")
+        st.dataframe(table(rv.why_frame(result, engine.explain(result, [r.id for r in result.units]),
+                                        spec)), hide_index=True, width="stretch")
+
+
 TEXT_FIRST = {"text": st.column_config.TextColumn("text", width="medium")}     # the ids stay in view
 left, right = st.columns(2)
 with left:
@@ -85,6 +103,8 @@ with left:
                  column_config=TEXT_FIRST)
     if gold:
         st.dataframe(table(rv.gold_frame(res.source_ids, gold, k, seen)), hide_index=True, width="stretch")
+        missed(view, res, schema)
+    why(view, res, schema)
 with right:
     st.markdown(f"**{peer_schema.label}** · the same {wb.cursor} turns in a scratch database (top {k})")
     if peer_res is None:
@@ -94,6 +114,8 @@ with right:
                      column_config=TEXT_FIRST)
         if gold:
             st.dataframe(table(rv.gold_frame(peer_res.source_ids, gold, k, seen)), hide_index=True, width="stretch")
+            missed(peer, peer_res, peer_schema)
+        why(peer, peer_res, peer_schema)
         st.caption("Timings: " + " · ".join(f"{label.removesuffix(' (ms)')} {ms:.1f} ms"
                                              for label, ms in rv.stage_timings(peer_schema, peer_res.stages)))
 

@@ -14,11 +14,12 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from engine.explain import Placement, Signals, SourcePlacement
 from engine.retrieval import RetrievalResult, RetrievedUnit
 from engine.schema import EngineSchema
 from engine.state import MemoryState
 from workbench.graph_view import status_tag, visibility_text
-from workbench.text import MISSING
+from workbench.text import MISSING, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"
 VISIBLE_MARK, ARCHIVED_MARK = "● visible", "◌ archived"     # All-Mem's statuses as `visibility_text` marks them
@@ -256,3 +257,68 @@ def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None 
     columns = ["rank", "text", "source id", *(["gold"] if gold_set else []), "node", "score"]
     return pd.DataFrame(rows, columns=columns)
 
+
+
+# -- why this rank -------------------------------------------------------------------------------
+def stage_label(schema: EngineSchema | None, key: str) -> str:
+    """A stage key as the schema labels it ("stage2" -> "Stage 2 · expansion")."""
+    spec = next((s for s in schema.stages if s.key == key), None) if schema is not None else None
+    return spec.label if spec is not None else key
+
+
+def fused_text(sig: Signals) -> str:
+    """How the signals add up to the value ranked by, in the fusion's own terms."""
+    if sig.weight:
+        text = (f"z(cos {sig.dense:.3f}) {sig.z_dense:+.2f} + {sig.weight:g} × z(BM25 {sig.lexical:.2f}) "
+                f"{sig.z_lexical:+.2f}")
+    else:
+        text = f"cos {sig.dense:.3f}"
+    if sig.penalty:
+        text += f" − penalty {sig.penalty:.2f}"
+    text += f" = {sig.relevance:.3f}"
+    if sig.inherited is not None:
+        text += f"; the relation chain passed {sig.inherited:.3f}"
+    return text
+
+
+def why_frame(res: RetrievalResult, placements: dict[int, Placement], schema: EngineSchema | None) -> pd.DataFrame:
+    """Why each returned result ranked where it did: both signals, their z-values and weight, the penalty, the
+    fused value, a score a relation chain passed down, and how it was admitted (stage, hop, edge type)."""
+    rows = []
+    for i, r in enumerate(res.units, 1):
+        sig = placements[r.id].signals
+        rows.append({"rank": i, "unit": f"u{r.id}", "score": round(r.score, 3),
+                     "dense cosine": round(sig.dense, 3), "z dense": round(sig.z_dense, 3),
+                     "BM25": round(sig.lexical, 3), "z BM25": round(sig.z_lexical, 3), "weight": sig.weight,
+                     "penalty": round(sig.penalty, 3), "fused": round(sig.relevance, 3),
+                     "inherited": None if sig.inherited is None else round(sig.inherited, 3),
+                     "admitted by": stage_label(schema, sig.admitted), "hop": sig.hop,
+                     "edge": sig.edge + (" (reverse)" if sig.reverse else ""), "how": fused_text(sig)})
+    return pd.DataFrame(rows, columns=["rank", "unit", "score", "dense cosine", "z dense", "BM25", "z BM25", "weight",
+                                       "penalty", "fused", "inherited", "admitted by", "hop", "edge", "how"])
+
+
+def missed_gold_lines(found: Sequence[SourcePlacement], k: int, schema: EngineSchema | None,
+                      seen: set[str] | None = None) -> list[str]:
+    """One markdown line per gold turn outside the top k: where its best unit fell (rank and scores), or the
+    stage that dropped it and why. Dataset ids and engine text go through md_code / md_escape."""
+    lines = []
+    for sp in found:
+        if sp.source_rank is not None and sp.source_rank <= k:
+            continue
+        head = md_code(sp.source_id) + " "
+        if sp.best is None:
+            lines.append(head + md_escape("not ingested yet at this turn" if seen is not None and sp.source_id
+                                          not in seen else "no unit holds it"))
+            continue
+        p, sig = sp.best, sp.best.signals
+        where = md_escape(f"source rank {sp.source_rank} > k {k}" if sp.source_rank else f"not in the top {k}")
+        scores = "" if sig is None else md_escape(f" (score {sig.score:.3f}: {fused_text(sig)})")
+        if p.candidate:
+            state = "returned" if p.returned else md_escape(p.reason)
+            lines.append(head + where + md_escape(f" · best unit u{p.uid} at candidate rank {p.rank}") + scores
+                         + " · " + state)
+        else:
+            lines.append(head + md_escape(f"never a candidate — dropped at {stage_label(schema, p.stage)}: "
+                                          f"{p.reason}") + md_escape(f" · best unit u{p.uid}") + scores)
+    return lines

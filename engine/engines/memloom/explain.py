@@ -41,7 +41,7 @@ def explain(engine: "MemLoomEngine", res: RetrievalResult, uids: Iterable[int]) 
             continue
         if node.kind != Kind.SENTENCE or uid not in rel.fused:
             out[uid] = Placement(uid, None, False, None, Drop.FILTERED, SEED,
-                                 f"a {node.kind} [{node.status}]: retrieval ranks sentence records")
+                                 f"kind {node.kind} [{node.status}]: retrieval ranks sentence records only")
             continue
         r = by_id.get(uid)
         if r is not None:
