@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Iterable
 
+from engine.retrieval import rank_sources
+
 if TYPE_CHECKING:
     from engine.interface import BaseEngine
     from engine.retrieval import RetrievalResult
@@ -138,7 +140,8 @@ def reachable(starts: Iterable[int], steps, hops: int) -> dict[int, int]:
 
 def explain_sources(engine: "BaseEngine", res: "RetrievalResult", source_ids: Iterable[str]
                     ) -> list[SourcePlacement]:
-    """Each source id's rank and its best unit's placement in `res` (retrieved from `engine`'s state)."""
+    """Each source id's rank among every candidate's source ids (what R@k cuts) and its best unit's placement in
+    `res`, retrieved from `engine`'s state under its settings."""
     source_ids = list(source_ids)
     carriers: dict[str, list[int]] = {s: [] for s in source_ids}
     for u in engine.state.nodes.values():
@@ -146,7 +149,7 @@ def explain_sources(engine: "BaseEngine", res: "RetrievalResult", source_ids: It
             if sid in carriers:
                 carriers[sid].append(u.id)
     placements = engine.explain(res, sorted({u for us in carriers.values() for u in us}))
-    ranked = {sid: i for i, sid in enumerate(res.source_ids, 1)}
+    ranked = {sid: i for i, sid in enumerate(rank_sources(res.candidates), 1)}     # uncut by the result's k
     out = []
     for sid in source_ids:
         found = [placements[u] for u in carriers[sid] if u in placements]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.engines import known_engines
 from engine.engines.allmem.schema import EdgeType
 from engine.explain import Drop, explain_sources
 from engine.loaders import load_conversation
@@ -16,7 +17,7 @@ from tests.test_retrieval import add_edges, small_bank
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
-ENGINES = ("allmem", "memloom", "naive", "hybrid")
+ENGINES = tuple(known_engines())
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +85,8 @@ def test_a_missed_gold_turn_is_reported_at_its_true_rank(replayed, conv, name):
                 ours = carriers(eng, sp.source_id)
                 assert sp.units == len(ours)
                 true = min((ranks[u] for u in ours if u in ranks), default=None)
-                assert sp.source_rank == (res.source_ids.index(sp.source_id) + 1
-                                          if sp.source_id in res.source_ids else None)
+                assert sp.source_rank == (full.source_ids.index(sp.source_id) + 1
+                                          if sp.source_id in full.source_ids else None)
                 assert sp.best.rank == true
                 if true is not None and true > 1:
                     missed += 1

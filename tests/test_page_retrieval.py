@@ -1,17 +1,20 @@
 """The Retrieval page through Streamlit's AppTest, on the bundled demo with the real embedder."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import ENGINES, open_app_page
+from apptest import ENGINES, open_app_page, shown_text
 from engine.engines import engine_schema
+from engine.explain import explain_sources
 from engine.node import Node as Unit
 from engine.retrieval import Hop, RetrievedUnit
 from engine.state import MemoryState
+from tests.test_retrieval import small_bank
 from workbench import retrieval_view as rv
 from workbench.model import Workbench
 
@@ -163,3 +166,62 @@ def test_path_rendering_names_off_surface_nodes_by_status():
     state.units[7].status = "superseded"                 # another engine's off-surface status, named as such
     assert rv.path_text(state, r) == "anchor u3 —version→ u7 [superseded] —sibling→ u9"
     assert rv.stage_caption("top-{k}, {missing}", state) == "top-{k}, {missing}"     # unformattable: as written
+
+
+def test_why_this_rank_and_a_missed_gold_turn():
+    """At the end of the demo with k = 1, a question whose gold turn ranks second: the page lists that turn as
+    missed with its best unit's candidate rank and scores, and each result's signals under 'Why this rank'."""
+    at, wb = open_page()
+    wb.jump(len(wb.conversation.turns))
+    view = wb.view
+    question, found = None, []
+    for q in wb.conversation.questions:
+        res = view.retrieve(q.question, 1)
+        found = [sp for sp in explain_sources(view, res, q.evidence) if sp.source_rank and sp.source_rank > 1]
+        if found:
+            question = q
+            break
+    assert question is not None, "some demo question's gold turn ranks below the first source id"
+    at.number_input(key="retrieval_k").set_value(1).run()
+    at.selectbox(key="retrieval_question").set_value(question).run()
+    assert not at.exception
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Missed gold evidence" in text
+    for sp in found:
+        best = min(i for i, r in enumerate(res.candidates, 1) if sp.source_id in r.source_ids)
+        assert sp.best.rank == best
+        line = rv.missed_gold_lines([sp], 1, wb.schema)[0]
+        assert line in text
+        shown, _ = shown_text(line)
+        assert f"{sp.source_id} source rank {sp.source_rank} > k 1" in shown
+        assert f"best unit u{sp.best.uid} at candidate rank {best}" in shown and f"score {sp.best.signals.score:.3f}" \
+            in shown
+    assert any(e.label.startswith("Why this rank") for e in at.expander)
+    why = [d.value for d in at.dataframe if "fused" in d.value.columns]
+    assert len(why) == 2, "the engine's results and its peer's"
+    ours = why[0]
+    assert list(ours["unit"]) == [f"u{r.id}" for r in res.units]
+    assert list(ours["score"]) == [round(r.score, 3) for r in res.units]
+    assert list(ours["dense cosine"]) == [round(r.dense, 3) for r in res.units]
+    assert list(ours["hop"]) == [r.hop for r in res.units]
+    labels = {s.label for s in wb.schema.stages}
+    assert set(ours["admitted by"]) <= labels
+
+
+def test_a_never_candidate_gold_line_names_the_stage_and_escapes_the_id(make_engine):
+    """A gold turn that no stage admitted reads "never a candidate — dropped at <stage>: <reason>"; a source id
+    carrying markdown stays literal text."""
+    eng = small_bank(make_engine)
+    res = eng.retrieve("lighthouse tower painted red")
+    sid = eng.state.nodes[4].source_ids[0]
+    sp = explain_sources(eng, res, [sid])[0]
+    assert sp.best.uid == 4 and not sp.best.candidate
+    hostile = dataclasses.replace(sp, source_id="t`1 **b** [open](https://e.test)")
+    line = rv.missed_gold_lines([hostile], 5, eng.schema)[0]
+    shown, kinds = shown_text(line)
+    assert shown.startswith("t`1 **b** [open](https://e.test) never a candidate — dropped at Stage 1 · anchors: "
+                            "ranked below the seed cut and no path reached it: anchor rank ")
+    assert kinds <= {"text", "code_inline", "softbreak"}
+    gone = dataclasses.replace(sp, best=None, units=0)
+    assert shown_text(rv.missed_gold_lines([gone], 5, eng.schema, seen=set())[0])[0] == \
+        f"{sid} not ingested yet at this turn"
