@@ -9,6 +9,7 @@ import streamlit as st
 from engine.engines import engine_schema, known_engines
 from engine.explain import explain_sources
 from engine.metrics import recall_at_k
+from engine.retrieval import rank_sources
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
 from workbench.review_view import text_html
@@ -102,7 +103,8 @@ with left:
     st.dataframe(table(rv.sources_frame(res, gold, k, state)), hide_index=True, width="stretch",
                  column_config=TEXT_FIRST)
     if gold:
-        st.dataframe(table(rv.gold_frame(res.source_ids, gold, k, seen)), hide_index=True, width="stretch")
+        st.dataframe(table(rv.gold_frame(rank_sources(res.candidates), gold, k, seen)), hide_index=True,
+                     width="stretch")                     # ranks past k too, as the missed-gold lines give them
         missed(view, res, schema)
     why(view, res, schema)
 with right:
@@ -113,7 +115,8 @@ with right:
         st.dataframe(table(rv.sources_frame(peer_res, gold, k, peer.state)), hide_index=True, width="stretch",
                      column_config=TEXT_FIRST)
         if gold:
-            st.dataframe(table(rv.gold_frame(peer_res.source_ids, gold, k, seen)), hide_index=True, width="stretch")
+            st.dataframe(table(rv.gold_frame(rank_sources(peer_res.candidates), gold, k, seen)), hide_index=True,
+                         width="stretch")
             missed(peer, peer_res, peer_schema)
         why(peer, peer_res, peer_schema)
         st.caption("Timings: " + " · ".join(f"{label.removesuffix(' (ms)')} {ms:.1f} ms"

@@ -275,7 +275,8 @@ def fused_text(sig: Signals) -> str:
         text = f"cos {sig.dense:.3f}"
     if sig.penalty:
         text += f" − penalty {sig.penalty:.2f}"
-    text += f" = {sig.relevance:.3f}"
+    if sig.weight or sig.penalty:
+        text += f" = {sig.relevance:.3f}"
     if sig.inherited is not None:
         text += f"; the relation chain passed {sig.inherited:.3f}"
     return text
@@ -294,8 +295,8 @@ def why_frame(res: RetrievalResult, placements: dict[int, Placement], schema: En
                      "inherited": None if sig.inherited is None else round(sig.inherited, 3),
                      "admitted by": stage_label(schema, sig.admitted), "hop": sig.hop,
                      "edge": sig.edge + (" (reverse)" if sig.reverse else ""), "how": fused_text(sig)})
-    return pd.DataFrame(rows, columns=["rank", "unit", "score", "dense cosine", "z dense", "BM25", "z BM25", "weight",
-                                       "penalty", "fused", "inherited", "admitted by", "hop", "edge", "how"])
+    return pd.DataFrame(rows, columns=["rank", "unit", "score", "dense cosine", "BM25", "fused", "penalty", "hop",
+                                       "edge", "admitted by", "z dense", "z BM25", "weight", "inherited", "how"])
 
 
 def missed_gold_lines(found: Sequence[SourcePlacement], k: int, schema: EngineSchema | None,
@@ -315,10 +316,12 @@ def missed_gold_lines(found: Sequence[SourcePlacement], k: int, schema: EngineSc
         where = md_escape(f"source rank {sp.source_rank} > k {k}" if sp.source_rank else f"not in the top {k}")
         scores = "" if sig is None else md_escape(f" (score {sig.score:.3f}: {fused_text(sig)})")
         if p.candidate:
-            state = "returned" if p.returned else md_escape(p.reason)
+            state = md_escape("one of the returned units (R@k counts source ids)" if p.returned else p.reason)
             lines.append(head + where + md_escape(f" · best unit u{p.uid} at candidate rank {p.rank}") + scores
                          + " · " + state)
         else:
             lines.append(head + md_escape(f"never a candidate — dropped at {stage_label(schema, p.stage)}: "
-                                          f"{p.reason}") + md_escape(f" · best unit u{p.uid}") + scores)
+                                          f"{p.reason}") + md_escape(f" · its unit u{p.uid}" if sp.units == 1 else
+                                                                f" · its most relevant unit u{p.uid} of {sp.units}")
+                         + scores)
     return lines
