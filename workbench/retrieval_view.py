@@ -316,7 +316,7 @@ def missed_gold_lines(found: Sequence[SourcePlacement], k: int, schema: EngineSc
         where = md_escape(f"source rank {sp.source_rank} > k {k}" if sp.source_rank else f"not in the top {k}")
         scores = "" if sig is None else md_escape(f" (score {sig.score:.3f}: {fused_text(sig)})")
         if p.candidate:
-            state = md_escape("one of the returned units (R@k counts source ids)" if p.returned else p.reason)
+            state = md_escape("one of the returned units (recall counts source ids)" if p.returned else p.reason)
             lines.append(head + where + md_escape(f" · best unit u{p.uid} at candidate rank {p.rank}") + scores
                          + " · " + state)
         else:
