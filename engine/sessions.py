@@ -25,6 +25,7 @@ from engine.oplog import OpKind
 from engine.store import MetaRow, OpRow, Store
 from engine.workspace import sessions_dir
 
+DB_ENV = "MEMWB_DB"                # the database `memwb ui --db` asks the workbench to open
 LAST_OPENED = "last_opened"        # meta: when the workbench last opened the session (UTC, ISO 8601)
 PARENT = "parent"                  # meta: the file name of the session a branch was made from
 SIDECARS = ("-wal", "-shm", "-journal")      # SQLite's own files beside a database
@@ -41,6 +42,7 @@ class SessionInfo:
     name: str                         # file name inside the sessions folder
     path: Path
     source: str | None = None
+    label: str | None = None          # how the workbench names the source ("bundled demo", "upload: x.json")
     conversation: str | None = None
     engine: str | None = None
     schedule: str | None = None
@@ -57,7 +59,7 @@ class SessionInfo:
 
 def now_text() -> str:
     """Wall-clock time for UI metadata only (never part of a fold)."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def mark_opened(store: Store) -> None:
@@ -124,8 +126,8 @@ def read_session(path: Path, name: str | None = None) -> SessionInfo:
     finally:
         engine.dispose()
     values = {key: _json(value) for key, value in meta.items()}
-    return SessionInfo(name, path, source=values.get("source"), conversation=values.get("conversation"),
-                       engine=values.get("engine"), schedule=values.get("schedule"), turn=int(turn),
+    return SessionInfo(name, path, source=values.get("source"), label=values.get("label"),
+                       conversation=values.get("conversation"), engine=values.get("engine"), schedule=values.get("schedule"), turn=int(turn),
                        last_opened=values.get(LAST_OPENED), parent=_parent_name(values, path.parent))
 
 
