@@ -90,7 +90,7 @@ def header(wb: Workbench) -> None:
     schema = wb.schema
     cols = st.columns([2, 2, 2, 3])
     cols[0].markdown(f"**Source** · {md_escape(wb.source_label)}  \n**Conversation** · "
-                     f"{md_code(wb.conversation.id)}")
+                     f"{md_code(wb.conversation.id)}  \n**Database** · {md_code(wb.db_path.name)}")
     process = f"**Schedule** · {md_code(wb.schedule_text)}" if wb.has_processes else "**Offline process** · none"
     llm = f" · LLM {md_code(wb.engine.llm.backend.name)}" if schema.llm_roles else ""
     cols[1].markdown(f"**Engine** · {schema.label}{llm}  \n{process}")
