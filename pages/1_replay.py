@@ -216,8 +216,9 @@ if "replay_info" in st.session_state:
     st.info(st.session_state.pop("replay_info"))
 with st.expander("Source, conversation, engine and settings", expanded=False):
     loader()
-with st.expander("Sessions in the workspace", expanded=False):
-    opened = session_picker(wb, new_embedder)
+sessions_box = st.expander("Sessions in the workspace", key="replay_sessions_open", on_change="rerun")
+with sessions_box:                  # the listing reads every database: only while the box is open
+    opened = session_picker(wb, new_embedder) if sessions_box.open else None
     if opened is not None:
         set_workbench(opened)
         _sync_targets()

@@ -294,6 +294,14 @@ def test_a_reload_and_a_shared_link_return_to_the_same_session_page_and_turn(tmp
         other.wait_for_function("() => location.search.includes('turn=9')")
         assert read_session(db).turn == 9 and _session_db(tmp_path) == db
         assert _query(other) == {"session": [db.name], "turn": ["9"]}
+        click(other, "◀ Back")
+        other.get_by_text("Sessions in the workspace").click()        # the picker reopens it at its log head
+        wait_idle(other)
+        chosen = other.get_by_role("combobox", name="Session", exact=True)
+        assert chosen.input_value() == f"{db.name} · demo · turn 9"       # the open session, its log head
+        click(other, "Open session", exact=True)
+        other.get_by_text(f"Opened {db.name} at turn 9 of").wait_for()
+        assert _header_turn(other) == "9"
 
 
 def test_memwb_ui_db_opens_that_session(tmp_path):

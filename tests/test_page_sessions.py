@@ -79,6 +79,9 @@ def test_the_picker_lists_sessions_and_opens_one_at_its_head(tmp_path):
     source.unlink()
     (sessions_dir() / "stray.txt").write_text("hello")
     at = _app()
+    assert not at.dataframe                                        # closed: no database is read
+    at.session_state["replay_sessions_open"] = True
+    at.run()
     frame = next(d.value for d in at.dataframe)
     rows = {r["Session"].strip(" ↳\u2003"): r for r in frame.to_dict("records")}
     assert rows[first.db_path.name]["Turn"] == "7" and rows[first.db_path.name]["Source"] == "picked demo"

@@ -12,6 +12,10 @@ the log to the target turn instead of re-running anything. An edit while the
 cursor is behind the head (say, consolidating at turn 20 when the log is at
 40) branches: the log up to the cursor is copied into a new database and the
 edit happens there, so the original history stays intact.
+
+Session databases (branches too) go into the workspace's sessions folder
+(`engine.workspace.sessions_dir`), where the session picker lists them; a
+branch's meta names its parent session. `Workbench.resume` reopens any of them.
 """
 from __future__ import annotations
 

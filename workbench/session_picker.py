@@ -72,7 +72,7 @@ def session_picker(current: Workbench, embedder: Callable[[], Embedder]) -> Work
     name = c1.selectbox("Session", names, key="sessions_choice",
                         format_func=lambda n: (INDENT * by_name[n].depth + f"{n} · {by_name[n].conversation} · "
                                                f"turn {by_name[n].turn}"))
-    if not c2.button("Open", key="sessions_open", width="stretch",
+    if not c2.button("Open session", key="sessions_open", width="stretch",
                      help="Reopen this session at its log head (the cursor can then move back through its log)."):
         return None
     try:
