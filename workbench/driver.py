@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -268,7 +269,7 @@ def routing_showcase_turn(engine: str = "memloom", upto: str = "D6:6") -> int:
     from engine.oplog import OpKind
     from workbench.model import DEMO_PATH, Workbench
 
-    wb = Workbench.open(DEMO_PATH, None, engine=engine)
+    wb = Workbench.open(DEMO_PATH, None, engine=engine, workdir=Path(tempfile.mkdtemp(prefix="memwb-showcase-")))
     wb.jump(demo_turn_after(upto))
     shown = {op.turn: len((op.payload.get("routing") or {}).get("candidates") or [])
              for op in wb.engine.store.ops(kinds=[OpKind.TURN_INGESTED])}
