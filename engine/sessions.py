@@ -167,8 +167,9 @@ def _parent_name(meta: dict, folder: Path) -> str | None:
     """The session a branch was made from: its `parent` name, else the file its `branched_from` URL names."""
     if meta.get(PARENT):
         return str(meta[PARENT])
-    url = (meta.get("branched_from") or {}).get("url") if isinstance(meta.get("branched_from"), dict) else None
-    if not url or not url.startswith("sqlite:///"):
+    origin = meta.get("branched_from")
+    url = origin.get("url") if isinstance(origin, dict) else None
+    if not isinstance(url, str) or not url.startswith("sqlite:///"):
         return None
     return session_name(Path(url.removeprefix("sqlite:///")), folder)
 
