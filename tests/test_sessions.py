@@ -128,3 +128,15 @@ def test_a_refused_open_leaves_no_empty_session(tmp_path):
     with pytest.raises(ValueError):
         Workbench.open(DEMO_PATH, engine="allmem", settings={"ablations": ["no-such-ablation"]}, workdir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_branch_made_by_the_store_alone_is_found_under_its_parent(tmp_path):
+    """A branch without the workbench's `parent` meta: the `branched_from` URL the store records places it."""
+    conversation = load_conversation(DEMO_PATH)
+    engine = open_session(tmp_path / "a.sqlite", engine="naive", conversation=conversation.id, source=str(DEMO_PATH))
+    replay(engine, type(conversation)(conversation.id, conversation.turns[:5], speakers=conversation.speakers),
+           Schedule.parse("manual"))
+    engine.store.branch(tmp_path / "b.sqlite", engine.store.last_seq(upto_turn=3))
+    listing = list_sessions(tmp_path)
+    assert [(s.name, s.depth, s.parent, s.turn) for s in listing] == [("a.sqlite", 0, None, 5),
+                                                                      ("b.sqlite", 1, "a.sqlite", 3)]
