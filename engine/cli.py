@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
+    p.add_argument("--db", help="open this session database (a file `memwb replay` or the workbench wrote)")
     return parser
 
 
@@ -299,12 +300,22 @@ def cmd_schema(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    from engine.sessions import DB_ENV, read_session
+
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
            "--browser.gatherUsageStats", "false"]
     if args.headless:
         cmd += ["--server.headless", "true"]
-    return subprocess.call(cmd)
+    env = dict(os.environ)
+    if args.db:
+        db = Path(args.db).expanduser().resolve()
+        problem = "no such file" if not db.is_file() else read_session(db).problem
+        if problem:
+            print(f"memwb ui: error: cannot open {db}: {problem}", file=sys.stderr)
+            return 2
+        env[DB_ENV] = str(db)
+    return subprocess.call(cmd, env=env)
 
 
 COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,

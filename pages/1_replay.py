@@ -1,7 +1,6 @@
 """Replay: load a conversation, step it into any registered engine turn by turn, and see what each turn caused."""
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import streamlit as st
@@ -9,8 +8,10 @@ import streamlit as st
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.store import StoreError
+from engine.workspace import workspace_dir
 from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbench, list_conversations
 from workbench.replay_view import render_effects, transcript_html, turn_effects
+from workbench.session_picker import session_picker
 from workbench.settings_form import settings_form
 from workbench.state import get_workbench, header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape
@@ -36,9 +37,9 @@ def _show_loader_error(err: LoaderError) -> None:
 
 
 def _saved_upload(upload) -> Path:
-    """Uploaded bytes on disk under their own name (the loaders recognise the format by suffix)."""
-    root = Path(st.session_state.setdefault("replay_upload_dir", tempfile.mkdtemp(prefix="memwb-upload-")))
-    target = root / upload.file_id / Path(upload.name).name
+    """Uploaded bytes on disk under their own name (the loaders recognise the format by suffix), in the workspace
+    so a session replayed from an upload can be reopened later."""
+    target = workspace_dir() / "uploads" / upload.file_id / Path(upload.name).name
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(upload.getvalue())
@@ -215,6 +216,15 @@ if "replay_info" in st.session_state:
     st.info(st.session_state.pop("replay_info"))
 with st.expander("Source, conversation, engine and settings", expanded=False):
     loader()
+sessions_box = st.expander("Sessions in the workspace", key="replay_sessions_open", on_change="rerun")
+with sessions_box:                  # the listing reads every database: only while the box is open
+    opened = session_picker(wb, new_embedder) if sessions_box.open else None
+    if opened is not None:
+        set_workbench(opened)
+        _sync_targets()
+        st.session_state["replay_flash"] = (f"Opened {md_code(opened.db_path.name)} at turn {opened.cursor} of "
+                                            f"{opened.total_turns} ({opened.schema.label}).")
+        st.rerun()
 stepping(wb)
 
 left, right = st.columns([5, 6], gap="large")

@@ -4,16 +4,19 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from conftest import ROOT
 from engine.proposal import GateVerdict, Status
+from engine.sessions import list_sessions, read_session
 from engine.store import Store
+from engine.workspace import ENV
 from workbench.review_view import sort_queue
 from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, demo_turn_after, jump_to_turn,
                               memloom_walkthrough, open_page, running_app, wait_idle, walkthrough)
+from workbench.model import DEMO_PATH, Workbench
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
@@ -122,9 +125,9 @@ def test_a_page_load_stays_on_this_machine(tmp_path):
     assert deploy == 0
 
 
-def _session_db(root: Path, conversation: str = "demo") -> Path:
-    """The session database the app made for `conversation` somewhere under `root` (its TMPDIR and HOME)."""
-    found = [p for p in root.rglob("*.sqlite") if Store(p).meta().get("conversation") == conversation]
+def _session_db(workspace: Path, conversation: str = "demo") -> Path:
+    """The session database the app made for `conversation` in the workspace it was started with."""
+    found = [s.path for s in list_sessions(workspace / "sessions") if s.conversation == conversation]
     assert len(found) == 1, found
     return found[0]
 
@@ -144,8 +147,7 @@ def _choices_on_cards(page) -> list[str]:
 def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
     """Drive the review queue's bulk buttons and card radios as a person does, apply, and read the session
     database: the cards, the Apply button and what is stored agree."""
-    env = {"TMPDIR": str(tmp_path), "HOME": str(tmp_path)}
-    with running_app(env=env) as url, browser_page() as page:
+    with running_app(env={ENV: str(tmp_path)}) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
         wait_idle(page)
@@ -245,3 +247,83 @@ def test_dataset_strings_show_literally_and_never_as_links(tmp_path):
     assert "See [open the report](https://example.com) for the rota" in replay       # the transcript, as typed
     assert "Question · [open the report](https://example.com)" in annotate
     assert links == []
+
+
+def _header_turn(page) -> str:
+    """The header's "Turn · n / N" as the page shows it."""
+    return re.search(r"Turn · (\d+) / \d+", page.inner_text("body")).group(1)
+
+
+def _query(page) -> dict[str, list[str]]:
+    return parse_qs(urlparse(page.url).query)
+
+
+def test_a_reload_and_a_shared_link_return_to_the_same_session_page_and_turn(tmp_path):
+    """Step, step back, go to another page, reload: the same session database, page and turn; then a second browser
+    context opening the same URL lands there too. The workspace holds that one session, at its log head."""
+    with running_app(env={ENV: str(tmp_path)}) as url, browser_page() as page:
+        page.goto(url)
+        page.get_by_role("button", name="Next ▶").wait_for()
+        wait_idle(page)
+        jump_to_turn(page, 9)
+        click(page, "◀ Back")
+        page.get_by_text("Turn · 8 / ").wait_for()
+        db = _session_db(tmp_path)
+        assert read_session(db).turn == 9                       # the log holds 9 turns; the cursor is at 8
+        open_page(page, "Memory graph")
+        page.wait_for_function("() => location.pathname.endsWith('/graph') && location.search.includes('turn=8')")
+        assert _query(page) == {"session": [db.name], "turn": ["8"]}
+        link = page.url
+
+        page.reload()
+        page.get_by_text(f"Database · {db.name}").wait_for()
+        wait_idle(page)
+        assert _header_turn(page) == "8" and urlparse(page.url).path.endswith("/graph")
+        assert page.get_by_role("heading", name="Memory graph").count()
+        assert _session_db(tmp_path) == db and read_session(db).turn == 9      # no new session was made
+
+        other = page.context.browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
+        other.set_default_timeout(120_000)
+        other.goto(link)
+        other.get_by_text(f"Database · {db.name}").wait_for()
+        wait_idle(other)
+        assert _header_turn(other) == "8" and urlparse(other.url).path.endswith("/graph")
+        open_page(other, "Replay")
+        click(other, "Next ▶")                                   # through the log: the cursor moves, nothing ingested
+        other.get_by_text("Turn · 9 / ").wait_for()
+        other.wait_for_function("() => location.search.includes('turn=9')")
+        assert read_session(db).turn == 9 and _session_db(tmp_path) == db
+        assert _query(other) == {"session": [db.name], "turn": ["9"]}
+        click(other, "◀ Back")
+        other.get_by_text("Sessions in the workspace").click()        # the picker reopens it at its log head
+        wait_idle(other)
+        chosen = other.get_by_role("combobox", name="Session", exact=True)
+        assert chosen.input_value() == f"{db.name} · demo · turn 9"       # the open session, its log head
+        click(other, "Open session", exact=True)
+        other.get_by_text(f"Opened {db.name} at turn 9 of").wait_for()
+        assert _header_turn(other) == "9"
+
+
+def test_memwb_ui_db_opens_that_session(tmp_path):
+    """`memwb ui --db FILE` with a database outside the workspace: the app opens it at its log head and steps on
+    in that file; the URL carries only the turn (the file has no name in the workspace), and a reload comes back."""
+    wb = Workbench.open(DEMO_PATH, engine="naive", workdir=tmp_path / "mine", label="my demo")
+    wb.jump(6)
+    db = wb.db_path
+    workspace = tmp_path / "workspace"
+    with running_app(env={ENV: str(workspace)}, via_cli=True, cli_args=["--db", str(db)]) as url, \
+            browser_page() as page:
+        page.goto(url)
+        page.get_by_text(f"Database · {db.name}").wait_for()
+        wait_idle(page)
+        assert _header_turn(page) == "6" and "my demo" in page.inner_text("body")
+        click(page, "Next ▶")
+        page.get_by_text("Turn · 7 / ").wait_for()
+        assert read_session(db).turn == 7                       # the named file itself grew
+        page.wait_for_function("() => location.search.includes('turn=7')")
+        assert _query(page) == {"turn": ["7"]}
+        page.reload()
+        page.get_by_text(f"Database · {db.name}").wait_for()
+        wait_idle(page)
+        assert _header_turn(page) == "7"
+    assert not list((workspace / "sessions").glob("*.sqlite"))     # nothing else was made

@@ -172,3 +172,14 @@ def test_replay_into_an_existing_memory_refuses_a_changed_file(tmp_path):
                  "--quiet").stdout.startswith("turns=12 ")
     proc = memwb("replay", tmp_path / "reordered.jsonl", "--db", db, "--engine", "naive", check=False)
     assert proc.returncode == 2 and "turn order differs at turn 3" in proc.stderr
+
+
+def test_ui_refuses_a_db_that_is_no_session(tmp_path):
+    """`memwb ui --db` names what is wrong before any server starts, and leaves the file as it was."""
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database" * 20)
+    proc = memwb("ui", "--headless", "--db", junk, check=False)
+    assert proc.returncode == 2 and "not a readable session database" in proc.stderr and str(junk) in proc.stderr
+    assert junk.read_bytes() == b"not a database" * 20
+    proc = memwb("ui", "--headless", "--db", tmp_path / "missing.sqlite", check=False)
+    assert proc.returncode == 2 and "no such file" in proc.stderr

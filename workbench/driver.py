@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -30,12 +31,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None,
-                via_cli: bool = False) -> Iterator[str]:
+                via_cli: bool = False, cli_args: list[str] | None = None) -> Iterator[str]:
     """A streamlit server on a free loopback port; yields its base URL and stops it afterwards.
 
-    `via_cli` starts it the way a user does, with `memwb ui` (from `cwd`, the repository by default)."""
+    `via_cli` starts it the way a user does, with `memwb ui` (from `cwd`, the repository by default) and
+    `cli_args` after it (say, `["--db", FILE]`)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port)] if via_cli else \
+    cli = [sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port), *(cli_args or [])]
+    cmd = cli if via_cli else \
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"memwb-app-{port}.log", "w")
@@ -266,7 +269,7 @@ def routing_showcase_turn(engine: str = "memloom", upto: str = "D6:6") -> int:
     from engine.oplog import OpKind
     from workbench.model import DEMO_PATH, Workbench
 
-    wb = Workbench.open(DEMO_PATH, None, engine=engine)
+    wb = Workbench.open(DEMO_PATH, None, engine=engine, workdir=Path(tempfile.mkdtemp(prefix="memwb-showcase-")))
     wb.jump(demo_turn_after(upto))
     shown = {op.turn: len((op.payload.get("routing") or {}).get("candidates") or [])
              for op in wb.engine.store.ops(kinds=[OpKind.TURN_INGESTED])}

@@ -12,29 +12,31 @@ the log to the target turn instead of re-running anything. An edit while the
 cursor is behind the head (say, consolidating at turn 20 when the log is at
 40) branches: the log up to the cursor is copied into a new database and the
 edit happens there, so the original history stays intact.
+
+Session databases (branches too) go into the workspace's sessions folder
+(`engine.workspace.sessions_dir`), where the session picker lists them; a
+branch's meta names its parent session. `Workbench.resume` reopens any of them.
 """
 from __future__ import annotations
 
-import itertools
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.conversation import Conversation
 from engine.embedder import Embedder
-from engine.engines import engine_schema, known_engines
+from engine.engines import engine_class, engine_schema, known_engines
 from engine.interface import BaseEngine
 from engine.loaders import load_conversation, load_conversations
 from engine.replay import Schedule, check_replayable, step
-from engine.session import DEFAULT_ENGINE, open_session, scratch_engine
+from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
+from engine.sessions import PARENT, mark_opened, new_session_path, read_session, session_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
 LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
 PEERS_KEPT = 3                        # scratch peer engines cached per workbench
-_COUNTER = itertools.count(1)
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Workbench:
     engine: BaseEngine
     schedule: Schedule
     db_path: Path
+    workdir: Path | None = None           # where this workbench's new databases go (None: the workspace)
     cursor: int = 0                       # turns visible in the view (0 = nothing ingested)
     last_ingest: object | None = None     # IngestReport of the most recent step forward
     last_run: object | None = None        # RunReport of the most recent consolidation apply
@@ -58,21 +61,52 @@ class Workbench:
     def open(cls, path: Path, conversation_id: str | None = None, engine: str = DEFAULT_ENGINE,
              label: str | None = None, schedule: str = "manual", settings: dict | None = None,
              llm: str = "offline", workdir: Path | None = None, embedder: Embedder | None = None) -> "Workbench":
-        """Load a conversation and open a fresh database for `engine` (any registered engine name).
+        """Load a conversation and open a new database for `engine` (any registered engine name) in `workdir`,
+        the workspace's sessions folder by default.
 
         An engine without offline processes never consolidates, so its schedule is always manual.
         """
         conversation = load_conversation(path, conversation_id)
         if not engine_schema(engine).processes:
             schedule = "manual"
-        Schedule.parse(schedule)                  # a bad schedule fails before any file is made
-        workdir = workdir or Path(tempfile.mkdtemp(prefix="memwb-"))
-        db = workdir / f"{_safe(conversation.id)}-{engine}-{next(_COUNTER)}.sqlite"
-        engine = open_session(db, engine=engine, llm=llm, settings=settings, conversation=conversation.id,
-                              source=str(path), schedule=schedule, embedder=embedder)
-        check_replayable(engine, conversation)        # stepping resumes at the log's head: same turns before it
-        wb = cls(source_label=label or Path(path).name, source_path=Path(path), conversation=conversation,
-                 engine=engine, schedule=Schedule.parse(schedule), db_path=db)
+        Schedule.parse(schedule)                  # a bad schedule or settings fail before any file is made
+        engine_class(engine).Settings.from_dict(settings or {})
+        label = label or Path(path).name
+        db = new_session_path(f"{_safe(conversation.id)}-{engine}", workdir)
+        opened = open_session(db, engine=engine, llm=llm, settings=settings, conversation=conversation.id,
+                              source=str(Path(path).resolve()), schedule=schedule, label=label, embedder=embedder)
+        check_replayable(opened, conversation)        # stepping resumes at the log's head: same turns before it
+        mark_opened(opened.store)
+        return cls(source_label=label, source_path=Path(path), conversation=conversation, engine=opened,
+                   schedule=Schedule.parse(schedule), db_path=db, workdir=workdir)
+
+    @classmethod
+    def resume(cls, db: Path, embedder: Embedder | None = None, workdir: Path | None = None) -> "Workbench":
+        """Reopen a session database at its log head: source file, conversation, engine and schedule come from
+        its meta. Raises `SessionError` naming what is missing (the database, or the source file it was
+        replayed from); the database is not changed then."""
+        db = Path(db)
+        if not db.is_file():
+            raise SessionError(f"no session database at {db}")
+        problem = read_session(db).problem            # read-only: a foreign file is refused untouched
+        if problem:
+            raise SessionError(f"cannot open {db}: {problem}")
+        engine = open_session(db, create=False, embedder=embedder)
+        meta = engine.store.meta()
+        source, conversation_id = meta.get("source"), meta.get("conversation")
+        if not source or not conversation_id:
+            raise SessionError(f"{db.name} does not record the source file and conversation it was replayed from, "
+                               "so the workbench cannot show it")
+        if not Path(source).is_file():
+            raise SessionError(f"{db.name} was replayed from {source}, which is gone; put the file back there "
+                               "to open this session")
+        conversation = load_conversation(Path(source), conversation_id)
+        check_replayable(engine, conversation)
+        mark_opened(engine.store)
+        schedule = Schedule.parse(meta.get("schedule") or "manual") if engine.processes() else Schedule.parse("manual")
+        wb = cls(source_label=meta.get("label") or Path(source).name, source_path=Path(source),
+                 conversation=conversation, engine=engine, schedule=schedule, db_path=db, workdir=workdir)
+        wb.cursor = wb.head
         return wb
 
     @classmethod
@@ -82,6 +116,11 @@ class Workbench:
         path = Path(os.environ.get("MEMWB_DEMO", DEMO_PATH))
         kwargs.setdefault("engine", os.environ.get("MEMWB_ENGINE") or DEFAULT_ENGINE)
         return cls.open(path, None, label="bundled demo" if path == DEMO_PATH else path.name, **kwargs)
+
+    @property
+    def session_name(self) -> str | None:
+        """The database's name in the workspace's sessions folder (what a link carries); None elsewhere."""
+        return session_name(self.db_path)
 
     # -- what the engine is ---------------------------------------------------------
     @property
@@ -189,8 +228,10 @@ class Workbench:
         if self.at_head:
             return
         seq = self.engine.store.last_seq(upto_turn=self.cursor)
-        target = self.db_path.with_name(f"{self.db_path.stem}-branch{next(_COUNTER)}.sqlite")
-        self.engine.store.branch(target, seq)
+        target = new_session_path(f"{self.db_path.stem}-branch", self.workdir)
+        branch = self.engine.store.branch(target, seq)
+        branch.set_meta(**{PARENT: session_name(self.db_path, target.parent) or str(self.db_path.resolve())})
+        mark_opened(branch)
         self.branches.append(self.db_path)
         self.engine = open_session(target, embedder=self.engine.embedder)
         self.db_path = target

@@ -1,14 +1,19 @@
 """Streamlit glue: one `Workbench` per browser session, shared by every page."""
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 from engine.embedder import Embedder
+from engine.sessions import DB_ENV
 from workbench.model import Workbench
+from workbench.session_link import SESSION_PARAM, TURN_PARAM, first_workbench, url_params
 from workbench.settings_form import changed_settings
 from workbench.text import MISSING, md_code, md_escape
 
 _KEY = "workbench"
+_NOTES = "workbench_link_notes"       # what the URL asked for that could not be done, shown once
 
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
@@ -20,10 +25,24 @@ def shared_embedder() -> Embedder:
 
 
 def get_workbench() -> Workbench:
-    """The session's workbench; the bundled demo on first use."""
+    """The session's workbench; on first use the session and turn the URL names, else the database
+    `memwb ui --db` named, else the bundled demo."""
     if _KEY not in st.session_state:
-        st.session_state[_KEY] = Workbench.demo(embedder=_session_embedder())
+        wb, notes = first_workbench(st.query_params.to_dict(), os.environ.get(DB_ENV), _session_embedder)
+        st.session_state[_KEY] = wb
+        st.session_state[_NOTES] = notes
     return st.session_state[_KEY]
+
+
+def sync_url(wb: Workbench) -> None:
+    """Keep the URL's session and turn at the workbench's, so a reload or a shared link comes back here."""
+    wanted = url_params(wb)
+    params = st.query_params
+    for key in (SESSION_PARAM, TURN_PARAM):
+        if key not in wanted and key in params:
+            del params[key]
+        elif key in wanted and params.get(key) != wanted[key]:
+            params[key] = wanted[key]
 
 
 def set_workbench(wb: Workbench) -> None:
@@ -63,12 +82,15 @@ def settings_text(engine) -> str:
 def header(wb: Workbench) -> None:
     """The strip every page shows: dataset, conversation, engine, settings, current turn, node counts."""
     st.session_state.setdefault("page_header_seen", True)
+    sync_url(wb)
+    for note in st.session_state.pop(_NOTES, []):
+        st.warning(md_escape(note), icon=":material/link_off:")
     state = wb.view.state
     turn = wb.current_turn
     schema = wb.schema
     cols = st.columns([2, 2, 2, 3])
     cols[0].markdown(f"**Source** · {md_escape(wb.source_label)}  \n**Conversation** · "
-                     f"{md_code(wb.conversation.id)}")
+                     f"{md_code(wb.conversation.id)}  \n**Database** · {md_code(wb.db_path.name)}")
     process = f"**Schedule** · {md_code(wb.schedule_text)}" if wb.has_processes else "**Offline process** · none"
     llm = f" · LLM {md_code(wb.engine.llm.backend.name)}" if schema.llm_roles else ""
     cols[1].markdown(f"**Engine** · {schema.label}{llm}  \n{process}")
