@@ -5,6 +5,7 @@ import pytest
 
 from engine.engines import engine_schema, known_engines
 from engine.interface import BaseEngine, RunError
+from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 
 
@@ -18,16 +19,17 @@ def test_stepping_folds_and_refuses_to_ingest_past_an_open_run(tmp_path):
     assert len(wb.view.state.units) == 10
     wb.next()
     assert wb.cursor == 11 and wb.engine.store.last_seq() == seq                    # moved through the log
-    wb.jump(12)
-    wb.engine.propose(manual=True)
+    split_turn = demo_turn_after("D3:4")               # the demo's intended Split is then in the buffer
+    wb.jump(split_turn)
+    assert wb.engine.propose(manual=True)
     with pytest.raises(RuntimeError, match="waiting for a decision"):
         wb.next()
-    assert wb.head == 12
+    assert wb.head == split_turn
     with pytest.raises(RunError, match="nothing to apply"):
         wb.engine.apply({}, decided_by="test")          # undecided proposals are never closed silently
     wb.engine.apply({}, decided_by="test", defer_rest=True)
     wb.next()
-    assert wb.head == 13
+    assert wb.head == split_turn + 1
 
 
 def test_edit_behind_the_head_branches(tmp_path):
