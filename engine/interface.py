@@ -487,6 +487,9 @@ class BaseProcess:
             tx.make_proposal(p)
         tx.flush_buffer(self.spec.buffer)
         eng.commit(tx.ops)
+        made = [eng.state.proposals[p.id] for p in proposals]
+        if manual and not any(p.status == Status.PENDING for p in made):
+            self.apply(None, "diagnosis", run_id)       # nothing to decide: a run left open would only block ingest
         return [eng.state.proposals[p.id] for p in proposals]
 
     @writes

@@ -45,7 +45,9 @@ def run_diagnosis(process: str | None) -> None:
     def act():
         props = wb.engine.propose(manual=True, process=process)
         pending = sum(p.status == Status.PENDING for p in props)
-        flash("success", f"{wb.engine.open_run()}: {len(props)} proposals, {pending} waiting for a decision.")
+        run_id = wb.engine.open_run() or list(wb.engine.state.runs)[-1]
+        flash("success", f"{run_id}: {len(props)} proposals, {pending} waiting for a decision."
+                         + ("" if pending else " Nothing to decide, so the run is closed."))
         st.session_state[TAB_KEY] = QUEUE_TAB
     edit(act)
 

@@ -258,7 +258,8 @@ def test_diagnosis_behind_head_branches_at_the_cursor():
     assert not at.exception
     assert wb.db_path != old_db and wb.branches == [old_db]
     assert wb.head == wb.cursor == 8
-    assert wb.engine.open_run() is not None
+    runs = list(wb.engine.state.runs.values())
+    assert len(runs) == 1 and runs[0].turn == 8           # diagnosed at the cursor, in the branch
     assert not at.warning
 
 

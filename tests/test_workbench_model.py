@@ -74,3 +74,15 @@ def test_the_peer_holds_the_turns_up_to_the_cursor_and_is_cached(tmp_path):
 def test_a_baseline_session_compares_with_all_mem(tmp_path):
     wb = Workbench.demo(workdir=tmp_path, engine="naive")
     assert wb.default_peer() == "allmem"
+
+
+def test_a_diagnosis_with_nothing_to_decide_closes_its_run(tmp_path):
+    """A manual diagnosis that leaves nothing pending is committed at once, so it never blocks ingest."""
+    wb = Workbench.demo(workdir=tmp_path)
+    wb.jump(12)
+    proposals = wb.engine.propose(manual=True)
+    assert not [p for p in proposals if p.status == "pending"]
+    run = list(wb.engine.state.runs.values())[-1]
+    assert wb.engine.open_run() is None and run.status == "committed" and run.mode == "manual"
+    wb.next()
+    assert wb.head == 13
