@@ -1,6 +1,7 @@
 """Memory graph page through Streamlit's AppTest: the embedded graph, archived units, time travel, details, diff."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -27,9 +28,10 @@ def _open_graph(prepare=None, engine: str = "allmem") -> AppTest:
 
 
 def _graph_html(at: AppTest) -> str:
-    frames = at.get("iframe")
-    assert len(frames) == 1
-    return frames[0].proto.srcdoc
+    """The document the page hands its clickable graph component."""
+    canvases = at.get("bidi_component")
+    assert len(canvases) == 1
+    return json.loads(canvases[0].proto.json)["html"]
 
 
 def _archived_nodes(html: str) -> list[str]:
@@ -51,7 +53,7 @@ def consolidated() -> AppTest:
 def test_empty_memory_points_to_replay():
     at = _open_graph()
     assert any("Replay" in i.value for i in at.info)
-    assert not at.get("iframe")
+    assert not at.get("bidi_component")
 
 
 @pytest.mark.parametrize("engine", ENGINES)

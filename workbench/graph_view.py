@@ -431,25 +431,28 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
                      visible_only: bool = False, sessions: tuple[int, int] | None = None, search: str = "",
                      focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600,
                      statuses: set[str] | None = None, edge_labels: dict | None = None,
-                     expand: Iterable[str] = (), group: bool | None = None, hops: int = 1) -> str:
+                     expand: Iterable[str] = (), group: bool | None = None, hops: int = 1,
+                     expand_highlighted: bool = True) -> str:
     """A full HTML document for `st.iframe(html, height=height_px + 20)` or `workbench.graph_canvas`.
 
     `highlight_edges` are stored edge keys (src, dst, type); a key given against the stored direction is
     matched to the stored edge. `edge_labels` writes a label on edges (e.g. "hop 1 (reverse)" on a path).
     `group` forces sessions into group nodes (True) or not (False); by default they are grouped above
     `GROUP_ABOVE` nodes. `expand` names sessions drawn unit by unit when grouped; sessions holding a
-    highlighted unit are always expanded. `hops` is how far `focus` reaches.
+    highlighted unit or path are expanded too unless `expand_highlighted` is off (then their group is
+    ringed). `hops` is how far `focus` reaches.
     """
     net, drawing = _network(state, highlight_edges=highlight_edges, highlight_units=highlight_units,
                             edge_types=edge_types, visible_only=visible_only, sessions=sessions, search=search,
                             focus=focus, max_nodes=max_nodes, statuses=statuses, edge_labels=edge_labels,
-                            expand=expand, group=group, hops=hops)
+                            expand=expand, group=group, hops=hops, expand_highlighted=expand_highlighted)
     return _document(net, height_px, _summary_line(drawing, max_nodes, off_surface_word(state.schema)),
                      legend_html(state.schema, grouped=drawing.grouped))
 
 
 def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types, visible_only, sessions, search,
-             focus, max_nodes, statuses, edge_labels, expand, group, hops) -> tuple[Network, Drawing]:
+             focus, max_nodes, statuses, edge_labels, expand, group, hops,
+             expand_highlighted) -> tuple[Network, Drawing]:
     path = {_stored_key(state, tuple(k)) for k in highlight_edges}
     labels = {_stored_key(state, tuple(k)): str(v) for k, v in (edge_labels or {}).items()}
     ringed = {u for u in highlight_units if u in state.units}
@@ -463,7 +466,8 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
     if groups_sessions(len(passing), focus, group):
         groups = session_groups(state, passing)
         pinned_sessions = {state.units[u].session for u in pinned if u in passing}
-        opened = {g.session for g in groups if g.session in set(expand) or g.session in pinned_sessions}
+        opened = set(expand) | (pinned_sessions if expand_highlighted else set())
+        opened = {g.session for g in groups if g.session in opened}
         in_open = [u for g in groups if g.session in opened for u in g.units]
         shown = _cap(state, set(in_open), pinned & set(in_open), max_nodes)
         selection = Selection(shown=shown, matched=len(in_open), pinned=pinned & set(in_open))
@@ -475,7 +479,7 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
         for session, (x, y) in band_at.items():
             _add_band_title(net, by_session[session], x, y)
         for g in drawing.groups:
-            _add_group(net, state, g, *group_at[g.session])
+            _add_group(net, state, g, *group_at[g.session], ringed=bool(pinned & set(g.units)))
     else:
         selection = select_units(state, pinned=pinned, max_nodes=max_nodes, **filters)
         drawing = Drawing(selection)
@@ -584,8 +588,9 @@ def _summary_title(a, b, style: dict, count: int) -> str:
             f"(both directions)<br>Expand a session to see these edges one by one.")
 
 
-def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int) -> None:
-    """A collapsed session: its name, unit count (and how many are off the surface) and date."""
+def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int, ringed: bool = False) -> None:
+    """A collapsed session: its name, unit count (and how many are off the surface) and date; ringed when it
+    holds a highlighted unit."""
     e = html.escape
     schema = state.schema
     units = [state.units[u] for u in g.units]
@@ -601,10 +606,10 @@ def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int
              f"<b>First</b> {e(first.label)}: {e(first.raw[:200] or first.summary[:200])}<br>"
              f"<i>Click to expand this session in place.</i>")
     net.add_node(f"{GROUP_PREFIX}{g.session}", label=f"Session {g.session}\n{count}\n{g.date}", title=title,
-                 x=x, y=y, physics=False, shape="box", margin=12, borderWidth=2, count=len(units),
+                 x=x, y=y, physics=False, shape="box", margin=12, borderWidth=5 if ringed else 2, count=len(units),
                  widthConstraint={"minimum": min(200, 120 + len(units))},
                  font={"size": 18, "face": "sans-serif", "color": "#1a1a1a"},
-                 color={"background": GROUP_FILL, "border": GROUP_BORDER,
+                 color={"background": GROUP_FILL, "border": RING_COLOR if ringed else GROUP_BORDER,
                         "highlight": {"background": "#d4e3f7", "border": "#000000"},
                         "hover": {"background": "#d4e3f7", "border": GROUP_BORDER}})
 
