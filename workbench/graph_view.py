@@ -65,7 +65,8 @@ X_STEP, ROW_STEP, MIN_ROW_STEP, STACK_STEP = 120, 170, 70, 55
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 GROUP_ABOVE = 300                # more nodes than this pass the filters: sessions collapse into group nodes
 EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this: only the highlighted ones are drawn
-GROUP_COLUMNS, CELL_W, CELL_H = 6, 250, 150      # the grid of collapsed sessions
+GROUP_COLUMNS, CELL_W, CELL_H = 8, 230, 150      # the grid of collapsed sessions
+SUMMARY_PER_GROUP = 2            # of a thinned type, each group keeps its strongest links to this many others
 BAND_LINE = 110                  # height of one line of turns in an expanded session's band
 GROUP_PREFIX, BAND_PREFIX = "group:", "session:"  # node ids of a collapsed session and of a band's title
 GROUP_FILL, GROUP_BORDER = "#eaf1fb", "#4a6fa5"
@@ -298,8 +299,10 @@ def grouped_layout(state: MemoryState, groups: list[SessionGroup], drawn: set[in
         band_at[g.session] = (0, y - CELL_H // 4)
         columns = _columns(state, (state.units[u] for u in g.units if u in drawn))
         line_y = y + BAND_LINE // 3
-        for start in range(0, len(columns), per_line):
-            line = columns[start:start + per_line]
+        lines = -(-len(columns) // per_line)
+        step = -(-len(columns) // max(1, lines))                # balanced lines: no lone turn on the last one
+        for start in range(0, len(columns), step):
+            line = columns[start:start + step]
             for column, stack in enumerate(line):
                 for depth, u in enumerate(stack):
                     units[u.id] = (column * X_STEP + depth * 36, line_y + depth * STACK_STEP)
@@ -517,9 +520,15 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
             pair = (a, b) if str(a) <= str(b) else (b, a)
             summary[(*pair, edge.type)] = summary.get((*pair, edge.type), 0) + 1
     lineage = set(lineage_types(state))
+    totals: dict[str, int] = {}
+    for etype, items in one_by_one.items():
+        totals[etype] = totals.get(etype, 0) + len(items)
+    for (_, _, etype), count in summary.items():
+        totals[etype] = totals.get(etype, 0) + count
+    hairy = {t for t, n in totals.items() if n > EDGE_TYPE_LIMIT and t not in lineage}
     large = len(drawn) > 150
     for etype, items in one_by_one.items():
-        if len(items) > EDGE_TYPE_LIMIT and etype not in lineage:      # a similarity hairball: only what matters
+        if len(items) > EDGE_TYPE_LIMIT and etype in hairy:      # a similarity hairball: only what matters
             kept = [(k, e) for k, e in items if k in path or e.src in ringed or e.dst in ringed]
             drawing.thinned[etype] = len(items) - len(kept)
             items = kept
@@ -527,17 +536,39 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
             _add_edge(net, _edge_options(state, key, edge, positions, path, labels, large))
             drawing.edges += 1
     order = {t: i for i, t in enumerate(edge_types_of(state))}
-    for (a, b, etype), count in sorted(summary.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]), kv[0][2])):
+    for (a, b, etype), count in _strongest(summary, hairy, drawing.thinned):
         style = edge_style(etype, schema)
         _add_edge(net, {"from": a, "to": b, "count": count, "title": _summary_title(a, b, style, count),
                         "dashes": _dashes(style), "width": round(style["width"] + 1.6 * math.log2(count), 2),
                         "color": {"color": style["color"], "opacity": style["opacity"]},
                         "arrows": {"to": {"enabled": False}},
-                        "smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.1 + 0.12 * order.get(etype, 0)}})
+                        "smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.06 + 0.06 * order.get(etype, 0)}})
         drawing.summary_edges += 1
         drawing.summarised += count
     net.options = _options(large)
     return net, drawing
+
+
+def _strongest(summary: dict[tuple, int], hairy: set[str], thinned: dict[str, int]) -> list[tuple[tuple, int]]:
+    """Summary edges to draw, in a stable order: all of them, except that of a hairball type each end keeps
+    only its `SUMMARY_PER_GROUP` strongest links; what is dropped is counted in `thinned`."""
+    ordered = sorted(summary.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]), kv[0][2]))
+    keep: set[tuple] = set()
+    for etype in hairy:
+        ranked: dict = {}
+        for key, count in ordered:
+            if key[2] == etype:
+                for end in key[:2]:
+                    ranked.setdefault(end, []).append((-count, key))
+        for links in ranked.values():
+            keep.update(key for _, key in sorted(links, key=lambda cl: (cl[0], str(cl[1])))[:SUMMARY_PER_GROUP])
+    drawn = []
+    for key, count in ordered:
+        if key[2] in hairy and key not in keep:
+            thinned[key[2]] = thinned.get(key[2], 0) + count
+        else:
+            drawn.append((key, count))
+    return drawn
 
 
 def _cap(state: MemoryState, passing: set[int], must: set[int], max_nodes: int) -> list[int]:
@@ -608,7 +639,7 @@ def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int
     net.add_node(f"{GROUP_PREFIX}{g.session}", label=f"Session {g.session}\n{count}\n{g.date}", title=title,
                  x=x, y=y, physics=False, shape="box", margin=12, borderWidth=5 if ringed else 2, count=len(units),
                  widthConstraint={"minimum": min(200, 120 + len(units))},
-                 font={"size": 18, "face": "sans-serif", "color": "#1a1a1a"},
+                 font={"size": 20, "face": "sans-serif", "color": "#1a1a1a"},
                  color={"background": GROUP_FILL, "border": RING_COLOR if ringed else GROUP_BORDER,
                         "highlight": {"background": "#d4e3f7", "border": "#000000"},
                         "hover": {"background": "#d4e3f7", "border": GROUP_BORDER}})
@@ -648,8 +679,9 @@ def _summary_line(drawing: Drawing, max_nodes: int, off_word: str) -> str:
                  f"(width by count) and {drawing.inner:,} edges inside them in their tooltips. Click a session to "
                  f"expand it, its title to collapse it")
     for etype, n in drawing.thinned.items():
-        line += (f"; {n:,} {etype} edges not drawn one by one (more than {EDGE_TYPE_LIMIT:,} of one type): "
-                 f"inspect a node to see its own")
+        line += (f"; {n:,} {etype} edges not drawn (more than {EDGE_TYPE_LIMIT:,} of one type: each session "
+                 f"keeps its {SUMMARY_PER_GROUP} strongest links to others, units only the highlighted ones' "
+                 f"edges): inspect a node or draw its neighbourhood to see its own")
     if selection.hidden:
         return (f"{line} of {selection.matched:,} nodes that pass the filters: the {max_nodes:,} most recent "
                 f"plus highlighted and focused ones. {selection.hidden:,} hidden; narrow the session range, "
