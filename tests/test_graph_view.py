@@ -13,13 +13,16 @@ from engine.node import Node as Unit
 from engine.oplog import OpKind, OpRecord
 from engine.state import MemoryState
 from workbench.graph_view import (
+    GROUP_ABOVE,
     build_graph_html,
+    date_text,
     diff_rows,
     diff_states,
     edge_rows,
     edge_style,
     legend_html,
     lineage,
+    neighbourhood,
     node_label,
     select_units,
     session_order,
@@ -328,3 +331,94 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
                                                                                 ("u4", "visible", "archived")]
     assert {r["type"] for r in rows["edges added"]} == {EDGE_STYLE["semantic"]["label"], EDGE_STYLE["version"]["label"]}
     assert diff_states(new, new) == {k: [] for k in d}
+
+
+# -- sessions grouped at scale -------------------------------------------------------------------
+def _by_id(nodes: list[dict]) -> dict:
+    return {n["id"]: n for n in nodes}
+
+
+def _accounted(html: str) -> int:
+    """Every edge a grouped document stands for: drawn one by one, summarised, inside a group, or thinned."""
+    nodes, edges = _graph(html)
+    summary = re.search(r"Showing [\d,]+ nodes and ([\d,]+) edges(?:; [\d,]+ sessions collapsed into group nodes "
+                        r"hold [\d,]+ more nodes, their ([\d,]+) edges to other sessions drawn as ([\d,]+) summary "
+                        r"edges \(width by count\) and ([\d,]+) edges inside them)?", html)
+    one_by_one, summarised, summary_edges, inner = (int((g or "0").replace(",", "")) for g in summary.groups())
+    assert one_by_one == sum("count" not in e for e in edges)
+    assert summary_edges == sum("count" in e for e in edges)
+    assert summarised == sum(e["count"] for e in edges if "count" in e)
+    thinned = sum(int(n.replace(",", "")) for n in re.findall(r"; ([\d,]+) \w+ edges not drawn", html))
+    return one_by_one + summarised + inner + thinned
+
+
+def test_grouped_sessions_count_their_units_and_summarise_the_edges_between_them():
+    s = small_state()
+    nodes, edges = _graph(build_graph_html(s, group=True))
+    groups = {n["id"]: n for n in nodes if str(n["id"]).startswith("group:")}
+    assert set(groups) == {"group:1", "group:2"} and not _unit_ids(nodes)
+    assert groups["group:1"]["count"] == 3 and groups["group:2"]["count"] == 2
+    assert groups["group:1"]["label"].startswith("Session 1\n3 units (1 archived)\n")
+    assert groups["group:2"]["label"] == "Session 2\n2 units\n1 Feb 2024"
+    summary = {e["title"].split("</b>")[0].removeprefix("<b>"): e["count"] for e in edges}
+    assert summary == {EDGE_STYLE[t]["label"]: 1 for t in ("semantic", "version", "sibling")}   # 4-2, 5-3, 4-1
+    assert all({e["from"], e["to"]} == {"group:1", "group:2"} and e["arrows"]["to"]["enabled"] is False
+               for e in edges)
+    assert _accounted(build_graph_html(s, group=True)) == len(s.edges)
+
+
+def test_an_expanded_session_draws_its_units_in_place_and_links_to_the_other_group():
+    s = small_state()
+    html = build_graph_html(s, group=True, expand=["2"])
+    nodes, edges = _graph(html)
+    assert _unit_ids(nodes) == {4, 5} and "group:1" in _by_id(nodes) and "group:2" not in _by_id(nodes)
+    assert _by_id(nodes)["session:2"]["label"].startswith("▾ Session 2 · 2 units")
+    unit_edges = {(e["from"], e["to"]) for e in edges if "count" not in e}
+    assert unit_edges == {(5, 4)}                                   # temporal inside session 2
+    to_group = {(min(e["from"], e["to"], key=str), e["count"]) for e in edges if "count" in e}
+    assert to_group == {(4, 1), (5, 1)} and len([e for e in edges if "count" in e]) == 3     # 4: σ and β, 5: ν
+    assert _accounted(html) == len(s.edges)
+
+
+def test_sessions_group_above_the_threshold_with_counts_equal_to_the_state():
+    s = big_state(GROUP_ABOVE)
+    assert not any(str(n["id"]).startswith("group:") for n in _graph(build_graph_html(s, max_nodes=5000))[0])
+    s = big_state(1200)
+    html = build_graph_html(s, max_nodes=5000)
+    nodes, edges = _graph(html)
+    groups = {n["id"]: n["count"] for n in nodes if str(n["id"]).startswith("group:")}
+    per_session = {}
+    for u in s.units.values():
+        per_session[f"group:{u.session}"] = per_session.get(f"group:{u.session}", 0) + 1
+    assert groups == per_session and not _unit_ids(nodes)
+    assert _accounted(html) == len(s.edges)
+    assert "semantic edges not drawn" not in html            # 1,193 σ edges, but only 30 sessions: few pairs
+    html = build_graph_html(s, max_nodes=5000, expand=sorted({u.session for u in s.units.values()}))
+    nodes, _ = _graph(html)
+    assert len(_unit_ids(nodes)) == 1200 and _accounted(html) == len(s.edges)
+    assert re.search(r"; 1,193 semantic edges not drawn", html)      # over EDGE_TYPE_LIMIT: a hairball type
+
+
+def test_a_highlighted_unit_opens_its_session_or_rings_its_group():
+    s = big_state(1200)
+    nodes, _ = _graph(build_graph_html(s, highlight_units=[3]))
+    assert 3 in _unit_ids(nodes) and _by_id(nodes)["session:1"]
+    nodes, _ = _graph(build_graph_html(s, highlight_units=[3], expand_highlighted=False))
+    assert not _unit_ids(nodes) and _by_id(nodes)["group:1"]["borderWidth"] == 5
+
+
+def test_neighbourhood_reaches_k_hops_and_is_drawn_ungrouped():
+    s = big_state(1200)
+    assert neighbourhood(s, {600}, 1) == {599, 600, 601, 593, 607}
+    two = neighbourhood(s, {600}, 2)
+    assert {598, 602, 586, 614, 592, 608, 594, 606} <= two and len(two) == 13
+    nodes, _ = _graph(build_graph_html(s, focus={600}, hops=2))
+    assert _unit_ids(nodes) == two
+
+
+def test_labels_carry_a_halo_and_an_off_surface_label_sits_above_its_node():
+    nodes, _ = _graph(build_graph_html(small_state()))
+    by_id = _by_id(nodes)
+    assert by_id[3]["font"]["vadjust"] < -30 and by_id[3]["font"]["strokeWidth"] >= 3
+    assert "vadjust" not in by_id[1]["font"] and by_id[1]["font"]["strokeColor"] == "#ffffff"
+    assert date_text("2023-05-08T13:56:00") == "8 May 2023" and date_text("someday") == "someday"
