@@ -14,6 +14,7 @@ from engine.oplog import OpKind, OpRecord
 from engine.state import MemoryState
 from workbench.graph_view import (
     GROUP_ABOVE,
+    SUMMARY_PER_GROUP,
     build_graph_html,
     date_text,
     diff_rows,
@@ -249,14 +250,20 @@ def test_highlighted_units_and_path_are_drawn_even_when_filtered_out():
     assert all(e["color"]["opacity"] < 0.5 for e in edges if (e["from"], e["to"]) != (5, 3))
 
 
-def big_state(n: int) -> MemoryState:
+DENSE_BACKS = (7, 3, 11, 97, 173)
+
+
+def big_state(n: int, dense: bool = False) -> MemoryState:
+    """n turns in sessions of 40, a temporal chain, a semantic edge 7 back (and, `dense`, 3, 11, 97 and 173 back
+    too: five per unit, some reaching sessions away)."""
     s = _state()
     for i in range(1, n + 1):
         _add(s, _unit(i, f"turn number {i}", session=str(1 + i // 40)))
         if i > 1:
             _add(s, Edge(i, i - 1, "temporal"))
-        if i > 7:
-            _add(s, Edge(i, i - 7, "semantic", confidence=0.4))
+        for back in DENSE_BACKS if dense else (7,):
+            if i > back:
+                _add(s, Edge(i, i - back, "semantic", confidence=0.4))
     return s
 
 
@@ -392,11 +399,37 @@ def test_sessions_group_above_the_threshold_with_counts_equal_to_the_state():
         per_session[f"group:{u.session}"] = per_session.get(f"group:{u.session}", 0) + 1
     assert groups == per_session and not _unit_ids(nodes)
     assert _accounted(html) == len(s.edges)
-    assert "semantic edges not drawn" not in html            # 1,193 σ edges, but only 30 sessions: few pairs
+    assert "semantic edges not drawn" not in html            # one σ edge per unit: not a hairball
     html = build_graph_html(s, max_nodes=5000, expand=sorted({u.session for u in s.units.values()}))
-    nodes, _ = _graph(html)
-    assert len(_unit_ids(nodes)) == 1200 and _accounted(html) == len(s.edges)
-    assert re.search(r"; 1,193 semantic edges not drawn", html)      # over EDGE_TYPE_LIMIT: a hairball type
+    nodes, edges = _graph(html)
+    assert len(_unit_ids(nodes)) == 1200 and _accounted(html) == len(s.edges) == len(edges)   # a σ per unit: drawn
+
+
+def test_a_dense_similarity_type_is_thinned_and_every_edge_accounted_for():
+    s = big_state(1200, dense=True)
+    sessions = sorted({u.session for u in s.units.values()})
+    html = build_graph_html(s, max_nodes=5000, expand=sessions, highlight_units=[600])
+    _, edges = _graph(html)
+    semantic = [e for e in edges if e["color"]["color"] == EDGE_STYLE["semantic"]["color"]]
+    assert sorted((e["from"], e["to"]) for e in semantic) == sorted(
+        [(600, 600 - b) for b in DENSE_BACKS] + [(600 + b, 600) for b in DENSE_BACKS])      # the ringed unit's own
+    assert len([e for e in edges if e["color"]["color"] == EDGE_STYLE["temporal"]["color"]]) == 1199   # a chain
+    thinned = sum(1200 - b for b in DENSE_BACKS) - 2 * len(DENSE_BACKS)
+    assert f"; {thinned:,} semantic edges not drawn" in html and _accounted(html) == len(s.edges)
+    html = build_graph_html(s, max_nodes=5000)                 # grouped: each session keeps its strongest links
+    _, edges = _graph(html)
+    assert "semantic edges not drawn" in html and _accounted(html) == len(s.edges)
+    pairs: dict[frozenset, int] = {}                           # the real σ edges between two sessions
+    for e in s.edges.values():
+        ends = frozenset(f"group:{s.units[u].session}" for u in (e.src, e.dst))
+        if e.type == "semantic" and len(ends) == 2:
+            pairs[ends] = pairs.get(ends, 0) + 1
+    second = {g: sorted((n for p, n in pairs.items() if g in p), reverse=True)[SUMMARY_PER_GROUP - 1]
+              for g in {g for p in pairs for g in p}}
+    drawn = {frozenset((e["from"], e["to"])): e["count"] for e in edges
+             if e["color"]["color"] == EDGE_STYLE["semantic"]["color"]}
+    assert all(pairs[p] == n and any(n >= second[g] for g in p) for p, n in drawn.items())
+    assert len(drawn) < len(pairs) and {g for p in drawn for g in p} == set(second)
 
 
 def test_a_highlighted_unit_opens_its_session_or_rings_its_group():

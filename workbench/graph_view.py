@@ -23,8 +23,10 @@ into one group node each (session, unit count, date) laid out in a grid in time
 order, and the edges between groups are summarised: one edge per pair and type,
 its width growing with the count it stands for. An expanded session opens in
 place as a band of its units. Whatever the mode, an edge type with more than
-`EDGE_TYPE_LIMIT` edges among the drawn units (similarity links, typically) is
-summarised: only the edges touching highlighted units are drawn one by one.
+`EDGE_TYPE_LIMIT` edges among the drawn units and more than `HAIRBALL_DENSITY`
+per unit (similarity links, typically; never a chain) is thinned: only the
+edges touching highlighted units are drawn one by one, and between groups each
+group keeps its strongest links.
 
 A click on a node is posted to the parent window (`{memwbGraph: node id}`), so a
 page that embeds the document through `workbench.graph_canvas` learns which node
@@ -64,7 +66,8 @@ DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network
 X_STEP, ROW_STEP, MIN_ROW_STEP, STACK_STEP = 120, 170, 70, 55
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 GROUP_ABOVE = 300                # more nodes than this pass the filters: sessions collapse into group nodes
-EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this: only the highlighted ones are drawn
+EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this (and denser than HAIRBALL_DENSITY
+HAIRBALL_DENSITY = 1.5           # per node): only the highlighted ones are drawn, similarity links typically
 GROUP_COLUMNS, CELL_W, CELL_H = 8, 230, 150      # the grid of collapsed sessions
 SUMMARY_PER_GROUP = 2            # of a thinned type, each group keeps its strongest links to this many others
 BAND_LINE = 110                  # height of one line of turns in an expanded session's band
@@ -525,10 +528,10 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
         totals[etype] = totals.get(etype, 0) + len(items)
     for (_, _, etype), count in summary.items():
         totals[etype] = totals.get(etype, 0) + count
-    hairy = {t for t, n in totals.items() if n > EDGE_TYPE_LIMIT and t not in lineage}
+    hairy = {t for t, n in totals.items() if _hairball(n, len(passing)) and t not in lineage}
     large = len(drawn) > 150
     for etype, items in one_by_one.items():
-        if len(items) > EDGE_TYPE_LIMIT and etype in hairy:      # a similarity hairball: only what matters
+        if etype in hairy and _hairball(len(items), len(drawn)):     # a similarity hairball: only what matters
             kept = [(k, e) for k, e in items if k in path or e.src in ringed or e.dst in ringed]
             drawing.thinned[etype] = len(items) - len(kept)
             items = kept
@@ -547,6 +550,12 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
         drawing.summarised += count
     net.options = _options(large)
     return net, drawing
+
+
+def _hairball(edges: int, nodes: int) -> bool:
+    """Too many edges of one type to draw one by one: more than `EDGE_TYPE_LIMIT` and more than
+    `HAIRBALL_DENSITY` per node (a chain or tree, such as temporal or lineage links, never is one)."""
+    return edges > EDGE_TYPE_LIMIT and edges > HAIRBALL_DENSITY * nodes
 
 
 def _strongest(summary: dict[tuple, int], hairy: set[str], thinned: dict[str, int]) -> list[tuple[tuple, int]]:
