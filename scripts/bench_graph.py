@@ -5,7 +5,8 @@ Prints the figures and writes them to out/bench_graph.json. Timing lives here, n
     python scripts/bench_graph.py [--sizes 800 5000] [--db SESSION.sqlite] [--repeats 3]
 
 States are built from real LoCoMo turns (conversations taken in file order until the size is reached, each
-LoCoMo session a session of the memory) with the edges All-Mem's online path makes of them: a temporal edge
+LoCoMo session a session of the memory; the 8 dev conversations hold 4,805 turns, so 5,000 takes the first
+195 again as new sessions) with the edges All-Mem's online path makes of them: a temporal edge
 from each turn to the one before it in its session, and semantic edges to the 3 most similar earlier turns
 (TF-IDF cosine, ≥ 0.1; a real All-Mem replay of conv-26 holds 3.0 semantic edges per unit). `--db` adds the
 state of a real session database (e.g. a replayed LoCoMo conversation).
@@ -49,11 +50,11 @@ def locomo_state(path: Path, size: int) -> MemoryState:
     """`size` units from real LoCoMo turns, with temporal and semantic edges as All-Mem's online path makes."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
+    conversations = load_conversations(path)
     turns = []
-    for conv in load_conversations(path):
-        turns += [(conv.id, t) for t in conv.turns]
-    if len(turns) < size:
-        raise SystemExit(f"{path} holds {len(turns)} turns, fewer than {size}")
+    for n in range(1 + size // max(1, sum(len(c.turns) for c in conversations))):   # the file again, if short
+        for conv in conversations:
+            turns += [(f"{conv.id}#{n}", t) for t in conv.turns]
     turns = turns[:size]
     state = MemoryState(schema=engine_schema("allmem"))
     sessions: dict[tuple[str, str], str] = {}
