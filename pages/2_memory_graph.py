@@ -149,7 +149,7 @@ def controls(wb: Workbench, state: MemoryState) -> tuple[dict, int | None]:
                               format_func=lambda s: f"Session {s} · {counts_by_session[s]} units",
                               help="Sessions drawn unit by unit while the others stay grouped (or click a session "
                                    "on the graph; click an expanded session's title to collapse it).")
-    c = st.columns([3, 6, 3], vertical_alignment="bottom")
+    c = st.columns([3, 5, 2.4, 1.6], vertical_alignment="bottom")
     search = c[0].text_input("Search text", key="graph_search", placeholder="raw, summary, keywords or D5:4",
                              help="Case-insensitive; draws only the nodes whose text matches.")
     uid = None
@@ -159,10 +159,9 @@ def controls(wb: Workbench, state: MemoryState) -> tuple[dict, int | None]:
                              key="graph_unit", on_change=_expand_inspected, args=(state,),
                              format_func=lambda i: f"{state.units[i].label} · {visibility_text(state.units[i])} · "
                                                    f"{state.units[i].summary[:90]}")
-        h = c[2].columns([3, 2], vertical_alignment="bottom")
-        h[0].toggle("Neighbourhood only", key="graph_focus",
+        c[2].toggle("Neighbourhood only", key="graph_focus",
                     help="Draw only the inspected node and its neighbours up to the given number of hops.")
-        h[1].number_input("Hops", 1, 4, 1, key="graph_hops", disabled=not st.session_state.get("graph_focus"))
+        c[3].number_input("Hops", 1, 4, 1, key="graph_hops", disabled=not st.session_state.get("graph_focus"))
     return {"edge_types": set(shown_types) if types else None, "visible_only": visible_only, "search": search,
             "max_nodes": int(max_nodes), "statuses": set(shown_statuses or []), "expand": expand,
             "group": GROUPING[grouping], "hops": int(st.session_state.get("graph_hops", 1))}, uid

@@ -68,7 +68,7 @@ TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 GROUP_ABOVE = 300                # more nodes than this pass the filters: sessions collapse into group nodes
 EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this (and denser than HAIRBALL_DENSITY
 HAIRBALL_DENSITY = 1.5           # per node): only the highlighted ones are drawn, similarity links typically
-GROUP_COLUMNS, CELL_W, CELL_H = 8, 230, 150      # the grid of collapsed sessions
+GROUP_COLUMNS, CELL_W, CELL_H = 8, 250, 170      # the grid of collapsed sessions
 SUMMARY_PER_GROUP = 2            # of a thinned type, each group keeps its strongest links to this many others
 BAND_LINE = 110                  # height of one line of turns in an expanded session's band
 GROUP_PREFIX, BAND_PREFIX = "group:", "session:"  # node ids of a collapsed session and of a band's title
@@ -648,7 +648,7 @@ def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int
     net.add_node(f"{GROUP_PREFIX}{g.session}", label=f"Session {g.session}\n{count}\n{g.date}", title=title,
                  x=x, y=y, physics=False, shape="box", margin=12, borderWidth=5 if ringed else 2, count=len(units),
                  widthConstraint={"minimum": min(200, 120 + len(units))},
-                 font={"size": 20, "face": "sans-serif", "color": "#1a1a1a"},
+                 font={"size": 24, "face": "sans-serif", "color": "#1a1a1a"},
                  color={"background": GROUP_FILL, "border": RING_COLOR if ringed else GROUP_BORDER,
                         "highlight": {"background": "#d4e3f7", "border": "#000000"},
                         "hover": {"background": "#d4e3f7", "border": GROUP_BORDER}})
@@ -656,9 +656,9 @@ def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int
 
 def _add_band_title(net: Network, g: SessionGroup, x: int, y: int) -> None:
     label = f"▾ Session {g.session} · {len(g.units)} units · {g.date}"
-    net.add_node(f"{BAND_PREFIX}{g.session}", label=label, shape="text", x=x - X_STEP // 2 + len(label) * 5, y=y,
+    net.add_node(f"{BAND_PREFIX}{g.session}", label=label, shape="text", x=x - X_STEP // 2 + len(label) * 6, y=y,
                  physics=False, title="Click to collapse this session into one node.",
-                 font={"size": 20, "color": GROUP_BORDER, "face": "sans-serif", **LABEL_HALO})
+                 font={"size": 24, "color": GROUP_BORDER, "face": "sans-serif", **LABEL_HALO})
 
 
 def _stored_key(state: MemoryState, key: tuple[int, int, str]) -> tuple[int, int, str]:
@@ -674,7 +674,7 @@ def _options(large: bool) -> dict:
         "interaction": {"hover": True, "tooltipDelay": 150, "hideEdgesOnDrag": large,
                         "multiselect": False, "navigationButtons": False},
         "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}},
-        "nodes": {"font": {"size": 16, "face": "sans-serif"}},
+        "nodes": {"font": {"size": 18, "face": "sans-serif"}},
     }
 
 
