@@ -15,6 +15,7 @@ from workbench.graph_view import (
     GROUP_ABOVE,
     GROUP_PREFIX,
     build_graph_html,
+    diff_default,
     diff_rows,
     diff_states,
     edge_rows,
@@ -235,14 +236,6 @@ def unit_detail(state: MemoryState, uid: int) -> None:
                 f"{sum(r['direction'] == '← in' for r in edges)} in")
     if edges:
         st.dataframe(table(pd.DataFrame(edges)), hide_index=True, width="stretch")
-
-
-def diff_default(cursor: int, head: int) -> tuple[int, int]:
-    """Two distinct turns a tenth of the log apart (at least one) ending at the cursor, so the slider's two
-    thumbs never start on top of each other."""
-    gap = max(1, head // 10)
-    last = min(head, max(cursor, gap))
-    return max(0, last - gap), last
 
 
 def diff_panel(wb: Workbench) -> None:

@@ -825,6 +825,14 @@ def _json(value) -> str:
 
 
 # -- diffs ---------------------------------------------------------------------------------------
+def diff_default(cursor: int, head: int) -> tuple[int, int]:
+    """Two distinct turns a tenth of the log apart (at least one) ending at the cursor, so a range slider's
+    two thumbs never start on top of each other."""
+    gap = max(1, head // 10)
+    last = min(head, max(cursor, gap))
+    return max(0, last - gap), last
+
+
 def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:
     """What changed between two states: nodes added/removed/taken off or put back on the surface,
     re-described, status changes, edges, and rewiring.
