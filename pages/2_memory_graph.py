@@ -1,19 +1,27 @@
 """Memory graph: nodes and typed edges at any turn, filters, one node's lineage, and a diff between turns.
 
-Edge types, node kinds and statuses (and their colours, dashes, labels) come from the engine's schema."""
+Edge types, node kinds and statuses (and their colours, dashes, labels) come from the engine's schema. Above
+`GROUP_ABOVE` nodes sessions are drawn as group nodes; a click on a group expands it, a click on a node
+inspects it (the graph is a custom component that sends the click back)."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
 from engine.state import MemoryState
+from workbench.graph_canvas import clicked_node, graph_canvas
 from workbench.graph_view import (
+    BAND_PREFIX,
+    GROUP_ABOVE,
+    GROUP_PREFIX,
     build_graph_html,
+    diff_default,
     diff_rows,
     diff_states,
     edge_rows,
     edge_style,
     edge_types_of,
+    groups_sessions,
     lineage,
     off_surface_word,
     select_units,
@@ -40,6 +48,9 @@ from workbench.text import MISSING, md_code, table
 HEIGHT = 640
 CACHED_TURNS = 16
 _CACHE = "graph_states"
+CANVAS = "graph_canvas"
+GROUPING = {"auto": None, "always": True, "never": False}
+GROUPING_LABELS = {"auto": f"above {GROUP_ABOVE} nodes", "always": "always", "never": "never"}
 
 
 def state_at(wb: Workbench, turn: int) -> MemoryState:
@@ -120,21 +131,63 @@ def controls(wb: Workbench, state: MemoryState) -> tuple[dict, int | None]:
                                 help="Lifecycle statuses of the engine; off-surface ones are hollow dashed squares.")
     visible_only = c[1].toggle("Surface only", key="graph_visible_only",
                                help=f"Hide nodes off the retrieval surface ({off}).")
-    max_nodes = c[2].number_input("Max nodes drawn", 50, 3000, 400, 50, key="graph_max_nodes",
+    max_nodes = c[2].number_input("Max nodes drawn", 50, 6000, 400, 50, key="graph_max_nodes",
                                   help="Above this, the most recent nodes are drawn and the rest counted as hidden.")
-    c = st.columns([3, 6, 3], vertical_alignment="bottom")
+    numbers = session_order(state)
+    ordered = sorted(numbers, key=numbers.__getitem__)
+    counts_by_session = {s: 0 for s in ordered}
+    for u in state.units.values():
+        counts_by_session[u.session] += 1
+    c = st.columns([2, 10], vertical_alignment="bottom")
+    grouping = c[0].selectbox("Group sessions", list(GROUPING), key="graph_grouping",
+                              format_func=GROUPING_LABELS.__getitem__,
+                              help="Draw each session as one node (unit count, date) with summary edges between "
+                                   "sessions; a click on a session expands it in place.")
+    current = state.turn_units.get(wb.current_turn.id) if wb.current_turn else None
+    _keep_valid("graph_expand", lambda v: isinstance(v, list) and set(v) <= set(ordered),
+                [state.units[current].session] if current in state.units else [])
+    expand = c[1].multiselect("Expanded sessions", ordered, key="graph_expand",
+                              format_func=lambda s: f"Session {s} · {counts_by_session[s]} units",
+                              help="Sessions drawn unit by unit while the others stay grouped (or click a session "
+                                   "on the graph; click an expanded session's title to collapse it).")
+    c = st.columns([3, 5, 2.4, 1.6], vertical_alignment="bottom")
     search = c[0].text_input("Search text", key="graph_search", placeholder="raw, summary, keywords or D5:4",
                              help="Case-insensitive; draws only the nodes whose text matches.")
     uid = None
     if state.units:
-        current = state.turn_units.get(wb.current_turn.id) if wb.current_turn else None
         _keep_valid("graph_unit", state.units.__contains__, current if current in state.units else max(state.units))
-        uid = c[1].selectbox("Inspect node (ringed on the graph)", sorted(state.units), key="graph_unit",
+        uid = c[1].selectbox("Inspect node (ringed on the graph; or click it there)", sorted(state.units),
+                             key="graph_unit", on_change=_expand_inspected, args=(state,),
                              format_func=lambda i: f"{state.units[i].label} · {visibility_text(state.units[i])} · "
                                                    f"{state.units[i].summary[:90]}")
-        c[2].toggle("Focus on it and its neighbours", key="graph_focus")
+        c[2].toggle("Neighbourhood only", key="graph_focus",
+                    help="Draw only the inspected node and its neighbours up to the given number of hops.")
+        c[3].number_input("Hops", 1, 4, 1, key="graph_hops", disabled=not st.session_state.get("graph_focus"))
     return {"edge_types": set(shown_types) if types else None, "visible_only": visible_only, "search": search,
-            "max_nodes": int(max_nodes), "statuses": set(shown_statuses or [])}, uid
+            "max_nodes": int(max_nodes), "statuses": set(shown_statuses or []), "expand": expand,
+            "group": GROUPING[grouping], "hops": int(st.session_state.get("graph_hops", 1))}, uid
+
+
+def _expand_inspected(state: MemoryState) -> None:
+    """Open the session of the node just chosen for inspection, so its ring shows."""
+    uid = st.session_state.get("graph_unit")
+    if uid in state.units:
+        expanded = list(st.session_state.get("graph_expand") or [])
+        if state.units[uid].session not in expanded:
+            st.session_state["graph_expand"] = expanded + [state.units[uid].session]
+
+
+def _on_graph_click(state: MemoryState) -> None:
+    """A node clicked on the graph: a unit is inspected, a session group expands, a band title collapses."""
+    node = clicked_node(CANVAS)
+    expanded = list(st.session_state.get("graph_expand") or [])
+    if isinstance(node, int) and node in state.units:
+        st.session_state["graph_unit"] = node
+    elif isinstance(node, str) and node.startswith(GROUP_PREFIX):
+        session = node.removeprefix(GROUP_PREFIX)
+        st.session_state["graph_expand"] = expanded + [session] * (session not in expanded)
+    elif isinstance(node, str) and node.startswith(BAND_PREFIX):
+        st.session_state["graph_expand"] = [s for s in expanded if s != node.removeprefix(BAND_PREFIX)]
 
 
 def unit_detail(state: MemoryState, uid: int) -> None:
@@ -186,7 +239,7 @@ def unit_detail(state: MemoryState, uid: int) -> None:
 
 
 def diff_panel(wb: Workbench) -> None:
-    _keep_valid("graph_diff", _in_range(0, wb.head), (max(0, wb.cursor - 1), wb.cursor))
+    _keep_valid("graph_diff", _in_range(0, wb.head), diff_default(wb.cursor, wb.head))
     first, last = st.slider("Diff between turns", 0, wb.head, key="graph_diff",
                             help="What changed in memory from the first turn to the second (ingests and runs).")
     st.toggle("Ring the nodes added or taken off the surface in this diff", key="graph_ring_diff")
@@ -229,7 +282,8 @@ def lifecycle_panel(wb: Workbench, state: MemoryState, opts: dict, focus, uid: i
                           help="One lane per node of this kind (kinds whose nodes change status).")
     cap = c[1].number_input("Max lanes drawn", 1, 500, MAX_LANES, 5, key="graph_max_lanes",
                             help="Above this, the most recently created nodes are drawn (plus the inspected one).")
-    keep = select_units(state, focus=focus, **{**opts, "max_nodes": max(1, len(state.units))}).shown
+    filters = {k: v for k, v in opts.items() if k not in ("expand", "group")}
+    keep = select_units(state, focus=focus, **{**filters, "max_nodes": max(1, len(state.units))}).shown
     chosen = select_lanes({i: ln for i, ln in lanes.items() if ln.kind == kind}, keep, int(cap),
                           pinned=[uid] if uid is not None else [])
     noun = f"{kind_label(kind)}s"
@@ -268,14 +322,22 @@ if st.session_state.get("graph_ring_diff") and st.session_state.get("graph_diff"
     changed = diff_states(state_at(wb, a), state_at(wb, b))
     rings |= {u for u in changed["added_units"] + changed["archived_units"] if u in state.units}
 
-selection = select_units(state, focus=focus, pinned=rings, **opts)
-if selection.hidden:
+draw = {k: opts[k] for k in ("expand", "group", "hops")}
+filters = {k: v for k, v in opts.items() if k not in draw}
+selection = select_units(state, focus=focus, pinned=rings, hops=draw["hops"], **filters)
+grouped = groups_sessions(selection.matched, focus, draw["group"])
+if selection.hidden and not grouped:
     st.warning(f"{selection.hidden:,} of {selection.matched:,} nodes that pass the filters are hidden: the graph "
                f"draws the {opts['max_nodes']:,} most recent plus the inspected node. Narrow the session range, "
                "search for text, or focus on the inspected node to see the rest.")
-st.iframe(build_graph_html(state, highlight_units=rings, focus=focus, height_px=HEIGHT, **opts), height=HEIGHT + 20)
-st.caption("Hover a node for its raw evidence, summary, keywords, time and source ids; drag to pan, scroll to zoom. "
-           "Rows are sessions, columns are time; nodes made by an offline process sit under their source.")
+graph_canvas(build_graph_html(state, highlight_units=rings, focus=focus, height_px=HEIGHT, expand_highlighted=False,
+                              **opts), HEIGHT + 20, CANVAS, lambda: _on_graph_click(state))
+st.caption("Click a node to inspect it below; hover it for its raw evidence, summary, keywords, time and source ids; "
+           "drag to pan, scroll to zoom. " + (
+               "Sessions are drawn as groups in time order (click one to expand it in place, click its title to "
+               "collapse it); edges between groups stand for all the edges between their units."
+               if grouped else "Rows are sessions, columns are time; nodes made by an offline process sit under "
+                               "their source."))
 
 details, timeline, changes = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"])
 with details:

@@ -2,8 +2,9 @@
 
     python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|naive|hybrid]
 
-`all` (the default) takes the All-Mem tour (1_ … 5_) and the MemLoom tour (6_memloom_graph,
-7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) into the same folder. With another
+`all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
+7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) and the graph at LoCoMo scale
+(10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
 """
@@ -11,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
-from workbench.driver import (baseline_walkthrough, browser_page, memloom_walkthrough, running_app,  # noqa: E402
-                              walkthrough)
+from workbench.driver import (LOCOMO, baseline_walkthrough, browser_page, locomo_conversation_file,  # noqa: E402
+                              locomo_graph_walkthrough, memloom_walkthrough, running_app, walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -33,6 +35,12 @@ def main() -> int:
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))
+    if args.engine == "all" and LOCOMO.exists():
+        with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
+            env = {"MEMWB_ENGINE": "allmem", "MEMWB_DEMO": str(locomo_conversation_file(Path(tmp))),
+                   "MEMWB_WORKSPACE": tmp}
+            with running_app(env=env) as url, browser_page() as page:
+                locomo_graph_walkthrough(page, url, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

@@ -8,14 +8,15 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, locomo_or_skip
 from engine.proposal import GateVerdict, Status
 from engine.sessions import list_sessions, read_session
 from engine.store import Store
 from engine.workspace import ENV
 from workbench.review_view import sort_queue
 from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, demo_turn_after, jump_to_turn,
-                              memloom_walkthrough, open_page, running_app, wait_idle, walkthrough)
+                              locomo_conversation_file, locomo_graph_walkthrough, memloom_walkthrough, open_page,
+                              running_app, wait_idle, walkthrough)
 from workbench.model import DEMO_PATH, Workbench
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -327,3 +328,18 @@ def test_memwb_ui_db_opens_that_session(tmp_path):
         wait_idle(page)
         assert _header_turn(page) == "7"
     assert not list((workspace / "sessions").glob("*.sqlite"))     # nothing else was made
+def test_graph_at_locomo_scale_groups_sessions_and_a_click_inspects_a_node(tmp_path):
+    """conv-26 played to its end (419 turns): the graph draws its 19 sessions as groups with the current one
+    expanded; clicking a unit on the canvas shows that unit in the inspector, clicking a group expands it."""
+    locomo_or_skip()
+    conversation = locomo_conversation_file(tmp_path / "data")
+    env = {"MEMWB_DEMO": str(conversation), "MEMWB_WORKSPACE": str(tmp_path / "ws"), "TMPDIR": str(tmp_path)}
+    with running_app(env=env) as url, browser_page() as page:
+        seen = locomo_graph_walkthrough(page, url)
+    groups = [n for n in seen["grouped"] if str(n).startswith("group:")]
+    bands = [n for n in seen["grouped"] if str(n).startswith("session:")]
+    assert seen["turns"] == 419 and len(groups) == 18 and bands == ["session:19"]
+    assert seen["inspector"].startswith(f"u{seen['clicked']} ·")
+    session = seen["expanded_group"].removeprefix("group:")
+    assert f"session:{session}" in seen["after_expanding"] and seen["expanded_group"] not in seen["after_expanding"]
+    assert "sessions collapsed into group nodes" not in seen["text"]          # (the summary lives in the frame)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 from engine.edge import Edge
 from engine.engines import engine_schema
@@ -14,13 +13,17 @@ from engine.node import Node as Unit
 from engine.oplog import OpKind, OpRecord
 from engine.state import MemoryState
 from workbench.graph_view import (
+    GROUP_ABOVE,
+    SUMMARY_PER_GROUP,
     build_graph_html,
+    date_text,
     diff_rows,
     diff_states,
     edge_rows,
     edge_style,
     legend_html,
     lineage,
+    neighbourhood,
     node_label,
     select_units,
     session_order,
@@ -247,22 +250,26 @@ def test_highlighted_units_and_path_are_drawn_even_when_filtered_out():
     assert all(e["color"]["opacity"] < 0.5 for e in edges if (e["from"], e["to"]) != (5, 3))
 
 
-def big_state(n: int) -> MemoryState:
+DENSE_BACKS = (7, 3, 11, 97, 173)
+
+
+def big_state(n: int, dense: bool = False) -> MemoryState:
+    """n turns in sessions of 40, a temporal chain, a semantic edge 7 back (and, `dense`, 3, 11, 97 and 173 back
+    too: five per unit, some reaching sessions away)."""
     s = _state()
     for i in range(1, n + 1):
         _add(s, _unit(i, f"turn number {i}", session=str(1 + i // 40)))
         if i > 1:
             _add(s, Edge(i, i - 1, "temporal"))
-        if i > 7:
-            _add(s, Edge(i, i - 7, "semantic", confidence=0.4))
+        for back in DENSE_BACKS if dense else (7,):
+            if i > back:
+                _add(s, Edge(i, i - back, "semantic", confidence=0.4))
     return s
 
 
-def test_aggregates_above_max_nodes_and_says_how_many_are_hidden():
+def test_ungrouped_keeps_max_nodes_and_says_how_many_are_hidden():
     s = big_state(1200)
-    start = time.perf_counter()
-    html = build_graph_html(s, max_nodes=400, highlight_units=[3])
-    assert time.perf_counter() - start < 5
+    html = build_graph_html(s, max_nodes=400, highlight_units=[3], group=False)
     nodes, edges = _graph(html)
     shown = _unit_ids(nodes)
     assert len(shown) == 400 and 3 in shown
@@ -331,3 +338,120 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
                                                                                 ("u4", "visible", "archived")]
     assert {r["type"] for r in rows["edges added"]} == {EDGE_STYLE["semantic"]["label"], EDGE_STYLE["version"]["label"]}
     assert diff_states(new, new) == {k: [] for k in d}
+
+
+# -- sessions grouped at scale -------------------------------------------------------------------
+def _by_id(nodes: list[dict]) -> dict:
+    return {n["id"]: n for n in nodes}
+
+
+def _accounted(html: str) -> int:
+    """Every edge a grouped document stands for: drawn one by one, summarised, inside a group, or thinned."""
+    nodes, edges = _graph(html)
+    summary = re.search(r"Showing [\d,]+ nodes and ([\d,]+) edges(?:; [\d,]+ sessions collapsed into group nodes "
+                        r"hold [\d,]+ more nodes, their ([\d,]+) edges to other sessions drawn as ([\d,]+) summary "
+                        r"edges \(width by count\) and ([\d,]+) edges inside them)?", html)
+    one_by_one, summarised, summary_edges, inner = (int((g or "0").replace(",", "")) for g in summary.groups())
+    assert one_by_one == sum("count" not in e for e in edges)
+    assert summary_edges == sum("count" in e for e in edges)
+    assert summarised == sum(e["count"] for e in edges if "count" in e)
+    thinned = sum(int(n.replace(",", "")) for n in re.findall(r"; ([\d,]+) \w+ edges not drawn", html))
+    return one_by_one + summarised + inner + thinned
+
+
+def test_grouped_sessions_count_their_units_and_summarise_the_edges_between_them():
+    s = small_state()
+    nodes, edges = _graph(build_graph_html(s, group=True))
+    groups = {n["id"]: n for n in nodes if str(n["id"]).startswith("group:")}
+    assert set(groups) == {"group:1", "group:2"} and not _unit_ids(nodes)
+    assert groups["group:1"]["count"] == 3 and groups["group:2"]["count"] == 2
+    assert groups["group:1"]["label"].startswith("Session 1\n3 units (1 archived)\n")
+    assert groups["group:2"]["label"] == "Session 2\n2 units\n1 Feb 2024"
+    summary = {e["title"].split("</b>")[0].removeprefix("<b>"): e["count"] for e in edges}
+    assert summary == {EDGE_STYLE[t]["label"]: 1 for t in ("semantic", "version", "sibling")}   # 4-2, 5-3, 4-1
+    assert all({e["from"], e["to"]} == {"group:1", "group:2"} and e["arrows"]["to"]["enabled"] is False
+               for e in edges)
+    assert _accounted(build_graph_html(s, group=True)) == len(s.edges)
+
+
+def test_an_expanded_session_draws_its_units_in_place_and_links_to_the_other_group():
+    s = small_state()
+    html = build_graph_html(s, group=True, expand=["2"])
+    nodes, edges = _graph(html)
+    assert _unit_ids(nodes) == {4, 5} and "group:1" in _by_id(nodes) and "group:2" not in _by_id(nodes)
+    assert _by_id(nodes)["session:2"]["label"].startswith("▾ Session 2 · 2 units")
+    unit_edges = {(e["from"], e["to"]) for e in edges if "count" not in e}
+    assert unit_edges == {(5, 4)}                                   # temporal inside session 2
+    to_group = {(min(e["from"], e["to"], key=str), e["count"]) for e in edges if "count" in e}
+    assert to_group == {(4, 1), (5, 1)} and len([e for e in edges if "count" in e]) == 3     # 4: σ and β, 5: ν
+    assert _accounted(html) == len(s.edges)
+
+
+def test_sessions_group_above_the_threshold_with_counts_equal_to_the_state():
+    s = big_state(GROUP_ABOVE)
+    assert not any(str(n["id"]).startswith("group:") for n in _graph(build_graph_html(s, max_nodes=5000))[0])
+    s = big_state(1200)
+    html = build_graph_html(s, max_nodes=5000)
+    nodes, edges = _graph(html)
+    groups = {n["id"]: n["count"] for n in nodes if str(n["id"]).startswith("group:")}
+    per_session = {}
+    for u in s.units.values():
+        per_session[f"group:{u.session}"] = per_session.get(f"group:{u.session}", 0) + 1
+    assert groups == per_session and not _unit_ids(nodes)
+    assert _accounted(html) == len(s.edges)
+    assert "semantic edges not drawn" not in html            # one σ edge per unit: not a hairball
+    html = build_graph_html(s, max_nodes=5000, expand=sorted({u.session for u in s.units.values()}))
+    nodes, edges = _graph(html)
+    assert len(_unit_ids(nodes)) == 1200 and _accounted(html) == len(s.edges) == len(edges)   # a σ per unit: drawn
+
+
+def test_a_dense_similarity_type_is_thinned_and_every_edge_accounted_for():
+    s = big_state(1200, dense=True)
+    sessions = sorted({u.session for u in s.units.values()})
+    html = build_graph_html(s, max_nodes=5000, expand=sessions, highlight_units=[600])
+    _, edges = _graph(html)
+    semantic = [e for e in edges if e["color"]["color"] == EDGE_STYLE["semantic"]["color"]]
+    assert sorted((e["from"], e["to"]) for e in semantic) == sorted(
+        [(600, 600 - b) for b in DENSE_BACKS] + [(600 + b, 600) for b in DENSE_BACKS])      # the ringed unit's own
+    assert len([e for e in edges if e["color"]["color"] == EDGE_STYLE["temporal"]["color"]]) == 1199   # a chain
+    thinned = sum(1200 - b for b in DENSE_BACKS) - 2 * len(DENSE_BACKS)
+    assert f"; {thinned:,} semantic edges not drawn" in html and _accounted(html) == len(s.edges)
+    html = build_graph_html(s, max_nodes=5000)                 # grouped: each session keeps its strongest links
+    _, edges = _graph(html)
+    assert "semantic edges not drawn" in html and _accounted(html) == len(s.edges)
+    pairs: dict[frozenset, int] = {}                           # the real σ edges between two sessions
+    for e in s.edges.values():
+        ends = frozenset(f"group:{s.units[u].session}" for u in (e.src, e.dst))
+        if e.type == "semantic" and len(ends) == 2:
+            pairs[ends] = pairs.get(ends, 0) + 1
+    second = {g: sorted((n for p, n in pairs.items() if g in p), reverse=True)[SUMMARY_PER_GROUP - 1]
+              for g in {g for p in pairs for g in p}}
+    drawn = {frozenset((e["from"], e["to"])): e["count"] for e in edges
+             if e["color"]["color"] == EDGE_STYLE["semantic"]["color"]}
+    assert all(pairs[p] == n and any(n >= second[g] for g in p) for p, n in drawn.items())
+    assert len(drawn) < len(pairs) and {g for p in drawn for g in p} == set(second)
+
+
+def test_a_highlighted_unit_opens_its_session_or_rings_its_group():
+    s = big_state(1200)
+    nodes, _ = _graph(build_graph_html(s, highlight_units=[3]))
+    assert 3 in _unit_ids(nodes) and _by_id(nodes)["session:1"]
+    nodes, _ = _graph(build_graph_html(s, highlight_units=[3], expand_highlighted=False))
+    assert not _unit_ids(nodes) and _by_id(nodes)["group:1"]["borderWidth"] == 5
+
+
+def test_neighbourhood_reaches_k_hops_and_is_drawn_ungrouped():
+    s = big_state(1200)
+    assert neighbourhood(s, {600}, 1) == {599, 600, 601, 593, 607}
+    two = neighbourhood(s, {600}, 2)
+    assert {598, 602, 586, 614, 592, 608, 594, 606} <= two and len(two) == 13
+    nodes, _ = _graph(build_graph_html(s, focus={600}, hops=2))
+    assert _unit_ids(nodes) == two
+
+
+def test_labels_carry_a_halo_and_an_off_surface_label_sits_above_its_node():
+    nodes, _ = _graph(build_graph_html(small_state()))
+    by_id = _by_id(nodes)
+    assert by_id[3]["font"]["vadjust"] < -30 and by_id[3]["font"]["strokeWidth"] >= 3
+    assert "vadjust" not in by_id[1]["font"] and by_id[1]["font"]["strokeColor"] == "#ffffff"
+    assert date_text("2023-05-08T13:56:00") == "8 May 2023" and date_text("someday") == "someday"

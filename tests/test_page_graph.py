@@ -1,6 +1,7 @@
 """Memory graph page through Streamlit's AppTest: the embedded graph, archived units, time travel, details, diff."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import ENGINES, start_app
 from engine.engines import engine_schema
+from workbench.graph_view import diff_default, neighbourhood
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")
@@ -27,9 +29,10 @@ def _open_graph(prepare=None, engine: str = "allmem") -> AppTest:
 
 
 def _graph_html(at: AppTest) -> str:
-    frames = at.get("iframe")
-    assert len(frames) == 1
-    return frames[0].proto.srcdoc
+    """The document the page hands its clickable graph component."""
+    canvases = at.get("bidi_component")
+    assert len(canvases) == 1
+    return json.loads(canvases[0].proto.json)["html"]
 
 
 def _archived_nodes(html: str) -> list[str]:
@@ -51,7 +54,7 @@ def consolidated() -> AppTest:
 def test_empty_memory_points_to_replay():
     at = _open_graph()
     assert any("Replay" in i.value for i in at.info)
-    assert not at.get("iframe")
+    assert not at.get("bidi_component")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -171,3 +174,56 @@ def test_focus_and_diff_rings(consolidated):
     consolidated.toggle(key="graph_ring_diff").set_value(True).run()
     assert not consolidated.exception
     assert _graph_html(consolidated).count('"borderWidth": 5') > 1
+
+
+def _drawn_ids(html: str) -> list:
+    return [n["id"] for n in json.loads(re.search(r"var nodeData = (.*?), edgeData = ", html, re.DOTALL).group(1))]
+
+
+def test_grouped_sessions_follow_the_expanded_sessions_picker(consolidated):
+    wb = consolidated.session_state["workbench"]
+    state = wb.engine.state
+    sessions = sorted({u.session for u in state.units.values()}, key=int)
+    current = state.units[state.turn_units[wb.current_turn.id]].session
+    assert current in consolidated.multiselect(key="graph_expand").value        # the cursor's session is open
+    consolidated.multiselect(key="graph_expand").set_value([current])
+    consolidated.selectbox(key="graph_grouping").set_value("always").run()
+    assert not consolidated.exception
+    drawn = _drawn_ids(_graph_html(consolidated))
+    assert sorted(n for n in drawn if str(n).startswith("group:")) == sorted(
+        f"group:{s}" for s in sessions if s != current)
+    assert {state.units[n].session for n in drawn if isinstance(n, int)} == {current}
+    consolidated.multiselect(key="graph_expand").set_value([]).run()
+    html = _graph_html(consolidated)
+    drawn = _drawn_ids(html)
+    assert not [n for n in drawn if isinstance(n, int)]
+    counts = {n["id"]: n["count"] for n in json.loads(re.search(r"var nodeData = (.*?), edgeData = ", html,
+                                                                  re.DOTALL).group(1))}
+    assert counts == {f"group:{s}": sum(u.session == s for u in state.units.values()) for s in sessions}
+    assert any("Sessions are drawn as groups" in c.value for c in consolidated.caption)
+    consolidated.selectbox(key="graph_grouping").set_value("auto").run()
+    assert all(isinstance(n, int) or n.startswith("session:")        # the demo is far below GROUP_ABOVE
+               for n in _drawn_ids(_graph_html(consolidated)))
+
+
+def test_neighbourhood_reaches_the_chosen_number_of_hops(consolidated):
+    wb = consolidated.session_state["workbench"]
+    state = wb.engine.state
+    uid = state.visible_ids[len(state.visible_ids) // 2]
+    consolidated.selectbox(key="graph_unit").set_value(uid)
+    consolidated.toggle(key="graph_ring_diff").set_value(False)         # rings would be drawn beside the focus
+    consolidated.toggle(key="graph_focus").set_value(True).run()       # (Hops is enabled with it)
+    consolidated.number_input(key="graph_hops").set_value(2).run()
+    assert not consolidated.exception
+    assert sorted(n for n in _drawn_ids(_graph_html(consolidated)) if isinstance(n, int)) == sorted(
+        neighbourhood(state, {uid}, 2))
+    consolidated.number_input(key="graph_hops").set_value(1)
+    consolidated.toggle(key="graph_focus").set_value(False).run()
+
+
+def test_the_diff_slider_starts_on_two_distinct_turns():
+    at = _open_graph(lambda wb: wb.jump(40))
+    first, last = at.slider(key="graph_diff").value
+    wb = at.session_state["workbench"]
+    assert first < last == wb.cursor and last - first == max(1, wb.head // 10)
+    assert diff_default(0, 40) == (0, 4) and diff_default(1, 1) == (0, 1)

@@ -41,9 +41,10 @@ def _frame(at, column: str):
 
 
 def _graph_html(at) -> str:
-    frames = at.get("iframe")
-    assert len(frames) == 1
-    return frames[0].proto.srcdoc
+    """The graph document of the page: the graph page's clickable component, or another page's iframe."""
+    canvases, frames = at.get("bidi_component"), at.get("iframe")
+    assert len(canvases) + len(frames) == 1
+    return json.loads(canvases[0].proto.json)["html"] if canvases else frames[0].proto.srcdoc
 
 
 def _graph_data(doc: str) -> tuple[list[dict], list[dict]]:

@@ -357,3 +357,75 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     texts["highlight"] = highlight.inner_text() + " " + (combo.input_value() or "")
     shot("7_memloom_retrieval")
     return texts
+
+
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
+LOCOMO_GRAPH_CONVERSATION = "conv-26"
+
+
+def locomo_conversation_file(folder: Path, conversation: str = LOCOMO_GRAPH_CONVERSATION) -> Path:
+    """One LoCoMo conversation in a file of its own, for MEMWB_DEMO (the app opens a one-conversation file)."""
+    import json
+
+    items = [c for c in json.loads(LOCOMO.read_text(encoding="utf-8")) if c.get("sample_id") == conversation]
+    if not items:
+        raise RuntimeError(f"{conversation} not found in {LOCOMO}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{conversation}.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    return path
+
+
+def graph_frame(page, timeout_ms: int = 120_000):
+    """The frame of the drawn memory graph (its body is marked once vis-network has drawn)."""
+    deadline = time.time() + timeout_ms / 1000
+    while time.time() < deadline:
+        for frame in page.frames:
+            try:
+                if frame.evaluate("() => !!document.body && document.body.hasAttribute('data-drawn-ms') "
+                                  "&& typeof network !== 'undefined'"):
+                    return frame
+            except Exception:                               # a frame replaced by a rerun while we looked
+                continue
+        page.wait_for_timeout(250)
+    raise RuntimeError("no drawn memory graph on the page")
+
+
+def graph_nodes(frame) -> list:
+    """The ids of the nodes the graph draws (units are numbers, groups and titles "group:…" / "session:…")."""
+    return frame.evaluate("() => nodeData.map(n => n.id)")
+
+
+def click_graph_node(page, frame, node) -> None:
+    """Click node `node` on the vis-network canvas, where it is drawn now, and wait for the rerun."""
+    at = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", node)
+    frame.locator("#graph canvas").click(position={"x": at["x"], "y": at["y"]})
+    wait_idle(page, 1500)
+
+
+def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
+    """The memory graph at LoCoMo scale (start the app with MEMWB_DEMO = `locomo_conversation_file()`): play the
+    conversation to its end, open the graph (sessions grouped), click a unit to inspect it and a session to expand
+    it. Returns the page text and the drawn node ids at each step; screenshot 10_locomo_graph."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
+    jump_to_turn(page, total)
+    expect(page.get_by_text(f"Turn · {total} /")).to_be_visible(timeout=600_000)
+    open_page(page, "Memory graph")
+    frame = graph_frame(page)
+    out = {"turns": total, "grouped": graph_nodes(frame)}
+    if shots is not None:
+        tall_screenshot(page, shots / "10_locomo_graph.png", 1500)
+    inspected = page.get_by_role("heading", level=4).first.inner_text()
+    unit = next(n for n in out["grouped"] if isinstance(n, int) and not inspected.startswith(f"u{n} "))
+    click_graph_node(page, frame, unit)
+    out |= {"clicked": unit, "inspector": page.get_by_role("heading", level=4).first.inner_text()}
+    frame = graph_frame(page)
+    group = next(n for n in graph_nodes(frame) if isinstance(n, str) and n.startswith("group:"))
+    click_graph_node(page, frame, group)
+    out |= {"expanded_group": group, "after_expanding": graph_nodes(graph_frame(page)), "text": page.inner_text("body")}
+    return out
