@@ -80,11 +80,8 @@ class NaiveEngine(BaseEngine):
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
         t0 = time.perf_counter()
         rel = Relevance(self, query, self.lexical_weight())
-        if rel.weight:
-            ranked = rel.ranked_surface()
-        else:       # plain cosine, rounded as naive RAG always ranked it
-            ranked = sorted(rel.visible_dense.items(), key=lambda p: (-round(p[1], 6), p[0]))
-        ranked = ranked[: self.settings.candidates]
+        # the plain cosine (no lexical weight) ranks at 6 decimals, as naive RAG always ranked it
+        ranked = rel.ranked_surface(self.settings.candidates, decimals=9 if rel.weight else 6)
         candidates = [self._result(uid, score, rel) for uid, score in ranked]
         top = candidates[: self.settings.final_k]
         sources = rank_sources(candidates)
