@@ -1,10 +1,16 @@
-"""Sentence embeddings with all-MiniLM-L6-v2, offline, batched, cached by content hash."""
+"""Sentence embeddings with all-MiniLM-L6-v2, offline, batched, cached by content hash.
+
+Vectors are looked up in this process's memory, then the session's own cache
+(its database, so a branch or a moved file carries them), then the workspace's
+shared cache (`engine.embedding_cache`); only what none of them holds runs
+through the model, and its vectors go to both caches.
+"""
 from __future__ import annotations
 
 import hashlib
 import os
 import threading
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -52,18 +58,26 @@ def _load_model(path: str):
 class Embedder:
     """Unit-normalised float32 vectors; cosine is a dot product."""
 
-    def __init__(self, model_path: str | None = None, cache: EmbeddingCache | None = None, batch_size: int = 64):
+    def __init__(self, model_path: str | None = None, cache: EmbeddingCache | None = None, batch_size: int = 64,
+                 shared: EmbeddingCache | Literal["workspace"] | None = "workspace"):
+        """`shared` is the cache every session shares: the workspace's by default, None for none."""
         self.model_path = model_path or default_model_path()
         self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL
         self.cache = cache
+        if shared == "workspace":
+            from engine.embedding_cache import SharedEmbeddingCache
+
+            shared = SharedEmbeddingCache()
+        self.shared: EmbeddingCache | None = shared
         self.batch_size = batch_size
         self.memory: dict[str, np.ndarray] = {}
         self.dim = 384
         self.encoded = 0
 
     def sibling(self) -> "Embedder":
-        """Another embedder over the same model that shares this one's vectors but not its cache store."""
-        other = Embedder(model_path=self.model_path, batch_size=self.batch_size)
+        """Another embedder over the same model that shares this one's vectors and shared cache but not its
+        session cache."""
+        other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared)
         other.memory = self.memory
         return other
 
@@ -81,6 +95,12 @@ class Embedder:
         missing = [k for k in dict.fromkeys(keys) if k not in self.memory]
         if missing and self.cache is not None:
             self.memory.update(self.cache.get_embeddings(missing))
+            missing = [k for k in missing if k not in self.memory]
+        if missing and self.shared is not None:
+            found = self.shared.get_embeddings(missing)
+            self.memory.update(found)
+            if found and self.cache is not None:
+                self.cache.put_embeddings(found)
         todo = {k: t for k, t in zip(keys, texts) if k not in self.memory}
         if todo:
             model = _load_model(self.model_path)
@@ -89,8 +109,9 @@ class Embedder:
             fresh = dict(zip(todo.keys(), vecs))
             self.memory.update(fresh)
             self.encoded += len(fresh)
-            if self.cache is not None:
-                self.cache.put_embeddings(fresh)
+            for cache in (self.cache, self.shared):
+                if cache is not None:
+                    cache.put_embeddings(fresh)
         out = np.stack([self.memory[k] for k in keys])
         self.dim = out.shape[1]
         return out

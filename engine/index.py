@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import faiss
 import numpy as np
@@ -13,9 +14,9 @@ TIE_MARGIN = 2e-6
 SEARCH_SLACK = 16
 
 
-def top_k(ids: Sequence[int], scores: np.ndarray, k: int) -> list[int]:
-    """The `k` ids of highest score, ties at 6 decimals by smaller id: exactly
-    ``sorted(ids, key=(-round(score, 6), id))[:k]``, but only the near-top scores are sorted in Python
+def top_k(ids: Sequence[int] | np.ndarray, scores: np.ndarray, k: int, decimals: int = 6) -> list[int]:
+    """The `k` ids of highest score, ties at `decimals` decimals by smaller id: exactly
+    ``sorted(ids, key=(-round(score, decimals), id))[:k]``, but only the near-top scores are sorted in Python
     (a partition finds them), so choosing a few among n costs O(n) instead of an O(n log n) Python sort."""
     n = len(ids)
     if k <= 0 or n == 0:
@@ -23,9 +24,32 @@ def top_k(ids: Sequence[int], scores: np.ndarray, k: int) -> list[int]:
     keep: Sequence[int] = range(n)
     if k < n:
         kth = np.partition(scores, n - k)[n - k]
-        keep = np.flatnonzero(scores >= kth - TIE_MARGIN).tolist()
-    order = sorted(keep, key=lambda i: (-round(float(scores[i]), 6), ids[i]))
-    return [ids[i] for i in order[:k]]
+        keep = np.flatnonzero(scores >= kth - 2 * 10.0 ** -decimals).tolist()
+    order = sorted(keep, key=lambda i: (-round(float(scores[i]), decimals), int(ids[i])))
+    return [int(ids[i]) for i in order[:k]]
+
+
+def inner_products(matrix_ptr, vector: np.ndarray, rows: int) -> np.ndarray:
+    """Dot products of `vector` with `rows` stored float32 rows (a FAISS pointer): one C loop, each row on its
+    own, so a row's value never depends on its position or on how many rows there are (BLAS's does)."""
+    query = np.ascontiguousarray(vector, dtype=np.float32)
+    out = np.empty(rows, dtype=np.float32)
+    if rows:
+        faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(query), matrix_ptr, query.shape[0], rows)
+    return out
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """One dense score, computed as the surface's are (`inner_products`)."""
+    row = np.ascontiguousarray(a, dtype=np.float32)
+    return float(inner_products(faiss.swig_ptr(row), b, 1)[0])
+
+
+class Surface(NamedTuple):
+    """The visible ids in increasing order, where each sits in FAISS storage, and a position lookup by id."""
+    ids: np.ndarray          # int64, sorted
+    storage: np.ndarray      # storage[i]: FAISS row of ids[i]
+    where: np.ndarray        # where[uid]: index of uid in `ids`, -1 off the surface (length max id + 1)
 
 
 class VisibleIndex:
@@ -37,8 +61,10 @@ class VisibleIndex:
 
     def __init__(self, dim: int = 384):
         self.dim = dim
-        self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self.flat = faiss.IndexFlatIP(dim)
+        self.index = faiss.IndexIDMap2(self.flat)
         self.ids: set[int] = set()
+        self._surface: Surface | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -49,12 +75,14 @@ class VisibleIndex:
         self.remove([i for i in ids if i in self.ids])
         self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
         self.ids.update(ids)
+        self._surface = None
 
     def remove(self, ids: list[int]) -> None:
         present = [i for i in ids if i in self.ids]
         if present:
             self.index.remove_ids(np.asarray(present, dtype=np.int64))
             self.ids.difference_update(present)
+            self._surface = None
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top-k (id, cosine), ties (equal to 6 decimals) broken by smaller id for determinism.
@@ -76,8 +104,23 @@ class VisibleIndex:
         pairs.sort(key=lambda p: (-round(p[1], 6), p[0]))
         return pairs[:k]
 
+    def surface(self) -> Surface:
+        """The surface's ids in id order (rebuilt only after the surface changed)."""
+        if self._surface is None:
+            stored = faiss.vector_to_array(self.index.id_map).astype(np.int64)
+            storage = np.argsort(stored, kind="stable")
+            ids = stored[storage]
+            where = np.full(int(ids[-1]) + 1 if len(ids) else 0, -1, dtype=np.int64)
+            where[ids] = np.arange(len(ids))
+            self._surface = Surface(ids, storage, where)
+        return self._surface
+
+    def surface_scores(self, vector: np.ndarray) -> tuple[Surface, np.ndarray]:
+        """Cosine of `vector` with every visible unit, aligned with `surface().ids` (float64)."""
+        surface = self.surface()
+        dense = inner_products(self.flat.get_xb(), vector, self.flat.ntotal)
+        return surface, dense[surface.storage].astype(np.float64)
+
     def all_scores(self, vector: np.ndarray) -> dict[int, float]:
-        if not self.ids:
-            return {}
-        scores, ids = self.index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), len(self.ids))
-        return {int(i): float(s) for i, s in zip(ids[0], scores[0]) if i >= 0}
+        surface, dense = self.surface_scores(vector)
+        return dict(zip(surface.ids.tolist(), dense.tolist()))

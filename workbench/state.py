@@ -18,7 +18,8 @@ _NOTES = "workbench_link_notes"       # what the URL asked for that could not be
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
 def shared_embedder() -> Embedder:
-    """One model per server process; each session's embedder caches into its own database."""
+    """One model per server process; each session's embedder caches into its own database and the
+    workspace's shared cache, so no text is embedded twice across sessions or restarts."""
     emb = Embedder()
     emb.warm()
     return emb

@@ -27,7 +27,7 @@ def retrieve(engine: "AllMemEngine", query: str, k_sources: int | None = None) -
     state = engine.state
     t0 = time.perf_counter()
     rel = Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty)
-    anchors = rel.ranked_surface()[: s.k]
+    anchors = rel.ranked_surface(s.k)
     t1 = time.perf_counter()
 
     parent: dict[int, Hop | None] = {a: None for a, _ in anchors}

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.engines.memloom.schema import Kind, Life, Rel
+from engine.lexical import at
 from engine.links import has_change
 from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
@@ -72,8 +73,7 @@ class Relevance:
         weight = self.weight
         lex = np.zeros(len(ids))
         if weight:
-            lex_map = engine.bm25.scores(query)
-            lex = np.array([lex_map.get(i, 0.0) for i in ids])
+            lex = at(engine.bm25.score_vector(query), np.asarray(ids, dtype=np.int64))
             self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
             fused = fused + weight * (lex - lex.mean()) / (lex.std() or 1.0)
         self.fused = {i: float(v) for i, v in zip(ids, fused)}

@@ -83,7 +83,7 @@ class NaiveEngine(BaseEngine):
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
         t0 = time.perf_counter()
         rel = Relevance(self, query, self.lexical_weight())
-        ranked = self._ranked(rel)[: self.settings.candidates]
+        ranked = self._ranked(rel, self.settings.candidates)
         candidates = [self._result(uid, score, rel) for uid, score in ranked]
         top = candidates[: self.settings.final_k]
         sources = rank_sources(candidates)
@@ -114,11 +114,10 @@ class NaiveEngine(BaseEngine):
                                  f"rank {full[uid]} > the {self.settings.candidates} candidates kept")
         return out
 
-    def _ranked(self, rel: Relevance) -> list[tuple[int, float]]:
-        """Every stored turn by score: the fused one, or the plain cosine rounded as naive RAG always ranked it."""
-        if rel.weight:
-            return rel.ranked_surface()
-        return sorted(rel.visible_dense.items(), key=lambda p: (-round(p[1], 6), p[0]))
+    def _ranked(self, rel: Relevance, limit: int | None = None) -> list[tuple[int, float]]:
+        """The best `limit` stored turns (all by default) by score: the fused one, or the plain cosine ranked at
+        6 decimals as naive RAG always ranked it."""
+        return rel.ranked_surface(limit, decimals=9 if rel.weight else 6)
 
     def _result(self, uid: int, score: float, rel: Relevance) -> RetrievedUnit:
         u = self.state.nodes[uid]
