@@ -72,3 +72,46 @@ def test_the_peer_holds_the_turns_up_to_the_cursor_and_is_cached(tmp_path):
 def test_a_baseline_session_compares_with_all_mem(tmp_path):
     wb = Workbench.demo(workdir=tmp_path, engine="naive")
     assert wb.default_peer() == "allmem"
+
+
+class _Interrupt(BaseException):
+    """Stands in for Streamlit stopping a run (its stop and rerun signals are BaseExceptions too)."""
+
+
+def test_a_jump_reports_progress_and_an_interruption_keeps_every_completed_turn(tmp_path):
+    """A long jump embeds its turn texts first, then steps; stopped between steps (what a Cancel click does to
+    the running page) the cursor is on the last completed turn, the log holds exactly those turns, and the jump
+    goes on from there."""
+    wb = Workbench.demo(workdir=tmp_path, schedule="every-3-sessions")
+    seen = []
+
+    def stop_after_seven(progress):
+        seen.append(progress)
+        if progress.phase == "ingesting" and progress.done == 7:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        wb.jump(20, stop_after_seven)
+    phases = [p.phase for p in seen]
+    assert phases[0] == "embedding" and phases.index("ingesting") == phases.count("embedding")
+    assert seen[phases.count("embedding") - 1].done == seen[0].total == 20        # every text, before stepping
+    assert [p.done for p in seen if p.phase == "ingesting"] == list(range(1, 8))
+    assert all(p.target == 20 and p.total == 20 for p in seen)
+    assert wb.cursor == wb.head == 7 and wb.at_head
+    stored = [op.payload["turn_id"] for op in wb.engine.store.ops(kinds=["turn_ingested"])]
+    assert stored == [t.id for t in wb.conversation.turns[:7]]
+    assert wb.engine.embedder.encoded >= 20                        # the jump's texts were embedded up front
+    wb.jump(20)
+    assert wb.cursor == wb.head == 20
+    assert [op.payload["turn_id"] for op in wb.engine.store.ops(kinds=["turn_ingested"])] == \
+        [t.id for t in wb.conversation.turns[:20]]
+
+
+def test_session_targets_of_a_jump(tmp_path):
+    wb = Workbench.demo(workdir=tmp_path)
+    assert wb.turns_to_ingest(wb.session_end()) == wb.session_end() == \
+        sum(t.session == wb.conversation.turns[0].session for t in wb.conversation.turns)
+    second = wb.conversation.sessions[1]
+    assert wb.conversation.turns[wb.session_start(second) - 1].session == second
+    wb.jump(3)
+    assert wb.turns_to_ingest(2) == 0 and wb.turns_to_ingest(10**6) == wb.total_turns - 3

@@ -20,6 +20,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from engine.conversation import Conversation
 from engine.embedder import Embedder
@@ -33,8 +34,20 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
 LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
+EMBED_BATCH = 64                      # turn texts embedded per batch before a jump steps (progress between)
 PEERS_KEPT = 3                        # scratch peer engines cached per workbench
 _COUNTER = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class JumpProgress:
+    """Where a jump is: embedding its turn texts, then ingesting them one committed step at a time."""
+
+    phase: str            # "embedding" | "ingesting"
+    done: int             # texts embedded, or turns ingested, by this jump so far
+    total: int            # of this phase
+    cursor: int           # the cursor now (the last completed turn)
+    target: int           # the cursor the jump goes to
 
 
 @dataclass
@@ -158,8 +171,12 @@ class Workbench:
         self.cursor = max(0, self.cursor - 1)
         self.last_ingest = None
 
-    def jump(self, turn: int) -> None:
-        """Move the cursor to `turn` (1-based count of turns seen), ingesting if it is past the head."""
+    def jump(self, turn: int, progress: Callable[[JumpProgress], None] | None = None) -> None:
+        """Move the cursor to `turn` (1-based count of turns seen), ingesting if it is past the head.
+
+        The jump's turn texts are embedded first, in batches, then each turn is one committed step; the cursor
+        follows every step, so an interruption between steps (an exception from `progress`, which is called
+        after each batch and each step) leaves the cursor on the last completed turn and loses nothing."""
         turn = max(0, min(turn, self.total_turns))
         if turn <= self.head:
             self.cursor = turn
@@ -167,22 +184,40 @@ class Workbench:
             return
         self._check_no_open_run()
         self.cursor = self.head
-        self.engine.prefetch(self.conversation.turns[self.head:turn])
+        todo = self.conversation.turns[self.head:turn]
+        for start in range(0, len(todo), EMBED_BATCH):
+            self.engine.prefetch(todo[start:start + EMBED_BATCH])
+            if progress:
+                progress(JumpProgress("embedding", min(start + EMBED_BATCH, len(todo)), len(todo), self.cursor, turn))
+        first = self.head
         while self.head < turn:
             self.last_ingest = step(self.engine, self.conversation, self.schedule)
-        self.cursor = self.head
+            self.cursor = self.head
+            if progress:
+                progress(JumpProgress("ingesting", self.head - first, turn - first, self.cursor, turn))
+
+    def turns_to_ingest(self, turn: int) -> int:
+        """How many turns a jump to `turn` would ingest (0 when the log already holds them)."""
+        return max(0, min(turn, self.total_turns) - self.head)
+
+    def session_start(self, session: str) -> int:
+        """The cursor that has just ingested the first turn of `session`."""
+        return next(i for i, t in enumerate(self.conversation.turns) if t.session == session) + 1
+
+    def session_end(self) -> int:
+        """The cursor after the last turn of the session the next turn belongs to (the cursor at the end)."""
+        if self.cursor >= self.total_turns:
+            return self.cursor
+        current = self.conversation.turns[self.cursor].session
+        return max(i for i, t in enumerate(self.conversation.turns) if t.session == current) + 1
 
     def jump_to_session(self, session: str) -> None:
         """Cursor to the first turn of `session` (so that turn is the one just ingested)."""
-        index = next(i for i, t in enumerate(self.conversation.turns) if t.session == session)
-        self.jump(index + 1)
+        self.jump(self.session_start(session))
 
     def play_to_session_end(self) -> None:
         """Ingest through the last turn of the session the next turn belongs to."""
-        if self.cursor >= self.total_turns:
-            return
-        current = self.conversation.turns[self.cursor].session
-        self.jump(max(i for i, t in enumerate(self.conversation.turns) if t.session == current) + 1)
+        self.jump(self.session_end())
 
     def ensure_head(self) -> None:
         """Before an edit: if the cursor is behind the head, branch the log at the cursor."""
