@@ -288,7 +288,7 @@ def test_jump_clock_times_each_phase():
     now[0] = 104.9
     assert not clock.due(JumpProgress("ingesting", 2, 128, 2, 128))        # within `every` of the last draw
     assert clock.text(JumpProgress("ingesting", 2, 128, 2, 128)) == \
-        "Turn 2 / 128 · 2 of 128 turns ingested · 4 s elapsed · about 50 s left"
+        "Turn 2 / 128 · 2 of 128 turns ingested · 5 s elapsed · about 57 s left"      # 0.45 s a turn
 
 
 def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_below_it():
