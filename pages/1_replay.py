@@ -218,10 +218,10 @@ def run_pending_jump(wb: Workbench, redraw_header) -> None:
     The cursor is on the workbench in the session state and follows every committed step, so a run that a
     click interrupts (Cancel, or any other widget: the jump then resumes on the next run) leaves a
     consistent model."""
+    box = st.empty()           # in every run, so the elements below keep their place while a jump redraws
     target = st.session_state.get("replay_jump")
     if target is None:
         return
-    box = st.empty()
     with box.container(border=True):
         bar = st.progress(0.0, text=f"Jump to turn {target}: embedding the turn texts…")
         st.button("Cancel", key="replay_cancel", on_click=_cancel_jump, icon=":material/stop_circle:",

@@ -6,19 +6,22 @@
 7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
+`all` also takes 10_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
+(`--engine progress` takes only that one).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
-from workbench.driver import (baseline_walkthrough, browser_page, memloom_walkthrough, running_app,  # noqa: E402
-                              walkthrough)
+from workbench.driver import (baseline_walkthrough, browser_page, memloom_walkthrough,  # noqa: E402
+                              progress_walkthrough, running_app, single_conversation_file, walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -26,13 +29,19 @@ TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
-    ap.add_argument("--engine", default="all", choices=["all", *known_engines()])
+    ap.add_argument("--engine", default="all", choices=["all", "progress", *known_engines()])
     args = ap.parse_args()
-    engines = ["allmem", "memloom"] if args.engine == "all" else [args.engine]
+    engines = {"all": ["allmem", "memloom"], "progress": []}.get(args.engine, [args.engine])
     for engine in engines:
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))
+    if args.engine in ("all", "progress"):
+        work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
+        source = single_conversation_file(work / "conv-26.json")
+        env = {"MEMWB_DEMO": str(source), "TMPDIR": str(work), "MEMWB_WORKSPACE": str(work / "workspace")}
+        with running_app(env=env) as url, browser_page() as page:
+            progress_walkthrough(page, url, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0
