@@ -42,6 +42,12 @@ PAGES = ("pages/1_replay.py", "pages/2_memory_graph.py", "pages/3_consolidation.
          "pages/5_annotate.py")
 
 
+def folder(parent: Path, name: str) -> Path:
+    path = parent / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -58,10 +64,10 @@ def embed_batch(turns) -> float:
 def jumps(workdir: Path) -> dict:
     emb = Embedder()
     emb.warm()
-    cold = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=workdir / "cold", embedder=emb)
+    cold = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "cold"), embedder=emb)
     n = cold.total_turns
     cold_s, _ = timed(lambda: cold.jump(n))
-    warm = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=workdir / "warm",
+    warm = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "warm"),
                           embedder=cold.engine.embedder)
     encoded = warm.engine.embedder.encoded
     warm_s, _ = timed(lambda: warm.jump(n))
@@ -71,7 +77,7 @@ def jumps(workdir: Path) -> dict:
 
 
 def diagnosis(workdir: Path, embedder: Embedder) -> dict:
-    wb = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule="manual", workdir=workdir / "diag", embedder=embedder)
+    wb = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule="manual", workdir=folder(workdir, "diag"), embedder=embedder)
     wb.jump(wb.total_turns)
     buffered = wb.engine.state.buffered()
     seconds, proposals = timed(lambda: wb.engine.propose(manual=True))
@@ -135,9 +141,9 @@ def main() -> int:
               "diagnosis": d, "cpus": os.cpu_count()}
     if not args.skip_pages:
         result["page_switch_s"] = {}
-        small = Workbench.open(LOCOMO_PATH, CONVERSATION, workdir=work / "p400", embedder=embedder)
+        small = Workbench.open(LOCOMO_PATH, CONVERSATION, workdir=folder(work, "p400"), embedder=embedder)
         small.jump(small.total_turns)
-        big = Workbench.open(mixed_file(work, args.units), None, workdir=work / "p2000", embedder=embedder)
+        big = Workbench.open(mixed_file(work, args.units), None, workdir=folder(work, "p2000"), embedder=embedder)
         big_s, _ = timed(lambda: big.jump(big.total_turns))
         print(f"built the larger workbench: {big.total_turns} turns in {big_s:.1f} s")
         for wb in (small, big):
