@@ -317,8 +317,9 @@ class Store:
             taken = s.exec(select(ClaimRow.key).where(ClaimRow.kind == kind).where(ClaimRow.key.in_(keys))).first()
             if taken is not None:
                 raise StoreError(_twice(claims[(kind, taken)], (kind, taken)))
-        s.add_all(ClaimRow(kind=k, key=key, seq=op.seq) for (k, key), op in claims.items())
-        s.flush()
+        if claims:
+            s.execute(ClaimRow.__table__.insert(), [{"kind": k, "key": key, "seq": op.seq}
+                                                    for (k, key), op in claims.items()])
 
     def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None, run_id: str | None = None,
             seq: int | None = None, after_seq: int | None = None, turns: tuple[int, int] | None = None
@@ -466,16 +467,24 @@ class Store:
         return out
 
 
+_UPSERTS: dict[tuple[str, str], object] = {}
+
+
 def _upsert(s: Session, model: type[SQLModel], rows: list[dict]) -> None:
-    """Insert or replace materialized rows in one statement per table (a merge per row costs a SELECT each)."""
+    """Insert or replace materialized rows in one statement per table (a merge per row costs a SELECT each);
+    the statement is built once per dialect and table."""
     if not rows:
         return
-    table = model.__table__
-    insert = sqlite_insert if s.get_bind().dialect.name == "sqlite" else postgresql_insert
-    stmt = insert(table)
-    keys = [c.name for c in table.primary_key.columns]
-    s.execute(stmt.on_conflict_do_update(index_elements=keys, set_={c: stmt.excluded[c] for c in rows[0]
-                                                                     if c not in keys}), rows)
+    dialect = s.get_bind().dialect.name
+    stmt = _UPSERTS.get((dialect, model.__tablename__))
+    if stmt is None:
+        table = model.__table__
+        insert = (sqlite_insert if dialect == "sqlite" else postgresql_insert)(table)
+        keys = [c.name for c in table.primary_key.columns]
+        excluded = insert.excluded
+        stmt = _UPSERTS[(dialect, model.__tablename__)] = insert.on_conflict_do_update(
+            index_elements=keys, set_={c.name: excluded[c.name] for c in table.columns if c.name not in keys})
+    s.execute(stmt, rows)
 
 
 def _twice(op: OpRecord, claim: tuple[str, str]) -> str:

@@ -38,8 +38,8 @@ from workbench.model import LOCOMO_PATH, Workbench  # noqa: E402
 
 CONVERSATION = "conv-26"
 SCHEDULE = "every-3-sessions"
-PAGES = ("pages/1_replay.py", "pages/2_memory_graph.py", "pages/3_consolidation.py", "pages/4_retrieval.py",
-         "pages/5_annotate.py")
+PAGES = tuple(f"../pages/{name}.py" for name in            # relative to the main script's folder
+              ("1_replay", "2_memory_graph", "3_consolidation", "4_retrieval", "5_annotate"))
 
 
 def folder(parent: Path, name: str) -> Path:
@@ -115,31 +115,40 @@ def page_switches(wb: Workbench) -> dict:
     return {page: {"first_s": s[0], "again_s": s[1]} for page, s in out.items()}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "out" / "bench_workbench.json"))
-    ap.add_argument("--units", type=int, default=2000, help="size of the larger page-switch workbench")
-    ap.add_argument("--skip-pages", action="store_true")
-    args = ap.parse_args()
-    if not LOCOMO_PATH.exists():
-        raise SystemExit(f"LoCoMo is missing at {LOCOMO_PATH}")
-    work = Path(tempfile.mkdtemp(prefix="memwb-bench-"))
-    conversation = next(c for c in load_conversations(LOCOMO_PATH) if c.id == CONVERSATION)
-    load_before = os.getloadavg()[0]
+def jump_figures(work: Path, conversation, result: dict) -> Embedder:
+    """Batch embed, cold and warm jumps, diagnosis on a full buffer; returns the embedder holding the vectors."""
     batch = embed_batch(conversation.turns)
-    print(f"embed {len(conversation.turns)} turns of {CONVERSATION} in one batch: {batch:.2f} s")
     j = jumps(work)
     embedder = j.pop("embedder")
     j.update(cold_ratio=j["cold_s"] / batch, warm_ratio=j["warm_s"] / batch)
+    print(f"embed {len(conversation.turns)} turns of {CONVERSATION} in one batch: {batch:.2f} s")
     print(f"jump to the end of {CONVERSATION} ({j['turns']} turns, {j['units']} units): cold {j['cold_s']:.2f} s "
           f"= {j['cold_ratio']:.1f}x the batch embed; warm {j['warm_s']:.2f} s = {j['warm_ratio']:.1f}x, "
           f"{j['warm_turns_per_s']:.0f} turns/s")
     d = diagnosis(work, embedder)
     print(f"Run diagnosis on a full buffer ({d['buffered']} units): {d['seconds']:.2f} s, "
           f"{d['proposals']} proposals")
-    result = {"conversation": CONVERSATION, "schedule": SCHEDULE, "embed_batch_s": batch, "jump": j,
-              "diagnosis": d, "cpus": os.cpu_count()}
-    if not args.skip_pages:
+    result.update(embed_batch_s=batch, jump=j, diagnosis=d)
+    return embedder
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "out" / "bench_workbench.json"))
+    ap.add_argument("--units", type=int, default=2000, help="size of the larger page-switch workbench")
+    ap.add_argument("--parts", default="jumps,pages", help="jumps (batch embed, jumps, diagnosis) and/or pages")
+    args = ap.parse_args()
+    if not LOCOMO_PATH.exists():
+        raise SystemExit(f"LoCoMo is missing at {LOCOMO_PATH}")
+    work = Path(tempfile.mkdtemp(prefix="memwb-bench-"))
+    conversation = next(c for c in load_conversations(LOCOMO_PATH) if c.id == CONVERSATION)
+    load_before = os.getloadavg()[0]
+    parts = set(args.parts.split(","))
+    result = {"conversation": CONVERSATION, "schedule": SCHEDULE, "cpus": os.cpu_count()}
+    embedder = Embedder()
+    if "jumps" in parts:
+        embedder = jump_figures(work, conversation, result)
+    if "pages" in parts:
         result["page_switch_s"] = {}
         small = Workbench.open(LOCOMO_PATH, CONVERSATION, workdir=folder(work, "p400"), embedder=embedder)
         small.jump(small.total_turns)
