@@ -190,7 +190,7 @@ def _do(action: str) -> None:
     if action in JUMPS:
         target = _jump_target(wb, action)
         if wb.turns_to_ingest(target) > FEW_TURNS:
-            st.session_state["replay_jump"] = target
+            st.session_state["replay_jump"] = (str(wb.db_path), target)
             return
         run = lambda: wb.jump(target)        # noqa: E731
     else:
@@ -203,7 +203,7 @@ def _do(action: str) -> None:
 def _cancel_jump() -> None:
     """Stop the running jump: the click interrupts that run between two committed steps, so every turn
     ingested so far is kept and the cursor is on the last of them."""
-    target = st.session_state.pop("replay_jump", None)
+    _, target = st.session_state.pop("replay_jump", (None, None))
     wb = get_workbench()
     if target is not None:
         st.session_state["replay_info"] = (f"Jump to turn {target} cancelled at turn {wb.cursor} of "
@@ -219,8 +219,9 @@ def run_pending_jump(wb: Workbench, redraw_header) -> None:
     click interrupts (Cancel, or any other widget: the jump then resumes on the next run) leaves a
     consistent model."""
     box = st.empty()           # in every run, so the elements below keep their place while a jump redraws
-    target = st.session_state.get("replay_jump")
-    if target is None:
+    db, target = st.session_state.get("replay_jump", (None, None))
+    if db != str(wb.db_path):             # none pending, or one for a session since replaced (Load)
+        st.session_state.pop("replay_jump", None)
         return
     with box.container(border=True):
         bar = st.progress(0.0, text=f"Jump to turn {target}: embedding the turn texts…")
@@ -236,6 +237,8 @@ def run_pending_jump(wb: Workbench, redraw_header) -> None:
     _guarded(wb, lambda: wb.jump(target, show))
     st.session_state.pop("replay_jump", None)
     box.empty()
+    if "replay_error" in st.session_state:            # a refusal (say, an open run) shows at once
+        st.error(st.session_state.pop("replay_error"))
     _sync_targets()
 
 

@@ -301,3 +301,16 @@ def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_be
     box, below = html.split('<div class="mw-tr">')[1].split('<div class="mw-next">')
     assert box.rindex("#4 · D1:4") > box.rindex("#3 · D1:3") and "▶ current turn" in box and "#5 ·" not in box
     assert "#5 · D1:5" in below and "not yet ingested" in below and "current turn" not in below
+
+
+def test_a_long_jump_refused_by_an_open_run_says_why_and_a_stale_one_is_dropped(at):
+    wb = _wb(at)
+    wb.jump(3)
+    wb.engine.propose(manual=True)
+    at.number_input(key="replay_turn_target").set_value(30)
+    at.button(key="replay_go_turn").click().run()
+    assert not at.exception and _wb(at).head == 3
+    assert any("waiting for a decision" in e.value for e in at.error)
+    at.session_state["replay_jump"] = ("/elsewhere/another-session.sqlite", 40)     # pending for a replaced session
+    at.run()
+    assert _wb(at).head == 3 and "replay_jump" not in at.session_state
