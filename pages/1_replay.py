@@ -9,7 +9,8 @@ import streamlit as st
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.store import StoreError
-from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpProgress, Workbench, list_conversations
+from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
+                             list_conversations)
 from workbench.replay_view import JumpClock, render_effects, transcript_html, turn_effects
 from workbench.settings_form import settings_form
 from workbench.state import get_workbench, live_header, new_embedder, set_workbench
@@ -205,6 +206,7 @@ def _cancel_jump() -> None:
     ingested so far is kept and the cursor is on the last of them."""
     _, target = st.session_state.pop("replay_jump", (None, None))
     wb = get_workbench()
+    wb.cancel()                 # the interrupted run may still be inside a step: wait for it to end
     if target is not None:
         st.session_state["replay_info"] = (f"Jump to turn {target} cancelled at turn {wb.cursor} of "
                                            f"{wb.total_turns}: every turn ingested so far is kept (each is "
@@ -234,7 +236,10 @@ def run_pending_jump(wb: Workbench, redraw_header) -> None:
             bar.progress(progress.done / max(progress.total, 1), text=clock.text(progress))
             redraw_header()
 
-    _guarded(wb, lambda: wb.jump(target, show))
+    try:
+        _guarded(wb, lambda: wb.jump(target, show))
+    except JumpCancelled:       # Cancel was clicked: its run shows where the jump stopped
+        return
     st.session_state.pop("replay_jump", None)
     box.empty()
     if "replay_error" in st.session_state:            # a refusal (say, an open run) shows at once

@@ -115,3 +115,32 @@ def test_session_targets_of_a_jump(tmp_path):
     assert wb.conversation.turns[wb.session_start(second) - 1].session == second
     wb.jump(3)
     assert wb.turns_to_ingest(2) == 0 and wb.turns_to_ingest(10**6) == wb.total_turns - 3
+
+
+def test_cancel_from_another_thread_stops_the_jump_after_its_step(tmp_path):
+    """What the Cancel button does while the page run that is jumping still goes on in its own thread: `cancel`
+    returns once the jump has stopped, so the cursor it leaves is the last committed turn, and it stays."""
+    import threading
+
+    wb = Workbench.demo(workdir=tmp_path)
+    reached, outcome = threading.Event(), []
+
+    def run():
+        try:
+            wb.jump(60, lambda p: reached.set() if p.phase == "ingesting" and p.done >= 3 else None)
+            outcome.append("finished")
+        except Exception as exc:          # noqa: BLE001 - the outcome is what the test checks
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert reached.wait(120)
+    wb.cancel()
+    stopped = wb.cursor
+    worker.join(60)
+    from workbench.model import JumpCancelled
+    assert isinstance(outcome[0], JumpCancelled)
+    assert 3 <= stopped < 60 and wb.cursor == wb.head == stopped
+    assert len(list(wb.engine.store.ops(kinds=["turn_ingested"]))) == stopped
+    wb.jump(stopped + 2)                     # the next jump is not cancelled by the earlier request
+    assert wb.cursor == stopped + 2

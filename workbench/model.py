@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -50,6 +51,10 @@ class JumpProgress:
     target: int           # the cursor the jump goes to
 
 
+class JumpCancelled(Exception):
+    """A jump stopped on request (`Workbench.cancel`) between two committed steps."""
+
+
 @dataclass
 class Workbench:
     source_label: str
@@ -65,6 +70,8 @@ class Workbench:
     _view: BaseEngine | None = None
     _view_turn: int = -1
     _peers: dict = field(default_factory=dict)     # (engine name, cursor) -> scratch engine
+    _stepping: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -176,25 +183,41 @@ class Workbench:
 
         The jump's turn texts are embedded first, in batches, then each turn is one committed step; the cursor
         follows every step, so an interruption between steps (an exception from `progress`, which is called
-        after each batch and each step) leaves the cursor on the last completed turn and loses nothing."""
+        after each batch and each step, or `cancel` from another thread) leaves the cursor on the last completed
+        turn and loses nothing."""
         turn = max(0, min(turn, self.total_turns))
         if turn <= self.head:
             self.cursor = turn
             self.last_ingest = None
             return
-        self._check_no_open_run()
-        self.cursor = self.head
-        todo = self.conversation.turns[self.head:turn]
-        for start in range(0, len(todo), EMBED_BATCH):
-            self.engine.prefetch(todo[start:start + EMBED_BATCH])
-            if progress:
-                progress(JumpProgress("embedding", min(start + EMBED_BATCH, len(todo)), len(todo), self.cursor, turn))
-        first = self.head
-        while self.head < turn:
-            self.last_ingest = step(self.engine, self.conversation, self.schedule)
+        with self._stepping:                     # one jump at a time (a page run may outlive the click that ends it)
+            self._check_no_open_run()
             self.cursor = self.head
-            if progress:
-                progress(JumpProgress("ingesting", self.head - first, turn - first, self.cursor, turn))
+            todo = self.conversation.turns[self.head:turn]
+            for start in range(0, len(todo), EMBED_BATCH):
+                self._stop_if_cancelled()
+                self.engine.prefetch(todo[start:start + EMBED_BATCH])
+                if progress:
+                    progress(JumpProgress("embedding", min(start + EMBED_BATCH, len(todo)), len(todo), self.cursor,
+                                          turn))
+            first = self.head
+            while self.head < turn:
+                self._stop_if_cancelled()
+                self.last_ingest = step(self.engine, self.conversation, self.schedule)
+                self.cursor = self.head
+                if progress:
+                    progress(JumpProgress("ingesting", self.head - first, turn - first, self.cursor, turn))
+
+    def _stop_if_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise JumpCancelled(f"jump stopped at turn {self.cursor}")
+
+    def cancel(self) -> None:
+        """Stop a jump running in another thread before its next step, and return once it has stopped, so the
+        cursor read afterwards is the last completed turn (no jump running: nothing to do)."""
+        self._cancel.set()
+        with self._stepping:
+            self._cancel.clear()
 
     def turns_to_ingest(self, turn: int) -> int:
         """How many turns a jump to `turn` would ingest (0 when the log already holds them)."""
