@@ -13,6 +13,10 @@ TIE_MARGIN = 2e-6
 # Neighbours fetched beyond k at first; widened (x4) only when the last one fetched could still tie the k-th.
 SEARCH_SLACK = 16
 
+# One thread: a search here is one query over at most a few thousand vectors, where FAISS's OpenMP threads cost
+# far more than they save (20 ms instead of 0.03 ms per search on a busy 2-core machine, as they spin-wait).
+faiss.omp_set_num_threads(1)
+
 
 def top_k(ids: Sequence[int] | np.ndarray, scores: np.ndarray, k: int, decimals: int = 6) -> list[int]:
     """The `k` ids of highest score, ties at `decimals` decimals by smaller id: exactly

@@ -18,6 +18,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 from sqlalchemy import func, inspect
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, delete, select
 
@@ -315,8 +317,9 @@ class Store:
             taken = s.exec(select(ClaimRow.key).where(ClaimRow.kind == kind).where(ClaimRow.key.in_(keys))).first()
             if taken is not None:
                 raise StoreError(_twice(claims[(kind, taken)], (kind, taken)))
-        s.add_all(ClaimRow(kind=k, key=key, seq=op.seq) for (k, key), op in claims.items())
-        s.flush()
+        if claims:
+            s.execute(ClaimRow.__table__.insert(), [{"kind": k, "key": key, "seq": op.seq}
+                                                    for (k, key), op in claims.items()])
 
     def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None, run_id: str | None = None,
             seq: int | None = None, after_seq: int | None = None, turns: tuple[int, int] | None = None
@@ -433,22 +436,24 @@ class Store:
             touched.nodes |= t.nodes
             touched.edges |= t.edges
             touched.proposals |= t.proposals
-        for uid in touched.nodes:
+        nodes, edges = [], []
+        for uid in sorted(touched.nodes):
             node = state.nodes.get(uid)
             if node is None:
                 s.exec(delete(NodeRow).where(NodeRow.id == uid))
                 s.exec(delete(EdgeRow).where((EdgeRow.src == uid) | (EdgeRow.dst == uid)))
             else:
-                s.merge(NodeRow(**node_row(node)))
-        for key in touched.edges:
+                nodes.append(node_row(node))
+        for key in sorted(touched.edges):
             edge = state.edges.get(key)
             if edge is None:
                 s.exec(delete(EdgeRow).where((EdgeRow.src == key[0]) & (EdgeRow.dst == key[1])
                                              & (EdgeRow.type == key[2])))
             else:
-                s.merge(EdgeRow(**edge_row(edge)))
-        for pid in touched.proposals:
-            s.merge(ProposalRow(**proposal_row(state.proposals[pid])))
+                edges.append(edge_row(edge))
+        _upsert(s, NodeRow, nodes)
+        _upsert(s, EdgeRow, edges)
+        _upsert(s, ProposalRow, [proposal_row(state.proposals[pid]) for pid in sorted(touched.proposals)])
 
     def table_rows(self) -> dict[str, list[dict]]:
         """The materialized tables as plain rows (sorted), to compare with `rows_of(fold)`."""
@@ -460,6 +465,26 @@ class Store:
                 out[name] = sorted(rows, key=(lambda r: r[key]) if key else (lambda r: (r["src"], r["dst"],
                                                                                        r["type"])))
         return out
+
+
+_UPSERTS: dict[tuple[str, str], object] = {}
+
+
+def _upsert(s: Session, model: type[SQLModel], rows: list[dict]) -> None:
+    """Insert or replace materialized rows in one statement per table (a merge per row costs a SELECT each);
+    the statement is built once per dialect and table."""
+    if not rows:
+        return
+    dialect = s.get_bind().dialect.name
+    stmt = _UPSERTS.get((dialect, model.__tablename__))
+    if stmt is None:
+        table = model.__table__
+        insert = (sqlite_insert if dialect == "sqlite" else postgresql_insert)(table)
+        keys = [c.name for c in table.primary_key.columns]
+        excluded = insert.excluded
+        stmt = _UPSERTS[(dialect, model.__tablename__)] = insert.on_conflict_do_update(
+            index_elements=keys, set_={c.name: excluded[c.name] for c in table.columns if c.name not in keys})
+    s.execute(stmt, rows)
 
 
 def _twice(op: OpRecord, claim: tuple[str, str]) -> str:

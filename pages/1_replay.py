@@ -9,11 +9,12 @@ from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.store import StoreError
 from engine.workspace import workspace_dir
-from workbench.model import DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, Workbench, list_conversations
-from workbench.replay_view import render_effects, transcript_html, turn_effects
+from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
+                             list_conversations)
+from workbench.replay_view import JumpClock, render_effects, transcript_html, turn_effects
 from workbench.session_picker import session_picker
 from workbench.settings_form import settings_form
-from workbench.state import get_workbench, header, new_embedder, set_workbench
+from workbench.state import get_workbench, live_header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape
 
 SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
@@ -156,22 +157,94 @@ def _sync_targets() -> None:
     st.session_state["replay_session_target"] = (wb.current_turn or wb.conversation.turns[0]).session
 
 
-def _do(action: str) -> None:
-    """Run a stepping action; jump targets are read from their widgets when the button is pressed."""
-    wb = get_workbench()
-    steps = {"next": wb.next, "back": wb.back, "play": wb.play_to_session_end,
-             "turn": lambda: wb.jump(int(st.session_state["replay_turn_target"])),
-             "session": lambda: wb.jump_to_session(st.session_state["replay_session_target"])}
+JUMPS = ("play", "turn", "session")
+FEW_TURNS = 5          # a jump ingesting more turns than this runs in the page with a progress bar and Cancel
+
+
+def _jump_target(wb: Workbench, action: str) -> int:
+    """The cursor a jump action goes to; its target is read from the widget when the button is pressed."""
+    if action == "play":
+        return wb.session_end()
+    if action == "turn":
+        return int(st.session_state["replay_turn_target"])
+    return wb.session_start(st.session_state["replay_session_target"])
+
+
+def _guarded(wb: Workbench, run) -> None:
+    """Run a stepping action, turning a refusal into the page's error and noting other writers' records.
+
+    Streamlit's own stop and rerun signals are BaseExceptions and pass through untouched."""
     others = wb.engine.others_records
-    with st.spinner("Stepping through the conversation…"):
-        try:
-            steps[action]()
-        except (RuntimeError, ValueError, StoreError) as exc:
-            st.session_state["replay_error"] = md_escape(exc)
+    try:
+        run()
+    except (RuntimeError, ValueError, StoreError) as exc:
+        st.session_state["replay_error"] = md_escape(exc)
     if wb.engine.others_records > others:
         st.session_state["replay_info"] = (f"Another process wrote {wb.engine.others_records - others} records "
                                            "to this session's database meanwhile; stepping went on from the "
                                            "stored log.")
+
+
+def _do(action: str) -> None:
+    """Run a stepping action; a jump that ingests more than a few turns is left to the page body
+    (`run_pending_jump`), which shows its progress."""
+    wb = get_workbench()
+    if action in JUMPS:
+        target = _jump_target(wb, action)
+        if wb.turns_to_ingest(target) > FEW_TURNS:
+            st.session_state["replay_jump"] = (str(wb.db_path), target)
+            return
+        run = lambda: wb.jump(target)        # noqa: E731
+    else:
+        run = {"next": wb.next, "back": wb.back}[action]
+    with st.spinner("Stepping through the conversation…"):
+        _guarded(wb, run)
+    _sync_targets()
+
+
+def _cancel_jump() -> None:
+    """Stop the running jump: the click interrupts that run between two committed steps, so every turn
+    ingested so far is kept and the cursor is on the last of them."""
+    _, target = st.session_state.pop("replay_jump", (None, None))
+    wb = get_workbench()
+    wb.cancel()                 # the interrupted run may still be inside a step: wait for it to end
+    if target is not None:
+        st.session_state["replay_info"] = (f"Jump to turn {target} cancelled at turn {wb.cursor} of "
+                                           f"{wb.total_turns}: every turn ingested so far is kept (each is "
+                                           "committed as it is ingested).")
+    _sync_targets()
+
+
+def run_pending_jump(wb: Workbench, redraw_header) -> None:
+    """Carry out the pending long jump with a live progress bar, ETA, header and a Cancel button.
+
+    The cursor is on the workbench in the session state and follows every committed step, so a run that a
+    click interrupts (Cancel, or any other widget: the jump then resumes on the next run) leaves a
+    consistent model."""
+    box = st.empty()           # in every run, so the elements below keep their place while a jump redraws
+    db, target = st.session_state.get("replay_jump", (None, None))
+    if db != str(wb.db_path):             # none pending, or one for a session since replaced (Load)
+        st.session_state.pop("replay_jump", None)
+        return
+    with box.container(border=True):
+        bar = st.progress(0.0, text=f"Jump to turn {target}: embedding the turn texts…")
+        st.button("Cancel", key="replay_cancel", on_click=_cancel_jump, icon=":material/stop_circle:",
+                  help="Stop after the turn being ingested; every turn ingested so far is kept.")
+    clock = JumpClock()
+
+    def show(progress: JumpProgress) -> None:
+        if clock.due(progress):
+            bar.progress(progress.done / max(progress.total, 1), text=clock.text(progress))
+            redraw_header()
+
+    try:
+        _guarded(wb, lambda: wb.jump(target, show))
+    except JumpCancelled:       # Cancel was clicked: its run shows where the jump stopped
+        return
+    st.session_state.pop("replay_jump", None)
+    box.empty()
+    if "replay_error" in st.session_state:            # a refusal (say, an open run) shows at once
+        st.error(st.session_state.pop("replay_error"))
     _sync_targets()
 
 
@@ -207,7 +280,7 @@ def stepping(wb: Workbench) -> None:
 
 
 wb = get_workbench()
-header(wb)
+redraw_header = live_header(wb)
 if "replay_flash" in st.session_state:
     st.success(st.session_state.pop("replay_flash"))
 if "replay_error" in st.session_state:
@@ -225,6 +298,7 @@ with sessions_box:                  # the listing reads every database: only whi
         st.session_state["replay_flash"] = (f"Opened {md_code(opened.db_path.name)} at turn {opened.cursor} of "
                                             f"{opened.total_turns} ({opened.schema.label}).")
         st.rerun()
+run_pending_jump(wb, redraw_header)
 stepping(wb)
 
 left, right = st.columns([5, 6], gap="large")

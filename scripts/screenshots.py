@@ -7,6 +7,8 @@
 (10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
+`all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
+(`--engine progress` takes only that one).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
 from workbench.driver import (LOCOMO, baseline_walkthrough, browser_page, locomo_conversation_file,  # noqa: E402
-                              locomo_graph_walkthrough, memloom_walkthrough, running_app, walkthrough)
+                              locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
+                              walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -28,9 +31,9 @@ TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
-    ap.add_argument("--engine", default="all", choices=["all", *known_engines()])
+    ap.add_argument("--engine", default="all", choices=["all", "progress", *known_engines()])
     args = ap.parse_args()
-    engines = ["allmem", "memloom"] if args.engine == "all" else [args.engine]
+    engines = {"all": ["allmem", "memloom"], "progress": []}.get(args.engine, [args.engine])
     for engine in engines:
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
@@ -41,6 +44,12 @@ def main() -> int:
                    "MEMWB_WORKSPACE": tmp}
             with running_app(env=env) as url, browser_page() as page:
                 locomo_graph_walkthrough(page, url, shots=Path(args.out))
+    if args.engine in ("all", "progress"):
+        work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
+        source = locomo_conversation_file(work)
+        env = {"MEMWB_DEMO": str(source), "TMPDIR": str(work), "MEMWB_WORKSPACE": str(work / "workspace")}
+        with running_app(env=env) as url, browser_page() as page:
+            progress_walkthrough(page, url, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

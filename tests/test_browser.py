@@ -16,7 +16,7 @@ from engine.workspace import ENV
 from workbench.review_view import sort_queue
 from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, demo_turn_after, jump_to_turn,
                               locomo_conversation_file, locomo_graph_walkthrough, memloom_walkthrough, open_page,
-                              running_app, wait_idle, walkthrough)
+                              running_app, start_long_jump, wait_idle, walkthrough)
 from workbench.model import DEMO_PATH, Workbench
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -343,3 +343,38 @@ def test_graph_at_locomo_scale_groups_sessions_and_a_click_inspects_a_node(tmp_p
     session = seen["expanded_group"].removeprefix("group:")
     assert f"session:{session}" in seen["after_expanding"] and seen["expanded_group"] not in seen["after_expanding"]
     assert "sessions collapsed into group nodes" not in seen["text"]          # (the summary lives in the frame)
+
+
+def test_a_long_jump_shows_progress_and_cancel_keeps_the_turns_done(tmp_path):
+    """Jump to the end of LoCoMo conv-26: the bar counts turns with an estimate while the header follows; Cancel
+    stops it between committed steps, the stored log holds exactly the turns the header shows, and it stays
+    so (the jump does not resume)."""
+    from conftest import locomo_or_skip
+    from engine.loaders import load_conversation
+
+    locomo_or_skip()
+    source = locomo_conversation_file(tmp_path / "data")
+    env = {"MEMWB_DEMO": str(source), "TMPDIR": str(tmp_path), "MEMWB_WORKSPACE": str(tmp_path / "workspace")}
+    with running_app(env=env) as url, browser_page() as page:
+        page.goto(url)
+        page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
+        wait_idle(page)
+        bar = start_long_jump(page, 419, shown_turn=5)
+        page.wait_for_function("() => +(document.body.innerText.match(/Turn · (\\d+) \\/ 419/) || [0, 0])[1] >= 5")
+        header_mid = re.search(r"Turn · (\d+) / 419", page.inner_text("body"))          # redrawn as it goes
+        page.get_by_role("button", name="Cancel").click()
+        note = page.get_by_text(re.compile("cancelled at turn")).first
+        note.wait_for()
+        note = note.inner_text()
+        wait_idle(page, 2000)
+        body = page.inner_text("body")
+        page.wait_for_timeout(3000)
+        later = page.inner_text("body")
+    assert re.search(r"Turn \d+ / 419 · \d+ of 419 turns ingested · [\d\w ]+ elapsed · about [\d\w ]+ left", bar), bar
+    assert header_mid and int(header_mid.group(1)) >= 5                  # the header followed the jump
+    shown = int(re.search(r"Turn · (\d+) / 419", body).group(1))
+    assert 5 <= shown < 419 and f"cancelled at turn {shown} of 419" in note, note
+    assert re.search(r"Turn · (\d+) / 419", later).group(1) == str(shown) and "Cancel" not in later
+    [db] = [p for p in tmp_path.rglob("conv-26*.sqlite")]
+    stored = [op.payload["turn_id"] for op in Store(db).ops(kinds=["turn_ingested"])]
+    assert stored == [t.id for t in load_conversation(source).turns[:shown]]    # some, not all, in order

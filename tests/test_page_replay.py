@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.engines import engine_schema
 from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
+from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 from workbench.settings_form import settings_key
 
@@ -251,3 +252,67 @@ def test_turn_effects_read_from_the_log_match_the_ingest_report():
     assert behind.unit_id == report.unit_id and [e.key for e in behind.edges] == [e.key for e in report.edges]
     assert [a for a, _ in behind.anchors] == [a for a, _ in report.anchors]
     assert all(abs(c - float(r)) < 1e-4 for (_, c), (_, r) in zip(behind.anchors, report.anchors))
+
+
+def test_a_long_jump_runs_in_the_page_with_its_progress_and_lands_on_the_target(at):
+    """A jump that ingests more than a few turns is carried out by the page body (progress bar, Cancel button)
+    and leaves the cursor, the header and the jump box on the target; a short one runs at once."""
+    at.number_input(key="replay_turn_target").set_value(3)
+    at.button(key="replay_go_turn").click().run()
+    assert _wb(at).cursor == 3 and "replay_jump" not in at.session_state
+    at.number_input(key="replay_turn_target").set_value(25)
+    at.button(key="replay_go_turn").click().run()
+    assert not at.exception
+    wb = _wb(at)
+    assert wb.cursor == wb.head == 25 and "replay_jump" not in at.session_state
+    assert at.number_input(key="replay_turn_target").value == 25
+    assert f"**Turn** · 25 / {wb.total_turns}" in " ".join(m.value for m in at.markdown)
+    assert not [b for b in at.button if b.key == "replay_cancel"]            # gone once the jump is done
+
+
+def test_jump_clock_times_each_phase():
+    from workbench.model import JumpProgress
+    from workbench.replay_view import JumpClock
+
+    now = [100.0]
+    clock = JumpClock(every=1.0, now=lambda: now[0])
+    now[0] = 102.0
+    first = JumpProgress("embedding", 64, 128, 0, 128)
+    assert clock.due(first) and clock.left(first) == 2.0
+    assert clock.text(first) == ("Jump to turn 128: embedding its turn texts 64 / 128 · 2 s elapsed · "
+                                 "about 2 s left for the texts")
+    now[0] = 104.0
+    assert clock.due(JumpProgress("embedding", 128, 128, 0, 128))          # a phase's end is always drawn
+    now[0] = 104.5
+    step = JumpProgress("ingesting", 1, 128, 1, 128)
+    assert clock.due(step) and clock.left(step) == 0.5 * 127                # the rate of this phase only
+    now[0] = 104.9
+    assert not clock.due(JumpProgress("ingesting", 2, 128, 2, 128))        # within `every` of the last draw
+    assert clock.text(JumpProgress("ingesting", 2, 128, 2, 128)) == \
+        "Turn 2 / 128 · 2 of 128 turns ingested · 5 s elapsed · about 57 s left"      # 0.45 s a turn
+
+
+def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_below_it():
+    from engine.conversation import Turn
+    from engine.state import MemoryState
+    from workbench.replay_view import transcript_html
+
+    turns = [Turn(f"D1:{i}", "Ana", "long " * 400, f"2024-01-01T10:0{i}:00", "1", i) for i in range(1, 9)]
+    html = transcript_html(turns, cursor=4, head=4, state=MemoryState(), before=2, after=3)
+    box, below = html.split('<div class="mw-tr">')[1].split('<div class="mw-next">')
+    assert box.rindex("#4 · D1:4") > box.rindex("#3 · D1:3") and "▶ current turn" in box and "#5 ·" not in box
+    assert "#5 · D1:5" in below and "not yet ingested" in below and "current turn" not in below
+
+
+def test_a_long_jump_refused_by_an_open_run_says_why_and_a_stale_one_is_dropped(at):
+    wb = _wb(at)
+    turn = demo_turn_after("D3:4")                  # the demo's intended Split waits for a decision there
+    wb.jump(turn)
+    assert wb.engine.propose(manual=True)
+    at.number_input(key="replay_turn_target").set_value(turn + 20)
+    at.button(key="replay_go_turn").click().run()
+    assert not at.exception and _wb(at).head == turn
+    assert any("waiting for a decision" in e.value for e in at.error)
+    at.session_state["replay_jump"] = ("/elsewhere/another-session.sqlite", turn + 30)  # pending for a replaced session
+    at.run()
+    assert _wb(at).head == turn and "replay_jump" not in at.session_state

@@ -86,3 +86,78 @@ def test_a_diagnosis_with_nothing_to_decide_closes_its_run(tmp_path):
     assert wb.engine.open_run() is None and run.status == "committed" and run.mode == "manual"
     wb.next()
     assert wb.head == 13
+
+
+class _Interrupt(BaseException):
+    """Stands in for Streamlit stopping a run (its stop and rerun signals are BaseExceptions too)."""
+
+
+def test_a_jump_reports_progress_and_an_interruption_keeps_every_completed_turn(tmp_path):
+    """A long jump embeds its turn texts first, then steps; stopped between steps (what a Cancel click does to
+    the running page) the cursor is on the last completed turn, the log holds exactly those turns, and the jump
+    goes on from there."""
+    wb = Workbench.demo(workdir=tmp_path, schedule="every-3-sessions")
+    seen, prefetched = [], []
+    prefetch = wb.engine.prefetch
+    wb.engine.prefetch = lambda turns: (prefetched.extend(t.id for t in turns), prefetch(turns))
+
+    def stop_after_seven(progress):
+        seen.append(progress)
+        if progress.phase == "ingesting" and progress.done == 1:
+            assert prefetched == [t.id for t in wb.conversation.turns[:20]]    # every text, before the first step
+        if progress.phase == "ingesting" and progress.done == 7:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        wb.jump(20, stop_after_seven)
+    phases = [p.phase for p in seen]
+    assert phases[0] == "embedding" and phases.index("ingesting") == phases.count("embedding")
+    assert seen[phases.count("embedding") - 1].done == seen[0].total == 20        # every text, before stepping
+    assert [p.done for p in seen if p.phase == "ingesting"] == list(range(1, 8))
+    assert all(p.target == 20 and p.total == 20 for p in seen)
+    assert wb.cursor == wb.head == 7 and wb.at_head
+    stored = [op.payload["turn_id"] for op in wb.engine.store.ops(kinds=["turn_ingested"])]
+    assert stored == [t.id for t in wb.conversation.turns[:7]]
+    wb.jump(20)
+    assert wb.cursor == wb.head == 20
+    assert [op.payload["turn_id"] for op in wb.engine.store.ops(kinds=["turn_ingested"])] == \
+        [t.id for t in wb.conversation.turns[:20]]
+
+
+def test_session_targets_of_a_jump(tmp_path):
+    wb = Workbench.demo(workdir=tmp_path)
+    assert wb.turns_to_ingest(wb.session_end()) == wb.session_end() == \
+        sum(t.session == wb.conversation.turns[0].session for t in wb.conversation.turns)
+    second = wb.conversation.sessions[1]
+    assert wb.conversation.turns[wb.session_start(second) - 1].session == second
+    wb.jump(3)
+    assert wb.turns_to_ingest(2) == 0 and wb.turns_to_ingest(10**6) == wb.total_turns - 3
+
+
+def test_cancel_from_another_thread_stops_the_jump_after_its_step(tmp_path):
+    """What the Cancel button does while the page run that is jumping still goes on in its own thread: `cancel`
+    returns once the jump has stopped, so the cursor it leaves is the last committed turn, and it stays."""
+    import threading
+
+    wb = Workbench.demo(workdir=tmp_path)
+    reached, outcome = threading.Event(), []
+
+    def run():
+        try:
+            wb.jump(60, lambda p: reached.set() if p.phase == "ingesting" and p.done >= 3 else None)
+            outcome.append("finished")
+        except Exception as exc:          # noqa: BLE001 - the outcome is what the test checks
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert reached.wait(120)
+    wb.cancel()
+    stopped = wb.cursor
+    worker.join(60)
+    from workbench.model import JumpCancelled
+    assert isinstance(outcome[0], JumpCancelled)
+    assert 3 <= stopped < 60 and wb.cursor == wb.head == stopped
+    assert len(list(wb.engine.store.ops(kinds=["turn_ingested"]))) == stopped
+    wb.jump(stopped + 2)                     # the next jump is not cancelled by the earlier request
+    assert wb.cursor == stopped + 2

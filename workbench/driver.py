@@ -113,6 +113,38 @@ def jump_to_turn(page, turn: int) -> None:
     wait_idle(page, 1500)
 
 
+def start_long_jump(page, turn: int, shown_turn: int = 1) -> str:
+    """Replay page: start a jump to `turn` and return the progress bar's text once it shows the cursor at
+    `shown_turn` or later (the jump is still running: this does not wait for it)."""
+    box = page.get_by_role("spinbutton", name="Jump to turn")
+    box.fill(str(turn))
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Go").first.click()
+    bar = page.get_by_test_id("stProgress")
+    page.wait_for_function(
+        "n => { const m = (document.querySelector('[data-testid=stProgress]') || {}).innerText?.match(/Turn (\\d+) \\//);"
+        " return m && +m[1] >= n; }", arg=shown_turn, timeout=600_000)
+    return bar.inner_text()
+
+
+def progress_walkthrough(page, url: str, shots: Path | None = None, shown_turn: int = 30) -> dict[str, str]:
+    """A long jump on a LoCoMo conversation (the app opened on it): the progress bar mid-jump, then Cancel.
+
+    Returns the bar's text and the page after the cancel; the shot is `11_replay_progress`."""
+    page.goto(url)
+    page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
+    wait_idle(page)
+    total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
+    texts = {"bar": start_long_jump(page, total, shown_turn)}
+    _shooter(page, shots)("11_replay_progress")
+    page.get_by_role("button", name="Cancel").click()
+    page.get_by_text(re.compile("cancelled at turn")).wait_for()
+    wait_idle(page, 1500)
+    texts["cancelled"] = page.inner_text("body")
+    return texts
+
+
 def choose_radio(scope, label: str) -> None:
     scope.get_by_text(label, exact=True).first.click()
 

@@ -20,8 +20,10 @@ branch's meta names its parent session. `Workbench.resume` reopens any of them.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from engine.conversation import Conversation
 from engine.embedder import Embedder
@@ -36,7 +38,23 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
 LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
+EMBED_BATCH = 64                      # turn texts embedded per batch before a jump steps (progress between)
 PEERS_KEPT = 3                        # scratch peer engines cached per workbench
+
+
+@dataclass(frozen=True)
+class JumpProgress:
+    """Where a jump is: embedding its turn texts, then ingesting them one committed step at a time."""
+
+    phase: str            # "embedding" | "ingesting"
+    done: int             # texts embedded, or turns ingested, by this jump so far
+    total: int            # of this phase
+    cursor: int           # the cursor now (the last completed turn)
+    target: int           # the cursor the jump goes to
+
+
+class JumpCancelled(Exception):
+    """A jump stopped on request (`Workbench.cancel`) between two committed steps."""
 
 
 @dataclass
@@ -55,6 +73,8 @@ class Workbench:
     _view: BaseEngine | None = None
     _view_turn: int = -1
     _peers: dict = field(default_factory=dict)     # (engine name, cursor) -> scratch engine
+    _stepping: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -197,31 +217,69 @@ class Workbench:
         self.cursor = max(0, self.cursor - 1)
         self.last_ingest = None
 
-    def jump(self, turn: int) -> None:
-        """Move the cursor to `turn` (1-based count of turns seen), ingesting if it is past the head."""
+    def jump(self, turn: int, progress: Callable[[JumpProgress], None] | None = None) -> None:
+        """Move the cursor to `turn` (1-based count of turns seen), ingesting if it is past the head.
+
+        The jump's turn texts are embedded first, in batches, then each turn is one committed step; the cursor
+        follows every step, so an interruption between steps (an exception from `progress`, which is called
+        after each batch and each step, or `cancel` from another thread) leaves the cursor on the last completed
+        turn and loses nothing."""
         turn = max(0, min(turn, self.total_turns))
         if turn <= self.head:
             self.cursor = turn
             self.last_ingest = None
             return
-        self._check_no_open_run()
-        self.cursor = self.head
-        self.engine.prefetch(self.conversation.turns[self.head:turn])
-        while self.head < turn:
-            self.last_ingest = step(self.engine, self.conversation, self.schedule)
-        self.cursor = self.head
+        with self._stepping:                     # one jump at a time (a page run may outlive the click that ends it)
+            self._check_no_open_run()
+            self.cursor = self.head
+            todo = self.conversation.turns[self.head:turn]
+            for start in range(0, len(todo), EMBED_BATCH):
+                self._stop_if_cancelled()
+                self.engine.prefetch(todo[start:start + EMBED_BATCH])
+                if progress:
+                    progress(JumpProgress("embedding", min(start + EMBED_BATCH, len(todo)), len(todo), self.cursor,
+                                          turn))
+            first = self.head
+            while self.head < turn:
+                self._stop_if_cancelled()
+                self.last_ingest = step(self.engine, self.conversation, self.schedule)
+                self.cursor = self.head
+                if progress:
+                    progress(JumpProgress("ingesting", self.head - first, turn - first, self.cursor, turn))
+
+    def _stop_if_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise JumpCancelled(f"jump stopped at turn {self.cursor}")
+
+    def cancel(self) -> None:
+        """Stop a jump running in another thread before its next step, and return once it has stopped, so the
+        cursor read afterwards is the last completed turn (no jump running: nothing to do)."""
+        self._cancel.set()
+        with self._stepping:
+            self._cancel.clear()
+
+    def turns_to_ingest(self, turn: int) -> int:
+        """How many turns a jump to `turn` would ingest (0 when the log already holds them)."""
+        return max(0, min(turn, self.total_turns) - self.head)
+
+    def session_start(self, session: str) -> int:
+        """The cursor that has just ingested the first turn of `session`."""
+        return next(i for i, t in enumerate(self.conversation.turns) if t.session == session) + 1
+
+    def session_end(self) -> int:
+        """The cursor after the last turn of the session the next turn belongs to (the cursor at the end)."""
+        if self.cursor >= self.total_turns:
+            return self.cursor
+        current = self.conversation.turns[self.cursor].session
+        return max(i for i, t in enumerate(self.conversation.turns) if t.session == current) + 1
 
     def jump_to_session(self, session: str) -> None:
         """Cursor to the first turn of `session` (so that turn is the one just ingested)."""
-        index = next(i for i, t in enumerate(self.conversation.turns) if t.session == session)
-        self.jump(index + 1)
+        self.jump(self.session_start(session))
 
     def play_to_session_end(self) -> None:
         """Ingest through the last turn of the session the next turn belongs to."""
-        if self.cursor >= self.total_turns:
-            return
-        current = self.conversation.turns[self.cursor].session
-        self.jump(max(i for i, t in enumerate(self.conversation.turns) if t.session == current) + 1)
+        self.jump(self.session_end())
 
     def ensure_head(self) -> None:
         """Before an edit: if the cursor is behind the head, branch the log at the cursor."""

@@ -8,8 +8,10 @@ the view at the cursor is a fold of it.
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Callable
 
 import pandas as pd
 import streamlit as st
@@ -28,6 +30,53 @@ RUN_ICON = ":material/cleaning_services:"
 _EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.NODE_UPDATED, OpKind.EDGE_ADDED,
                  OpKind.STATUS_CHANGED, OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED,
                  OpKind.RUN_STARTED)
+
+
+# -- a long jump's progress ------------------------------------------------------------------------
+def seconds_text(seconds: float) -> str:
+    """'8 s', '2 min 05 s'."""
+    seconds = int(round(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+class JumpClock:
+    """Times a jump for its progress bar: elapsed time, an estimate from the current phase's rate, and whether
+    the page should redraw now (at most every `every` seconds, and always at the start and end of a phase)."""
+
+    def __init__(self, every: float = 0.25, now: Callable[[], float] = time.monotonic):
+        self.now, self.every = now, every
+        self.start = self.previous = now()
+        self.last_drawn: float | None = None
+        self.phase, self.phase_start = "", self.start
+
+    def due(self, progress) -> bool:
+        t = self.now()
+        new_phase = progress.phase != self.phase
+        if new_phase:                              # a phase starts where the previous one's last step ended
+            self.phase, self.phase_start = progress.phase, self.previous
+        self.previous = t
+        if new_phase or self.last_drawn is None or t - self.last_drawn >= self.every or \
+                progress.done >= progress.total:
+            self.last_drawn = t
+            return True
+        return False
+
+    def left(self, progress) -> float | None:
+        """Seconds the current phase still needs at its rate so far (None before its first step)."""
+        if progress.done <= 0:
+            return None
+        return (self.previous - self.phase_start) / progress.done * (progress.total - progress.done)
+
+    def text(self, progress) -> str:
+        elapsed = f"{seconds_text(self.previous - self.start)} elapsed"
+        left = self.left(progress)
+        if progress.phase == "embedding":
+            eta = "" if left is None else f" · about {seconds_text(left)} left for the texts"
+            return (f"Jump to turn {progress.target}: embedding its turn texts {progress.done} / {progress.total}"
+                    f" · {elapsed}{eta}")
+        eta = "" if left is None else f" · about {seconds_text(left)} left"
+        return (f"Turn {progress.cursor} / {progress.target} · {progress.done} of {progress.total} turns ingested"
+                f" · {elapsed}{eta}")
 
 
 # -- transcript ------------------------------------------------------------------------------------
@@ -49,10 +98,13 @@ _TRANSCRIPT_CSS = """<style>
 .mw-tr { max-height: 470px; overflow-y: auto; display: flex; flex-direction: column-reverse;
          border: 1px solid #e0e0e0; border-radius: 6px; padding: 4px 8px; font-size: 0.92rem; }
 .mw-tr .sess { margin: 8px 0 2px; font-weight: 600; color: #555; border-bottom: 1px solid #e6e6e6; }
-.mw-tr .row { padding: 4px 6px; margin: 2px 0; border-left: 4px solid transparent; border-radius: 3px; }
+.mw-next { max-height: 220px; overflow-y: auto; border: 1px dashed #e0e0e0; border-top: none;
+           border-radius: 0 0 6px 6px; padding: 2px 8px; font-size: 0.92rem; }
+.mw-tr .row, .mw-next .row { padding: 4px 6px; margin: 2px 0; border-left: 4px solid transparent; border-radius: 3px; }
 .mw-tr .row.cur { background: #fff4cf; border-left-color: #e6a100; }
-.mw-tr .row.future { opacity: 0.55; }
-.mw-tr .meta { font-size: 0.78rem; color: #666; }
+.mw-next .row.future { opacity: 0.55; }
+.mw-next .sess { margin: 8px 0 2px; font-weight: 600; color: #555; border-bottom: 1px solid #e6e6e6; }
+.mw-tr .meta, .mw-next .meta { font-size: 0.78rem; color: #666; }
 .mw-tr .tag { font-weight: 700; color: #8a5a00; }
 </style>"""
 
@@ -66,9 +118,10 @@ def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryStat
     """
     e = html.escape
     start, stop = transcript_window(len(turns), cursor, before, after)
-    rows, session = [], None
+    seen, upcoming, session = [], [], None
     for i in range(start, stop):
         t = turns[i]
+        rows = seen if i < cursor else upcoming
         if t.session != session:
             session = t.session
             rows.append(f'<div class="sess">Session {e(t.session)} · {e(t.time[:10])}</div>')
@@ -85,8 +138,11 @@ def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryStat
             f'<div class="row {css}"><div class="meta">{tag}#{i + 1} · {e(t.id)} · session {e(t.session)} · '
             f'{e(when(t.time))}{unit}</div><div><b>{e(t.speaker)}</b>: {e(t.text)}{caption}</div></div>')
     shown = f"turns {start + 1}–{stop} of {len(turns)}" if stop > start else "no turns"
+    # Seen turns scroll in a box anchored at its bottom, which is the current turn; the upcoming ones sit below
+    # it, outside that box, so however long they are the current turn stays in view.
+    ahead = f'<div class="mw-next">{"".join(upcoming)}</div>' if upcoming else ""
     return (f'{_TRANSCRIPT_CSS}<div class="meta" style="color:#666;font-size:0.8rem">Showing {shown}</div>'
-            f'<div class="mw-tr"><div>{"".join(rows)}</div></div>')
+            f'<div class="mw-tr"><div>{"".join(seen)}</div></div>{ahead}')
 
 
 # -- what a turn caused ------------------------------------------------------------------------------

@@ -80,6 +80,19 @@ def settings_text(engine) -> str:
     return " · ".join(parts)
 
 
+def live_header(wb: Workbench):
+    """Draw the header into a placeholder and return a function that redraws it in place (a long jump calls it
+    as it goes, so the strip shows the turn reached so far)."""
+    slot = st.empty()
+
+    def redraw() -> None:
+        with slot.container():
+            header(wb)
+
+    redraw()
+    return redraw
+
+
 def header(wb: Workbench) -> None:
     """The strip every page shows: dataset, conversation, engine, settings, current turn, node counts."""
     st.session_state.setdefault("page_header_seen", True)
