@@ -7,6 +7,7 @@ store's meta table.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.conversation import Conversation
@@ -76,10 +77,23 @@ def open_session(db: str | Path, engine: str | None = None, llm: str | None = No
     return engine_cls(store, client, embedder, conf)
 
 
+PREFETCH_BATCH = 64          # turns embedded per batch before a replay steps, so progress can be shown between
+
+
 def scratch_engine(name: str, conversation: Conversation, embedder: Embedder, settings: dict | None = None,
-                   schedule: str = "every-3-sessions") -> BaseEngine:
-    """An engine of `name` holding `conversation` in a throwaway database: the peer of a side-by-side view."""
+                   schedule: str = "every-3-sessions",
+                   progress: Callable[[str, int, int], None] | None = None) -> BaseEngine:
+    """An engine of `name` holding `conversation` in a throwaway database: the peer of a side-by-side view.
+
+    `progress(phase, done, total)` hears of each batch of texts embedded ("embedding") and each turn
+    ingested ("ingesting"), since building a peer of a long conversation takes seconds."""
     path = Path(tempfile.mkdtemp(prefix="memwb-scratch-")) / f"{name}.sqlite"
     engine = open_session(path, engine=name, settings=settings, embedder=embedder)
-    replay(engine, conversation, Schedule.parse(schedule))
+    turns = conversation.turns
+    for start in range(0, len(turns), PREFETCH_BATCH):
+        engine.prefetch(turns[start:start + PREFETCH_BATCH])
+        if progress:
+            progress("embedding", min(start + PREFETCH_BATCH, len(turns)), len(turns))
+    replay(engine, conversation, Schedule.parse(schedule),
+           progress=(lambda done, total: progress("ingesting", done, total)) if progress else None)
     return engine

@@ -12,6 +12,7 @@ from engine.metrics import recall_at_k
 from engine.retrieval import rank_sources
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
+from workbench.progress import peer_with_progress
 from workbench.review_view import text_html
 from workbench.state import get_workbench, header
 from workbench.text import table
@@ -62,8 +63,7 @@ if not state.units:
 
 res = view.retrieve(query, k)
 peer_schema = engine_schema(peer_name)
-with st.spinner(f"Building {peer_schema.label} over the {wb.cursor} turns seen…"):
-    peer = wb.peer(peer_name)
+peer = peer_with_progress(wb, peer_name)
 peer_res = peer.retrieve(query, k) if peer is not None else None
 
 timings = rv.stage_timings(schema, res.stages)

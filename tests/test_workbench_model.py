@@ -161,3 +161,20 @@ def test_cancel_from_another_thread_stops_the_jump_after_its_step(tmp_path):
     assert len(list(wb.engine.store.ops(kinds=["turn_ingested"]))) == stopped
     wb.jump(stopped + 2)                     # the next jump is not cancelled by the earlier request
     assert wb.cursor == stopped + 2
+
+
+def test_a_peer_build_reports_its_progress(tmp_path):
+    """The side-by-side peer is built with progress: every turn text embedded in batches, then every turn
+    ingested; a second call at the same cursor is cached and reports nothing."""
+    wb = Workbench.demo(workdir=tmp_path)
+    wb.jump(40)
+    seen = []
+    assert not wb.has_peer("naive")
+    peer = wb.peer("naive", seen.append)
+    assert wb.has_peer("naive") and peer.state.turn == 40
+    embedding = [p.done for p in seen if p.phase == "embedding"]
+    ingesting = [p.done for p in seen if p.phase == "ingesting"]
+    assert embedding == [40] and ingesting == list(range(1, 41))      # one batch of 64 holds the 40 texts
+    assert [p.phase for p in seen] == ["embedding"] + ["ingesting"] * 40
+    seen.clear()
+    assert wb.peer("naive", seen.append) is peer and seen == []

@@ -25,6 +25,7 @@ from engine.conversation import Conversation, Turn
 from engine.engines import engine_schema
 from engine.loaders import LoaderError
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
+from workbench.progress import peer_with_progress
 from workbench.text import md_code, md_escape, missing
 
 DEMO_CASES = DEMO_PATH.with_name("cases.json")
@@ -158,7 +159,7 @@ def retriever_names(wb: Workbench) -> tuple[str, str]:
 def retrievers(wb: Workbench, k: int) -> dict[str, Retriever]:
     """The engine as of the cursor, and a scratch peer engine over the same turns, for a fair side by side."""
     main, other = retriever_names(wb)
-    peer = wb.peer(wb.default_peer())
+    peer = peer_with_progress(wb, wb.default_peer())
     return {main: lambda q: wb.view.retrieve(q, k=k).source_ids,
             other: lambda q: peer.retrieve(q, k=k).source_ids if peer is not None else []}
 

@@ -305,11 +305,15 @@ class Workbench:
         others = [n for n in known_engines() if n != self.engine_name]
         return "naive" if "naive" in others else (others[0] if others else self.engine_name)
 
-    def peer(self, name: str) -> BaseEngine | None:
+    def has_peer(self, name: str) -> bool:
+        """Whether `peer(name)` is ready at the cursor (otherwise it is built, which takes a while)."""
+        return self.cursor == 0 or (name, self.cursor) in self._peers
+
+    def peer(self, name: str, progress: Callable[[JumpProgress], None] | None = None) -> BaseEngine | None:
         """An engine of `name` holding the turns up to the cursor (None before the first turn).
 
         Built in a throwaway database with its own embedder (sharing this one's vectors), cached per
-        (engine, cursor): comparing at the same turn again costs nothing.
+        (engine, cursor): comparing at the same turn again costs nothing. `progress` hears how the build goes.
         """
         if self.cursor == 0:
             return None
@@ -319,7 +323,9 @@ class Workbench:
                 self._peers.pop(next(iter(self._peers)))
             turns = Conversation(self.conversation.id, self.conversation.turns[: self.cursor],
                                  speakers=self.conversation.speakers)
-            self._peers[key] = scratch_engine(name, turns, self.engine.embedder)
+            report = (lambda phase, done, total: progress(JumpProgress(phase, done, total, done, self.cursor))
+                      ) if progress else None
+            self._peers[key] = scratch_engine(name, turns, self.engine.embedder, progress=report)
         return self._peers[key]
 
 
