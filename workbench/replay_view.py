@@ -30,6 +30,7 @@ RUN_ICON = ":material/cleaning_services:"
 _EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.NODE_UPDATED, OpKind.EDGE_ADDED,
                  OpKind.STATUS_CHANGED, OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED,
                  OpKind.RUN_STARTED)
+_BUFFER_KINDS = (OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED)
 
 
 # -- a long jump's progress ------------------------------------------------------------------------
@@ -177,9 +178,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
     """
     if turn_no < 1:
         return None
-    effects, runs_before, turn_node = None, [], False
-    buffers: dict[str, set[int]] = {}
-    for op in view.store.ops(kinds=_EFFECT_KINDS):
+    effects, runs_before, turn_node, pushed_at = None, [], False, None
+    for op in view.store.ops(kinds=_EFFECT_KINDS, turns=(turn_no - 1, turn_no)):   # only this turn's window
         if op.turn > turn_no:
             break
         p = op.payload
@@ -193,18 +193,11 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
                 effects.runs_after.append(op.run_id)
             elif op.turn == turn_no - 1:       # state.turn is turn_no - 1 only after that turn's ingest
                 runs_before.append(op.run_id)
-        elif op.kind == OpKind.BUFFER_PUSHED:
-            buffers.setdefault(p["buffer"], set()).update(uid for uid, _ in p["entries"])
-            if online:
-                for uid, anchors in p["entries"]:
-                    if uid in effects.created and not effects.anchors:
-                        effects.anchors = [(a, None) for a in anchors]
-                effects.buffers = {name: len(ids) for name, ids in buffers.items()}
-        elif op.kind == OpKind.BUFFER_FLUSHED:
-            buffers.setdefault(p["buffer"], set()).difference_update(uid for uid, _ in p["entries"])
-        elif op.kind == OpKind.NODE_RETRACTED:
-            for ids in buffers.values():
-                ids.discard(p["node"])
+        elif online and op.kind == OpKind.BUFFER_PUSHED:
+            pushed_at = op.seq
+            for uid, anchors in p["entries"]:
+                if uid in effects.created and not effects.anchors:
+                    effects.anchors = [(a, None) for a in anchors]
         elif online and op.kind == OpKind.NODE_CREATED:
             node = p["node"]
             effects.created.append(node["id"])
@@ -218,6 +211,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
             effects.attrs[p["node"]] = dict(p["changes"]["attrs"])
         elif online and op.kind == OpKind.STATUS_CHANGED:
             effects.transitions.append(_transition(p))
+    if effects is not None and pushed_at is not None:
+        effects.buffers = _buffers_at(view.store, pushed_at)
     if effects is not None:
         effects.buffer_size = sum(effects.buffers.values())
         if effects.unit_id in effects.created:
@@ -225,6 +220,21 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
             effects.created.insert(0, effects.unit_id)
         effects.anchors = _cosines(view, effects, report)
     return effects
+
+
+def _buffers_at(store, seq: int) -> dict[str, int]:
+    """Each buffer's size right after record `seq`: a forward scan of the buffer records alone (small ones)."""
+    buffers: dict[str, set[int]] = {}
+    for op in store.ops(kinds=_BUFFER_KINDS, upto_seq=seq):
+        p = op.payload
+        if op.kind == OpKind.BUFFER_PUSHED:
+            buffers.setdefault(p["buffer"], set()).update(uid for uid, _ in p["entries"])
+        elif op.kind == OpKind.BUFFER_FLUSHED:
+            buffers.setdefault(p["buffer"], set()).difference_update(uid for uid, _ in p["entries"])
+        else:
+            for ids in buffers.values():
+                ids.discard(p["node"])
+    return {name: len(ids) for name, ids in buffers.items()}
 
 
 def _transition(p: dict) -> dict:
