@@ -4,7 +4,7 @@ them to out/bench_workbench.json.
 - `embed_batch_s`: conv-26's turn texts embedded once in one batch by a fresh embedder (the model loaded
   beforehand), the yardstick of the jump targets.
 - `jump_cold_s` / `jump_warm_s`: `Workbench.jump` to the end of conv-26 (All-Mem, every-3-sessions: the
-  Replay page's default) from an empty embedding cache, and again into a new database with every vector
+  Replay page's default) from an empty embedding cache (a new workspace for the run), and again into a new database with every vector
   cached; each with its ratio to `embed_batch_s` (target: cold within 3x) and warm turns/s (target >= 300).
 - `page_switch_s`: each page run headless by Streamlit's AppTest on a workbench of about 400 units (conv-26)
   and about 2,000 units (several LoCoMo conversations in one JSONL conversation), first visit and again
@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-bench-workspace-")   # cold means an empty cache
 
 from results import write_json  # noqa: E402
 
@@ -55,7 +56,7 @@ def timed(fn):
 
 
 def embed_batch(turns) -> float:
-    emb = Embedder()
+    emb = Embedder(shared=None)          # the model alone: no cache to read or to fill for the jumps after
     emb.warm()
     seconds, _ = timed(lambda: emb.embed([t.raw for t in turns]))
     return seconds
