@@ -59,8 +59,14 @@ class ReplaySummary:
         return (f"turns={self.turns} units={self.units} visible={self.visible} archived={self.archived} "
                 f"status[{statuses}] "
                 f"edges[{edges}] proposals applied={self.applied} skipped={self.skipped} failed={self.failed} "
-                f"runs={self.runs}" + (f" (this replay ingested {self.ingested} turns; other writers added "
-                                       f"{self.others} records meanwhile)" if self.others else ""))
+                f"runs={self.runs}" + self.share_note())
+
+    def share_note(self) -> str:
+        """Said when this replay did not make the whole memory: it resumed one, or shared it with other writers."""
+        if self.ingested == self.turns and not self.others:
+            return ""
+        others = f"; other writers added {self.others} records meanwhile" if self.others else ""
+        return f" (this replay ingested {self.ingested} turns{others})"
 
 
 class ReplayMismatch(ValueError):

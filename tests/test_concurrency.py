@@ -52,13 +52,14 @@ def wait_for_turns(db, n: int, proc, timeout: float = 300) -> None:
 
 
 def ingested_by(out: str) -> int:
+    """Turns a `memwb replay` says it ingested: all of `turns=` unless its line says fewer."""
     m = re.search(r"this replay ingested (\d+) turns", out)
     return int(m.group(1)) if m else int(re.search(r"turns=(\d+)", out).group(1))
 
 
 def test_two_replays_of_one_file_share_the_turns(conversation, reference, db_url):
     db = db_url
-    first = memwb(*replay_args(conversation, db))
+    first = memwb(*replay_args(conversation, db), paced=0.2)
     wait_for_turns(db, 3, first)
     second = memwb(*replay_args(conversation, db))
     (c1, o1, e1), (c2, o2, e2) = finish(first), finish(second)
@@ -108,7 +109,7 @@ def test_workbench_session_and_cli_replay_on_one_database(conversation, referenc
     from workbench.model import Workbench
 
     db = db_url
-    cli = memwb(*replay_args(conversation, db))
+    cli = memwb(*replay_args(conversation, db), paced=0.2)
     wait_for_turns(db, 2, cli)
     conv = load_conversation(conversation)
     engine = open_session(db, create=False)

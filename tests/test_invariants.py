@@ -76,14 +76,17 @@ def test_invariants_hold_over_random_sequences(tmp_path_factory, actions):
             eng.consolidate()
         elif kind == "manual" and eng.state.buffer("atc"):
             props = [p for p in eng.propose(manual=True) if p.status == Status.PENDING]
-            before = eng.snapshot()
-            decisions = {p.id: bool((arg >> i) & 1) for i, p in enumerate(props)}
-            report = eng.apply(decisions, decided_by="prop-test")
-            if not any(decisions.values()):         # a rejected proposal changes nothing
-                assert eng.snapshot() == before
-            for p in report.proposals:
-                if p.status == Status.REJECTED:
-                    assert p.decided_by == "prop-test"
+            if not props:                            # nothing to decide: the diagnosis committed its own run
+                assert eng.open_run() is None
+            else:
+                before = eng.snapshot()
+                decisions = {p.id: bool((arg >> i) & 1) for i, p in enumerate(props)}
+                report = eng.apply(decisions, decided_by="prop-test")
+                if not any(decisions.values()):     # a rejected proposal changes nothing
+                    assert eng.snapshot() == before
+                for p in report.proposals:
+                    if p.status == Status.REJECTED:
+                        assert p.decided_by == "prop-test"
         elif kind == "undo" and eng.state.last_committed_run() is not None:
             try:
                 eng.undo_last_run()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -78,7 +79,9 @@ def test_event_fsm_invariants_over_random_sequences(tmp_path_factory, actions):
                 eng.consolidate()
             else:
                 props = [p for p in eng.propose(manual=True) if p.status == "pending"]
-                eng.apply({p.id: bool((arg >> i) & 1) for i, p in enumerate(props)}, decided_by="prop-test")
+                if props:                          # with nothing to decide the diagnosis committed its own run
+                    eng.apply({p.id: bool((arg >> i) & 1) for i, p in enumerate(props)}, decided_by="prop-test")
+                assert eng.open_run() is None or props
         elif kind == "undo" and eng.state.last_committed_run() is not None:
             try:
                 eng.undo_last_run()
@@ -147,6 +150,9 @@ def test_reader_during_steward_runs_sees_one_whole_snapshot(tmp_path):
     thread.start()
     try:
         replay(eng, conv, Schedule.parse("every-1-sessions"))
+        final, deadline = look(eng.published_view()), time.monotonic() + 120
+        while final not in observed and not errors and time.monotonic() < deadline:
+            time.sleep(0.05)               # a fast replay may end before the reader's next look
     finally:
         stop.set()
         thread.join()

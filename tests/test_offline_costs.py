@@ -20,7 +20,9 @@ from engine.links import LINK_POOL, LinkScorer, Utterance, strongest_links
 from engine.llm import LLM, make_backend
 from engine.llm import offline
 from engine.llm.offline_events import rewrite
+from engine.loaders import load_conversation
 from engine.segmentation import boundaries_from_labels, boundaries_from_ranges
+from workbench.model import DEMO_PATH
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +76,29 @@ def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
     backend = make_backend("offline", embedder=embedder)
     embed = Counting(embedder.embed)
     backend.embedder = SimpleNamespace(embed=embed)
-    raws = [f"Maya: Unit {i} went to the lab. Then unit {i} took the train home." for i in range(150)]
+    raws = [f"Maya: Crew {i} repaired the old kitchen sink with new copper pipes this morning. By the way, "
+            f"orchestra {i} moved its spring concert rehearsal to Friday evening downtown." for i in range(150)]
     backend.prefetch(raws)
     sizes = [len(args[0]) for args in embed.calls]
     assert sum(sizes) == 300 and len(sizes) >= 2
-    assert max(sizes) <= offline._PREFETCH_TEXTS + 2 * offline._MAX_CUTS
+    assert max(sizes) <= offline._PREFETCH_TEXTS
+
+
+def test_diagnosis_embeds_only_cuts_that_could_reach_the_proposal_floor(embedder):
+    """A cut whose confidence bound (shared words, substance, opening) is under the floor is never embedded,
+    and that changes no diagnosis: on every demo turn the best Split found with the floor is the best Split
+    found without it whenever that one reaches the floor."""
+    backend = make_backend("offline", embedder=embedder)
+    raws = [f"{t.speaker}: {t.text}" for t in load_conversation(DEMO_PATH).turns]
+    pruned_away = 0
+    for raw in raws:
+        full, pruned = backend.best_split(raw), backend.best_split(raw, floor=offline._PROPOSE_FLOOR)
+        if full is not None and full[0] >= offline._PROPOSE_FLOOR:
+            assert pruned == full, raw
+        else:
+            assert pruned is None or pruned[0] < offline._PROPOSE_FLOOR, raw
+        pruned_away += len(backend._scored_cuts(raw)) - len(backend._scored_cuts(raw, floor=offline._PROPOSE_FLOOR))
+    assert pruned_away > 0
 
 
 def _overlaps_exhaustive(merges):

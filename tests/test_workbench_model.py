@@ -104,7 +104,7 @@ def test_a_jump_reports_progress_and_an_interruption_keeps_every_completed_turn(
     def stop_after_seven(progress):
         seen.append(progress)
         if progress.phase == "ingesting" and progress.done == 1:
-            assert prefetched == [t.id for t in wb.conversation.turns[:20]]    # every text, before the first step
+            assert sorted(prefetched) == sorted(t.id for t in wb.conversation.turns[:20])   # all, before any step
         if progress.phase == "ingesting" and progress.done == 7:
             raise _Interrupt
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from engine.integrity import check_database
@@ -28,12 +29,20 @@ def demo_prefix(folder: Path, turns: int) -> Path:
 
 
 def env() -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    """A writer's environment. Each process gets an empty workspace, so it runs the model as a first replay
+    does and stays busy long enough for a second writer to start beside it (a shared, warm embedding cache
+    would let a 40-turn replay end before another process has even started)."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
+            "MEMWB_WORKSPACE": tempfile.mkdtemp(prefix="memwb-writer-")}
 
 
-def memwb(*args, **kw) -> subprocess.Popen:
-    """`memwb ARGS` as its own process (stdout and stderr captured)."""
-    return subprocess.Popen([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT, env=env(),
+def memwb(*args, paced: float = 0.0, **kw) -> subprocess.Popen:
+    """`memwb ARGS` as its own process (stdout and stderr captured). `paced` seconds are spent after each
+    turn's records are written (tests/crash_harness.py), so another writer surely starts while this one is
+    mid-replay, however fast the machine and its caches are."""
+    command = [str(ROOT / "tests" / "crash_harness.py")] if paced else ["-m", "engine.cli"]
+    return subprocess.Popen([sys.executable, *command, *map(str, args)], cwd=ROOT,
+                            env={**env(), "MEMWB_CRASH_PAUSE": str(paced)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 

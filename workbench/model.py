@@ -232,8 +232,8 @@ class Workbench:
         with self._stepping:                     # one jump at a time (a page run may outlive the click that ends it)
             self._check_no_open_run()
             self.cursor = self.head
-            todo = self.conversation.turns[self.head:turn]
-            for start in range(0, len(todo), EMBED_BATCH):
+            todo = sorted(self.conversation.turns[self.head:turn], key=lambda t: (len(t.raw), t.index))
+            for start in range(0, len(todo), EMBED_BATCH):      # like lengths together: little padding per batch
                 self._stop_if_cancelled()
                 self.engine.prefetch(todo[start:start + EMBED_BATCH])
                 if progress:

@@ -104,7 +104,7 @@ class OfflineBackend(LLMBackend):
     def _diagnosis(self, p: dict) -> dict:
         target = p["target"]
         tasks: dict[str, list] = {"split_tasks": [], "merge_tasks": [], "update_tasks": []}
-        split = self.best_split(target["raw"])
+        split = self.best_split(target["raw"], floor=_PROPOSE_FLOOR)
         if split is not None and split[0] >= _PROPOSE_FLOOR:
             conf, _, reason = split
             tasks["split_tasks"].append({"node_id": target["id"], "reason": reason, "confidence": round(conf, 4)})
@@ -212,21 +212,37 @@ class OfflineBackend(LLMBackend):
         return cuts
 
     def prefetch(self, raws: list[str]) -> None:
-        """Embed every candidate cut of many texts in large batches (the per-target calls then hit the cache).
+        """Embed the candidate cuts diagnosis will score, of many texts, in large batches (the per-target calls
+        then hit the cache): those that could reach the proposal floor.
 
-        About `_PREFETCH_TEXTS` texts go to the embedder at once (one unit's cuts may add 64), so a buffer of
-        any size holds one batch of texts and vectors in flight, not all of them.
+        The distinct cut sides (at most 64 a text, each at most `_SIDE_CHARS` characters) are sorted by length and
+        go to the embedder `_PREFETCH_TEXTS` at a time, so a batch pads little and one batch of vectors is in
+        flight at once.
         """
-        batch: list[str] = []
-        for raw in raws:
-            batch += [t for _, _, left, right in self.split_cuts(raw) for t in (left, right)]
-            if len(batch) >= _PREFETCH_TEXTS:
-                self.embedder.embed(batch)
-                batch = []
-        if batch:
-            self.embedder.embed(batch)
+        texts = sorted({t for raw in raws for _, _, left, right, _, _ in self._scored_cuts(raw, floor=_PROPOSE_FLOOR)
+                        for t in (left, right)},
+                       key=lambda t: (len(t), t))          # like lengths together: little padding in a model batch
+        for start in range(0, len(texts), _PREFETCH_TEXTS):
+            self.embedder.embed(texts[start:start + _PREFETCH_TEXTS])
 
-    def best_split(self, raw: str) -> tuple[float, int, str] | None:
+    def _scored_cuts(self, raw: str, all_cuts: list[tuple[int, int, str, str]] | None = None, floor: float = 0.0
+                     ) -> list[tuple[int, int, str, str, float, int]]:
+        """The cuts whose sides both have substance, with their shared-word share and the shorter side's
+        content words: the only cuts Split embeds. With a `floor`, also only the cuts that could reach it:
+        a confidence is at most (1 - shared) x substance x opening (the cosine factor is below 1), so a cut
+        whose bound is under the floor needs no embedding to be ruled out."""
+        cuts = []
+        for n_left, cut, left, right in self.split_cuts(raw) if all_cuts is None else all_cuts:
+            tl, tr = set(content_tokens(left)), set(content_tokens(right))
+            if len(tl) < _MIN_CONTENT or len(tr) < _MIN_CONTENT:
+                continue
+            shared, content = jaccard(tl, tr), min(len(tl), len(tr))
+            if floor and (1.0 - shared) * _substance(content) * _MARKER[_opening(right)[0]] < floor:
+                continue
+            cuts.append((n_left, cut, left, right, shared, content))
+        return cuts
+
+    def best_split(self, raw: str, floor: float = 0.0) -> tuple[float, int, str] | None:
         """The most confident two-way cut between sentences, as (confidence, char offset, reason).
 
         The confidence is that of two topics, a product of three parts: how separate the sides are (no
@@ -235,11 +251,7 @@ class OfflineBackend(LLMBackend):
         two however low their cosine.
         """
         all_cuts = self.split_cuts(raw)
-        cuts = []
-        for n_left, cut, left, right in all_cuts:
-            tl, tr = set(content_tokens(left)), set(content_tokens(right))
-            if len(tl) >= _MIN_CONTENT and len(tr) >= _MIN_CONTENT:
-                cuts.append((n_left, cut, left, right, jaccard(tl, tr), min(len(tl), len(tr))))
+        cuts = self._scored_cuts(raw, all_cuts, floor)
         if not cuts:
             return None
         n_sentences = all_cuts[-1][0] + 1          # the last sentence boundary is always a candidate
@@ -248,10 +260,8 @@ class OfflineBackend(LLMBackend):
         for i, (n_left, cut, _, right, shared, content) in enumerate(cuts):
             cosine = float(vecs[2 * i] @ vecs[2 * i + 1])
             separation = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
-            substance = 1.0 / (1.0 + math.exp((_SUBSTANCE_MID - content) / _SUBSTANCE_SCALE))
             opening, word = _opening(right)
-            marker = {"shift": 1.0, "leans": _LEANS, "plain": _UNMARKED}[opening]
-            conf = separation * substance * marker
+            conf = separation * _substance(content) * _MARKER[opening]
             reason = (f"sentences 1-{n_left} and {n_left + 1}-{n_sentences} share {shared:.2f} of their words, "
                       f"cosine {cosine:.2f}; the shorter side has {content} content words; " + {
                           "shift": f"the second part opens with '{word}', a change of topic",
@@ -264,6 +274,14 @@ class OfflineBackend(LLMBackend):
     def _segment(self, text: str, label: str) -> dict:
         return {"segment_text": text, "segment_summary": summary_of(text),
                 "segment_keywords": keywords_of(text) or words(text)[:3], "topic_label": label}
+
+
+_MARKER = {"shift": 1.0, "leans": _LEANS, "plain": _UNMARKED}      # how a cut's second side opens -> factor
+
+
+def _substance(content: int) -> float:
+    """Whether the shorter side is a memory of its own: logistic in its content words."""
+    return 1.0 / (1.0 + math.exp((_SUBSTANCE_MID - content) / _SUBSTANCE_SCALE))
 
 
 def _points_back(word: str) -> bool:
