@@ -135,6 +135,20 @@ def step(engine, conversation: Conversation, schedule: Schedule):
         return report
 
 
+PREFETCH_BATCH = 64          # turns embedded per batch before stepping, so progress can be shown between
+
+
+def prefetch_turns(engine, turns: list[Turn], progress: Callable[[int, int], None] | None = None) -> None:
+    """Embed what ingesting `turns` will need before stepping through them, `PREFETCH_BATCH` turns at a time
+    sorted by length (like lengths batch with little padding), calling `progress(done, total)` after each
+    batch; an exception from it stops before the next batch."""
+    todo = sorted(turns, key=lambda t: (len(t.raw), t.index))
+    for start in range(0, len(todo), PREFETCH_BATCH):
+        engine.prefetch(todo[start:start + PREFETCH_BATCH])
+        if progress:
+            progress(min(start + PREFETCH_BATCH, len(todo)), len(todo))
+
+
 def replay(engine, conversation: Conversation, schedule: Schedule,
            progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
     """Ingest every remaining turn in time order; a final run consolidates what is left (unless manual).

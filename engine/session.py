@@ -16,7 +16,7 @@ from engine.engines import UnknownEngine, engine_class
 from engine.interface import BaseEngine
 from engine.llm import LLM, DeferredBackend, make_backend
 from engine.oplog import OpKind
-from engine.replay import Schedule, replay
+from engine.replay import Schedule, prefetch_turns, replay
 from engine.store import Store
 
 DEFAULT_ENGINE = "allmem"
@@ -77,9 +77,6 @@ def open_session(db: str | Path, engine: str | None = None, llm: str | None = No
     return engine_cls(store, client, embedder, conf)
 
 
-PREFETCH_BATCH = 64          # turns embedded per batch before a replay steps, so progress can be shown between
-
-
 def scratch_engine(name: str, conversation: Conversation, embedder: Embedder, settings: dict | None = None,
                    schedule: str = "every-3-sessions",
                    progress: Callable[[str, int, int], None] | None = None) -> BaseEngine:
@@ -89,11 +86,8 @@ def scratch_engine(name: str, conversation: Conversation, embedder: Embedder, se
     ingested ("ingesting"), since building a peer of a long conversation takes seconds."""
     path = Path(tempfile.mkdtemp(prefix="memwb-scratch-")) / f"{name}.sqlite"
     engine = open_session(path, engine=name, settings=settings, embedder=embedder)
-    turns = conversation.turns
-    for start in range(0, len(turns), PREFETCH_BATCH):
-        engine.prefetch(turns[start:start + PREFETCH_BATCH])
-        if progress:
-            progress("embedding", min(start + PREFETCH_BATCH, len(turns)), len(turns))
+    prefetch_turns(engine, conversation.turns,
+                   (lambda done, total: progress("embedding", done, total)) if progress else None)
     replay(engine, conversation, Schedule.parse(schedule),
            progress=(lambda done, total: progress("ingesting", done, total)) if progress else None)
     return engine

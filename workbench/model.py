@@ -30,7 +30,7 @@ from engine.embedder import Embedder
 from engine.engines import engine_class, engine_schema, known_engines
 from engine.interface import BaseEngine
 from engine.loaders import load_conversation, load_conversations
-from engine.replay import Schedule, check_replayable, step
+from engine.replay import Schedule, check_replayable, prefetch_turns, step
 from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
 from engine.sessions import PARENT, mark_opened, new_session_path, read_session, session_name
 
@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
 LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
-EMBED_BATCH = 64                      # turn texts embedded per batch before a jump steps (progress between)
 PEERS_KEPT = 3                        # scratch peer engines cached per workbench
 
 
@@ -232,13 +231,14 @@ class Workbench:
         with self._stepping:                     # one jump at a time (a page run may outlive the click that ends it)
             self._check_no_open_run()
             self.cursor = self.head
-            todo = sorted(self.conversation.turns[self.head:turn], key=lambda t: (len(t.raw), t.index))
-            for start in range(0, len(todo), EMBED_BATCH):      # like lengths together: little padding per batch
-                self._stop_if_cancelled()
-                self.engine.prefetch(todo[start:start + EMBED_BATCH])
+
+            def embedded(done: int, total: int) -> None:
                 if progress:
-                    progress(JumpProgress("embedding", min(start + EMBED_BATCH, len(todo)), len(todo), self.cursor,
-                                          turn))
+                    progress(JumpProgress("embedding", done, total, self.cursor, turn))
+                self._stop_if_cancelled()
+
+            self._stop_if_cancelled()
+            prefetch_turns(self.engine, self.conversation.turns[self.head:turn], embedded)
             first = self.head
             while self.head < turn:
                 self._stop_if_cancelled()
