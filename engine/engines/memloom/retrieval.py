@@ -69,13 +69,12 @@ class Relevance:
         zq = engine.embedder.embed_one(query)
         dense = np.stack([engine.vectors[i] for i in ids]) @ zq
         self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std() or 1.0)
-        fused = (dense - dense.mean()) / (dense.std() or 1.0)
-        weight = self.weight
+        fused = (dense - self.dense_mu) / self.dense_sd
         lex = np.zeros(len(ids))
-        if weight:
+        if self.weight:
             lex = at(engine.bm25.score_vector(query), np.asarray(ids, dtype=np.int64))
             self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
-            fused = fused + weight * (lex - lex.mean()) / (lex.std() or 1.0)
+            fused = fused + self.weight * (lex - self.lex_mu) / self.lex_sd
         self.fused = {i: float(v) for i, v in zip(ids, fused)}
         self.dense = {i: float(v) for i, v in zip(ids, dense)}
         self.lexical = {i: float(v) for i, v in zip(ids, lex)}
