@@ -47,19 +47,26 @@ def degree_distribution(state: MemoryState) -> dict[str, dict[int, int]]:
     return out
 
 
+def surface_ratio(state: MemoryState) -> float:
+    """|V+| / N: units on the searchable surface per ingested turn (All-Mem's visible ratio, Table 11).
+
+    An append-only memory has 1.0; consolidation moves it below (Merge, Update) or above (Split). Cheap
+    (no graph walk), so a benchmark can take it at every round. Empty memory: 0.0."""
+    return round(len(state.visible_ids) / max(state.turn, 1), 4)
+
+
 def structure(state: MemoryState, max_hops: int = 8) -> dict:
     h = hop_distances(state)
     finite = sorted(d for d in h.values() if d != float("inf"))
     cov = {H: round(coverage(h, H), 4) for H in range(1, max_hops + 1)}
     h95 = next((H for H, c in cov.items() if c >= 0.95), None)
-    n_turns = max(state.turn, 1)
     return {
         "turns": state.turn,
         "units": len(state.units),
         "visible": len(state.visible_ids),
         "archived": len(state.archived_ids),
         "statuses": state.status_counts(),
-        "visible_ratio": round(len(state.visible_ids) / n_turns, 4),
+        "visible_ratio": surface_ratio(state),
         "median_hop": finite[len(finite) // 2] if finite else None,
         "coverage": cov,
         "h95": h95,

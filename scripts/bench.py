@@ -8,7 +8,6 @@ in tests.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -19,15 +18,11 @@ sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
+from engine.metrics import latency_summary  # noqa: E402
 from engine.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 3)
 
 
 def main() -> int:
@@ -61,8 +56,7 @@ def main() -> int:
     for q in questions:
         for name, ms in engine.retrieve(q.question, k=5).stages.items():
             stages.setdefault(name, []).append(ms)
-    result["retrieval_ms"] = {name: {"p50": pct(v, 0.5), "p95": pct(v, 0.95), "mean": round(statistics.mean(v), 3)}
-                              for name, v in stages.items()}
+    result["retrieval_ms"] = {name: latency_summary(v) for name, v in stages.items()}
     result["queries"] = len(questions)
     print(f"retrieval over {len(questions)} questions (ms):")
     for name, s in result["retrieval_ms"].items():

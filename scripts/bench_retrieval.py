@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -26,17 +25,13 @@ from results import write_json  # noqa: E402
 from engine.conversation import Conversation, Turn  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.loaders.qmsum import load_qmsum  # noqa: E402
+from engine.metrics import latency_summary  # noqa: E402
 from engine.replay import Schedule, step  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 LOCOMO = DATA / "locomo" / "locomo-dev8.json"
 QMSUM = DATA / "qmsum" / "test"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 3)
 
 
 def corpus(limit: int) -> tuple[Conversation, list[str]]:
@@ -64,8 +59,7 @@ def measure(engine, queries: list[str]) -> dict:
     for q in queries:
         for name, ms in engine.retrieve(q).stages.items():
             stages.setdefault(name, []).append(ms)
-    return {name: {"p50": pct(v, 0.5), "p95": pct(v, 0.95), "mean": round(statistics.mean(v), 3)}
-            for name, v in stages.items()}
+    return {name: latency_summary(v) for name, v in stages.items()}
 
 
 def main() -> int:

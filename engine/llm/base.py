@@ -211,3 +211,8 @@ def _violation(data: object, cap: Cap) -> tuple[str, str] | None:
 def estimate_tokens(text: str) -> int:
     """Rough token count (words x 4/3) for backends that report no usage."""
     return int(len(text.split()) * 4 / 3) + 1
+
+
+def estimate_prompt_tokens(messages: list[dict]) -> int:
+    """`estimate_tokens` of a chat prompt, message by message."""
+    return sum(estimate_tokens(str(m.get("content", ""))) for m in messages)

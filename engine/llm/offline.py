@@ -13,7 +13,7 @@ import math
 from collections import Counter
 
 from engine.embedder import Embedder
-from engine.llm import offline_events
+from engine.llm import offline_answer, offline_events
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
 from engine.text import (
     STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
@@ -169,6 +169,9 @@ class OfflineBackend(LLMBackend):
 
     def _event_merge(self, p: dict) -> dict:
         return offline_events.judge_merge(p)
+
+    def _answer(self, p: dict) -> dict:
+        return offline_answer.answer(p["question"], p.get("passages", []), self.embedder)
 
     # -- rules -----------------------------------------------------------------
     def compare(self, a: dict, b: dict, cosine: float) -> tuple[str, float, str] | None:

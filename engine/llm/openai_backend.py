@@ -14,7 +14,9 @@ from typing import Any, Callable
 
 import openai
 
-from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
+from engine.llm.base import (
+    BackendError, BackendReply, LLMBackend, LLMRequest, estimate_prompt_tokens, estimate_tokens,
+)
 from engine.llm.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -137,7 +139,7 @@ class OpenAIBackend(LLMBackend):
         if usage is not None:
             prompt_tokens, completion_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
         else:
-            prompt_tokens = sum(estimate_tokens(str(m.get("content", ""))) for m in request.messages)
+            prompt_tokens = estimate_prompt_tokens(request.messages)
             completion_tokens = estimate_tokens(text)
         return BackendReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                             model=getattr(completion, "model", None) or self.model)

@@ -53,6 +53,13 @@ _TASKS = {
         "EARLIER and LATER are adjacent events. Decide whether they are one narrative that the online "
         "router cut in two (merge=true) or two distinct happenings. Never merge states from different "
         "times or contradicting statements. If merging, write the merged `summary` and `keywords`."),
+    "answer": (
+        "Answer the QUESTION using only the PASSAGES, which are excerpts of an earlier conversation in time "
+        "order; each has the `keys` of the turns it comes from and the `time` it was said. Write a short "
+        "`answer`: a phrase or one sentence that keeps names, numbers and dates as the passages give them, "
+        "with relative dates (yesterday, last week) turned into dates using the passage's time. In "
+        "`evidence_keys` copy exactly the keys of every passage the answer rests on, and no others. If the "
+        "passages do not say, reply with an empty `answer` and no `evidence_keys`; never guess."),
 }
 
 

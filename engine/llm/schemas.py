@@ -69,11 +69,17 @@ RELATION_SYNTHESIS = _obj({"relations": {"type": "array", "items": _obj({
 EVENT_MERGE = _obj({"merge": {"type": "boolean"}, "confidence": _CONF, "summary": _STR, "keywords": _STR_LIST,
                     "rationale": _STR})
 
+# What an answering model says about a question, and the evidence keys (source turn ids) it read it in.
+ANSWER = _obj({"answer": _STR, "evidence_keys": _STR_LIST})
+
 SUMMARY_CHARS = 2_000              # a summary is one or a few sentences, never the evidence again
 KEYWORDS = 32
 KEYWORD_CHARS = 100
 SEGMENTS = 16
 SEGMENT_CHARS = 100_000            # a segment is a substring of one turn: the loaders' per-turn default
+ANSWER_CHARS = 2_000               # a short answer, never the evidence again
+CITATIONS = 64                     # evidence keys one answer may cite
+KEY_CHARS = 200                    # a turn id (LoCoMo `D3:7`, LongMemEval session ids, causal suite keys)
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,7 @@ CAPS: dict[str, tuple[Cap, ...]] = {
     "merge_plan": (*_described("summary", "keywords"), Cap("salient_points", max_chars=SUMMARY_CHARS, max_items=8)),
     "update_plan": _described("updated_summary", "updated_keywords"),
     "event_merge": _described("summary", "keywords"),
+    "answer": (Cap("answer", max_chars=ANSWER_CHARS), Cap("evidence_keys", max_chars=KEY_CHARS, max_items=CITATIONS)),
 }
 
 SCHEMAS: dict[str, dict] = {
@@ -116,5 +123,6 @@ SCHEMAS: dict[str, dict] = {
     "split_plan": SPLIT_PLAN,
     "merge_plan": MERGE_PLAN,
     "update_plan": UPDATE_PLAN,
+    "answer": ANSWER,
 }
 ROLES = tuple(SCHEMAS)
