@@ -1,4 +1,5 @@
-"""Retrieval metrics (engine.metrics) and event-boundary metrics (engine.segmentation), by hand.
+"""Retrieval, answer, attribution, latency and token metrics (engine.metrics), event-boundary metrics
+(engine.segmentation) and the surface ratio (engine.diagnostics), by hand.
 
 Every expected value is worked out in a comment next to it so a reader can
 check the arithmetic without running anything.
@@ -9,7 +10,24 @@ import math
 
 import pytest
 
-from engine.metrics import chain_recall, ndcg_at_k, recall_at_k, strict_chain_recall
+from engine.llm.base import LLMCall
+from engine.metrics import (
+    attribution_auditability,
+    bleu1,
+    chain_recall,
+    exact_match,
+    latency_summary,
+    lcs_length,
+    llm_tokens_by_role,
+    ndcg_at_k,
+    normalize_answer,
+    percentile,
+    recall_at_k,
+    rouge_l,
+    strict_chain_recall,
+    token_f1,
+)
+from engine.oplog import OpKind, OpRecord
 from engine.segmentation import (
     boundaries_from_labels,
     boundaries_from_ranges,
@@ -302,3 +320,210 @@ def test_evaluate_bundles_the_metrics():
                       "delta_b": 1, "delta_b_rate": 1.0}
     # no gold boundaries but a hypothesis with some: the rate is left out, the rest is reported
     assert "delta_b_rate" not in evaluate([], [3], 10)
+
+
+# --- answers: normalisation, EM, token F1, BLEU-1, ROUGE-L --------------------
+
+
+def test_normalize_answer_is_squad_style():
+    # lower -> delete punctuation ("cat's" -> "cats") -> delete articles -> collapse spaces
+    assert normalize_answer("The  Cat's hat!") == "cats hat"
+    assert normalize_answer("An apple, a day") == "apple day"
+    # Unicode punctuation goes too: curly quotes, the em dash, the ellipsis
+    assert normalize_answer("\u201cHello\u201d \u2014 world\u2026") == "hello world"
+    # articles only as whole words: "theory", "another", "banana" keep their letters
+    assert normalize_answer("the theory of another banana") == "theory of another banana"
+    # punctuation is deleted, not spaced: "e-mail" -> "email", "7 May, 2023" -> "7 may 2023"
+    assert normalize_answer("e-mail on 7 May, 2023.") == "email on 7 may 2023"
+    assert normalize_answer("") == "" and normalize_answer(" the . a ") == ""
+
+
+def test_exact_match_after_normalisation():
+    assert exact_match("The Eiffel Tower.", "eiffel tower") == 1.0
+    assert exact_match("Eiffel", "Eiffel Tower") == 0.0
+    assert exact_match("", "") == 1.0 and exact_match("the", "!") == 1.0   # both normalise to nothing
+    assert exact_match("", "Paris") == 0.0
+
+
+def test_token_f1_by_hand():
+    # pred "the cat sat on the mat" -> [cat, sat, on, mat] (4); gold "a cat on a mat" -> [cat, on, mat] (3)
+    # common 3: P = 3/4, R = 3/3, F1 = 2 * 0.75 * 1 / 1.75 = 6/7
+    assert token_f1("the cat sat on the mat", "a cat on a mat") == pytest.approx(6 / 7)
+    # multisets: pred [cat, cat, cat], gold [cat, dog]: common min(3, 1) = 1; P = 1/3, R = 1/2,
+    # F1 = 2 * (1/6) / (5/6) = 0.4
+    assert token_f1("cat cat cat", "cat dog") == pytest.approx(0.4)
+    assert token_f1("Porto, Portugal", "porto portugal") == 1.0
+    assert token_f1("dog", "cat") == 0.0
+    # empty answers: 1 only when both are empty (SQuAD v2's rule)
+    assert token_f1("", "Paris") == 0.0
+    assert token_f1("Paris", "") == 0.0
+    assert token_f1("The.", "a") == 1.0
+
+
+def test_bleu1_by_hand():
+    # pred [cat, sat, on, mat] (c = 4), gold [cat, on, mat] (r = 3): clipped matches 3; c > r so BP = 1
+    # BLEU-1 = 3/4
+    assert bleu1("cat sat on mat", "cat on mat") == pytest.approx(0.75)
+    # pred [cat] (c = 1), gold (r = 3): precision 1/1, BP = exp(1 - 3/1) = e^-2 = 0.135335
+    assert bleu1("cat", "cat on mat") == pytest.approx(math.exp(-2))
+    assert bleu1("cat", "cat on mat") == pytest.approx(0.135335, abs=1e-6)
+    # clipping: pred [cat, cat, cat] vs gold [cat, dog]: clipped 1 of 3; c = 3 > r = 2, BP = 1 -> 1/3
+    assert bleu1("cat cat cat", "cat dog") == pytest.approx(1 / 3)
+    # order-blind: "mat on cat" vs "cat on mat": 3 of 3, c = r so BP = exp(0) = 1 -> 1.0
+    assert bleu1("mat on cat", "cat on mat") == 1.0
+    assert bleu1("", "cat") == 0.0 and bleu1("cat", "") == 0.0 and bleu1("", "") == 1.0
+
+
+def test_lcs_length_by_hand():
+    # the textbook pair: ABCBDAB vs BDCABA has LCS 4 (e.g. BCBA)
+    assert lcs_length(list("ABCBDAB"), list("BDCABA")) == 4
+    assert lcs_length(list("BDCABA"), list("ABCBDAB")) == 4
+    assert lcs_length([], ["a"]) == 0
+    assert lcs_length(["a", "b"], ["a", "b"]) == 2
+
+
+def test_rouge_l_by_hand():
+    # pred [cat, sat, on, mat], gold [cat, on, mat]: LCS = 3 (cat on mat); R = 3/3, P = 3/4
+    # beta = 1: F = 2 R P / (R + P) = 1.5 / 1.75 = 6/7
+    assert rouge_l("cat sat on mat", "cat on mat") == pytest.approx(6 / 7)
+    # beta = 2: F = (1 + 4) R P / (R + 4 P) = 5 * 0.75 / (1 + 3) = 0.9375
+    assert rouge_l("cat sat on mat", "cat on mat", beta=2.0) == pytest.approx(0.9375)
+    # Lin's example: "police killed the gunman" vs "police kill the gunman" -> [police, killed, gunman] vs
+    # [police, kill, gunman]: LCS 2, R = P = 2/3, F = 2/3
+    assert rouge_l("police killed the gunman", "police kill the gunman") == pytest.approx(2 / 3)
+    # order matters where BLEU-1 ignores it: "mat on cat" vs "cat on mat": LCS 1, R = P = 1/3
+    assert rouge_l("mat on cat", "cat on mat") == pytest.approx(1 / 3)
+    assert rouge_l("dog", "cat") == 0.0
+    assert rouge_l("", "cat") == 0.0 and rouge_l("", "") == 1.0
+    with pytest.raises(ValueError):
+        rouge_l("a", "b", beta=0)
+
+
+# --- attribution auditability ------------------------------------------------
+
+
+def test_attribution_auditability_is_coverage_of_the_gold_keys():
+    gold = ["D1:3", "D2:5"]
+    assert attribution_auditability(["D2:5", "D9:1", "D1:3"], gold) == 1.0   # extra citations are not penalised
+    assert attribution_auditability(["D1:3"], gold) == 0.0                    # one gold key missing
+    assert attribution_auditability([], gold) == 0.0                          # a failed answer cites nothing
+    assert attribution_auditability(["D1:3", "D1:3", "D2:5"], ["D2:5", "D2:5"]) == 1.0
+    assert attribution_auditability(["d1:3", "D2:5"], gold) == 0.0            # keys compare exactly
+    with pytest.raises(ValueError, match="gold evidence key"):
+        attribution_auditability(["D1:3"], [])
+
+
+# --- latency -----------------------------------------------------------------
+
+
+def test_percentile_interpolates_between_ranks():
+    # [1, 2, 3, 4]: p50 at position 0.5 * 3 = 1.5 -> 2 + 0.5 * (3 - 2) = 2.5
+    # p95 at 0.95 * 3 = 2.85 -> 3 + 0.85 * (4 - 3) = 3.85
+    assert percentile([4, 1, 3, 2], 0.5) == pytest.approx(2.5)
+    assert percentile([4, 1, 3, 2], 0.95) == pytest.approx(3.85)
+    assert percentile([4, 1, 3, 2], 0.0) == 1 and percentile([4, 1, 3, 2], 1.0) == 4
+    # 1..20: p95 at 0.95 * 19 = 18.05 -> 19 + 0.05 = 19.05
+    assert percentile(list(range(1, 21)), 0.95) == pytest.approx(19.05)
+    with pytest.raises(ValueError):
+        percentile([], 0.5)
+    with pytest.raises(ValueError):
+        percentile([1.0], 1.5)
+
+
+def test_latency_summary_by_hand():
+    # mean of 1..4 = 2.5; percentiles as above
+    assert latency_summary([4.0, 1.0, 3.0, 2.0]) == {"p50": 2.5, "p95": 3.85, "mean": 2.5, "n": 4}
+    assert latency_summary([10.0]) == {"p50": 10.0, "p95": 10.0, "mean": 10.0, "n": 1}
+    # rounded to 3 decimals (microseconds of a millisecond figure)
+    assert latency_summary([0.1234567]) == {"p50": 0.123, "p95": 0.123, "mean": 0.123, "n": 1}
+    # a stage that never ran is None, not zero
+    assert latency_summary([]) == {"p50": None, "p95": None, "mean": None, "n": 0}
+    for bad in ([1.0, -0.5], [float("nan")], [float("inf")]):
+        with pytest.raises(ValueError, match="finite and non-negative"):
+            latency_summary(bad)
+
+
+# --- LLM tokens per role -----------------------------------------------------
+
+
+def _call(role: str, prompt: str, response: str | None, prompt_tokens: int = 0, completion_tokens: int = 0,
+          error_code: str | None = None) -> LLMCall:
+    return LLMCall(role=role, backend="test", model="m", key="k", prompt=[{"role": "user", "content": prompt}],
+                   response=response, data=None, error_code=error_code, prompt_tokens=prompt_tokens,
+                   completion_tokens=completion_tokens)
+
+
+def test_llm_tokens_by_role_sums_usage_and_estimates_what_was_not_reported():
+    calls = [
+        _call("descriptor", "x", "{}", 42, 17),
+        _call("descriptor", "y", "{}", 10, 5),
+        # a reply without usage: estimate_tokens = int(words * 4/3) + 1
+        # prompt "one two three" -> int(4) + 1 = 5; reply "a b c d e f" -> int(8) + 1 = 9
+        _call("router", "one two three", "a b c d e f"),
+        # no reply at all (timeout): a call with no tokens
+        _call("router", "one two three", None, error_code="TIMEOUT"),
+    ]
+    expected = {"descriptor": {"calls": 2, "prompt": 52, "completion": 22},
+                "router": {"calls": 2, "prompt": 5, "completion": 9}}
+    assert llm_tokens_by_role(calls) == expected
+    assert list(llm_tokens_by_role(calls)) == ["descriptor", "router"]
+    # the same calls as stored: dicts, or log records among records of other kinds
+    assert llm_tokens_by_role([c.to_dict() for c in calls]) == expected
+    records = [OpRecord(kind=OpKind.NOTE, payload={"text": "hi"})] + [
+        OpRecord(kind=OpKind.LLM_CALL, payload=c.to_dict(), actor="llm") for c in calls]
+    assert llm_tokens_by_role(records) == expected
+    assert llm_tokens_by_role([]) == {}
+    with pytest.raises(TypeError):
+        llm_tokens_by_role([42])
+    with pytest.raises(ValueError, match="after_seq"):
+        llm_tokens_by_role(calls, after_seq=3)
+
+
+def test_llm_tokens_by_role_reads_a_stores_log(make_engine):
+    """A real All-Mem session on the offline backend: one descriptor call per ingested turn, logged with
+    the turn; a window of the log (after_seq) counts only the calls committed in it."""
+    from conftest import turn
+
+    engine = make_engine()
+    first = [turn(1, "Maya", "I adopted a kitten named Miso from the shelter."),
+             turn(2, "Jon", "Nice! My sister Lena lives in Porto and works as a nurse.")]
+    for t in first:
+        engine.ingest(t)
+    middle = engine.store.last_seq()
+    engine.ingest(turn(3, "Maya", "The plumber finally fixed our leaking kitchen sink today."))
+
+    whole = llm_tokens_by_role(engine.store)
+    assert whole["descriptor"]["calls"] == 3
+    assert whole["descriptor"]["prompt"] > 0 and whole["descriptor"]["completion"] > 0
+    later = llm_tokens_by_role(engine.store, after_seq=middle)
+    assert later["descriptor"]["calls"] == 1
+    earlier = llm_tokens_by_role(engine.store, upto_seq=middle)
+    assert earlier["descriptor"]["calls"] == 2
+    for key in ("prompt", "completion"):
+        assert earlier["descriptor"][key] + later["descriptor"][key] == whole["descriptor"][key]
+
+
+# --- surface ratio -----------------------------------------------------------
+
+
+def _state(turn: int, visible: list[bool]):
+    from engine.node import Node
+    from engine.state import MemoryState
+
+    nodes = {i: Node(id=i, raw=f"u{i}", summary="", keywords=[], time="", kind="unit", source_ids=[f"D1:{i}"],
+                     visible=v) for i, v in enumerate(visible, start=1)}
+    return MemoryState(nodes=nodes, turn=turn)
+
+
+def test_surface_ratio_is_visible_units_per_turn():
+    from engine.diagnostics import structure, surface_ratio
+
+    # 4 turns, 5 units of which 3 on the surface (two merged away): 3/4
+    state = _state(4, [True, False, True, False, True])
+    assert surface_ratio(state) == 0.75
+    assert structure(state)["visible_ratio"] == 0.75          # one home: structure() reports the same figure
+    # Split can put more units than turns on the surface: 2 turns, 3 visible -> 1.5
+    assert surface_ratio(_state(2, [True, True, True])) == 1.5
+    # 3 turns -> 2/3 rounded to 4 decimals
+    assert surface_ratio(_state(3, [True, True, False])) == 0.6667
+    assert surface_ratio(_state(0, [])) == 0.0                # empty memory
