@@ -73,6 +73,9 @@ def normalize_answer(text: str) -> str:
     Punctuation is ASCII punctuation plus every Unicode punctuation character (category P*), so the
     curly quotes and dashes of chat text go too; like SQuAD, it is deleted, not replaced by a space
     ("don't" -> "dont", "e-mail" -> "email")."""
+    if not isinstance(text, str):
+        raise TypeError(f"an answer must be a string, got {type(text).__name__} {text!r}; a question without a "
+                        "gold answer cannot be scored")
     text = "".join(ch for ch in text.lower() if not _is_punctuation(ch))
     return " ".join(_ARTICLES.sub(" ", text).split())
 

@@ -336,6 +336,8 @@ def test_normalize_answer_is_squad_style():
     # punctuation is deleted, not spaced: "e-mail" -> "email", "7 May, 2023" -> "7 may 2023"
     assert normalize_answer("e-mail on 7 May, 2023.") == "email on 7 may 2023"
     assert normalize_answer("") == "" and normalize_answer(" the . a ") == ""
+    with pytest.raises(TypeError, match="gold answer"):
+        token_f1("Porto", None)
 
 
 def test_exact_match_after_normalisation():
