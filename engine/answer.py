@@ -57,6 +57,12 @@ class Answer:
     def ok(self) -> bool:
         return self.error_code is None
 
+    def to_dict(self) -> dict:
+        """The answer for a per-question record; the call (whose prompt can hold a whole history) is left to
+        the call log."""
+        return {"text": self.text, "cited": list(self.cited), "error_code": self.error_code, "error": self.error,
+                "rejected": list(self.rejected), "passages": self.passages, "dropped": self.dropped}
+
 
 def passages_from_units(units: Iterable[RetrievedUnit]) -> list[Passage]:
     """A retrieval result's units as passages, in rank order (the order the budget keeps them in).

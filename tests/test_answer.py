@@ -198,6 +198,8 @@ def test_the_answer_role_on_the_openai_backend(server: FakeServer) -> None:
     assert [p["keys"] for p in sent] == [["D1:1"], ["D1:2"], ["D1:3"]]
     assert sent[1]["text"] == SISTER.text and "Where does Lena live?" in body["messages"][-1]["content"]
     assert llm_tokens_by_role([a.call]) == {"answer": {"calls": 1, "prompt": 120, "completion": 9}}
+    assert a.to_dict() == {"text": "Porto", "cited": ["D1:2"], "error_code": None, "error": None,
+                           "rejected": ["D7:7"], "passages": 3, "dropped": 0}
 
 
 @pytest.mark.parametrize("script, code", [
