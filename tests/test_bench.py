@@ -107,6 +107,7 @@ def demo_run(tmp_path_factory) -> tuple[Path, dict, str]:
     return out, result_of(out), proc.stdout
 
 
+@pytest.mark.slow
 def test_streaming_run_on_the_demo_writes_the_format(demo_run):
     out, result, stdout = demo_run
     assert result["dataset"] == "locomo" and result["protocol"] == "streaming" and result["rounds"] == 5
@@ -131,6 +132,7 @@ def test_streaming_run_on_the_demo_writes_the_format(demo_run):
     assert summary["overall"] == detail["overall"] and set(summary["structure"]) == {"visible_ratio", "cov", "h95"}
 
 
+@pytest.mark.slow
 def test_every_visible_question_is_asked_again_each_round_after_its_evidence(demo_run):
     _, result, _ = demo_run
     conv = load_conversation(DEMO)
@@ -151,6 +153,7 @@ def test_every_visible_question_is_asked_again_each_round_after_its_evidence(dem
         assert rounds[3]["cohort"]["r@5"] == round(mean, 4)
 
 
+@pytest.mark.slow
 def test_ablations_are_labelled_systems_with_their_own_settings(demo_run):
     _, result, _ = demo_run
     base, ablated = result["systems"]["allmem"], result["systems"]["allmem-anchors-only"]
@@ -161,6 +164,7 @@ def test_ablations_are_labelled_systems_with_their_own_settings(demo_run):
     assert paths and all(p == [] for p in paths)          # no Stage-2 expansion: every result is a seed
 
 
+@pytest.mark.slow
 def test_same_command_twice_gives_the_same_figures(tmp_path):
     runs = []
     for name in ("one", "two"):
@@ -189,6 +193,7 @@ def test_longmemeval_fixture_uses_question_types_as_categories(tmp_path):
     assert [d["questions"] for d in one] == [2] * 5      # Q = 1 per instance: every round falls on the same insert
 
 
+@pytest.mark.slow
 def test_causal_suite_reports_chain_metrics(tmp_path):
     bench("--dataset", "causal", CAUSAL, "--conversations", "lab-freezer", "family-eid", "--engines",
           "naive,memloom", "--protocol", "static", "--out", tmp_path)
