@@ -3,6 +3,7 @@ file's format (docs/BENCHMARK_FORMAT.md), determinism, ablation systems and bad 
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine.bench.protocol import plan, ready_after, thresholds
+from engine.bench.runner import BenchConfig, run_benchmark
 from engine.cli import main
 from engine.conversation import Conversation, Question, Turn
+from engine.engines import ENGINES, engine_class
 from engine.loaders import load_conversation, load_conversations
 from tests.conftest import ROOT
 
@@ -264,3 +267,39 @@ def test_bad_input_in_a_real_process_has_no_traceback(tmp_path):
     proc = bench("--dataset", "locomo", DEMO, "--engines", "allmem,gam", "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("memwb bench: error: unknown engine 'gam'") and "Traceback" not in proc.stderr
+
+
+def test_a_task_is_plain_data_a_worker_can_receive():
+    from engine.bench.tasks import BenchTask
+
+    task = BenchTask(dataset="locomo", source=str(TINY), conversation="tiny", system="allmem-anchors-only",
+                     engine="allmem", settings={"ablations": ["anchors-only"]}, ablations=("anchors-only",))
+    assert pickle.loads(pickle.dumps(task)) == task
+    assert json.loads(json.dumps(task.to_dict()))["ablations"] == ["anchors-only"]
+    assert task.db_name == "tiny-allmem-anchors-only.sqlite" and task.label == "tiny · allmem-anchors-only"
+
+
+def _broken() -> type:
+    """The naive engine failing on its fifth turn: a task that raises must not lose the others' results."""
+    naive = engine_class("naive")
+
+    def ingest(self, turn):
+        if self.state.turn == 4:
+            raise RuntimeError("disk on fire")
+        return naive.ingest(self, turn)
+    return type("BrokenEngine", (naive,), {"name": "broken", "ingest": ingest})
+
+
+def test_a_failed_task_is_reported_with_its_inputs_and_the_others_kept(tmp_path, monkeypatch):
+    monkeypatch.setitem(ENGINES, "broken", _broken)
+    seen = []
+    path = run_benchmark(BenchConfig(dataset="locomo", source=str(TINY), engines=("naive", "broken"),
+                                     out=str(tmp_path)), progress=seen.append)
+    result = json.loads(path.read_text(encoding="utf-8"))
+    assert [(p.done, p.total) for p in seen] == [(0, 2), (1, 2), (2, 2)]
+    ok, failed = result["tasks"]
+    assert ok["error"] is None and {q["system"] for q in result["questions"]} == {"naive"}
+    assert failed["error"]["type"] == "RuntimeError" and failed["error"]["message"] == "disk on fire"
+    assert failed["error"]["inputs"]["engine"] == "broken" and failed["error"]["inputs"]["conversation"] == "tiny"
+    assert result["summary"]["naive"]["overall"]["r@5"] is not None
+    assert "broken: RuntimeError: disk on fire" in (tmp_path / "summary.md").read_text(encoding="utf-8")
