@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -171,14 +172,25 @@ def question_types(spec: DatasetSpec, path: str | Path) -> dict[str, str]:
     """LongMemEval's question types by question id (its categories); empty for the other datasets."""
     if spec.name != "longmemeval":
         return {}
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    return {item["question_id"]: str(item["question_type"]) for item in data
-            if isinstance(item, dict) and item.get("question_type")}
+    return dict(_question_types(str(path), Path(path).stat().st_mtime_ns))
 
 
 def load_source(source: Source) -> Conversation:
-    """The conversation of `source` (one load of its file)."""
-    for conv in load_conversations(source.path):
-        if conv.id == source.conversation:
-            return conv
-    raise BenchInputError(f"{source.path} has no conversation {source.conversation!r}")
+    """The conversation of `source`. A worker runs many tasks of one file in a row (LongMemEval-S is one
+    file of 500 conversations), so the last files read stay parsed."""
+    conv = _conversations(source.path, Path(source.path).stat().st_mtime_ns).get(source.conversation)
+    if conv is None:
+        raise BenchInputError(f"{source.path} has no conversation {source.conversation!r}")
+    return conv
+
+
+@lru_cache(maxsize=2)
+def _conversations(path: str, mtime_ns: int) -> dict[str, Conversation]:
+    return {conv.id: conv for conv in load_conversations(path)}
+
+
+@lru_cache(maxsize=2)
+def _question_types(path: str, mtime_ns: int) -> tuple[tuple[str, str], ...]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return tuple((item["question_id"], str(item["question_type"])) for item in data
+                 if isinstance(item, dict) and item.get("question_type"))

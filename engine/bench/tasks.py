@@ -88,18 +88,11 @@ def run_task(task: BenchTask, embedder) -> dict:
             for cp in due.get(engine.state.turn, []):
                 run.checkpoint(cp)
     if at_end:
-        if schedule.kind != "manual":
-            run.insert(lambda timings: _final_run(engine, timings), stages=("offline",))
+        if schedule.kind != "manual":       # what is left is consolidated once every turn is in, as replay ends
+            run.insert(lambda timings: engine.run_scheduled(), stage="offline")
         for cp in checkpoints:
             run.checkpoint(cp)
     return run.result(db)
-
-
-def _final_run(engine, timings: dict) -> None:
-    """The run that consolidates what is left once every turn is in (as `engine.replay.replay` ends)."""
-    started = time.perf_counter()
-    engine.run_scheduled()
-    timings["offline"] = (time.perf_counter() - started) * 1e3
 
 
 class _Run:
@@ -118,12 +111,12 @@ class _Run:
         self.records: dict[str, dict] = {}
         self.last: tuple[int, dict] | None = None      # (memory turn, answers) of the latest checkpoint
 
-    def insert(self, action, stages: tuple[str, ...] = ("ingest", "offline", "total")) -> None:
+    def insert(self, action, stage: str = "total") -> None:
+        """Run `action(timings)` (which may fill in its own stages) and time all of it as `stage`."""
         timings: dict[str, float] = {}
         started = time.perf_counter()
         action(timings)
-        if "total" in stages:
-            timings["total"] = (time.perf_counter() - started) * 1e3
+        timings[stage] = (time.perf_counter() - started) * 1e3
         for stage, ms in timings.items():
             self.insert_all.setdefault(stage, []).append(ms)
             self.insert_round.setdefault(stage, []).append(ms)
