@@ -3,7 +3,8 @@
 The command-line contract (flags and JSON shapes) is stable: scripts and
 checks rely on it. Exit codes: 0 done, 2 an error (one line on stderr), 1 a
 replay or consolidation whose every LLM call failed (counts by error code on
-stderr; what was ingested stays stored) or a `check` with findings.
+stderr; what was ingested stays stored), a `check` with findings, or a `bench` with a failed task (the
+others' figures are written).
 """
 from __future__ import annotations
 

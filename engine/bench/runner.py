@@ -148,7 +148,7 @@ def default_out() -> Path:
 def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None] | None = None) -> Path:
     """Run `config` and write result.json and summary.md; returns the result.json path."""
     spec, found, systems = check(config)
-    out = Path(config.out) if config.out else default_out()
+    out = Path(config.out).resolve() if config.out else default_out()     # absolute: a worker's cwd may differ
     sessions = out / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
     schedule = config.schedule or spec.schedule
