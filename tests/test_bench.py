@@ -230,7 +230,8 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
               ("yellow", "green", "blue", "red", "black", "white", "grey", "pink", "purple", "orange")]
     _meeting(meetings / "Mtg001.json", [("budget", budget), ("design", design), ("budget again", budget[:6])])
     _meeting(meetings / "Mtg002.json", [("design", design), ("budget", budget)])
-    bench("--dataset", "qmsum", meetings, "--out", tmp_path / "out")
+    stdout = bench("--dataset", "qmsum", meetings, "--out", tmp_path / "out").stdout
+    assert "boundaries per meeting" in stdout and "| Mtg002 | fixed-50 | 22 | 1 | 0 |" in stdout
     result = result_of(tmp_path / "out")
     assert result["rounds"] == 1 and result["questions"] == []
     assert list(result["systems"]) == ["memloom", "fixed-50"]

@@ -93,6 +93,15 @@ def latency_table(result: dict) -> list[str]:
             *_table(["system", *(f"{side} {stage}" for side, stage in columns)], rows), ""]
 
 
+def boundaries_table(result: dict) -> list[str]:
+    """QMSum: each meeting's figures per system."""
+    rows = [[b["meeting"], b["system"], b["turns"], b["gold_boundaries"], b["boundaries"], b["pk"],
+             b["window_diff"], b["delta_b"], b["delta_b_rate"]] for b in result["boundaries"] or []]
+    return ["**boundaries per meeting**", "",
+            *_table(["meeting", "system", "turns", "gold", "boundaries", "Pk", "WindowDiff", "ΔB", "ΔB rate"], rows),
+            ""]
+
+
 def errors(result: dict) -> list[str]:
     failed = [t for t in result["tasks"] if t["error"]]
     return [f"- {t['conversation']} · {t['system']}: {t['error']['type']}: {t['error']['message']}"
@@ -104,6 +113,8 @@ def tables(result: dict) -> str:
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
     if result["dataset"] != "qmsum":
         lines += rounds_tables(result) + category_table(result)
+    else:
+        lines += boundaries_table(result)
     failed = errors(result)
     if failed:
         lines += ["**failed tasks**", "", *failed, ""]
