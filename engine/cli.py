@@ -3,13 +3,15 @@
 The command-line contract (flags and JSON shapes) is stable: scripts and
 checks rely on it. Exit codes: 0 done, 2 an error (one line on stderr), 1 a
 replay or consolidation whose every LLM call failed (counts by error code on
-stderr; what was ingested stays stored) or a `check` with findings.
+stderr; what was ingested stays stored), a `check` with findings, or a `bench` with a failed task (the
+others' figures are written).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -93,6 +95,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print what an engine declares: kinds, statuses, edges, operators, stages")
     p.add_argument("--engine", default="allmem", choices=known_engines())
 
+    p = sub.add_parser("bench", help="benchmark engines side by side on a dataset (streaming or static protocol)",
+                       description="Replay every conversation into every system (engine or ablation) and score "
+                                   "retrieval per round (streaming) or once (static); QMSum scores event boundaries. "
+                                   "Writes result.json (docs/BENCHMARK_FORMAT.md) and summary.md into --out and "
+                                   "prints the per-round and per-category tables.")
+    p.add_argument("input", metavar="FILE_OR_DIR", help="the dataset file (a directory of meetings for qmsum)")
+    p.add_argument("--dataset", required=True, help="locomo, longmemeval, causal or qmsum")
+    p.add_argument("--conversations", nargs="+", help="only these conversation ids")
+    p.add_argument("--engines", help="comma-separated engines (default: every registered engine; qmsum: every "
+                                     "event engine)")
+    p.add_argument("--ablations", help="comma-separated ablations (a+b combines two), or all: one more system "
+                                       "per ablation of each engine that declares it")
+    p.add_argument("--protocol", default="streaming", help="streaming (default) or static")
+    p.add_argument("--rounds", type=int, default=5, help="streaming checkpoints N (default 5)")
+    p.add_argument("--k", default="5,10", help="comma-separated K of the @K metrics (default 5,10)")
+    p.add_argument("--schedule", help="offline schedule (default: the dataset's, e.g. every-3-sessions)")
+    p.add_argument("--out", help="output folder (default: a new folder under the workspace's benchmarks/)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
+
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
@@ -102,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)       # the command as typed (`memwb bench` records it)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
@@ -299,6 +322,66 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from engine.bench.datasets import BenchInputError
+    from engine.bench.runner import BenchConfig, run_benchmark
+    from engine.bench.summary import tables
+
+    def names(text: str | None) -> tuple[str, ...]:
+        return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+    try:
+        ks = tuple(int(k) for k in names(args.k))
+    except ValueError:
+        raise BenchInputError(f"--k takes comma-separated integers such as 5,10, not {args.k!r}") from None
+    config = BenchConfig(dataset=args.dataset, source=args.input, engines=names(args.engines) or None,
+                         ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
+                         schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
+                         out=args.out, ray=args.ray,
+                         command=shlex.join(["memwb", *args.argv]))
+    bar = ProgressBar(sys.stderr)
+    path = run_benchmark(config, progress=bar)
+    bar.close()
+    result = json.loads(path.read_text(encoding="utf-8"))
+    print(tables(result))
+    print(f"wrote {path} and {path.with_name('summary.md')}")
+    return 1 if any(t["error"] for t in result["tasks"]) else 0
+
+
+class ProgressBar:
+    """Tasks done, with an ETA from the mean task time so far: a redrawn bar on a terminal, plain lines else."""
+
+    WIDTH = 30
+
+    def __init__(self, stream):
+        import time
+
+        self.stream, self.clock, self.started = stream, time.monotonic, time.monotonic()
+        self.tty = stream.isatty()
+        self.drawn = False
+
+    def __call__(self, p) -> None:
+        elapsed = self.clock() - self.started
+        eta = f"ETA {_duration(elapsed / p.done * (p.total - p.done))}" if p.done else "ETA –"
+        if self.tty:
+            filled = int(self.WIDTH * p.done / max(p.total, 1))
+            line = f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p.done}/{p.total} {eta}  {p.label[:40]:40}"
+            print(line, end="", file=self.stream, flush=True)
+            self.drawn = True
+        else:
+            print(f"bench: {p.done}/{p.total} tasks done ({p.label}), {_duration(elapsed)} elapsed, {eta}",
+                  file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.drawn:
+            print(file=self.stream)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
 def cmd_ui(args) -> int:
     from engine.sessions import DB_ENV, read_session
 
@@ -320,7 +403,7 @@ def cmd_ui(args) -> int:
 
 COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
             "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
-            "check": cmd_check, "schema": cmd_schema, "ui": cmd_ui}
+            "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "ui": cmd_ui}
 
 if __name__ == "__main__":
     sys.exit(main())

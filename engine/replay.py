@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import re
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from engine.conversation import Conversation, Turn
 from engine.interface import RunError, open_run_message
@@ -111,13 +113,15 @@ def _first_difference(stored: list[dict], turns: list[Turn]) -> str | None:
     return None
 
 
-def step(engine, conversation: Conversation, schedule: Schedule):
+def step(engine, conversation: Conversation, schedule: Schedule, timings: dict[str, float] | None = None):
     """Ingest the next turn of `conversation`, running the engine's scheduled processes first or after when due;
     returns the ingest report (None when every turn is in memory).
 
     One transaction under the write lock: a crash leaves either the whole step or none of it, so a resumed
     replay runs a due consolidation again rather than skipping it. When another process wrote since this
     engine last looked, the step continues from the stored log (after checking it still matches the file).
+    `timings`, when given, receives the milliseconds of the ingest (`ingest`) and of any scheduled run
+    (`offline`), for a benchmark's insert latency per stage.
     """
     seen = engine.others_records
     with engine.writing():
@@ -127,12 +131,34 @@ def step(engine, conversation: Conversation, schedule: Schedule):
         i = engine.state.turn
         if i >= len(turns):
             return None
+        clock = _Clock(timings)
         if schedule.due_before(turns, i):
-            engine.run_scheduled()
-        report = engine.ingest(turns[i])
+            with clock("offline"):
+                engine.run_scheduled()
+        with clock("ingest"):
+            report = engine.ingest(turns[i])
         if schedule.due_after(i + 1):
-            engine.run_scheduled()
+            with clock("offline"):
+                engine.run_scheduled()
         return report
+
+
+class _Clock:
+    """Adds the milliseconds of each timed block to `timings[stage]` (nothing when `timings` is None)."""
+
+    def __init__(self, timings: dict[str, float] | None):
+        self.timings = timings
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        if self.timings is None:
+            yield
+            return
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[stage] = self.timings.get(stage, 0.0) + (time.perf_counter() - started) * 1e3
 
 
 PREFETCH_BATCH = 64          # turns embedded per batch before stepping, so progress can be shown between

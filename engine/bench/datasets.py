@@ -1,0 +1,196 @@
+"""The datasets a benchmark runs on, in one place: what a source must be, which questions count, their
+categories, the metrics and the default offline schedule of each.
+
+`--dataset` names the scoring family; the file must be of that family (`BenchInputError` otherwise, naming
+what it is instead): LoCoMo JSON (or the team's JSONL with LoCoMo-style categories, like the demo),
+LongMemEval JSON, the causal suite's JSONL, or QMSum meeting JSON (a directory of them, or one).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+from engine.conversation import Conversation, Question
+from engine.loaders import LoaderError, load_conversations
+from engine.loaders.locomo import is_locomo
+from engine.loaders.longmemeval import is_longmemeval
+from engine.loaders.qmsum import is_qmsum
+from engine.metrics import chain_recall, ndcg_at_k, recall_at_k, strict_chain_recall
+
+
+class BenchInputError(ValueError):
+    """Bad input to a benchmark (dataset, file, engine, ablation): said in one line, nothing run."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One conversation of a benchmark and the file it is loaded from."""
+
+    conversation: str
+    path: str
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    label: str
+    formats: tuple[str, ...]                 # file formats accepted (`file_format`)
+    categories: dict[str, str]               # category key -> label, display order
+    schedule: str                            # default offline schedule
+    metric_names: Callable[[Sequence[int]], list[str]]
+    score: Callable[[list[str], Sequence[str], Sequence[int]], dict[str, float]]
+    questions: bool = True                   # False: boundaries only (QMSum)
+
+    def askable(self, conversation: Conversation) -> list[Question]:
+        """The questions that are scored: those with turn-level gold evidence in the conversation (LoCoMo:
+        categories 1-4; category 5 is adversarial and has none)."""
+        if not self.questions:
+            return []
+        turns = conversation.turn_ids()
+        return [q for q in conversation.questions if q.evidence and set(q.evidence) <= turns
+                and (self.name != "locomo" or q.category in (1, 2, 3, 4))]
+
+    def category(self, question: Question, types: dict[str, str]) -> str:
+        """A question's category key (LongMemEval's `question_type` from the file, else the loader's number)."""
+        if question.id in types:
+            return types[question.id]
+        return str(question.category) if question.category is not None else "all"
+
+
+def _recall_metrics(ks: Sequence[int]) -> list[str]:
+    return [name for k in ks for name in (f"r@{k}", f"n@{k}")]
+
+
+def _recall_score(ranked: list[str], gold: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
+    out = {}
+    for k in ks:
+        out[f"r@{k}"] = recall_at_k(ranked, gold, k)
+        out[f"n@{k}"] = ndcg_at_k(ranked, gold, k)
+    return out
+
+
+def _causal_metrics(ks: Sequence[int]) -> list[str]:
+    return [f"scr@{k}" for k in ks] + [f"chain_recall@{k}" for k in ks] + [f"r@{ks[0]}"]
+
+
+def _causal_score(ranked: list[str], gold: Sequence[str], ks: Sequence[int]) -> dict[str, float]:
+    out = {f"scr@{k}": strict_chain_recall(ranked, gold, k) for k in ks}
+    out.update({f"chain_recall@{k}": chain_recall(ranked, gold, k) for k in ks})
+    out[f"r@{ks[0]}"] = recall_at_k(ranked, gold, ks[0])
+    return out
+
+
+BOUNDARY_METRICS = ["pk", "window_diff", "delta_b", "delta_b_rate", "boundaries"]
+
+DATASETS: dict[str, DatasetSpec] = {
+    "locomo": DatasetSpec("locomo", "LoCoMo", ("locomo", "jsonl"),
+                          {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"},
+                          "every-3-sessions", _recall_metrics, _recall_score),
+    "longmemeval": DatasetSpec("longmemeval", "LongMemEval", ("longmemeval",), {}, "every-3-sessions",
+                               _recall_metrics, _recall_score),
+    "causal": DatasetSpec("causal", "causal suite", ("jsonl",),
+                          {"1": "causal chain", "2": "state succession", "4": "single-hop"},
+                          "every-3-sessions", _causal_metrics, _causal_score),
+    "qmsum": DatasetSpec("qmsum", "QMSum", ("qmsum",), {}, "every-200-turns",
+                         lambda ks: list(BOUNDARY_METRICS), lambda ranked, gold, ks: {}, questions=False),
+}
+
+
+def dataset(name: str) -> DatasetSpec:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise BenchInputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}") from None
+
+
+def file_format(path: Path) -> str:
+    """locomo | longmemeval | qmsum | jsonl | unknown, from the extension and the first item."""
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return "jsonl"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    if is_qmsum(data):
+        return "qmsum"
+    first = data[0] if isinstance(data, list) and data else data
+    if is_locomo(first):
+        return "locomo"
+    if is_longmemeval(first):
+        return "longmemeval"
+    return "unknown"
+
+
+def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | None = None) -> list[Source]:
+    """The conversations of `path` to run, in file order, after checking it is a `spec` source.
+
+    A QMSum directory gives one source per meeting file (sorted by name)."""
+    root = Path(path)
+    if not root.exists():
+        raise BenchInputError(f"no such file or directory: {path}")
+    if root.is_dir():
+        if spec.name != "qmsum":
+            raise BenchInputError(f"{path} is a directory; --dataset {spec.name} reads one file")
+        files = sorted(root.glob("*.json"))
+        if not files:
+            raise BenchInputError(f"{path} holds no QMSum meeting files (*.json)")
+    else:
+        files = [root]
+    found: list[Source] = []
+    for file in files:
+        kind = file_format(file)
+        if kind not in spec.formats:
+            what = "not a file of a known dataset" if kind == "unknown" else f"a {kind} file"
+            raise BenchInputError(f"{file} is {what}, not {spec.label} (--dataset {spec.name} reads "
+                                  f"{' or '.join(spec.formats)})")
+        try:
+            convs = load_conversations(file)
+        except LoaderError as exc:
+            raise BenchInputError(str(exc)) from None
+        for conv in convs:
+            if spec.questions and not spec.askable(conv):
+                continue
+            found.append(Source(conv.id, str(file.resolve())))
+    if not found:
+        raise BenchInputError(f"{path} holds no conversation with a question that has gold evidence turns")
+    if conversations:
+        known = {s.conversation for s in found}
+        missing = [c for c in conversations if c not in known]
+        if missing:
+            listed = ", ".join(sorted(known)[:20])
+            raise BenchInputError(f"no conversation {', '.join(missing)} with scored questions in {path}; "
+                                  f"it has: {listed}")
+        wanted = set(conversations)
+        found = [s for s in found if s.conversation in wanted]
+    return found
+
+
+def question_types(spec: DatasetSpec, path: str | Path) -> dict[str, str]:
+    """LongMemEval's question types by question id (its categories); empty for the other datasets."""
+    if spec.name != "longmemeval":
+        return {}
+    return dict(_question_types(str(path), Path(path).stat().st_mtime_ns))
+
+
+def load_source(source: Source) -> Conversation:
+    """The conversation of `source`. A worker runs many tasks of one file in a row (LongMemEval-S is one
+    file of 500 conversations), so the last files read stay parsed."""
+    conv = _conversations(source.path, Path(source.path).stat().st_mtime_ns).get(source.conversation)
+    if conv is None:
+        raise BenchInputError(f"{source.path} has no conversation {source.conversation!r}")
+    return conv
+
+
+@lru_cache(maxsize=2)
+def _conversations(path: str, mtime_ns: int) -> dict[str, Conversation]:
+    return {conv.id: conv for conv in load_conversations(path)}
+
+
+@lru_cache(maxsize=2)
+def _question_types(path: str, mtime_ns: int) -> tuple[tuple[str, str], ...]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return tuple((item["question_id"], str(item["question_type"])) for item in data
+                 if isinstance(item, dict) and item.get("question_type"))

@@ -1,0 +1,132 @@
+"""The Markdown summary of a benchmark result: what `memwb bench` prints and writes as summary.md.
+
+Tables read only the result dict (docs/BENCHMARK_FORMAT.md): overall and cohort figures at the last round,
+the headline metrics (those at the first K) per round and per category, latency p50 per stage, and for
+QMSum the boundary figures.
+"""
+from __future__ import annotations
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def headline(result: dict) -> list[str]:
+    """The metrics at the first K (R@5 and N@5; SCR@5, chain recall@5 and R@5 for the causal suite)."""
+    if result["dataset"] == "qmsum":
+        return list(result["metrics"])
+    k = result["ks"][0]
+    return [m for m in result["metrics"] if m.endswith(f"@{k}")]
+
+
+def systems(result: dict) -> list[str]:
+    return list(result["systems"])
+
+
+def overall_table(result: dict) -> list[str]:
+    metrics = result["metrics"]
+    header = ["system", *metrics]
+    if result["dataset"] != "qmsum":
+        header += [f"cohort {m}" for m in headline(result)] + ["cohort n"]
+    rows = []
+    for label in systems(result):
+        s = result["summary"].get(label, {})
+        row = [label, *(s.get("overall", {}).get(m) for m in metrics)]
+        if result["dataset"] != "qmsum":
+            cohort = s.get("cohort", {})
+            row += [cohort.get(m) for m in headline(result)] + [cohort.get("n")]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def rounds_tables(result: dict) -> list[str]:
+    out: list[str] = []
+    rounds = range(1, result["rounds"] + 1)
+    for metric in headline(result):
+        out += [f"**{metric} per round** (questions asked at each round in brackets)", ""]
+        rows = []
+        for label in systems(result):
+            by_round = {d["round"]: d for d in result["rounds_detail"] if d["system"] == label}
+            rows.append([label, *(f"{_fmt(by_round[r]['overall'].get(metric))} ({by_round[r]['questions']})"
+                                  if r in by_round else "–" for r in rounds)])
+        out += _table(["system", *(f"round {r}" for r in rounds)], rows) + [""]
+    return out
+
+
+def category_table(result: dict) -> list[str]:
+    metrics = headline(result)
+    cats = result["categories"]
+    header = ["system", *(f"{label} ({key})" for key, label in cats.items())]
+    rows = []
+    for label in systems(result):
+        by_cat = result["summary"].get(label, {}).get("by_category", {})
+        rows.append([label, *(" / ".join(_fmt(by_cat[c].get(m)) for m in metrics) + f" (n={by_cat[c]['n']})"
+                              if c in by_cat else "–" for c in cats)])
+    return [f"**{' / '.join(metrics)} per category** (last round)", "", *_table(header, rows), ""]
+
+
+def latency_table(result: dict) -> list[str]:
+    columns: list[tuple[str, str]] = []
+    for label in systems(result):
+        lat = result["summary"].get(label, {}).get("latency_ms", {})
+        for side in ("insert", "query"):
+            for stage in lat.get(side, {}):
+                if (side, stage) not in columns:
+                    columns.append((side, stage))
+    if not columns:
+        return []
+    rows = []
+    for label in systems(result):
+        lat = result["summary"].get(label, {}).get("latency_ms", {})
+        rows.append([label, *(lat.get(side, {}).get(stage, {}).get("p50") for side, stage in columns)])
+    return ["**latency p50 (ms) per stage**", "",
+            *_table(["system", *(f"{side} {stage}" for side, stage in columns)], rows), ""]
+
+
+def boundaries_table(result: dict) -> list[str]:
+    """QMSum: each meeting's figures per system."""
+    rows = [[b["meeting"], b["system"], b["turns"], b["gold_boundaries"], b["boundaries"], b["pk"],
+             b["window_diff"], b["delta_b"], b["delta_b_rate"]] for b in result["boundaries"] or []]
+    return ["**boundaries per meeting**", "",
+            *_table(["meeting", "system", "turns", "gold", "boundaries", "Pk", "WindowDiff", "ΔB", "ΔB rate"], rows),
+            ""]
+
+
+def errors(result: dict) -> list[str]:
+    failed = [t for t in result["tasks"] if t["error"]]
+    return [f"- {t['conversation']} · {t['system']}: {t['error']['type']}: {t['error']['message']}"
+            for t in failed]
+
+
+def tables(result: dict) -> str:
+    """Per-round and per-category tables (what `memwb bench` prints at the end)."""
+    lines = ["**overall (last round)**", "", *overall_table(result), ""]
+    if result["dataset"] != "qmsum":
+        lines += rounds_tables(result) + category_table(result)
+    else:
+        lines += boundaries_table(result)
+    failed = errors(result)
+    if failed:
+        lines += ["**failed tasks**", "", *failed, ""]
+    return "\n".join(lines)
+
+
+def summary_markdown(result: dict) -> str:
+    tasks = result["tasks"]
+    seconds = sum(t["seconds"] for t in tasks)
+    head = [f"# Benchmark: {result['dataset']} ({result['protocol']})", "",
+            f"`{result['command']}`", "",
+            f"{len(result['conversations'])} conversation(s), {len(result['systems'])} system(s), "
+            f"{len(tasks)} task(s) in {seconds:.0f} s of task time; schedule {result['schedule']}, "
+            f"embedder {result['embedder']}, rounds {result['rounds']}, K {', '.join(map(str, result['ks']))}.", ""]
+    return "\n".join(head) + tables(result) + "\n" + "\n".join(latency_table(result)) + "\n"

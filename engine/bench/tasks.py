@@ -1,0 +1,218 @@
+"""One benchmark task: replay one conversation into one system under a protocol and score it.
+
+`run_task(task, embedder)` is a pure function of the task (dataset time, the engines' fixed seeds, a fresh
+session database), so a sweep may run tasks serially or on Ray workers and get the same figures. It
+returns that task's part of the result (docs/BENCHMARK_FORMAT.md): per-question records, per-round
+records with memory size and latency samples, LLM tokens, structure and, for QMSum, boundaries.
+
+Latency: inserts are timed per step (`ingest`, and `offline` for a scheduled run inside the stream,
+`total` for the whole step); queries by the engine's own stages (`RetrievalResult.stages`). Turn and
+question texts are embedded before the stream starts, so no stage pays for the embedding model.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from engine.bench.datasets import Source, dataset, load_source, question_types
+from engine.bench.protocol import STATIC, Checkpoint, plan
+from engine.conversation import Conversation, Question
+from engine.diagnostics import structure
+from engine.oplog import OpKind
+from engine.replay import Schedule, step
+from engine.segmentation import boundaries_from_labels, evaluate, turn_labels
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    """Everything one task needs, as plain values (picklable, `to_dict` is JSON)."""
+
+    dataset: str
+    source: str                      # the file holding the conversation
+    conversation: str
+    system: str                      # label: engine, or engine-ablation[+ablation]
+    engine: str
+    settings: dict = field(default_factory=dict)
+    ablations: tuple[str, ...] = ()
+    protocol: str = "streaming"
+    rounds: int = 5
+    ks: tuple[int, ...] = (5, 10)
+    schedule: str = "every-3-sessions"
+    workdir: str = "."               # where the session database is written
+
+    @property
+    def label(self) -> str:
+        return f"{self.conversation} · {self.system}"
+
+    @property
+    def db_name(self) -> str:
+        safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{self.conversation}-{self.system}")
+        return f"{safe.replace('+', '_')}.sqlite"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_task(task: BenchTask, embedder) -> dict:
+    """Replay `task.conversation` into a fresh `task.system` session and score it (module docstring)."""
+    from engine.session import open_session
+
+    spec = dataset(task.dataset)
+    conv = load_source(Source(task.conversation, task.source))
+    questions = spec.askable(conv)
+    types = question_types(spec, task.source)
+    at_end = task.protocol == STATIC or not spec.questions
+    checkpoints = plan(conv, questions, task.rounds, task.protocol) if spec.questions else \
+        [Checkpoint(1, len(conv.turns), ())]
+    db = Path(task.workdir) / task.db_name
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    settings = dict(task.settings)
+    if task.ablations:
+        settings["ablations"] = sorted(task.ablations)
+    engine = open_session(db, engine=task.engine, settings=settings, embedder=embedder, conversation=conv.id,
+                          source=task.source, schedule=task.schedule)
+    engine.prefetch(conv.turns)
+    engine.embedder.embed([q.question for q in questions])
+    run = _Run(task, spec, conv, questions, types, engine)
+    schedule = Schedule.parse(task.schedule)
+    due = {}
+    for cp in checkpoints:
+        due.setdefault(cp.turns, []).append(cp)
+    for _ in conv.turns:
+        run.insert(lambda timings: step(engine, conv, schedule, timings))
+        if not at_end:
+            for cp in due.get(engine.state.turn, []):
+                run.checkpoint(cp)
+    if at_end:
+        if schedule.kind != "manual":       # what is left is consolidated once every turn is in, as replay ends
+            run.insert(lambda timings: engine.run_scheduled(), stage="offline")
+        for cp in checkpoints:
+            run.checkpoint(cp)
+    return run.result(db)
+
+
+class _Run:
+    """The records of one task as its stream goes."""
+
+    def __init__(self, task: BenchTask, spec, conv: Conversation, questions: list[Question],
+                 types: dict[str, str], engine):
+        self.task, self.spec, self.conv, self.engine = task, spec, conv, engine
+        self.questions = {q.id: q for q in questions}
+        self.types = types
+        self.k = max(task.ks)
+        self.insert_all: dict[str, list[float]] = {}
+        self.query_all: dict[str, list[float]] = {}
+        self.insert_round: dict[str, list[float]] = {}
+        self.rounds: list[dict] = []
+        self.records: dict[str, dict] = {}
+        self.last: tuple[int, dict] | None = None      # (memory turn, answers) of the latest checkpoint
+
+    def insert(self, action, stage: str = "total") -> None:
+        """Run `action(timings)` (which may fill in its own stages) and time all of it as `stage`."""
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        action(timings)
+        timings[stage] = (time.perf_counter() - started) * 1e3
+        for stage, ms in timings.items():
+            self.insert_all.setdefault(stage, []).append(ms)
+            self.insert_round.setdefault(stage, []).append(ms)
+
+    def checkpoint(self, cp: Checkpoint) -> None:
+        """Ask every visible question; a checkpoint on the same memory as the previous one reuses its answers
+        (nothing changed in between) and adds no query latency."""
+        state = self.engine.state
+        query: dict[str, list[float]] = {}
+        if self.last and self.last[0] == state.seq:
+            answers = self.last[1]
+        else:
+            answers = {}
+            for qid in cp.visible:
+                res = self.engine.retrieve(self.questions[qid].question, k=self.k)
+                answers[qid] = res
+                for key, ms in res.stages.items():
+                    stage = key[:-3] if key.endswith("_ms") else key
+                    query.setdefault(stage, []).append(ms)
+                    self.query_all.setdefault(stage, []).append(ms)
+            self.last = (state.seq, answers)
+        for qid in cp.visible:
+            self._record(qid, cp.round, answers[qid], state.turn)
+        self.rounds.append({"round": cp.round, "turns": state.turn, "questions": len(cp.visible),
+                            "memory": memory_size(state), "insert_ms": self.insert_round, "query_ms": query})
+        self.insert_round = {}
+
+    def _record(self, qid: str, round_no: int, res, turn: int) -> None:
+        q = self.questions[qid]
+        ranked = list(res.source_ids)
+        rec = self.records.get(qid)
+        if rec is None:
+            rec = self.records[qid] = {
+                "conversation": self.conv.id, "question_id": q.id, "question": q.question,
+                "category": self.spec.category(q, self.types), "gold": list(q.evidence), "first_round": round_no,
+                "by_round": {}}
+        metrics = self.spec.score(ranked, q.evidence, self.task.ks)
+        rec["by_round"][str(round_no)] = metrics
+        rec.update(turn=turn, metrics=metrics, ranked=ranked[:self.k], results=[
+            {"unit": u.id, "score": round(float(u.score), 6), "source_ids": list(u.source_ids), "hop": u.hop,
+             "path": [{"src": h.src, "dst": h.dst, "type": h.type, "reverse": h.reverse} for h in u.path]}
+            for u in res.units])
+
+    def result(self, db: Path) -> dict:
+        state = self.engine.state
+        out = {"conversation": self.conv.id, "system": self.task.system, "turns": state.turn, "db": str(db),
+               "rounds": self.rounds, "questions": [self.records[q] for q in self.questions if q in self.records],
+               "latency_ms": {"insert": self.insert_all, "query": self.query_all},
+               "llm_tokens": llm_tokens(self.engine), "structure": structure_figures(state), "boundaries": None}
+        if not self.spec.questions:
+            out["boundaries"] = boundary_row(self.task, self.conv, state)
+        return out
+
+
+def memory_size(state) -> dict:
+    """Nodes by kind and status, edges by type."""
+    nodes: dict[str, dict[str, int]] = {}
+    for n in state.nodes.values():
+        by_status = nodes.setdefault(n.kind, {})
+        by_status[n.status] = by_status.get(n.status, 0) + 1
+    return {"nodes": {kind: dict(sorted(s.items())) for kind, s in sorted(nodes.items())},
+            "edges": dict(sorted(state.edge_counts().items()))}
+
+
+def llm_tokens(engine) -> dict:
+    """Calls and tokens per LLM role, from the calls the session logged."""
+    calls: Counter = Counter()
+    prompt: Counter = Counter()
+    completion: Counter = Counter()
+    for op in engine.store.ops(kinds=[OpKind.LLM_CALL]):
+        role = op.payload.get("role", "?")
+        calls[role] += 1
+        prompt[role] += int(op.payload.get("prompt_tokens") or 0)
+        completion[role] += int(op.payload.get("completion_tokens") or 0)
+    return {role: {"calls": calls[role], "prompt": prompt[role], "completion": completion[role]}
+            for role in sorted(calls)}
+
+
+def structure_figures(state) -> dict:
+    s = structure(state)
+    return {"visible_ratio": s["visible_ratio"], "cov": {str(h): c for h, c in s["coverage"].items()},
+            "h95": s["h95"]}
+
+
+def boundary_row(task: BenchTask, conv: Conversation, state) -> dict:
+    """Pk, WindowDiff and ΔB of the engine's events against the meeting's gold topic segmentation."""
+    n = len(conv.turns)
+    hyp = boundaries_from_labels(turn_labels(state))
+    return boundary_figures(task.source, conv.id, task.system, n, hyp)
+
+
+def boundary_figures(source: str, meeting: str, system: str, n: int, hyp: list[int]) -> dict:
+    from engine.loaders.qmsum import gold_boundaries
+
+    gold = gold_boundaries(source, n)
+    figures = evaluate(gold, hyp, n)
+    return {"meeting": meeting, "system": system, "turns": n, "boundaries": len(hyp), "gold_boundaries": len(gold),
+            "pk": figures["pk"], "window_diff": figures["window_diff"], "delta_b": figures["delta_b"],
+            "delta_b_rate": figures.get("delta_b_rate")}

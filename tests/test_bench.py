@@ -1,0 +1,306 @@
+"""`memwb bench`: the streaming protocol's plan, every dataset kind end to end through the CLI, the result
+file's format (docs/BENCHMARK_FORMAT.md), determinism, ablation systems and bad input."""
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.bench.protocol import plan, ready_after, thresholds
+from engine.bench.runner import BenchConfig, run_benchmark
+from engine.cli import main
+from engine.conversation import Conversation, Question, Turn
+from engine.engines import ENGINES, engine_class
+from engine.loaders import load_conversation, load_conversations
+from tests.conftest import ROOT
+
+DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
+TINY = ROOT / "datasets" / "fixtures" / "tiny.jsonl"
+LME = ROOT / "datasets" / "fixtures" / "longmemeval_tiny.json"
+CAUSAL = ROOT / "datasets" / "causal" / "validation.jsonl"
+
+TOP_KEYS = ["format", "command", "dataset", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
+            "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries"]
+
+
+def bench(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "bench", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"memwb bench {args} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def result_of(out: Path) -> dict:
+    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    assert list(result) == TOP_KEYS
+    assert result["format"] == "memwb-bench/1"
+    assert (out / "summary.md").is_file()
+    for task in result["tasks"]:
+        assert task["error"] is None, task
+        assert (out / task["db"]).is_file()
+    return result
+
+
+def figures(result: dict) -> dict:
+    """Everything but times and the command: what must repeat exactly."""
+    r = json.loads(json.dumps(result))
+    r.pop("command")
+    for task in r["tasks"]:
+        task.pop("seconds")
+    for item in [*r["rounds_detail"], *r["summary"].values()]:
+        item.pop("latency_ms")
+    return r
+
+
+# -- the protocol's plan, by hand -------------------------------------------------------------------------
+
+def _conversation(n: int, questions: list[Question]) -> Conversation:
+    turns = [Turn(id=f"t{i}", speaker="A", text=f"turn {i}", time=f"2024-01-01T10:{i:02d}:00", session="1",
+                  index=i - 1) for i in range(1, n + 1)]
+    return Conversation("hand", turns, questions)
+
+
+def test_thresholds_are_round_q_i_over_n_half_up():
+    assert thresholds(14, 5) == [3, 6, 8, 11, 14]          # 2.8, 5.6, 8.4, 11.2, 14
+    assert thresholds(5, 2) == [3, 5]                      # 2.5 rounds up
+    assert thresholds(3, 5) == [1, 1, 2, 2, 3]             # 0.6, 1.2, 1.8, 2.4, 3
+    assert thresholds(1, 5) == [1, 1, 1, 1, 1]
+
+
+def test_a_question_waits_for_its_last_evidence_turn_and_its_own_time():
+    qs = [Question("a", "?", None, ("t2",)), Question("b", "?", None, ("t1", "t4")),
+          Question("c", "?", None, ("t6",)), Question("d", "?", None, ("t1",), time="2024-01-01T10:05:00"),
+          Question("e", "?", None, ("t9",))]
+    conv = _conversation(6, qs)
+    assert [ready_after(conv, q) for q in qs] == [2, 4, 6, 5, None]     # e's evidence is not in the conversation
+    cps = plan(conv, qs, rounds=4)
+    # Q = 4 askable questions, thresholds [1, 2, 3, 4]: visible after turn 2 (a), 4 (a, b), 5 (+ d), 6 (+ c)
+    assert [(cp.round, cp.turns, cp.visible) for cp in cps] == [
+        (1, 2, ("a",)), (2, 4, ("a", "b")), (3, 5, ("a", "b", "d")), (4, 6, ("a", "b", "c", "d"))]
+    assert [(cp.round, cp.turns) for cp in plan(conv, qs, rounds=5)] == [(1, 2), (2, 4), (3, 4), (4, 5), (5, 6)]
+    static = plan(conv, qs, rounds=5, protocol="static")
+    assert [(cp.round, cp.turns, cp.visible) for cp in static] == [(1, 6, ("a", "b", "c", "d"))]
+
+
+def test_demo_checkpoints_fall_on_the_first_insert_reaching_each_threshold():
+    conv = load_conversation(DEMO)
+    cps = plan(conv, conv.questions, rounds=5)
+    position = {t.id: t.index + 1 for t in conv.turns}
+    assert [len(cp.visible) for cp in cps] == [3, 6, 8, 11, 14] == thresholds(14, 5)
+    for cp in cps:
+        for qid in cp.visible:
+            q = next(q for q in conv.questions if q.id == qid)
+            assert max(position[e] for e in q.evidence) <= cp.turns
+        earlier = sum(1 for q in conv.questions if ready_after(conv, q) <= cp.turns - 1)
+        assert earlier < thresholds(14, 5)[cp.round - 1]
+
+
+# -- end to end through the CLI ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> tuple[Path, dict, str]:
+    out = tmp_path_factory.mktemp("bench") / "demo"
+    proc = bench("--dataset", "locomo", DEMO, "--engines", "naive,allmem", "--ablations", "anchors-only",
+                 "--out", out)
+    return out, result_of(out), proc.stdout
+
+
+@pytest.mark.slow
+def test_streaming_run_on_the_demo_writes_the_format(demo_run):
+    out, result, stdout = demo_run
+    assert result["dataset"] == "locomo" and result["protocol"] == "streaming" and result["rounds"] == 5
+    assert result["metrics"] == ["r@5", "n@5", "r@10", "n@10"]
+    assert list(result["systems"]) == ["naive", "allmem", "allmem-anchors-only"]
+    assert result["conversations"] == ["demo"]
+    assert {t["db"] for t in result["tasks"]} == {"sessions/demo-naive.sqlite", "sessions/demo-allmem.sqlite",
+                                                   "sessions/demo-allmem-anchors-only.sqlite"}
+    assert len(result["questions"]) == 3 * 14
+    assert len(result["rounds_detail"]) == 3 * 5
+    assert "r@5 per round" in stdout and "per category" in stdout and "allmem-anchors-only" in stdout
+    assert "latency p50" in (out / "summary.md").read_text(encoding="utf-8")
+    q = next(q for q in result["questions"] if q["system"] == "allmem" and q["question_id"] == "demo:q4")
+    assert q["gold"] == ["D1:11", "D5:9"] and q["category"] == "4"
+    assert len(q["ranked"]) == 10 and q["ranked"][0] == q["results"][0]["source_ids"][0]
+    assert all({"unit", "score", "source_ids", "hop", "path"} <= set(r) for r in q["results"])
+    detail = next(d for d in result["rounds_detail"] if d["system"] == "allmem" and d["round"] == 5)
+    assert detail["turns_ingested"] == max(q["turn"] for q in result["questions"] if q["system"] == "allmem")
+    assert sum(detail["memory"]["nodes"]["turn"].values()) >= 1 and detail["memory"]["edges"]
+    assert {"ingest", "total"} <= set(detail["latency_ms"]["insert"]) and "total" in detail["latency_ms"]["query"]
+    summary = result["summary"]["allmem"]
+    assert summary["overall"] == detail["overall"] and set(summary["structure"]) == {"visible_ratio", "cov", "h95"}
+
+
+@pytest.mark.slow
+def test_every_visible_question_is_asked_again_each_round_after_its_evidence(demo_run):
+    _, result, _ = demo_run
+    conv = load_conversation(DEMO)
+    position = {t.id: t.index + 1 for t in conv.turns}
+    for system in result["systems"]:
+        rounds = {d["round"]: d for d in result["rounds_detail"] if d["system"] == system}
+        qs = [q for q in result["questions"] if q["system"] == system]
+        turns_at = {r: d["turns_ingested"] for r, d in rounds.items()}
+        for q in qs:
+            assert sorted(q["by_round"], key=int) == [str(r) for r in range(q["first_round"], 6)]
+            assert max(position[e] for e in q["gold"]) <= turns_at[q["first_round"]]
+            if q["first_round"] > 1:     # not visible at the round before: its evidence was not all in yet
+                assert max(position[e] for e in q["gold"]) > turns_at[q["first_round"] - 1]
+        cohort = {q["question_id"] for q in qs if q["first_round"] == 1}
+        assert [rounds[r]["questions"] for r in range(1, 6)] == [3, 6, 8, 11, 14]
+        assert all(rounds[r]["cohort"]["n"] == len(cohort) == 3 for r in range(1, 6))
+        mean = sum(q["by_round"]["3"]["r@5"] for q in qs if q["first_round"] == 1) / 3
+        assert rounds[3]["cohort"]["r@5"] == round(mean, 4)
+
+
+@pytest.mark.slow
+def test_ablations_are_labelled_systems_with_their_own_settings(demo_run):
+    _, result, _ = demo_run
+    base, ablated = result["systems"]["allmem"], result["systems"]["allmem-anchors-only"]
+    assert base["engine"] == ablated["engine"] == "allmem"
+    assert base["ablations"] == [] and ablated["ablations"] == ["anchors-only"]
+    assert ablated["settings"]["ablations"] == ["anchors-only"] and base["settings"]["ablations"] == []
+    paths = [r["path"] for q in result["questions"] if q["system"] == "allmem-anchors-only" for r in q["results"]]
+    assert paths and all(p == [] for p in paths)          # no Stage-2 expansion: every result is a seed
+
+
+@pytest.mark.slow
+def test_same_command_twice_gives_the_same_figures(tmp_path):
+    runs = []
+    for name in ("one", "two"):
+        bench("--dataset", "locomo", TINY, "--engines", "allmem,memloom", "--rounds", "2", "--out", tmp_path / name)
+        runs.append(figures(result_of(tmp_path / name)))
+    assert runs[0] == runs[1]
+    assert runs[0]["questions"] and runs[0]["summary"]["memloom"]["llm_tokens"]
+
+
+def test_static_protocol_asks_every_question_once_after_everything(tmp_path):
+    bench("--dataset", "locomo", TINY, "--engines", "naive", "--protocol", "static", "--out", tmp_path)
+    result = result_of(tmp_path)
+    assert result["rounds"] == 1 and [d["round"] for d in result["rounds_detail"]] == [1]
+    assert {q["first_round"] for q in result["questions"]} == {1}
+    assert all(q["turn"] == 8 for q in result["questions"]) and len(result["questions"]) == 2
+
+
+def test_longmemeval_fixture_uses_question_types_as_categories(tmp_path):
+    bench("--dataset", "longmemeval", LME, "--engines", "naive,memloom", "--k", "3", "--out", tmp_path)
+    result = result_of(tmp_path)
+    assert result["metrics"] == ["r@3", "n@3"] and result["ks"] == [3]
+    assert result["categories"] == {"knowledge-update": "knowledge-update", "multi-session": "multi-session"}
+    assert result["conversations"] == ["tiny_q1", "tiny_q2"]
+    assert len(result["questions"]) == 4
+    one = [d for d in result["rounds_detail"] if d["system"] == "naive"]
+    assert [d["questions"] for d in one] == [2] * 5      # Q = 1 per instance: every round falls on the same insert
+
+
+@pytest.mark.slow
+def test_causal_suite_reports_chain_metrics(tmp_path):
+    bench("--dataset", "causal", CAUSAL, "--conversations", "lab-freezer", "family-eid", "--engines",
+          "naive,memloom", "--protocol", "static", "--out", tmp_path)
+    result = result_of(tmp_path)
+    assert result["metrics"] == ["scr@5", "scr@10", "chain_recall@5", "chain_recall@10", "r@5"]
+    assert result["conversations"] == ["lab-freezer", "family-eid"]
+    scenarios = [c for c in load_conversations(CAUSAL) if c.id in ("lab-freezer", "family-eid")]
+    assert len(result["questions"]) == 2 * sum(len(c.questions) for c in scenarios)
+    for q in result["questions"]:
+        m = q["metrics"]
+        assert m["scr@5"] == float(set(q["gold"]) <= set(q["ranked"][:5]))
+        assert m["chain_recall@5"] == len(set(q["gold"]) & set(q["ranked"][:5])) / len(set(q["gold"]))
+    assert set(result["categories"]) <= {"1", "2", "4"}
+
+
+def _meeting(path: Path, topics: list[tuple[str, list[str]]]) -> None:
+    transcript, spans = [], []
+    for topic, lines in topics:
+        spans.append({"topic": topic, "relevant_text_span": [[str(len(transcript)),
+                                                              str(len(transcript) + len(lines) - 1)]]})
+        transcript += [{"speaker": ["Ana", "Ben"][i % 2], "content": line} for i, line in enumerate(lines)]
+    path.write_text(json.dumps({"topic_list": spans, "general_query_list": [], "specific_query_list": [],
+                                "meeting_transcripts": transcript}), encoding="utf-8")
+
+
+def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
+    meetings = tmp_path / "meetings"
+    meetings.mkdir()
+    budget = [f"The remote control budget is {n} euro per unit, we must cut the cost ." for n in range(12, 24)]
+    design = [f"For the design I want a {c} rubber case shaped like a banana ." for c in
+              ("yellow", "green", "blue", "red", "black", "white", "grey", "pink", "purple", "orange")]
+    _meeting(meetings / "Mtg001.json", [("budget", budget), ("design", design), ("budget again", budget[:6])])
+    _meeting(meetings / "Mtg002.json", [("design", design), ("budget", budget)])
+    stdout = bench("--dataset", "qmsum", meetings, "--out", tmp_path / "out").stdout
+    assert "boundaries per meeting" in stdout and "| Mtg002 | fixed-50 | 22 | 1 | 0 |" in stdout
+    result = result_of(tmp_path / "out")
+    assert result["rounds"] == 1 and result["questions"] == []
+    assert list(result["systems"]) == ["memloom", "fixed-50"]
+    rows = {(b["meeting"], b["system"]): b for b in result["boundaries"]}
+    assert set(rows) == {(m, s) for m in ("Mtg001", "Mtg002") for s in ("memloom", "fixed-50")}
+    assert rows[("Mtg001", "fixed-50")]["boundaries"] == 0 and rows[("Mtg001", "fixed-50")]["gold_boundaries"] == 2
+    assert rows[("Mtg002", "memloom")]["turns"] == 22
+    assert result["summary"]["fixed-50"]["overall"]["delta_b"] == -1.5
+    assert set(result["summary"]["memloom"]["overall"]) == {"pk", "window_diff", "delta_b", "delta_b_rate",
+                                                            "boundaries"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dataset", "squad", DEMO], "unknown dataset 'squad'"),
+    (["--dataset", "locomo", "nope.json"], "no such file or directory: nope.json"),
+    (["--dataset", "locomo", LME], "is a longmemeval file, not LoCoMo"),
+    (["--dataset", "qmsum", DEMO], "is a jsonl file, not QMSum"),
+    (["--dataset", "locomo", DEMO, "--engines", "allmem,gam"], "unknown engine 'gam'"),
+    (["--dataset", "locomo", DEMO, "--ablations", "no-such"], "unknown ablation 'no-such'"),
+    (["--dataset", "locomo", DEMO, "--conversations", "conv-99"], "no conversation conv-99"),
+    (["--dataset", "qmsum", ROOT / "datasets", "--engines", "naive"], "holds no QMSum meeting files"),
+    (["--dataset", "locomo", DEMO, "--k", "5,x"], "--k takes comma-separated integers"),
+    (["--dataset", "locomo", DEMO, "--protocol", "batch"], "unknown protocol 'batch'"),
+])
+def test_bad_input_exits_2_with_one_clear_line(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(ROOT)
+    assert main(["bench", *map(str, args), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memwb bench: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_input_in_a_real_process_has_no_traceback(tmp_path):
+    proc = bench("--dataset", "locomo", DEMO, "--engines", "allmem,gam", "--out", tmp_path / "out", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("memwb bench: error: unknown engine 'gam'") and "Traceback" not in proc.stderr
+
+
+def test_a_task_is_plain_data_a_worker_can_receive():
+    from engine.bench.tasks import BenchTask
+
+    task = BenchTask(dataset="locomo", source=str(TINY), conversation="tiny", system="allmem-anchors-only",
+                     engine="allmem", settings={"ablations": ["anchors-only"]}, ablations=("anchors-only",))
+    assert pickle.loads(pickle.dumps(task)) == task
+    assert json.loads(json.dumps(task.to_dict()))["ablations"] == ["anchors-only"]
+    assert task.db_name == "tiny-allmem-anchors-only.sqlite" and task.label == "tiny · allmem-anchors-only"
+
+
+def _broken() -> type:
+    """The naive engine failing on its fifth turn: a task that raises must not lose the others' results."""
+    naive = engine_class("naive")
+
+    def ingest(self, turn):
+        if self.state.turn == 4:
+            raise RuntimeError("disk on fire")
+        return naive.ingest(self, turn)
+    return type("BrokenEngine", (naive,), {"name": "broken", "ingest": ingest})
+
+
+def test_a_failed_task_is_reported_with_its_inputs_and_the_others_kept(tmp_path, monkeypatch):
+    monkeypatch.setitem(ENGINES, "broken", _broken)
+    seen = []
+    path = run_benchmark(BenchConfig(dataset="locomo", source=str(TINY), engines=("naive", "broken"),
+                                     out=str(tmp_path)), progress=seen.append)
+    result = json.loads(path.read_text(encoding="utf-8"))
+    assert [(p.done, p.total) for p in seen] == [(0, 2), (1, 2), (2, 2)]
+    ok, failed = result["tasks"]
+    assert ok["error"] is None and {q["system"] for q in result["questions"]} == {"naive"}
+    assert failed["error"]["type"] == "RuntimeError" and failed["error"]["message"] == "disk on fire"
+    assert failed["error"]["inputs"]["engine"] == "broken" and failed["error"]["inputs"]["conversation"] == "tiny"
+    assert result["summary"]["naive"]["overall"]["r@5"] is not None
+    assert "broken: RuntimeError: disk on fire" in (tmp_path / "summary.md").read_text(encoding="utf-8")
