@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", default="5,10", help="comma-separated K of the @K metrics (default 5,10)")
     p.add_argument("--schedule", help="offline schedule (default: the dataset's, e.g. every-3-sessions)")
     p.add_argument("--out", help="output folder (default: a new folder under the workspace's benchmarks/)")
+    p.add_argument("--answer", metavar="BACKEND",
+                   help="answer every question with this LLM backend (offline or openai) from each system's "
+                        "results, score F1, BLEU-1, ROUGE-L, EM and AA, and add the full-history ceiling")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
 
@@ -337,7 +340,7 @@ def cmd_bench(args) -> int:
     config = BenchConfig(dataset=args.dataset, source=args.input, engines=names(args.engines) or None,
                          ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
-                         out=args.out, ray=args.ray,
+                         out=args.out, ray=args.ray, answer=args.answer,
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)

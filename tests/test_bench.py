@@ -42,7 +42,7 @@ def result_of(out: Path) -> dict:
     assert (out / "summary.md").is_file()
     for task in result["tasks"]:
         assert task["error"] is None, task
-        assert (out / task["db"]).is_file()
+        assert task["system"] == "full-history" and task["db"] is None or (out / task["db"]).is_file()
     return result
 
 
@@ -185,6 +185,37 @@ def test_static_protocol_asks_every_question_once_after_everything(tmp_path):
     assert all(q["turn"] == 8 for q in result["questions"]) and len(result["questions"]) == 2
 
 
+def test_answers_are_scored_against_the_gold_answer_and_evidence_with_a_full_history_ceiling(tmp_path):
+    from engine.metrics import attribution_auditability, bleu1, rouge_l, token_f1
+
+    bench("--dataset", "locomo", TINY, "--engines", "naive", "--answer", "offline", "--out", tmp_path)
+    result = result_of(tmp_path)
+    assert result["metrics"] == ["r@5", "n@5", "r@10", "n@10", "f1", "bleu1", "rouge_l", "em", "aa"]
+    assert list(result["systems"]) == ["naive", "full-history"] and result["systems"]["full-history"]["engine"] is None
+    gold = {q.id: q for q in load_conversation(TINY).questions}
+    asks = 0
+    for q in result["questions"]:
+        said, g = q["answer"], gold[q["question_id"]]
+        assert said["gold"] == str(g.answer) and said["text"]
+        for figures_at in q["by_round"].values():
+            assert set(figures_at) >= {"f1", "bleu1", "rouge_l", "em", "aa"}
+        m = q["metrics"]
+        assert m["f1"] == token_f1(said["text"], said["gold"]) and m["bleu1"] == bleu1(said["text"], said["gold"])
+        assert m["rouge_l"] == rouge_l(said["text"], said["gold"])
+        assert m["aa"] == attribution_auditability(said["cited"], q["gold"])
+        if q["system"] == "naive":          # an answer cites only what the retrieval gave it
+            assert set(said["cited"]) <= {s for r in q["results"] for s in r["source_ids"]}
+            assert "r@5" in m
+        else:
+            assert q["ranked"] == [] and "r@5" not in m
+            asks += len(q["by_round"])
+    ceiling = result["summary"]["full-history"]
+    assert ceiling["overall"]["r@5"] is None and ceiling["overall"]["f1"] is not None
+    assert ceiling["llm_tokens"]["answer"]["calls"] == asks > 0
+    assert result["summary"]["naive"]["llm_tokens"]["answer"]["calls"] >= len(gold) - 1
+    assert "f1 per round" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+
+
 def test_longmemeval_fixture_uses_question_types_as_categories(tmp_path):
     bench("--dataset", "longmemeval", LME, "--engines", "naive,memloom", "--k", "3", "--out", tmp_path)
     result = result_of(tmp_path)
@@ -255,6 +286,7 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     (["--dataset", "qmsum", ROOT / "datasets", "--engines", "naive"], "holds no QMSum meeting files"),
     (["--dataset", "locomo", DEMO, "--k", "5,x"], "--k takes comma-separated integers"),
     (["--dataset", "locomo", DEMO, "--protocol", "batch"], "unknown protocol 'batch'"),
+    (["--dataset", "locomo", DEMO, "--answer", "recorded"], "unknown answering LLM backend 'recorded'"),
 ])
 def test_bad_input_exits_2_with_one_clear_line(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(ROOT)

@@ -19,8 +19,9 @@ from typing import Callable, Sequence
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS, STATIC
 from engine.bench.summary import summary_markdown
-from engine.bench.tasks import BenchTask, boundary_figures, run_task
+from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
+from engine.metrics import latency_summary
 
 FORMAT = "memwb-bench/1"
 EVENT_KIND = "event"
@@ -42,6 +43,7 @@ class BenchConfig:
     ray: str | None = None
     settings: dict = field(default_factory=dict)    # engine -> settings overrides
     command: str | None = None                      # as typed (the CLI); None: rebuilt from the fields
+    answer: str | None = None                       # LLM backend answering every question (adds full-history)
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,18 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
         Schedule.parse(config.schedule or spec.schedule)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
+    if config.answer is not None:
+        from engine.session import LLM_BACKENDS
+
+        if not spec.questions:
+            raise BenchInputError(f"--answer needs questions; --dataset {spec.name} scores event boundaries")
+        if config.answer not in LLM_BACKENDS or config.answer == "recorded":
+            raise BenchInputError(f"unknown answering LLM backend {config.answer!r}; choose "
+                                  f"{' or '.join(b for b in LLM_BACKENDS if b != 'recorded')}")
     found = sources(spec, config.source, config.conversations)
     systems = resolve_systems(spec, config.engines, config.ablations, config.settings)
+    if config.answer is not None:
+        systems.append(System(FULL_HISTORY, FULL_HISTORY, {}, ()))
     return spec, found, systems
 
 
@@ -155,7 +167,7 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     ks = tuple(config.ks)
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
-                       rounds=config.rounds, ks=ks, schedule=schedule, workdir=str(sessions))
+                       rounds=config.rounds, ks=ks, schedule=schedule, workdir=str(sessions), answer=config.answer)
              for src in found for s in systems]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
@@ -210,6 +222,8 @@ def command_line(config: BenchConfig) -> str:
         parts += ["--engines", ",".join(config.engines)]
     if config.ablations:
         parts += ["--ablations", ",".join(config.ablations)]
+    if config.answer:
+        parts += ["--answer", config.answer]
     parts += ["--protocol", config.protocol, "--rounds", str(config.rounds), "--k", ",".join(map(str, config.ks))]
     if config.schedule:
         parts += ["--schedule", config.schedule]
@@ -225,7 +239,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
     from engine.embedder import Embedder
 
     ks = list(config.ks)
-    metrics = spec.metric_names(ks)
+    metrics = spec.metric_names(ks) + (ANSWER_METRICS if config.answer else [])
     rounds = 1 if (config.protocol == STATIC or not spec.questions) else config.rounds
     done = [o for o in outcomes if o.result is not None]
     questions = [{"system": o.task.system, **q} for o in done for q in o.result["questions"]]
@@ -236,9 +250,9 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         if o.error is not None:
             err = o.error if isinstance(o.error, dict) else o.error.to_dict()
             error = {"type": err["type"], "message": err["message"], "inputs": err["inputs"]}
-        db = Path(o.result["db"]) if o.result else Path(o.task.workdir) / o.task.db_name
+        db = o.result["db"] if o.result else str(Path(o.task.workdir) / o.task.db_name)
         task_rows.append({"conversation": o.task.conversation, "system": o.task.system,
-                          "seconds": round(o.seconds, 2), "db": _relative(db, out), "error": error})
+                          "seconds": round(o.seconds, 2), "db": db and _relative(Path(db), out), "error": error})
     labels = [s.label for s in systems]
     detail, summary = [], {}
     for label in labels:
@@ -260,8 +274,8 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                           "llm_tokens": _sum_tokens([res["llm_tokens"] for res in mine]),
                           "structure": _mean_structure([res["structure"] for res in mine])}
     boundaries = None
-    systems_out = {s.label: {"engine": s.engine, "settings": s.settings, "ablations": list(s.ablations)}
-                   for s in systems}
+    systems_out = {s.label: {"engine": None if s.engine == FULL_HISTORY else s.engine, "settings": s.settings,
+                             "ablations": list(s.ablations)} for s in systems}
     if not spec.questions:
         boundaries = [res["boundaries"] for res in (o.result for o in done)]
         for src in found:
@@ -314,7 +328,7 @@ def _mean(values: list) -> float | None:
 def _scores(asked: list[dict], round_key: str, metrics: list[str], categories: dict[str, str]) -> dict:
     """overall, by_category (with n) and cohort (with n) of the questions asked at a round."""
     def pool(qs: list[dict]) -> dict:
-        return {m: _mean([q["by_round"][round_key][m] for q in qs]) for m in metrics if qs}
+        return {m: _mean([q["by_round"][round_key].get(m) for q in qs]) for m in metrics if qs}
 
     cohort = [q for q in asked if q["first_round"] == 1]
     return {"overall": pool(asked),
@@ -329,16 +343,8 @@ def _latency(samples: list[dict[str, list[float]]]) -> dict:
     for per_stage in samples:
         for stage, values in per_stage.items():
             pooled.setdefault(stage, []).extend(values)
-    return {stage: latency_stats(values) for stage, values in sorted(pooled.items()) if values}
+    return {stage: latency_summary(values) for stage, values in sorted(pooled.items()) if values}
 
-
-def latency_stats(values: list[float]) -> dict:
-    ordered = sorted(values)
-
-    def pct(p: float) -> float:
-        return ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))]
-    return {"p50": round(pct(0.5), 3), "p95": round(pct(0.95), 3), "mean": round(statistics.fmean(ordered), 3),
-            "n": len(ordered)}
 
 
 def _sum_memory(items: list[dict]) -> dict:
@@ -365,6 +371,7 @@ def _sum_tokens(items: list[dict]) -> dict:
 
 def _mean_structure(items: list[dict]) -> dict:
     """Visible ratio and Cov(H) averaged over conversations; H0.95 the first H whose mean Cov reaches 0.95."""
+    items = [s for s in items if s]          # the full-history system keeps no memory
     if not items:
         return {}
     cov = {h: _mean([s["cov"][h] for s in items]) for h in items[0]["cov"]}

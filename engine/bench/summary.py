@@ -22,11 +22,12 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
 
 
 def headline(result: dict) -> list[str]:
-    """The metrics at the first K (R@5 and N@5; SCR@5, chain recall@5 and R@5 for the causal suite)."""
+    """The metrics at the first K (R@5 and N@5; SCR@5, chain recall@5 and R@5 for the causal suite), and
+    token F1 and AA when the run answered."""
     if result["dataset"] == "qmsum":
         return list(result["metrics"])
     k = result["ks"][0]
-    return [m for m in result["metrics"] if m.endswith(f"@{k}")]
+    return [m for m in result["metrics"] if m.endswith(f"@{k}") or m in ("f1", "aa")]
 
 
 def systems(result: dict) -> list[str]:

@@ -8,21 +8,31 @@ records with memory size and latency samples, LLM tokens, structure and, for QMS
 Latency: inserts are timed per step (`ingest`, and `offline` for a scheduled run inside the stream,
 `total` for the whole step); queries by the engine's own stages (`RetrievalResult.stages`). Turn and
 question texts are embedded before the stream starts, so no stage pays for the embedding model.
+
+Answers (`task.answer` names an LLM backend): at each checkpoint every visible question is also answered
+from its retrieved units and scored with token F1, BLEU-1, ROUGE-L, exact match and AA (the answer's
+cited keys cover the gold evidence). The `full-history` system has no memory: it answers each question
+from every turn ingested so far, the ceiling an engine's retrieval is measured against.
 """
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.answer import answer_question, passages_from_turns, passages_from_units
 from engine.bench.datasets import Source, dataset, load_source, question_types
 from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.conversation import Conversation, Question
 from engine.diagnostics import structure
+from engine.metrics import (attribution_auditability, bleu1, exact_match, llm_tokens_by_role, rouge_l,
+                            token_f1)
 from engine.oplog import OpKind
 from engine.replay import Schedule, step
 from engine.segmentation import boundaries_from_labels, evaluate, turn_labels
+
+FULL_HISTORY = "full-history"            # the answering ceiling: no memory, every ingested turn as context
+ANSWER_METRICS = ["f1", "bleu1", "rouge_l", "em", "aa"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class BenchTask:
     ks: tuple[int, ...] = (5, 10)
     schedule: str = "every-3-sessions"
     workdir: str = "."               # where the session database is written
+    answer: str | None = None        # LLM backend that answers each question (None: retrieval only)
 
     @property
     def label(self) -> str:
@@ -66,6 +77,8 @@ def run_task(task: BenchTask, embedder) -> dict:
     at_end = task.protocol == STATIC or not spec.questions
     checkpoints = plan(conv, questions, task.rounds, task.protocol) if spec.questions else \
         [Checkpoint(1, len(conv.turns), ())]
+    if task.engine == FULL_HISTORY:
+        return _full_history(task, spec, conv, questions, types, checkpoints, embedder)
     db = Path(task.workdir) / task.db_name
     db.parent.mkdir(parents=True, exist_ok=True)
     for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
@@ -77,7 +90,7 @@ def run_task(task: BenchTask, embedder) -> dict:
                           source=task.source, schedule=task.schedule)
     engine.prefetch(conv.turns)
     engine.embedder.embed([q.question for q in questions])
-    run = _Run(task, spec, conv, questions, types, engine)
+    run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder))
     schedule = Schedule.parse(task.schedule)
     due = {}
     for cp in checkpoints:
@@ -99,8 +112,8 @@ class _Run:
     """The records of one task as its stream goes."""
 
     def __init__(self, task: BenchTask, spec, conv: Conversation, questions: list[Question],
-                 types: dict[str, str], engine):
-        self.task, self.spec, self.conv, self.engine = task, spec, conv, engine
+                 types: dict[str, str], engine, llm=None):
+        self.task, self.spec, self.conv, self.engine, self.llm = task, spec, conv, engine, llm
         self.questions = {q.id: q for q in questions}
         self.types = types
         self.k = max(task.ks)
@@ -131,31 +144,30 @@ class _Run:
         else:
             answers = {}
             for qid in cp.visible:
-                res = self.engine.retrieve(self.questions[qid].question, k=self.k)
-                answers[qid] = res
-                for key, ms in res.stages.items():
-                    stage = key[:-3] if key.endswith("_ms") else key
+                q = self.questions[qid]
+                res = self.engine.retrieve(q.question, k=self.k)
+                stages = {(key[:-3] if key.endswith("_ms") else key): ms for key, ms in res.stages.items()}
+                said = None
+                if self.llm is not None:
+                    said, stages["answer"] = _timed(lambda: answer_question(
+                        self.llm, q.question, passages_from_units(res.units), question_time=q.time or ""))
+                answers[qid] = (res, said)
+                for stage, ms in stages.items():
                     query.setdefault(stage, []).append(ms)
                     self.query_all.setdefault(stage, []).append(ms)
             self.last = (state.seq, answers)
         for qid in cp.visible:
-            self._record(qid, cp.round, answers[qid], state.turn)
+            self._record(qid, cp.round, *answers[qid], state.turn)
         self.rounds.append({"round": cp.round, "turns": state.turn, "questions": len(cp.visible),
                             "memory": memory_size(state), "insert_ms": self.insert_round, "query_ms": query})
         self.insert_round = {}
 
-    def _record(self, qid: str, round_no: int, res, turn: int) -> None:
+    def _record(self, qid: str, round_no: int, res, said, turn: int) -> None:
         q = self.questions[qid]
         ranked = list(res.source_ids)
-        rec = self.records.get(qid)
-        if rec is None:
-            rec = self.records[qid] = {
-                "conversation": self.conv.id, "question_id": q.id, "question": q.question,
-                "category": self.spec.category(q, self.types), "gold": list(q.evidence), "first_round": round_no,
-                "by_round": {}}
         metrics = self.spec.score(ranked, q.evidence, self.task.ks)
-        rec["by_round"][str(round_no)] = metrics
-        rec.update(turn=turn, metrics=metrics, ranked=ranked[:self.k], results=[
+        rec = question_record(self.spec, self.conv, q, self.types, self.records, round_no, turn, metrics, said)
+        rec.update(ranked=ranked[:self.k], results=[
             {"unit": u.id, "score": round(float(u.score), 6), "source_ids": list(u.source_ids), "hop": u.hop,
              "path": [{"src": h.src, "dst": h.dst, "type": h.type, "reverse": h.reverse} for h in u.path]}
             for u in res.units])
@@ -165,10 +177,87 @@ class _Run:
         out = {"conversation": self.conv.id, "system": self.task.system, "turns": state.turn, "db": str(db),
                "rounds": self.rounds, "questions": [self.records[q] for q in self.questions if q in self.records],
                "latency_ms": {"insert": self.insert_all, "query": self.query_all},
-               "llm_tokens": llm_tokens(self.engine), "structure": structure_figures(state), "boundaries": None}
+               "llm_tokens": _tokens(self.engine.store, self.llm), "structure": structure_figures(state),
+               "boundaries": None}
         if not self.spec.questions:
             out["boundaries"] = boundary_row(self.task, self.conv, state)
         return out
+
+
+def answering_llm(task: BenchTask, embedder):
+    """The LLM that answers the task's questions, apart from the engine's own (whose calls go to its log);
+    it keeps its calls so their tokens can be counted. None when the task does not answer."""
+    if not task.answer:
+        return None
+    from engine.session import llm_for
+
+    llm = llm_for(task.answer, embedder)
+    llm.calls = []
+    llm.recorder = llm.calls.append
+    return llm
+
+
+def _tokens(store, llm) -> dict:
+    """Calls and tokens per LLM role: the engine's logged calls plus the answering model's."""
+    logged = store.ops(kinds=[OpKind.LLM_CALL]) if store is not None else ()
+    return llm_tokens_by_role([*logged, *(llm.calls if llm else ())])
+
+
+def _timed(action):
+    started = time.perf_counter()
+    value = action()
+    return value, (time.perf_counter() - started) * 1e3
+
+
+def answer_scores(said, question: Question) -> dict[str, float]:
+    """Token F1, BLEU-1, ROUGE-L and exact match against the gold answer; AA against the gold evidence."""
+    gold = "" if question.answer is None else str(question.answer)
+    return {"f1": token_f1(said.text, gold), "bleu1": bleu1(said.text, gold), "rouge_l": rouge_l(said.text, gold),
+            "em": exact_match(said.text, gold), "aa": attribution_auditability(said.cited, question.evidence)}
+
+
+def question_record(spec, conv: Conversation, q: Question, types: dict[str, str], records: dict, round_no: int,
+                    turn: int, metrics: dict, said) -> dict:
+    """The question's record, created at its first asking; this asking's figures (and answer) put in."""
+    rec = records.get(q.id)
+    if rec is None:
+        rec = records[q.id] = {
+            "conversation": conv.id, "question_id": q.id, "question": q.question,
+            "category": spec.category(q, types), "gold": list(q.evidence), "first_round": round_no,
+            "by_round": {}}
+    if said is not None:
+        metrics = {**metrics, **answer_scores(said, q)}
+        rec["answer"] = {**said.to_dict(), "gold": None if q.answer is None else str(q.answer)}
+    rec["by_round"][str(round_no)] = metrics
+    rec.update(turn=turn, metrics=metrics)
+    return rec
+
+
+def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Question], types: dict[str, str],
+                  checkpoints: list[Checkpoint], embedder) -> dict:
+    """The ceiling: no memory; at each checkpoint every visible question is answered from every turn in."""
+    llm = answering_llm(task, embedder)
+    if llm is None:
+        raise ValueError(f"the {FULL_HISTORY} system answers questions: give it an answering LLM backend")
+    by_id = {q.id: q for q in questions}
+    records: dict[str, dict] = {}
+    rounds, query_all = [], {"answer": []}
+    for cp in checkpoints:
+        context = passages_from_turns(conv.turns[:cp.turns])
+        query = {"answer": []}
+        for qid in cp.visible:
+            q = by_id[qid]
+            said, ms = _timed(lambda: answer_question(llm, q.question, context, question_time=q.time or ""))
+            query["answer"].append(ms)
+            query_all["answer"].append(ms)
+            question_record(spec, conv, q, types, records, cp.round, cp.turns, {}, said)
+            records[qid].update(ranked=[], results=[])
+        rounds.append({"round": cp.round, "turns": cp.turns, "questions": len(cp.visible),
+                       "memory": {"nodes": {}, "edges": {}}, "insert_ms": {}, "query_ms": query})
+    return {"conversation": conv.id, "system": task.system, "turns": len(conv.turns), "db": None,
+            "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
+            "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
+            "structure": {}, "boundaries": None}
 
 
 def memory_size(state) -> dict:
@@ -179,20 +268,6 @@ def memory_size(state) -> dict:
         by_status[n.status] = by_status.get(n.status, 0) + 1
     return {"nodes": {kind: dict(sorted(s.items())) for kind, s in sorted(nodes.items())},
             "edges": dict(sorted(state.edge_counts().items()))}
-
-
-def llm_tokens(engine) -> dict:
-    """Calls and tokens per LLM role, from the calls the session logged."""
-    calls: Counter = Counter()
-    prompt: Counter = Counter()
-    completion: Counter = Counter()
-    for op in engine.store.ops(kinds=[OpKind.LLM_CALL]):
-        role = op.payload.get("role", "?")
-        calls[role] += 1
-        prompt[role] += int(op.payload.get("prompt_tokens") or 0)
-        completion[role] += int(op.payload.get("completion_tokens") or 0)
-    return {role: {"calls": calls[role], "prompt": prompt[role], "completion": completion[role]}
-            for role in sorted(calls)}
 
 
 def structure_figures(state) -> dict:
