@@ -461,3 +461,37 @@ def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
     click_graph_node(page, frame, group)
     out |= {"expanded_group": group, "after_expanding": graph_nodes(graph_frame(page)), "text": page.inner_text("body")}
     return out
+
+
+BENCH_FIXTURE = ROOT / "tests" / "fixtures" / "bench_result_small.json"
+BENCH_RUN = "small"                  # the fixture's run folder under the workspace's benchmarks/
+
+
+def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
+    """A workspace holding the hand-made benchmark result (tests/fixtures/bench_result_small.json) as run
+    `benchmarks/small`, with the session databases its tasks name: the bundled demo replayed in each system's
+    engine. Returns the result file."""
+    import json
+
+    from engine.loaders import load_conversation
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+    from workbench.model import DEMO_PATH
+
+    run = workspace / "benchmarks" / BENCH_RUN
+    run.mkdir(parents=True, exist_ok=True)
+    data = json.loads(BENCH_FIXTURE.read_text(encoding="utf-8"))
+    data["source"] = str(DEMO_PATH)
+    conversation = load_conversation(DEMO_PATH)
+    for task in data["tasks"]:
+        db = run / task["db"]
+        if db.exists():
+            continue
+        db.parent.mkdir(parents=True, exist_ok=True)
+        engine = data["systems"][task["system"]]["engine"]
+        session = open_session(db, engine=engine, conversation=conversation.id, source=str(DEMO_PATH),
+                               schedule=data["schedule"], label="bundled demo", embedder=embedder)
+        replay(session, conversation, Schedule.parse(data["schedule"]))
+    result = run / "result.json"
+    result.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return result
