@@ -83,8 +83,9 @@ with st.expander("Run a benchmark", icon=":material/play_arrow:"):
     run_form()
 
 runs = workspace_results(benchmarks)
-mode = st.radio("Result", [WORKSPACE, A_PATH], horizontal=True, key="bench_mode",
-                help=f"Runs are folders under {benchmarks} (memwb bench's default --out).")
+where, which = st.columns([1, 3], vertical_alignment="bottom")
+mode = where.radio("Result", [WORKSPACE, A_PATH], horizontal=True, key="bench_mode",
+                   help=f"Runs are folders under {benchmarks} (memwb bench's default --out).")
 if mode == WORKSPACE:
     if not runs:
         st.info(f"No benchmark in {md_code(benchmarks)} yet: run one above, or `memwb bench …`, or open a file path.")
@@ -92,9 +93,10 @@ if mode == WORKSPACE:
     names = [str(p) for p in runs]
     if st.session_state.get("bench_run") not in names:
         st.session_state["bench_run"] = names[0]
-    chosen = st.selectbox("Run", names, key="bench_run", format_func=lambda p: bv.result_label(Path(p), benchmarks))
+    chosen = which.selectbox("Run", names, key="bench_run",
+                             format_func=lambda p: bv.result_label(Path(p), benchmarks))
 else:
-    chosen = st.text_input("Result file", key="bench_path", placeholder="/path/to/result.json (or its folder)")
+    chosen = which.text_input("Result file", key="bench_path", placeholder="/path/to/result.json (or its folder)")
     if not chosen.strip():
         st.info("Type the path of a result.json (memwb bench's --out folder holds one).")
         st.stop()
@@ -175,15 +177,16 @@ picks = [bv.question_key(q) + (q["system"],) for q in records]
 if st.session_state.get("bench_q_pick") not in picks:
     st.session_state["bench_q_pick"] = picks[0]
 by_pick = dict(zip(picks, records))
-pick = st.selectbox("Question", picks, key="bench_q_pick",
-                    format_func=lambda p: f"{p[2]} · {p[0]} · {p[1]} · {by_pick[p]['question']}"
-                                          f"{' · miss' if bv.is_miss(by_pick[p], metric) else ''}")
+ask, beside = st.columns([4, 1])
+pick = ask.selectbox("Question", picks, key="bench_q_pick",
+                     format_func=lambda p: f"{p[2]} · {p[0]} · {p[1]} · {by_pick[p]['question']}"
+                                           f"{' · miss' if bv.is_miss(by_pick[p], metric) else ''}")
 record = by_pick[pick]
 k = result.ks[0]
 others = [s for s in result.systems if s != record["system"]] or [record["system"]]
 if st.session_state.get("bench_q_other") not in others:
     st.session_state["bench_q_other"] = others[0]
-other = st.selectbox("Beside it", others, key="bench_q_other")
+other = beside.selectbox("Beside it", others, key="bench_q_other")
 st.markdown(f"**Question** · {md_escape(record['question'])}  \n**Gold** · {md_escape(', '.join(record['gold']))}"
             f" · **asked at turn** {record['turn']} of {md_code(record['conversation'])}")
 
@@ -219,6 +222,8 @@ for col, system in zip(st.columns(2), dict.fromkeys([record["system"], other])):
             continue
         st.caption(" · ".join(f"{md_escape(m)} {v:.2f}" for m, v in rec["metrics"].items() if v is not None))
         st.dataframe(table(bv.gold_frame(rec, k)), hide_index=True, width="stretch")
+        st.caption(f"Source rank among the {len(rec['ranked'])} ranked source ids the file keeps (– : not among "
+                   "them). The returned results, * = gold:")
         st.dataframe(table(bv.results_frame(rec)), hide_index=True, width="stretch",
                      column_config={"path": st.column_config.TextColumn("path", width="medium")})
         if st.button(f"Open on the Retrieval page at turn {rec['turn']}", key=f"bench_open_{system}",

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from apptest import shown_text, start_app
 from engine.workspace import ENV
 from workbench import benchmark_view as bv
-from workbench.bench_result import BenchFileError, load_result
+from workbench.bench_result import BenchFileError, BenchResult, load_result
 from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace
 from workbench.retrieval_view import MISS, QUESTION_SOURCE
 
@@ -165,3 +165,20 @@ def test_a_record_missing_a_field_is_named(tmp_path, workspace):
     assert shown_text(at.error[0].value)[0] == f"no benchmark result at {tmp_path / 'nothing.json'}"
     at.text_input(key="bench_path").input(str(Path(workspace).parent)).run()   # a run folder opens too
     assert not at.error and len(at.get("plotly_chart")) == 7
+
+
+def test_names_from_the_file_reach_plotly_as_text():
+    """Plotly reads HTML in trace names and tick labels: a category or system named with markup is escaped."""
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["categories"]["1"] = '<a href="https://example.com">multi</a>'
+    data["systems"]["<b>x</b>"] = data["systems"].pop("naive")
+    for part in ("rounds_detail", "questions", "tasks"):
+        for record in data[part]:
+            record["system"] = "<b>x</b>" if record["system"] == "naive" else record["system"]
+    data["summary"]["<b>x</b>"] = data["summary"].pop("naive")
+    result = BenchResult(BENCH_FIXTURE, data)
+    fig = bv.category_figure(result, result.systems, "r@5")
+    assert fig.data[0].x[0] == '&lt;a href="https://example.com"&gt;multi&lt;/a&gt;'
+    assert [t.name for t in fig.data] == ["allmem", "&lt;b&gt;x&lt;/b&gt;"]
+    assert all("<b>" not in t.name for f in (bv.curves_figure(result, result.systems),
+                                            bv.tradeoff_figure(result, result.systems, "r@5")) for t in f.data)

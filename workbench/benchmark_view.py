@@ -54,6 +54,10 @@ def _rounds(result: BenchResult, system: str) -> list[dict]:
     return sorted((r for r in result.rounds_detail if r["system"] == system), key=lambda r: r["round"])
 
 
+SCOPES = {"overall": "Overall: every question visible at the round",
+          "cohort": "Fixed cohort: the questions visible since round 1"}
+
+
 def curves_figure(result: BenchResult, systems: list[str], scope: str = "overall") -> go.Figure:
     """One panel per metric; a line per system over the rounds. `scope` is "overall" or "cohort" (the
     questions visible since round 1)."""
@@ -71,7 +75,9 @@ def curves_figure(result: BenchResult, systems: list[str], scope: str = "overall
                           row=1, col=i)
     fig.update_xaxes(dtick=1, title_text="round")
     fig.update_yaxes(range=[0, 1.02])
-    fig.update_layout(height=330, **_LAYOUT)
+    fig.update_layout(height=350, **_LAYOUT)
+    fig.update_layout(title=dict(text=SCOPES[scope], font=dict(size=14)), margin=dict(t=70, b=40),
+                      legend=dict(orientation="h", y=-0.3))
     return fig
 
 
@@ -153,7 +159,7 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
         chunk = systems[b * cols:(b + 1) * cols]
         titles += [f"{esc(s)} · nodes" for s in chunk] + [""] * (cols - len(chunk))
         titles += [f"{esc(s)} · edges" for s in chunk] + [""] * (cols - len(chunk))
-    fig = make_subplots(rows=2 * blocks, cols=cols, subplot_titles=titles, vertical_spacing=0.12 / blocks,
+    fig = make_subplots(rows=2 * blocks, cols=cols, subplot_titles=titles, vertical_spacing=0.2 / blocks,
                         horizontal_spacing=0.04)
     colors: dict[str, str] = {}
 
@@ -174,6 +180,11 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
                                  hovertemplate=f"{esc(s)} · {esc(name)}<br>round %{{x}}: %{{y}}<extra></extra>"),
                           row=row, col=col)
         edges = sorted({t for r in rows for t in ((r.get("memory") or {}).get("edges") or {})})
+        if not edges:
+            axes = fig.get_subplot(row + 1, col)
+            fig.add_annotation(text="keeps no edges", showarrow=False, x=0.5, y=0.5, font=dict(color="gray"),
+                               xref=axes.xaxis.plotly_name.replace("axis", "") + " domain",
+                               yref=axes.yaxis.plotly_name.replace("axis", "") + " domain")
         for t in edges:
             y = [((r.get("memory") or {}).get("edges") or {}).get(t, 0) for r in rows]
             fig.add_trace(go.Bar(x=x, y=y, name=esc(t), legendgroup="e:" + t, marker_color=color("e:" + t),

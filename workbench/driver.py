@@ -495,3 +495,34 @@ def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
     result = run / "result.json"
     result.write_text(json.dumps(data, indent=1), encoding="utf-8")
     return result
+
+
+def benchmark_walkthrough(page, url: str, shots: Path | None = None, miss: str = "demo:q7",
+                          system: str = "naive") -> dict[str, str]:
+    """The Benchmark page on the workspace's newest run (start the app with MEMWB_WORKSPACE =
+    `bench_fixture_workspace()`'s folder): the charts, then a miss of `system` picked among the misses and read
+    beside the other system (screenshot 12_benchmark), then opened on the Retrieval page. Returns the
+    Benchmark page's text and the Retrieval page's."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    open_page(page, "Benchmark")
+    expect(page.get_by_text("Per-round curves")).to_be_visible()
+    page.get_by_text("Misses only", exact=True).click()
+    wait_idle(page)
+    combo = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
+    combo.click()
+    page.keyboard.type(f"{system} · ")
+    page.get_by_role("option", name=re.compile(rf"^{re.escape(system)} · .* · {re.escape(miss)} · .* · miss$")).click()
+    wait_idle(page, 2500)                                     # plots draw after the rerun
+    texts = {"benchmark": page.inner_text("body")}
+    if shots is not None:
+        tall_screenshot(page, shots / "12_benchmark.png", 4600)
+    page.get_by_role("button", name=re.compile(r"^Open on the Retrieval page at turn \d+")).first.click()
+    page.wait_for_function("() => location.pathname.endsWith('/retrieval')")
+    expect(page.get_by_text("Missed gold evidence").first).to_be_visible(timeout=180_000)
+    wait_idle(page, 1500)
+    texts["retrieval"] = page.inner_text("body")
+    return texts
