@@ -54,9 +54,9 @@ def main() -> int:
             progress_walkthrough(page, url, shots=Path(args.out))
     if args.engine in ("all", "benchmark"):
         work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
-        bench_fixture_workspace(work)
+        result = bench_fixture_workspace(work)
         with running_app(env={"MEMWB_WORKSPACE": str(work), "TMPDIR": str(work)}) as url, browser_page() as page:
-            benchmark_walkthrough(page, url, shots=Path(args.out))
+            benchmark_walkthrough(page, url, result, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

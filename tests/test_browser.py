@@ -387,12 +387,13 @@ def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn
     from workbench.bench_result import load_result
     from workbench.driver import bench_fixture_workspace, benchmark_walkthrough
 
-    result = load_result(bench_fixture_workspace(tmp_path))
+    path = bench_fixture_workspace(tmp_path)
+    result = load_result(path)
     record = next(q for q in result.questions if q["system"] == "naive" and q["question_id"] == "demo:q7")
     db = result.session_db("demo", "naive")
     head = read_session(db).turn
     with running_app(env={ENV: str(tmp_path), "TMPDIR": str(tmp_path)}) as url, browser_page() as page:
-        texts = benchmark_walkthrough(page, url, miss="demo:q7", system="naive")
+        texts = benchmark_walkthrough(page, url, path, miss="demo:q7", system="naive")
         question = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
         chosen = question.input_value()
         source = page.evaluate("""() => { const r = Array.from(document.querySelectorAll('[data-testid="stRadio"]'))
@@ -401,6 +402,7 @@ def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn
         query = _query(page)
         header_turn = _header_turn(page)
     assert "Per-round curves" in texts["benchmark"] and "Memory growth per round" in texts["benchmark"]
+    assert texts["picked"] == f"naive · demo · demo:q7 · {record['question']} · miss"     # the table row selected
     assert record["turn"] < head                              # the question was asked before the log's end
     assert header_turn == str(record["turn"]) and query == {"turn": [str(record["turn"])]}
     assert f"Database · {db.name}" in texts["retrieval"] and "Engine · Naive RAG" in texts["retrieval"]

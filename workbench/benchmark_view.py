@@ -181,10 +181,9 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
                           row=row, col=col)
         edges = sorted({t for r in rows for t in ((r.get("memory") or {}).get("edges") or {})})
         if not edges:
-            axes = fig.get_subplot(row + 1, col)
-            fig.add_annotation(text="keeps no edges", showarrow=False, x=0.5, y=0.5, font=dict(color="gray"),
-                               xref=axes.xaxis.plotly_name.replace("axis", "") + " domain",
-                               yref=axes.yaxis.plotly_name.replace("axis", "") + " domain")
+            panel = fig.get_subplot(row + 1, col)            # placed on the page: the panel has no axis data
+            fig.add_annotation(text="keeps no edges", showarrow=False, font=dict(color="gray"), xref="paper",
+                               yref="paper", x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2)
         for t in edges:
             y = [((r.get("memory") or {}).get("edges") or {}).get(t, 0) for r in rows]
             fig.add_trace(go.Bar(x=x, y=y, name=esc(t), legendgroup="e:" + t, marker_color=color("e:" + t),

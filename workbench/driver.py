@@ -465,6 +465,7 @@ def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
 
 BENCH_FIXTURE = ROOT / "tests" / "fixtures" / "bench_result_small.json"
 BENCH_RUN = "small"                  # the fixture's run folder under the workspace's benchmarks/
+GRID_ROW_PX = 35                     # a Streamlit dataframe's header and row height
 
 
 def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
@@ -497,14 +498,20 @@ def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
     return result
 
 
-def benchmark_walkthrough(page, url: str, shots: Path | None = None, miss: str = "demo:q7",
+def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = None, miss: str = "demo:q7",
                           system: str = "naive") -> dict[str, str]:
-    """The Benchmark page on the workspace's newest run (start the app with MEMWB_WORKSPACE =
-    `bench_fixture_workspace()`'s folder): the charts, then a miss of `system` picked among the misses and read
-    beside the other system (screenshot 12_benchmark), then opened on the Retrieval page. Returns the
-    Benchmark page's text and the Retrieval page's."""
+    """The Benchmark page on `result`, the workspace's newest run (start the app with MEMWB_WORKSPACE =
+    `bench_fixture_workspace()`'s folder): the charts, then `system`'s miss on question `miss` selected in the
+    question table (misses only) and read beside the other system (screenshot 12_benchmark), then opened on the
+    Retrieval page. Returns the Benchmark page's text and the Retrieval page's."""
     from playwright.sync_api import expect
 
+    from workbench.bench_result import load_result
+    from workbench.benchmark_view import QuestionFilter, filtered_questions
+
+    loaded = load_result(result)
+    misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))
+    row = next(i for i, q in enumerate(misses) if q["system"] == system and q["question_id"] == miss)
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
     wait_idle(page)
@@ -512,12 +519,13 @@ def benchmark_walkthrough(page, url: str, shots: Path | None = None, miss: str =
     expect(page.get_by_text("Per-round curves")).to_be_visible()
     page.get_by_text("Misses only", exact=True).click()
     wait_idle(page)
-    combo = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
-    combo.click()
-    page.keyboard.type(f"{system} · ")
-    page.get_by_role("option", name=re.compile(rf"^{re.escape(system)} · .* · {re.escape(miss)} · .* · miss$")).click()
+    grid = page.get_by_test_id("stDataFrame").filter(has_text="question").last
+    grid.scroll_into_view_if_needed()
+    grid.click(position={"x": 15, "y": GRID_ROW_PX * (row + 1) + GRID_ROW_PX // 2})     # the row's select box
     wait_idle(page, 2500)                                     # plots draw after the rerun
-    texts = {"benchmark": page.inner_text("body")}
+    combo = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
+    expect(combo).to_have_value(re.compile(rf"^{re.escape(system)} · .* · {re.escape(miss)} · .* · miss$"))
+    texts = {"benchmark": page.inner_text("body"), "picked": combo.input_value()}
     if shots is not None:
         tall_screenshot(page, shots / "12_benchmark.png", 4600)
     page.get_by_role("button", name=re.compile(r"^Open on the Retrieval page at turn \d+")).first.click()
