@@ -59,7 +59,7 @@ def run_form() -> None:
         rounds = c4.number_input("Rounds", 1, 20, 5, key="bench_run_rounds")
         names = sorted({a for n in known_engines() for a in engine_schema(n).ablations})
         ablations = st.multiselect("Ablations (each a system of its own)", names, key="bench_run_ablations")
-        go = st.form_submit_button("Run benchmark", type="primary")
+        go = st.form_submit_button("Run benchmark", type="primary", key="bench_run_go")
     if not go:
         return
     if not engines:
@@ -75,7 +75,10 @@ def run_form() -> None:
     except Exception as exc:                 # the runner's own errors name the task and inputs
         st.error(f"The benchmark stopped: {md_escape(exc)}", icon=":material/error:")
         return
-    st.session_state["bench_mode"], st.session_state["bench_run"] = WORKSPACE, str(path)
+    if path.parent.parent == benchmarks:            # a run folder under the workspace's benchmarks/
+        st.session_state["bench_mode"], st.session_state["bench_run"] = WORKSPACE, str(path)
+    else:
+        st.session_state["bench_mode"], st.session_state["bench_path"] = A_PATH, str(path)
     st.rerun()
 
 

@@ -182,3 +182,45 @@ def test_names_from_the_file_reach_plotly_as_text():
     assert [t.name for t in fig.data] == ["allmem", "&lt;b&gt;x&lt;/b&gt;"]
     assert all("<b>" not in t.name for f in (bv.curves_figure(result, result.systems),
                                             bv.tradeoff_figure(result, result.systems, "r@5")) for t in f.data)
+
+
+def test_boundaries_table_means_over_meetings(tmp_path, workspace):
+    """QMSum: the table pools each system's meetings (fixed-50 included), hand-computed means; the page shows it."""
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["boundaries"] = [
+        {"meeting": "Bed003", "system": "allmem", "turns": 800, "boundaries": 12, "gold_boundaries": 9,
+         "pk": 0.30, "window_diff": 0.40, "delta_b": 3, "delta_b_rate": 0.33},
+        {"meeting": "Bmr005", "system": "allmem", "turns": 600, "boundaries": 5, "gold_boundaries": 7,
+         "pk": 0.20, "window_diff": 0.30, "delta_b": -2, "delta_b_rate": -0.29},
+        {"meeting": "Bed003", "system": "fixed-50", "turns": 800, "boundaries": 16, "gold_boundaries": 9,
+         "pk": 0.45, "window_diff": 0.55, "delta_b": 7, "delta_b_rate": 0.78},
+    ]
+    frame = bv.boundaries_frame(BenchResult(BENCH_FIXTURE, data)).set_index("system")
+    assert list(frame.index) == ["allmem", "fixed-50"]
+    assert frame.loc["allmem", "meetings"] == 2 and frame.loc["allmem", "Pk"] == pytest.approx(0.25)
+    assert frame.loc["allmem", "WindowDiff"] == pytest.approx(0.35) and frame.loc["allmem", "ΔB"] == 0.5
+    assert frame.loc["fixed-50", "ΔB rate"] == pytest.approx(0.78)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    at = open_page()
+    at.radio(key="bench_mode").set_value("A file path").run()
+    at.text_input(key="bench_path").input(str(path)).run()
+    shown = next(d.value for d in at.dataframe if "WindowDiff" in d.value.columns)
+    assert list(shown["system"]) == ["allmem", "fixed-50"] and list(shown["Pk"]) == [0.25, 0.45]
+
+
+@pytest.mark.skipif(bv.runner_problem() is not None, reason="engine.bench.runner is not on this branch yet")
+def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
+    """The form runs naive RAG over the bundled demo (2 rounds) in this process; the new result is then shown."""
+    monkeypatch.setenv(ENV, str(tmp_path))
+    at = open_page()
+    at.selectbox(key="bench_run_data").set_value(bv.data_choices()[0])
+    at.multiselect(key="bench_run_engines").set_value(["naive"])
+    at.number_input(key="bench_run_rounds").set_value(2)
+    at.button(key="bench_run_go").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    shown = at.selectbox(key="bench_run").value if at.radio(key="bench_mode").value == "Workspace runs" \
+        else at.text_input(key="bench_path").value
+    result = load_result(shown)
+    assert result.systems == ["naive"] and result.data["rounds"] == 2
+    assert len(at.get("plotly_chart")) == 7
