@@ -22,6 +22,8 @@ from workbench.text import md_code, md_escape, table
 
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
+PER_RESULT = ("bench_systems", "bench_metric", "bench_q_systems", "bench_q_categories", "bench_q_misses",
+              "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
 
 wb = get_workbench()
 header(wb)
@@ -106,6 +108,10 @@ else:
 result = open_result(Path(chosen.strip()))
 if result is None:
     st.stop()
+if st.session_state.get("bench_shown") != str(result.path):  # another result: its own systems, metrics, questions
+    for key in PER_RESULT:
+        st.session_state.pop(key, None)
+    st.session_state["bench_shown"] = str(result.path)
 
 st.caption(md_escape(bv.run_caption(result)) + f" · {md_code(result.data.get('command', ''))}")
 for task in result.failed_tasks():

@@ -224,3 +224,36 @@ def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
     result = load_result(shown)
     assert result.systems == ["naive"] and result.data["rounds"] == 2
     assert len(at.get("plotly_chart")) == 7
+
+
+def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, workspace):
+    """A system, a conversation, a category and a question named with markdown (**, a backtick, a link): every
+    markdown source of the page shows them as typed and holds no link; no table or caption shows "None"."""
+    from test_page_markup import check_literal, none_words, null_cells
+
+    system, conversation, category = "**naive**", "md`conv", "[open](https://example.com)"
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["systems"][system] = data["systems"].pop("naive")
+    data["summary"][system] = data["summary"].pop("naive")
+    data["categories"]["1"] = category
+    data["conversations"] = [conversation]
+    for part in ("rounds_detail", "questions", "tasks"):
+        for record in data[part]:
+            record["system"] = system if record["system"] == "naive" else record["system"]
+            if "conversation" in record:
+                record["conversation"] = conversation
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    at = open_page()
+    at.radio(key="bench_mode").set_value("A file path").run()
+    at.text_input(key="bench_path").input(str(path)).run()
+    at.selectbox(key="bench_q_pick").set_value((conversation, MD_QUESTION, system)).run()
+    assert not at.exception
+    seen = check_literal(at)
+    record = next(q for q in data["questions"] if q["question_id"] == MD_QUESTION)
+    assert f"Question · {record['question']}" in seen and f"of {conversation}" in seen
+    assert system in seen.splitlines() and category not in seen       # (the category shows in the table only)
+    at.selectbox(key="bench_q_pick").set_value((conversation, "demo:q7", system)).run()
+    assert null_cells(at) == [] and none_words(at) == []
+    gold = next(d.value for d in at.dataframe if "gold turn" in d.value.columns)
+    assert list(gold["source rank"]) == ["–", "–", "5", "1"]          # D2:6 and D3:9 are not in naive's ranking
