@@ -14,7 +14,7 @@ from engine.workspace import ENV
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
 from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace
-from workbench.retrieval_view import MISS, QUESTION_SOURCE
+from workbench.retrieval_view import FREE_SOURCE, MISS, QUESTION_SOURCE
 
 PAGE = "../pages/6_benchmark.py"
 MD_QUESTION = "demo:q99"            # its text holds **bold** and a markdown link
@@ -132,6 +132,20 @@ def test_opening_a_miss_reopens_its_session_on_the_retrieval_page(workspace):
     assert at.radio(key="retrieval_source").value == QUESTION_SOURCE
     assert at.selectbox(key="retrieval_question").value.id == "demo:q7"
     assert any("Missed gold evidence" in m.value for m in at.markdown)
+
+
+def test_a_question_the_conversation_lacks_opens_as_a_free_query(workspace):
+    """demo:q99 is only in the result file: the Retrieval page gets its text as a free query, at its turn."""
+    at = open_page()
+    at.selectbox(key="bench_q_pick").set_value(("demo", MD_QUESTION, "allmem")).run()
+    at.button(key="bench_open_allmem").click().run()
+    assert not at.exception, at.exception
+    record = next(q for q in load_result(workspace).questions if q["question_id"] == MD_QUESTION)
+    wb = at.session_state["workbench"]
+    assert wb.db_path.name == "demo-allmem.sqlite" and wb.cursor == record["turn"]
+    assert at.radio(key="retrieval_source").value == FREE_SOURCE
+    assert at.text_input(key="retrieval_query").value == record["question"]
+    assert at.number_input(key="retrieval_k").value == 5
 
 
 @pytest.mark.parametrize("content, problem", [
