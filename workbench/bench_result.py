@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.text import MISSING
+
 FORMAT = "memwb-bench/1"
 RESULT_NAME = "result.json"
 
@@ -68,7 +70,9 @@ class BenchResult:
         return self.data["tasks"]
 
     def category_label(self, key) -> str:
-        """The dataset's own name of a category ("multi-hop"), else its key."""
+        """The dataset's own name of a category ("multi-hop"), else its key (the missing mark for none)."""
+        if key is None:
+            return MISSING
         return str(self.data["categories"].get(str(key), key))
 
     def session_db(self, conversation: str, system: str) -> Path | None:
