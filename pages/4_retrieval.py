@@ -17,7 +17,7 @@ from workbench.review_view import text_html
 from workbench.state import get_workbench, header
 from workbench.text import table
 
-QUESTION, FREE = "Dataset question", "Free query"
+QUESTION, FREE = rv.QUESTION_SOURCE, rv.FREE_SOURCE
 ALL_RESULTS = "all results"
 PROVENANCE, CONTEXT = "Provenance paths", "Materialized context"
 

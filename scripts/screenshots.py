@@ -8,7 +8,9 @@
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
-(`--engine progress` takes only that one).
+(`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on the hand-made result
+(tests/fixtures/bench_result_small.json) with a miss read beside the other system (`--engine benchmark` takes
+only that one).
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
-from workbench.driver import (LOCOMO, baseline_walkthrough, browser_page, locomo_conversation_file,  # noqa: E402
-                              locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
-                              walkthrough)
+from workbench.driver import (LOCOMO, baseline_walkthrough, bench_fixture_workspace,  # noqa: E402
+                              benchmark_walkthrough, browser_page, locomo_conversation_file, locomo_graph_walkthrough,
+                              memloom_walkthrough, progress_walkthrough, running_app, walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -31,9 +33,9 @@ TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
-    ap.add_argument("--engine", default="all", choices=["all", "progress", *known_engines()])
+    ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom"], "progress": []}.get(args.engine, [args.engine])
+    engines = {"all": ["allmem", "memloom"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
     for engine in engines:
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
@@ -50,6 +52,11 @@ def main() -> int:
         env = {"MEMWB_DEMO": str(source), "TMPDIR": str(work), "MEMWB_WORKSPACE": str(work / "workspace")}
         with running_app(env=env) as url, browser_page() as page:
             progress_walkthrough(page, url, shots=Path(args.out))
+    if args.engine in ("all", "benchmark"):
+        work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
+        result = bench_fixture_workspace(work)
+        with running_app(env={"MEMWB_WORKSPACE": str(work), "TMPDIR": str(work)}) as url, browser_page() as page:
+            benchmark_walkthrough(page, url, result, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

@@ -19,6 +19,7 @@ PAGES = [
     st.Page(str(ROOT / "pages" / "3_consolidation.py"), title="Consolidation", icon=":material/cleaning_services:", url_path="consolidation"),
     st.Page(str(ROOT / "pages" / "4_retrieval.py"), title="Retrieval", icon=":material/search:", url_path="retrieval"),
     st.Page(str(ROOT / "pages" / "5_annotate.py"), title="Annotate", icon=":material/label:", url_path="annotate"),
+    st.Page(str(ROOT / "pages" / "6_benchmark.py"), title="Benchmark", icon=":material/leaderboard:", url_path="benchmark"),
 ]
 
 st.navigation(PAGES).run()

@@ -461,3 +461,76 @@ def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
     click_graph_node(page, frame, group)
     out |= {"expanded_group": group, "after_expanding": graph_nodes(graph_frame(page)), "text": page.inner_text("body")}
     return out
+
+
+BENCH_FIXTURE = ROOT / "tests" / "fixtures" / "bench_result_small.json"
+BENCH_RUN = "small"                  # the fixture's run folder under the workspace's benchmarks/
+GRID_ROW_PX = 35                     # a Streamlit dataframe's header and row height
+
+
+def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
+    """A workspace holding the hand-made benchmark result (tests/fixtures/bench_result_small.json) as run
+    `benchmarks/small`, with the session databases its tasks name: the bundled demo replayed in each system's
+    engine. Returns the result file."""
+    import json
+
+    from engine.loaders import load_conversation
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+    from workbench.model import DEMO_PATH
+
+    run = workspace / "benchmarks" / BENCH_RUN
+    run.mkdir(parents=True, exist_ok=True)
+    data = json.loads(BENCH_FIXTURE.read_text(encoding="utf-8"))
+    data["source"] = str(DEMO_PATH)
+    conversation = load_conversation(DEMO_PATH)
+    for task in data["tasks"]:
+        db = run / task["db"]
+        if db.exists():
+            continue
+        db.parent.mkdir(parents=True, exist_ok=True)
+        engine = data["systems"][task["system"]]["engine"]
+        session = open_session(db, engine=engine, conversation=conversation.id, source=str(DEMO_PATH),
+                               schedule=data["schedule"], label="bundled demo", embedder=embedder)
+        replay(session, conversation, Schedule.parse(data["schedule"]))
+    result = run / "result.json"
+    result.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return result
+
+
+def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = None, miss: str = "demo:q7",
+                          system: str = "naive") -> dict[str, str]:
+    """The Benchmark page on `result`, the workspace's newest run (start the app with MEMWB_WORKSPACE =
+    `bench_fixture_workspace()`'s folder): the charts, then `system`'s miss on question `miss` selected in the
+    question table (misses only) and read beside the other system (screenshot 12_benchmark), then opened on the
+    Retrieval page. Returns the Benchmark page's text and the Retrieval page's."""
+    from playwright.sync_api import expect
+
+    from workbench.bench_result import load_result
+    from workbench.benchmark_view import QuestionFilter, filtered_questions
+
+    loaded = load_result(result)
+    misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))
+    row = next(i for i, q in enumerate(misses) if q["system"] == system and q["question_id"] == miss)
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    open_page(page, "Benchmark")
+    expect(page.get_by_text("Per-round curves")).to_be_visible()
+    page.get_by_text("Misses only", exact=True).click()
+    wait_idle(page)
+    grid = page.get_by_test_id("stDataFrame").filter(has_text="question").last
+    grid.scroll_into_view_if_needed()
+    grid.click(position={"x": 15, "y": GRID_ROW_PX * (row + 1) + GRID_ROW_PX // 2})     # the row's select box
+    wait_idle(page, 2500)                                     # plots draw after the rerun
+    combo = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
+    expect(combo).to_have_value(re.compile(rf"^{re.escape(system)} · .* · {re.escape(miss)} · .* · miss$"))
+    texts = {"benchmark": page.inner_text("body"), "picked": combo.input_value()}
+    if shots is not None:
+        tall_screenshot(page, shots / "12_benchmark.png", 4600)
+    page.get_by_role("button", name=re.compile(r"^Open on the Retrieval page at turn \d+")).first.click()
+    page.wait_for_function("() => location.pathname.endsWith('/retrieval')")
+    expect(page.get_by_text("Missed gold evidence").first).to_be_visible(timeout=180_000)
+    wait_idle(page, 1500)
+    texts["retrieval"] = page.inner_text("body")
+    return texts

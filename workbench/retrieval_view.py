@@ -24,6 +24,7 @@ from workbench.text import MISSING, md_code, md_escape
 HIT, MISS = "✓ hit", "✗ miss"
 VISIBLE_MARK, ARCHIVED_MARK = "● visible", "◌ archived"     # All-Mem's statuses as `visibility_text` marks them
 STAGE_SHOWS = ("seeds", "expansion", "ranking", "context")
+QUESTION_SOURCE, FREE_SOURCE = "Dataset question", "Free query"     # the page's query radio (its key: retrieval_source)
 
 
 def _state_mark(state: MemoryState, uid: int) -> str:

@@ -1,0 +1,241 @@
+"""Benchmark: open (or run) a `memwb bench` result and compare its systems round by round, per category, by
+latency and memory size; then read any question's ranked results and open a miss on the Retrieval page.
+
+The page reads only the result file (docs/BENCHMARK_FORMAT.md) and, to open a miss, the session database
+its task ran in."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from engine.engines import engine_schema, known_engines
+from engine.loaders import LoaderError
+from engine.session import SessionError
+from engine.store import StoreError
+from engine.workspace import workspace_dir
+from workbench import benchmark_view as bv
+from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
+from workbench.model import Workbench
+from workbench.state import get_workbench, header, new_embedder, set_workbench
+from workbench.text import md_code, md_escape, table
+
+RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
+WORKSPACE, A_PATH = "Workspace runs", "A file path"
+PER_RESULT = ("bench_systems", "bench_metric", "bench_q_systems", "bench_q_categories", "bench_q_misses",
+              "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
+
+wb = get_workbench()
+header(wb)
+st.subheader("Benchmark")
+benchmarks = workspace_dir() / "benchmarks"
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _load(path: str, stamp: float) -> BenchResult:
+    return load_result(path)
+
+
+def open_result(path: Path) -> BenchResult | None:
+    try:
+        return _load(str(path), path.stat().st_mtime if path.is_file() else 0.0)
+    except BenchFileError as exc:
+        st.error(md_escape(exc), icon=":material/error:")
+        return None
+
+
+def run_form() -> None:
+    """Run a benchmark in this process; its result becomes the one shown."""
+    problem = bv.runner_problem()
+    if problem:
+        st.warning(f"Running a benchmark from the page is unavailable: {md_escape(problem)}. Run `memwb bench` and "
+                   "open its result.json here.", icon=":material/block:")
+        return
+    choices = bv.data_choices()
+    with st.form("bench_run_form"):
+        c1, c2, c3, c4 = st.columns([3, 3, 2, 1])
+        choice = c1.selectbox("Data", choices, format_func=lambda c: f"{c.label} · {c.dataset}", key="bench_run_data")
+        engines = c2.multiselect("Engines", known_engines(), default=known_engines(), key="bench_run_engines",
+                                 format_func=lambda n: engine_schema(n).label)
+        protocol = c3.radio("Protocol", ["streaming", "static"], horizontal=True, key="bench_run_protocol")
+        rounds = c4.number_input("Rounds", 1, 20, 5, key="bench_run_rounds")
+        names = sorted({a for n in known_engines() for a in engine_schema(n).ablations})
+        ablations = st.multiselect("Ablations (each a system of its own)", names, key="bench_run_ablations")
+        go = st.form_submit_button("Run benchmark", type="primary", key="bench_run_go")
+    if not go:
+        return
+    if not engines:
+        st.error("Choose at least one engine.")
+        return
+    bar = st.progress(0.0, text="Starting…")
+
+    def progress(p) -> None:
+        bar.progress(min(1.0, p.done / max(1, p.total)), text=f"{md_escape(p.label)} · {p.done} / {p.total}")
+
+    try:
+        path = bv.run_benchmark(choice, engines, ablations, protocol, rounds, progress)
+    except Exception as exc:                 # the runner's own errors name the task and inputs
+        st.error(f"The benchmark stopped: {md_escape(exc)}", icon=":material/error:")
+        return
+    if path.parent.parent == benchmarks:            # a run folder under the workspace's benchmarks/
+        st.session_state["bench_mode"], st.session_state["bench_run"] = WORKSPACE, str(path)
+    else:
+        st.session_state["bench_mode"], st.session_state["bench_path"] = A_PATH, str(path)
+    st.rerun()
+
+
+with st.expander("Run a benchmark", icon=":material/play_arrow:"):
+    run_form()
+
+runs = workspace_results(benchmarks)
+where, which = st.columns([1, 3], vertical_alignment="bottom")
+mode = where.radio("Result", [WORKSPACE, A_PATH], horizontal=True, key="bench_mode",
+                   help=f"Runs are folders under {benchmarks} (memwb bench's default --out).")
+if mode == WORKSPACE:
+    if not runs:
+        st.info(f"No benchmark in {md_code(benchmarks)} yet: run one above, or `memwb bench …`, or open a file path.")
+        st.stop()
+    names = [str(p) for p in runs]
+    if st.session_state.get("bench_run") not in names:
+        st.session_state["bench_run"] = names[0]
+    chosen = which.selectbox("Run", names, key="bench_run",
+                             format_func=lambda p: bv.result_label(Path(p), benchmarks))
+else:
+    chosen = which.text_input("Result file", key="bench_path", placeholder="/path/to/result.json (or its folder)")
+    if not chosen.strip():
+        st.info("Type the path of a result.json (memwb bench's --out folder holds one).")
+        st.stop()
+result = open_result(Path(chosen.strip()))
+if result is None:
+    st.stop()
+if st.session_state.get("bench_shown") != str(result.path):  # another result: its own systems, metrics, questions
+    for key in PER_RESULT:
+        st.session_state.pop(key, None)
+    st.session_state["bench_shown"] = str(result.path)
+
+st.caption(md_escape(bv.run_caption(result)) + f" · {md_code(result.data.get('command', ''))}")
+for task in result.failed_tasks():
+    err = task["error"]
+    st.warning(f"Task {md_code(task['conversation'])} × {md_code(task['system'])} failed: "
+               f"{md_escape(err.get('type', '') if isinstance(err, dict) else '')} "
+               f"{md_escape(err.get('message', err) if isinstance(err, dict) else err)}", icon=":material/warning:")
+
+systems = st.multiselect("Systems", result.systems, default=result.systems, key="bench_systems")
+if not systems:
+    st.info("Choose at least one system.")
+    st.stop()
+st.dataframe(table(bv.summary_frame(result, systems).round(3)), hide_index=True, width="stretch")
+
+st.markdown("#### Per-round curves")
+st.caption("Each round re-asks every question visible so far. Overall: all of them; fixed cohort: the questions "
+           "visible since round 1, so the curve shows memory ageing rather than a changing question mix.")
+st.plotly_chart(bv.curves_figure(result, systems, "overall"), width="stretch", key="bench_curves_overall")
+st.plotly_chart(bv.curves_figure(result, systems, "cohort"), width="stretch", key="bench_curves_cohort")
+
+metric = st.selectbox("Metric for the category bars, the trade-off and hit/miss", result.metrics, key="bench_metric")
+left, right = st.columns(2)
+with left:
+    st.markdown(f"#### By category at the last round · {md_escape(metric)}")
+    st.plotly_chart(bv.category_figure(result, systems, metric), width="stretch", key="bench_categories")
+with right:
+    st.markdown(f"#### {md_escape(metric)} vs query latency")
+    st.plotly_chart(bv.tradeoff_figure(result, systems, metric), width="stretch", key="bench_tradeoff")
+
+st.markdown("#### Latency by stage (p50, last round)")
+left, right = st.columns(2)
+left.plotly_chart(bv.latency_figure(result, systems, "insert"), width="stretch", key="bench_latency_insert")
+right.plotly_chart(bv.latency_figure(result, systems, "query"), width="stretch", key="bench_latency_query")
+
+st.markdown("#### Memory growth per round")
+st.plotly_chart(bv.memory_figure(result, systems), width="stretch", key="bench_memory")
+
+if result.boundaries:
+    st.markdown("#### Event boundaries (QMSum topic spans)")
+    st.caption("Mean over meetings; lower is better. ΔB: boundaries found minus gold (positive: fragmentation, "
+               "negative: over-merging). fixed-50 is the fixed-window baseline.")
+    st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
+
+
+# -- questions -------------------------------------------------------------------------------------------------
+st.markdown("#### Questions")
+f1, f2, f3 = st.columns([3, 3, 1], vertical_alignment="bottom")
+shown_systems = f1.multiselect("System", systems, default=systems, key="bench_q_systems")
+keys = sorted({str(q.get("category")) for q in result.questions})
+cats = f2.multiselect("Category", keys, key="bench_q_categories", format_func=result.category_label,
+                      placeholder="all categories")
+misses = f3.checkbox("Misses only", key="bench_q_misses")
+records = bv.filtered_questions(result, bv.QuestionFilter(tuple(shown_systems), tuple(cats), misses, metric))
+st.caption(f"{len(records)} of {len(result.questions)} question records. A miss: {md_escape(metric)} below 1 at "
+           "the question's last asking. Select a row to read it below.")
+TABLE = "bench_q_table"
+
+
+def picked_row() -> None:
+    rows = st.session_state[TABLE].selection.rows
+    if rows:
+        st.session_state["bench_q_pick"] = bv.question_key(records[rows[0]]) + (records[rows[0]]["system"],)
+
+
+st.dataframe(table(bv.questions_frame(result, records, metric)), hide_index=True, width="stretch", key=TABLE,
+             on_select=picked_row, selection_mode="single-row",
+             column_config={"question": st.column_config.TextColumn("question", width="large")})
+if not records:
+    st.stop()
+
+picks = [bv.question_key(q) + (q["system"],) for q in records]
+if st.session_state.get("bench_q_pick") not in picks:
+    st.session_state["bench_q_pick"] = picks[0]
+by_pick = dict(zip(picks, records))
+ask, beside = st.columns([4, 1])
+pick = ask.selectbox("Question", picks, key="bench_q_pick",
+                     format_func=lambda p: f"{p[2]} · {p[0]} · {p[1]} · {by_pick[p]['question']}"
+                                           f"{' · miss' if bv.is_miss(by_pick[p], metric) else ''}")
+record = by_pick[pick]
+k = result.ks[0]
+others = [s for s in result.systems if s != record["system"]] or [record["system"]]
+if st.session_state.get("bench_q_other") not in others:
+    st.session_state["bench_q_other"] = others[0]
+other = beside.selectbox("Beside it", others, key="bench_q_other")
+st.markdown(f"**Question** · {md_escape(record['question'])}  \n**Gold** · {md_escape(', '.join(record['gold']))}"
+            f" · **asked at turn** {record['turn']} of {md_code(record['conversation'])}")
+
+
+def open_on_retrieval(rec: dict) -> None:
+    """Reopen the task's session database at the question's turn, ask the question there, go to Retrieval."""
+    db = result.session_db(rec["conversation"], rec["system"])
+    if db is None:
+        st.error(f"The result names no session database for {md_code(rec['conversation'])} × "
+                 f"{md_code(rec['system'])}.")
+        return
+    try:
+        opened = Workbench.resume(db, embedder=new_embedder())
+    except (SessionError, LoaderError, StoreError, ValueError) as exc:
+        st.error(f"Could not open {md_code(db)}: {md_escape(exc)}. The open session is unchanged.",
+                 icon=":material/error:")
+        return
+    if rec["turn"] > opened.head:
+        st.error(f"{md_code(db.name)} holds {opened.head} turns, fewer than the question's turn {rec['turn']}.")
+        return
+    opened.jump(rec["turn"])
+    set_workbench(opened)
+    st.session_state.update(bv.retrieval_request(rec, opened.conversation.questions, k))
+    st.switch_page(RETRIEVAL_PAGE)
+
+
+for col, system in zip(st.columns(2), dict.fromkeys([record["system"], other])):
+    rec = bv.record_for(result, bv.question_key(record), system)
+    with col:
+        st.markdown(f"##### {md_escape(system)}")
+        if rec is None:
+            st.caption("This system has no record of the question.")
+            continue
+        st.caption(" · ".join(f"{md_escape(m)} {v:.2f}" for m, v in rec["metrics"].items() if v is not None))
+        st.dataframe(table(bv.gold_frame(rec, k)), hide_index=True, width="stretch")
+        st.caption(f"Source rank among the {len(rec['ranked'])} ranked source ids the file keeps (– : not among "
+                   "them). The returned results, * = gold:")
+        st.dataframe(table(bv.results_frame(rec)), hide_index=True, width="stretch",
+                     column_config={"path": st.column_config.TextColumn("path", width="medium")})
+        if st.button(f"Open on the Retrieval page at turn {rec['turn']}", key=f"bench_open_{system}",
+                     icon=":material/search:", help="Reopens this task's session database at the question's turn "
+                     "and asks the question there: the engine's path and why gold turns were missed."):
+            open_on_retrieval(rec)

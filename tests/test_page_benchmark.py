@@ -1,0 +1,273 @@
+"""The Benchmark page through Streamlit's AppTest, on the hand-made result file (tests/fixtures/
+bench_result_small.json) in a workspace whose session databases are the bundled demo replayed for real."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from apptest import shown_text, start_app
+from engine.workspace import ENV
+from workbench import benchmark_view as bv
+from workbench.bench_result import BenchFileError, BenchResult, load_result
+from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace
+from workbench.retrieval_view import FREE_SOURCE, MISS, QUESTION_SOURCE
+
+PAGE = "../pages/6_benchmark.py"
+MD_QUESTION = "demo:q99"            # its text holds **bold** and a markdown link
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """The fixture's run in a workspace of its own, for the whole module (the replays take a few seconds)."""
+    folder = tmp_path_factory.mktemp("bench-workspace")
+    result = bench_fixture_workspace(folder)
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(folder)
+    yield result
+    if before is None:
+        del os.environ[ENV]
+    else:
+        os.environ[ENV] = before
+
+
+def open_page() -> AppTest:
+    at, _ = start_app()
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def questions_table(at: AppTest):
+    return next(d.value for d in at.dataframe if "question" in d.value.columns)
+
+
+def test_a_workspace_run_opens_with_every_chart(workspace):
+    at = open_page()
+    result = load_result(workspace)
+    assert at.selectbox(key="bench_run").value == str(workspace)
+    figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(figures) == 7                 # curves ×2, categories, trade-off, latency ×2, memory
+    overall, cohort, categories, tradeoff, inserts, queries, memory = figures
+    for fig, scope in ((overall, "overall"), (cohort, "cohort")):
+        for system in ("allmem", "naive"):
+            lines = [t for t in fig["data"] if t["legendgroup"] == system]
+            assert len(lines) == len(result.metrics)               # one line per metric panel
+            rounds = [r for r in result.rounds_detail if r["system"] == system]
+            assert lines[0]["y"] == [r[scope]["r@5"] for r in rounds] and lines[0]["x"] == [1, 2]
+    assert overall["data"][0]["y"] != cohort["data"][0]["y"]
+    assert [t["name"] for t in categories["data"]] == ["allmem", "naive"]
+    assert categories["data"][0]["x"] == ["multi-hop", "temporal", "open-domain", "single-hop"]
+    assert [t["name"] for t in tradeoff["data"]] == ["allmem", "naive"]
+    assert tradeoff["data"][1]["x"] == [pytest.approx(3.0)]      # naive's one query stage, p50 2.4 ms × 1.25
+    assert [t["name"] for t in queries["data"]] == ["stage1", "stage2", "stage3", "rank"]
+    assert queries["data"][3]["y"] == [None, pytest.approx(3.0)]   # only naive has a "rank" stage
+    assert {t["name"] for t in inserts["data"]} == {"embed", "anchor", "link", "write"}
+    assert {t["name"] for t in memory["data"]} >= {"unit · visible", "unit · archived", "semantic", "turn · stored"}
+    assert [t["y"] for t in memory["data"] if t["name"] == "turn · stored"] == [[46, 80]]
+
+    if bv.runner_problem():                   # the runner is not installed: the page says so and offers no form
+        assert any("Running a benchmark from the page is unavailable" in w.value for w in at.warning)
+    else:
+        assert any(b.label == "Run benchmark" for b in at.get("form_submit_button"))
+
+    at.multiselect(key="bench_systems").set_value(["naive"]).run()
+    assert not at.exception
+    overall, *_ = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert {t["legendgroup"] for t in overall["data"]} == {"naive"} and len(overall["data"]) == 4
+
+
+def test_filters_change_the_question_table(workspace):
+    at = open_page()
+    assert len(questions_table(at)) == 12                      # 6 questions × 2 systems
+    at.multiselect(key="bench_q_systems").set_value(["naive"]).run()
+    frame = questions_table(at)
+    assert len(frame) == 6 and set(frame["system"]) == {"naive"}
+    at.checkbox(key="bench_q_misses").check().run()
+    frame = questions_table(at)
+    assert sorted(frame["id"]) == ["demo:q7", "demo:q8"] and set(frame["gold"]) == {MISS}
+    assert (frame["r@5"] < 1).all()
+    at.multiselect(key="bench_q_categories").set_value(["1"]).run()
+    assert set(questions_table(at)["category"]) == {"multi-hop"}
+    at.multiselect(key="bench_q_systems").set_value(["allmem"]).run()
+    assert sorted(questions_table(at)["id"]) == ["demo:q7", "demo:q8"]
+    at.selectbox(key="bench_metric").set_value("r@10").run()  # All-Mem has every gold turn within its top 10
+    assert questions_table(at).empty and not at.exception
+
+
+def test_side_by_side_and_dataset_strings_are_escaped(workspace):
+    at = open_page()
+    pick = ("demo", MD_QUESTION, "allmem")
+    at.selectbox(key="bench_q_pick").set_value(pick).run()
+    assert not at.exception
+    record = next(q for q in load_result(workspace).questions if q["question_id"] == MD_QUESTION)
+    source = next(m.value for m in at.markdown if m.value.startswith("**Question**"))
+    text, kinds = shown_text(source)
+    assert record["question"] in text and "**bold**" in text
+    assert "link_open" not in kinds
+    ranked = [d.value for d in at.dataframe if "path" in d.value.columns]
+    assert len(ranked) == 2                                   # allmem beside naive
+    assert list(ranked[0]["source ids"])[0] == "D1:7*"        # the gold turn, starred
+    assert "—semantic→" in ranked[0]["path"].iloc[2]
+    assert (ranked[1]["hop"] == 0).all()                      # naive RAG: no hops
+
+
+def test_opening_a_miss_reopens_its_session_on_the_retrieval_page(workspace):
+    at = open_page()
+    at.multiselect(key="bench_q_systems").set_value(["naive"]).run()
+    at.checkbox(key="bench_q_misses").check().run()
+    at.selectbox(key="bench_q_pick").set_value(("demo", "demo:q7", "naive")).run()
+    at.button(key="bench_open_naive").click().run()
+    assert not at.exception, at.exception
+    wb = at.session_state["workbench"]
+    assert wb.db_path == workspace.parent / "sessions" / "demo-naive.sqlite"
+    assert wb.engine_name == "naive" and wb.cursor == 80 and wb.head == 102
+    assert at.session_state["retrieval_source"] == QUESTION_SOURCE
+    assert at.session_state["retrieval_question"].id == "demo:q7"
+    assert at.radio(key="retrieval_source").value == QUESTION_SOURCE
+    assert at.selectbox(key="retrieval_question").value.id == "demo:q7"
+    assert any("Missed gold evidence" in m.value for m in at.markdown)
+
+
+def test_a_question_the_conversation_lacks_opens_as_a_free_query(workspace):
+    """demo:q99 is only in the result file: the Retrieval page gets its text as a free query, at its turn."""
+    at = open_page()
+    at.selectbox(key="bench_q_pick").set_value(("demo", MD_QUESTION, "allmem")).run()
+    at.button(key="bench_open_allmem").click().run()
+    assert not at.exception, at.exception
+    record = next(q for q in load_result(workspace).questions if q["question_id"] == MD_QUESTION)
+    wb = at.session_state["workbench"]
+    assert wb.db_path.name == "demo-allmem.sqlite" and wb.cursor == record["turn"]
+    assert at.radio(key="retrieval_source").value == FREE_SOURCE
+    assert at.text_input(key="retrieval_query").value == record["question"]
+    assert at.number_input(key="retrieval_k").value == 5
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("{\"format\": \"memwb-bench/1\", ", "is not valid JSON"),
+    ("[1, 2]", "holds a JSON list"),
+    ("{\"format\": \"other/2\"}", "has format 'other/2'"),
+])
+def test_a_malformed_file_names_what_is_wrong(tmp_path, content, problem):
+    bad = tmp_path / "result.json"
+    bad.write_text(content)
+    with pytest.raises(BenchFileError, match=problem):
+        load_result(bad)
+
+
+def test_a_record_missing_a_field_is_named(tmp_path, workspace):
+    data = json.loads(BENCH_FIXTURE.read_text())
+    del data["questions"][3]["ranked"]
+    bad = tmp_path / "result.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(BenchFileError, match=r'questions\[3\]: "ranked" is missing'):
+        load_result(bad)
+    at = open_page()
+    at.radio(key="bench_mode").set_value("A file path").run()
+    at.text_input(key="bench_path").input(str(bad)).run()
+    assert not at.exception
+    [error] = at.error
+    shown, _ = shown_text(error.value)
+    assert f'{bad} is not a complete memwb-bench/1 result: questions[3]: "ranked" is missing' == shown
+    assert not at.get("plotly_chart")
+    at.text_input(key="bench_path").input(str(tmp_path / "nothing.json")).run()
+    assert shown_text(at.error[0].value)[0] == f"no benchmark result at {tmp_path / 'nothing.json'}"
+    at.text_input(key="bench_path").input(str(Path(workspace).parent)).run()   # a run folder opens too
+    assert not at.error and len(at.get("plotly_chart")) == 7
+
+
+def test_names_from_the_file_reach_plotly_as_text():
+    """Plotly reads HTML in trace names and tick labels: a category or system named with markup is escaped."""
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["categories"]["1"] = '<a href="https://example.com">multi</a>'
+    data["systems"]["<b>x</b>"] = data["systems"].pop("naive")
+    for part in ("rounds_detail", "questions", "tasks"):
+        for record in data[part]:
+            record["system"] = "<b>x</b>" if record["system"] == "naive" else record["system"]
+    data["summary"]["<b>x</b>"] = data["summary"].pop("naive")
+    result = BenchResult(BENCH_FIXTURE, data)
+    fig = bv.category_figure(result, result.systems, "r@5")
+    assert fig.data[0].x[0] == '&lt;a href="https://example.com"&gt;multi&lt;/a&gt;'
+    assert [t.name for t in fig.data] == ["allmem", "&lt;b&gt;x&lt;/b&gt;"]
+    assert all("<b>" not in t.name for f in (bv.curves_figure(result, result.systems),
+                                            bv.tradeoff_figure(result, result.systems, "r@5")) for t in f.data)
+
+
+def test_boundaries_table_means_over_meetings(tmp_path, workspace):
+    """QMSum: the table pools each system's meetings (fixed-50 included), hand-computed means; the page shows it."""
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["boundaries"] = [
+        {"meeting": "Bed003", "system": "allmem", "turns": 800, "boundaries": 12, "gold_boundaries": 9,
+         "pk": 0.30, "window_diff": 0.40, "delta_b": 3, "delta_b_rate": 0.33},
+        {"meeting": "Bmr005", "system": "allmem", "turns": 600, "boundaries": 5, "gold_boundaries": 7,
+         "pk": 0.20, "window_diff": 0.30, "delta_b": -2, "delta_b_rate": -0.29},
+        {"meeting": "Bed003", "system": "fixed-50", "turns": 800, "boundaries": 16, "gold_boundaries": 9,
+         "pk": 0.45, "window_diff": 0.55, "delta_b": 7, "delta_b_rate": 0.78},
+    ]
+    frame = bv.boundaries_frame(BenchResult(BENCH_FIXTURE, data)).set_index("system")
+    assert list(frame.index) == ["allmem", "fixed-50"]
+    assert frame.loc["allmem", "meetings"] == 2 and frame.loc["allmem", "Pk"] == pytest.approx(0.25)
+    assert frame.loc["allmem", "WindowDiff"] == pytest.approx(0.35) and frame.loc["allmem", "ΔB"] == 0.5
+    assert frame.loc["fixed-50", "ΔB rate"] == pytest.approx(0.78)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    at = open_page()
+    at.radio(key="bench_mode").set_value("A file path").run()
+    at.text_input(key="bench_path").input(str(path)).run()
+    shown = next(d.value for d in at.dataframe if "WindowDiff" in d.value.columns)
+    assert list(shown["system"]) == ["allmem", "fixed-50"] and list(shown["Pk"]) == [0.25, 0.45]
+
+
+@pytest.mark.skipif(bv.runner_problem() is not None, reason="engine.bench.runner is not on this branch yet")
+def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
+    """The form runs naive RAG over the bundled demo (2 rounds) in this process; the new result is then shown."""
+    monkeypatch.setenv(ENV, str(tmp_path))
+    at = open_page()
+    at.selectbox(key="bench_run_data").set_value(bv.data_choices()[0])
+    at.multiselect(key="bench_run_engines").set_value(["naive"])
+    at.number_input(key="bench_run_rounds").set_value(2)
+    at.button(key="bench_run_go").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    shown = at.selectbox(key="bench_run").value if at.radio(key="bench_mode").value == "Workspace runs" \
+        else at.text_input(key="bench_path").value
+    result = load_result(shown)
+    assert result.systems == ["naive"] and result.data["rounds"] == 2
+    assert len(at.get("plotly_chart")) == 7
+
+
+def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, workspace):
+    """A system, a conversation, a category and a question named with markdown (**, a backtick, a link): every
+    markdown source of the page shows them as typed and holds no link; no table or caption shows "None"."""
+    from test_page_markup import check_literal, none_words, null_cells
+
+    system, conversation, category = "**naive**", "md`conv", "[open](https://example.com)"
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["systems"][system] = data["systems"].pop("naive")
+    data["summary"][system] = data["summary"].pop("naive")
+    data["categories"]["1"] = category
+    data["conversations"] = [conversation]
+    for part in ("rounds_detail", "questions", "tasks"):
+        for record in data[part]:
+            record["system"] = system if record["system"] == "naive" else record["system"]
+            if "conversation" in record:
+                record["conversation"] = conversation
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    at = open_page()
+    at.radio(key="bench_mode").set_value("A file path").run()
+    at.text_input(key="bench_path").input(str(path)).run()
+    at.selectbox(key="bench_q_pick").set_value((conversation, MD_QUESTION, system)).run()
+    assert not at.exception
+    seen = check_literal(at)
+    record = next(q for q in data["questions"] if q["question_id"] == MD_QUESTION)
+    assert f"Question · {record['question']}" in seen and f"of {conversation}" in seen
+    assert system in seen.splitlines() and category not in seen       # (the category shows in the table only)
+    at.selectbox(key="bench_q_pick").set_value((conversation, "demo:q7", system)).run()
+    assert null_cells(at) == [] and none_words(at) == []
+    gold = next(d.value for d in at.dataframe if "gold turn" in d.value.columns)
+    assert list(gold["source rank"]) == ["–", "–", "5", "1"]          # D2:6 and D3:9 are not in naive's ranking

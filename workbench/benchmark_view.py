@@ -1,0 +1,356 @@
+"""The Benchmark page's tables and plotly figures, built from a `BenchResult` (no engine work here).
+
+Every system keeps one colour across the figures. Plotly reads a subset of HTML in trace names, tick labels
+and hover text, so every name that comes from the file (systems, categories, stages, statuses, edge types)
+goes through `html.escape` before it reaches a figure.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from workbench.bench_result import BenchResult
+from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE
+
+PALETTE = qualitative.Plotly + qualitative.D3
+STACK = qualitative.Set2 + qualitative.Pastel1
+MEMORY_COLUMNS = 4                   # systems per row of the memory-growth grid
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
+
+
+def esc(text) -> str:
+    return html.escape(str(text), quote=False)
+
+
+def system_colors(systems: list[str]) -> dict[str, str]:
+    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(systems)}
+
+
+def result_label(path: Path, benchmarks: Path) -> str:
+    """How a run reads in the picker: its folder under the workspace's benchmarks/ (or the path)."""
+    try:
+        return str(path.parent.relative_to(benchmarks))
+    except ValueError:
+        return str(path)
+
+
+def run_caption(result: BenchResult) -> str:
+    """One line on what ran: dataset, protocol, rounds, conversations, embedder, schedule (plain text)."""
+    d = result.data
+    return (f"{d['dataset']} · {d['protocol']} protocol · {d['rounds']} round(s) · "
+            f"{len(d.get('conversations') or [])} conversation(s) · {len(result.questions)} question records · "
+            f"embedder {d.get('embedder', '?')} · schedule {d.get('schedule', '?')}")
+
+
+# -- the round-by-round figures ---------------------------------------------------------------------------
+def _rounds(result: BenchResult, system: str) -> list[dict]:
+    return sorted((r for r in result.rounds_detail if r["system"] == system), key=lambda r: r["round"])
+
+
+SCOPES = {"overall": "Overall: every question visible at the round",
+          "cohort": "Fixed cohort: the questions visible since round 1"}
+
+
+def curves_figure(result: BenchResult, systems: list[str], scope: str = "overall") -> go.Figure:
+    """One panel per metric; a line per system over the rounds. `scope` is "overall" or "cohort" (the
+    questions visible since round 1)."""
+    metrics = result.metrics
+    colors = system_colors(result.systems)
+    fig = make_subplots(rows=1, cols=max(1, len(metrics)), subplot_titles=[esc(m) for m in metrics],
+                        shared_yaxes=True, horizontal_spacing=0.03)
+    for s in systems:
+        rows = _rounds(result, s)
+        for i, m in enumerate(metrics, 1):
+            fig.add_trace(go.Scatter(x=[r["round"] for r in rows], y=[(r.get(scope) or {}).get(m) for r in rows],
+                                     mode="lines+markers", name=esc(s), legendgroup=s, showlegend=i == 1,
+                                     line=dict(color=colors[s]),
+                                     hovertemplate=f"{esc(s)} · {esc(m)}<br>round %{{x}}: %{{y:.3f}}<extra></extra>"),
+                          row=1, col=i)
+    fig.update_xaxes(dtick=1, title_text="round")
+    fig.update_yaxes(range=[0, 1.02])
+    fig.update_layout(height=350, **_LAYOUT)
+    fig.update_layout(title=dict(text=SCOPES[scope], font=dict(size=14)), margin=dict(t=70, b=40),
+                      legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.Figure:
+    """`metric` per category at the last round: a group of bars per category, one bar per system."""
+    colors = system_colors(result.systems)
+    keys = sorted({k for s in systems for k in (result.summary.get(s, {}).get("by_category") or {})},
+                  key=_category_order)
+    labels = [esc(result.category_label(k)) for k in keys]
+    fig = go.Figure()
+    for s in systems:
+        by_cat = result.summary.get(s, {}).get("by_category") or {}
+        fig.add_trace(go.Bar(x=labels, y=[(by_cat.get(k) or {}).get(metric) for k in keys], name=esc(s),
+                             marker_color=colors[s],
+                             customdata=[(by_cat.get(k) or {}).get("n") for k in keys],
+                             hovertemplate=f"{esc(s)} · %{{x}}<br>{esc(metric)} %{{y:.3f}} (n=%{{customdata}})"
+                                           "<extra></extra>"))
+    fig.update_layout(barmode="group", height=340, yaxis=dict(range=[0, 1.02], title=esc(metric)), **_LAYOUT)
+    return fig
+
+
+def _category_order(key: str):
+    return (0, int(key), "") if str(key).isdigit() else (1, 0, str(key))
+
+
+def stage_p50(latency: dict, kind: str) -> dict[str, float]:
+    """p50 milliseconds per stage of `kind` ("insert" or "query")."""
+    return {stage: float(v["p50"]) for stage, v in ((latency or {}).get(kind) or {}).items()
+            if isinstance(v, dict) and v.get("p50") is not None}
+
+
+def query_p50(latency: dict) -> float | None:
+    """A query's p50 latency: the "total" stage when the file records one, else the stages' p50s added up."""
+    stages = stage_p50(latency, "query")
+    if "total" in stages:
+        return stages["total"]
+    return sum(stages.values()) if stages else None
+
+
+def latency_figure(result: BenchResult, systems: list[str], kind: str) -> go.Figure:
+    """p50 milliseconds per stage at the last round, stacked, one bar per system."""
+    stages: list[str] = []
+    per_system = {s: stage_p50(result.summary.get(s, {}).get("latency_ms"), kind) for s in systems}
+    for values in per_system.values():
+        stages += [st for st in values if st not in stages and st != "total"]
+    fig = go.Figure()
+    for i, stage in enumerate(stages):
+        fig.add_trace(go.Bar(x=[esc(s) for s in systems], y=[per_system[s].get(stage) for s in systems],
+                             name=esc(stage), marker_color=STACK[i % len(STACK)],
+                             hovertemplate=f"%{{x}} · {esc(stage)}: %{{y:.2f}} ms<extra></extra>"))
+    fig.update_layout(barmode="stack", height=340, title=f"{kind} p50 by stage (ms)",
+                      yaxis=dict(title="ms"), **_LAYOUT)
+    return fig
+
+
+def tradeoff_figure(result: BenchResult, systems: list[str], metric: str) -> go.Figure:
+    """`metric` at the last round against query latency p50: one point per system."""
+    colors = system_colors(result.systems)
+    fig = go.Figure()
+    for s in systems:
+        summary = result.summary.get(s, {})
+        x, y = query_p50(summary.get("latency_ms")), (summary.get("overall") or {}).get(metric)
+        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", name=esc(s), text=[esc(s)],
+                                 textposition="top center", marker=dict(size=14, color=colors[s]),
+                                 hovertemplate=f"{esc(s)}<br>query p50 %{{x:.2f}} ms<br>{esc(metric)} %{{y:.3f}}"
+                                               "<extra></extra>"))
+    fig.update_layout(height=340, xaxis=dict(title="query latency p50 (ms)", rangemode="tozero"),
+                      yaxis=dict(title=esc(metric), range=[0, 1.08]), showlegend=False, **_LAYOUT)
+    return fig
+
+
+def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
+    """Per system (a column each, wrapping after `MEMORY_COLUMNS`): nodes by kind and status, then edges by
+    type, stacked per round. One colour per status or edge type across all systems."""
+    cols = max(1, min(MEMORY_COLUMNS, len(systems)))
+    blocks = max(1, math.ceil(len(systems) / cols))
+    titles = []
+    for b in range(blocks):
+        chunk = systems[b * cols:(b + 1) * cols]
+        titles += [f"{esc(s)} · nodes" for s in chunk] + [""] * (cols - len(chunk))
+        titles += [f"{esc(s)} · edges" for s in chunk] + [""] * (cols - len(chunk))
+    fig = make_subplots(rows=2 * blocks, cols=cols, subplot_titles=titles, vertical_spacing=0.2 / blocks,
+                        horizontal_spacing=0.04)
+    colors: dict[str, str] = {}
+
+    def color(name: str) -> str:
+        return colors.setdefault(name, STACK[len(colors) % len(STACK)])
+
+    for i, s in enumerate(systems):
+        row, col = 2 * (i // cols) + 1, i % cols + 1
+        rows = _rounds(result, s)
+        x = [r["round"] for r in rows]
+        nodes = sorted({f"{kind} · {status}" for r in rows
+                        for kind, statuses in ((r.get("memory") or {}).get("nodes") or {}).items() for status in statuses})
+        for name in nodes:
+            kind, status = name.split(" · ", 1)
+            y = [(((r.get("memory") or {}).get("nodes") or {}).get(kind) or {}).get(status, 0) for r in rows]
+            fig.add_trace(go.Bar(x=x, y=y, name=esc(name), legendgroup="n:" + name, marker_color=color("n:" + name),
+                                 showlegend=_first(fig, "n:" + name),
+                                 hovertemplate=f"{esc(s)} · {esc(name)}<br>round %{{x}}: %{{y}}<extra></extra>"),
+                          row=row, col=col)
+        edges = sorted({t for r in rows for t in ((r.get("memory") or {}).get("edges") or {})})
+        if not edges:
+            panel = fig.get_subplot(row + 1, col)            # placed on the page: the panel has no axis data
+            fig.add_annotation(text="keeps no edges", showarrow=False, font=dict(color="gray"), xref="paper",
+                               yref="paper", x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2)
+        for t in edges:
+            y = [((r.get("memory") or {}).get("edges") or {}).get(t, 0) for r in rows]
+            fig.add_trace(go.Bar(x=x, y=y, name=esc(t), legendgroup="e:" + t, marker_color=color("e:" + t),
+                                 showlegend=_first(fig, "e:" + t),
+                                 hovertemplate=f"{esc(s)} · {esc(t)}<br>round %{{x}}: %{{y}}<extra></extra>"),
+                          row=row + 1, col=col)
+    fig.update_xaxes(dtick=1)
+    fig.update_layout(barmode="stack", height=300 * blocks + 120, **_LAYOUT)
+    fig.update_layout(legend=dict(orientation="h", y=-0.1 / blocks))
+    return fig
+
+
+def _first(fig: go.Figure, group: str) -> bool:
+    """Whether no trace of `group` is in the figure yet: one legend entry per status or edge type."""
+    return not any(t.legendgroup == group for t in fig.data)
+
+
+# -- tables -----------------------------------------------------------------------------------------------
+def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
+    """Per system at the last round: every metric overall and on the cohort, latency p50s, the task time."""
+    seconds: dict[str, float] = {}
+    for t in result.tasks:
+        seconds[t["system"]] = seconds.get(t["system"], 0.0) + float(t.get("seconds") or 0.0)
+    rows = []
+    for s in systems:
+        summary = result.summary.get(s, {})
+        row = {"system": s, "engine": result.data["systems"].get(s, {}).get("engine", s)}
+        row |= {m: (summary.get("overall") or {}).get(m) for m in result.metrics}
+        row |= {f"cohort {m}": (summary.get("cohort") or {}).get(m) for m in result.metrics[:2]}
+        inserts = stage_p50(summary.get("latency_ms"), "insert")
+        row["insert p50 (ms)"] = inserts.get("total", sum(inserts.values())) if inserts else None
+        row["query p50 (ms)"] = query_p50(summary.get("latency_ms"))
+        row["seconds"] = round(seconds.get(s, 0.0), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def boundaries_frame(result: BenchResult) -> pd.DataFrame:
+    """QMSum: mean Pk, WindowDiff and ΔB per system over the meetings (fixed-50 too), lower is better."""
+    frame = pd.DataFrame(result.boundaries)
+    if frame.empty:
+        return frame
+    agg = frame.groupby("system", sort=False).agg(meetings=("meeting", "nunique"), pk=("pk", "mean"),
+                                                  window_diff=("window_diff", "mean"), delta_b=("delta_b", "mean"))
+    if "delta_b_rate" in frame:
+        agg["delta_b_rate"] = frame.groupby("system", sort=False)["delta_b_rate"].mean()
+    agg = agg.rename(columns={"pk": "Pk", "window_diff": "WindowDiff", "delta_b": "ΔB", "delta_b_rate": "ΔB rate"})
+    return agg.reset_index().round(3)
+
+
+def is_miss(record: dict, metric: str) -> bool:
+    """A miss: some gold turn is outside the top K of `metric` (its value is below 1)."""
+    value = record["metrics"].get(metric)
+    return value is not None and value < 1
+
+
+@dataclass(frozen=True)
+class QuestionFilter:
+    systems: tuple[str, ...]
+    categories: tuple[str, ...]         # category keys; empty: all
+    misses_only: bool
+    metric: str                         # what decides hit or miss
+
+
+def filtered_questions(result: BenchResult, f: QuestionFilter) -> list[dict]:
+    return [q for q in result.questions
+            if q["system"] in f.systems and (not f.categories or str(q.get("category")) in f.categories)
+            and (not f.misses_only or is_miss(q, f.metric))]
+
+
+def questions_frame(result: BenchResult, records: list[dict], metric: str) -> pd.DataFrame:
+    """One row per (system, conversation, question): its metrics at its last asking and hit or miss."""
+    rows = [{"system": q["system"], "conversation": q["conversation"], "id": q["question_id"],
+             "category": result.category_label(q.get("category")), "question": q["question"],
+             **{m: q["metrics"].get(m) for m in result.metrics},
+             "gold": MISS if is_miss(q, metric) else HIT, "turn": q["turn"]} for q in records]
+    columns = ["system", "conversation", "id", "category", "question", *result.metrics, "gold", "turn"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def question_key(record: dict) -> tuple[str, str]:
+    return record["conversation"], record["question_id"]
+
+
+def record_for(result: BenchResult, key: tuple[str, str], system: str) -> dict | None:
+    return next((q for q in result.questions if question_key(q) == key and q["system"] == system), None)
+
+
+def hop_path(result_row: dict) -> str:
+    """`u3 —semantic→ u17`: the hops retrieval took from the result's seed (empty for a direct hit)."""
+    path = result_row.get("path") or []
+    if not path:
+        return "direct"
+    hops = [f"—{h.get('type')}{' (reverse)' if h.get('reverse') else ''}→ u{h.get('dst')}" for h in path]
+    return " ".join([f"u{path[0].get('src')}", *hops])
+
+
+def results_frame(record: dict) -> pd.DataFrame:
+    """The system's ranked results for the question: unit, source ids (gold starred), score, hop, path."""
+    gold = set(record["gold"])
+    rows = [{"rank": i, "unit": f"u{r.get('unit')}",
+             "source ids": ", ".join(f"{s}*" if s in gold else s for s in r.get("source_ids") or []),
+             "score": r.get("score"), "hop": r.get("hop"), "path": hop_path(r)}
+            for i, r in enumerate(record["results"], 1)]
+    return pd.DataFrame(rows, columns=["rank", "unit", "source ids", "score", "hop", "path"])
+
+
+def gold_frame(record: dict, k: int) -> pd.DataFrame:
+    """Each gold turn: its rank among the ranked source ids, and hit (within the top k) or miss."""
+    ranked = list(record["ranked"])
+    rows = []
+    for g in record["gold"]:
+        rank = ranked.index(g) + 1 if g in ranked else None
+        rows.append({"gold turn": g, "source rank": rank, f"in top {k}": HIT if rank and rank <= k else MISS})
+    return pd.DataFrame(rows, columns=["gold turn", "source rank", f"in top {k}"])
+
+
+def retrieval_request(record: dict, questions, k: int) -> dict:
+    """The Retrieval page's session keys that ask this record's question: the dataset question when the
+    conversation has it (so its gold evidence and the missed-gold lines show), else its text as a free query."""
+    known = next((q for q in questions if q.id == record["question_id"]), None)
+    request = {"retrieval_k": int(k), "retrieval_query": record["question"]}
+    if known is not None:
+        request |= {"retrieval_source": QUESTION_SOURCE, "retrieval_question": known}
+    else:
+        request["retrieval_source"] = FREE_SOURCE
+    return request
+
+
+# -- running a benchmark from the page ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class DataChoice:
+    label: str
+    dataset: str                        # the kind memwb bench --dataset takes
+    path: Path
+
+
+def data_choices() -> list[DataChoice]:
+    """The datasets the run form offers: the bundled demo, the causal suite's validation split, and the LoCoMo
+    dev file and QMSum test meetings when they are on this machine."""
+    from workbench.model import DEMO_PATH, LOCOMO_PATH, ROOT
+
+    choices = [DataChoice("bundled demo (demo.jsonl)", "locomo", DEMO_PATH),
+               DataChoice("causal suite · validation split", "causal", ROOT / "datasets" / "causal" / "validation.jsonl")]
+    if LOCOMO_PATH.is_file():
+        choices.insert(1, DataChoice(f"LoCoMo dev ({LOCOMO_PATH.name})", "locomo", LOCOMO_PATH))
+    qmsum = ROOT.parent / "shared" / "data" / "qmsum" / "test"
+    if qmsum.is_dir():
+        choices.append(DataChoice("QMSum test meetings", "qmsum", qmsum))
+    return choices
+
+
+def runner_problem() -> str | None:
+    """Why the page cannot run a benchmark here (the runner is not installed), or None."""
+    try:
+        from engine.bench.runner import BenchConfig, run_benchmark  # noqa: F401
+    except ImportError as exc:
+        return f"the benchmark runner (engine.bench.runner) is not available: {exc}"
+    return None
+
+
+def run_benchmark(choice: DataChoice, engines: list[str], ablations: list[str], protocol: str, rounds: int,
+                  progress) -> Path:
+    """Run `memwb bench` in this process into a new folder under the workspace's benchmarks/; `progress` hears
+    each step (done, total, label). Returns the result file."""
+    from engine.bench.runner import BenchConfig, run_benchmark as run
+
+    config = BenchConfig(dataset=choice.dataset, source=choice.path, engines=list(engines), ablations=list(ablations),
+                         protocol=protocol, rounds=int(rounds), ks=(5, 10), conversations=None, out=None, ray=None)
+    return Path(run(config, progress=progress))
