@@ -46,11 +46,6 @@ def open_result(path: Path) -> BenchResult | None:
 
 def run_form() -> None:
     """Run a benchmark in this process; its result becomes the one shown."""
-    problem = bv.runner_problem()
-    if problem:
-        st.warning(f"Running a benchmark from the page is unavailable: {md_escape(problem)}. Run `memwb bench` and "
-                   "open its result.json here.", icon=":material/block:")
-        return
     choices = bv.data_choices()
     with st.form("bench_run_form"):
         c1, c2, c3, c4 = st.columns([3, 3, 2, 1])

@@ -336,21 +336,12 @@ def data_choices() -> list[DataChoice]:
     return choices
 
 
-def runner_problem() -> str | None:
-    """Why the page cannot run a benchmark here (the runner is not installed), or None."""
-    try:
-        from engine.bench.runner import BenchConfig, run_benchmark  # noqa: F401
-    except ImportError as exc:
-        return f"the benchmark runner (engine.bench.runner) is not available: {exc}"
-    return None
-
-
 def run_benchmark(choice: DataChoice, engines: list[str], ablations: list[str], protocol: str, rounds: int,
                   progress) -> Path:
     """Run `memwb bench` in this process into a new folder under the workspace's benchmarks/; `progress` hears
     each step (done, total, label). Returns the result file."""
-    from engine.bench.runner import BenchConfig, run_benchmark as run
+    from engine.bench.runner import BenchConfig, run_benchmark as run   # only when a run is asked for
 
-    config = BenchConfig(dataset=choice.dataset, source=choice.path, engines=list(engines), ablations=list(ablations),
-                         protocol=protocol, rounds=int(rounds), ks=(5, 10), conversations=None, out=None, ray=None)
+    config = BenchConfig(dataset=choice.dataset, source=str(choice.path), engines=tuple(engines),
+                         ablations=tuple(ablations), protocol=protocol, rounds=int(rounds))
     return Path(run(config, progress=progress))
