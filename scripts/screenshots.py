@@ -8,13 +8,14 @@
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
-(`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on the hand-made result
-(tests/fixtures/bench_result_small.json) with a miss read beside the other system (`--engine benchmark` takes
-only that one).
+(`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
+of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
+system (`--engine benchmark` takes only that one).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,9 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
-from workbench.driver import (LOCOMO, baseline_walkthrough, bench_fixture_workspace,  # noqa: E402
-                              benchmark_walkthrough, browser_page, locomo_conversation_file, locomo_graph_walkthrough,
-                              memloom_walkthrough, progress_walkthrough, running_app, walkthrough)
+from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
+                              benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
+                              locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
+                              walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -54,9 +56,11 @@ def main() -> int:
             progress_walkthrough(page, url, shots=Path(args.out))
     if args.engine in ("all", "benchmark"):
         work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
-        result = bench_fixture_workspace(work)
+        os.environ["MEMWB_WORKSPACE"] = str(work)           # the run's embeddings go to its own workspace
+        result = bench_demo_workspace(work, engines=("allmem", "naive", "hybrid", "memloom"), answer="offline")
+        miss = first_miss(result, "naive")
         with running_app(env={"MEMWB_WORKSPACE": str(work), "TMPDIR": str(work)}) as url, browser_page() as page:
-            benchmark_walkthrough(page, url, result, shots=Path(args.out))
+            benchmark_walkthrough(page, url, result, shots=Path(args.out), miss=miss["question_id"], system="naive")
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

@@ -380,20 +380,23 @@ def test_a_long_jump_shows_progress_and_cancel_keeps_the_turns_done(tmp_path):
     assert stored == [t.id for t in load_conversation(source).turns[:shown]]    # some, not all, in order
 
 
-def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn(tmp_path):
-    """The Benchmark page on the hand-made result: pick naive RAG's miss on q7 and open it. The Retrieval page
-    shows that task's session database at the question's turn with q7 chosen as the dataset question, its path
-    and the missed gold lines; the session's log is unchanged and no session was added to the workspace."""
+def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn(tmp_path, monkeypatch):
+    """The Benchmark page on a real `memwb bench` run of the demo: pick naive RAG's first miss asked before
+    the stream's end and open it. The Retrieval page shows that task's session database at the question's
+    turn with the question chosen as the dataset question, its path and the missed gold lines; the session's
+    log is unchanged and no session was added to the workspace."""
     from workbench.bench_result import load_result
-    from workbench.driver import bench_fixture_workspace, benchmark_walkthrough
+    from workbench.driver import bench_demo_workspace, benchmark_walkthrough, first_miss
 
-    path = bench_fixture_workspace(tmp_path)
+    monkeypatch.setenv(ENV, str(tmp_path))
+    path = bench_demo_workspace(tmp_path)
     result = load_result(path)
-    record = next(q for q in result.questions if q["system"] == "naive" and q["question_id"] == "demo:q7")
+    record = first_miss(path, "naive")
+    qid = record["question_id"]
     db = result.session_db("demo", "naive")
     head = read_session(db).turn
     with running_app(env={ENV: str(tmp_path), "TMPDIR": str(tmp_path)}) as url, browser_page() as page:
-        texts = benchmark_walkthrough(page, url, path, miss="demo:q7", system="naive")
+        texts = benchmark_walkthrough(page, url, path, miss=qid, system="naive")
         question = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
         chosen = question.input_value()
         source = page.evaluate("""() => { const r = Array.from(document.querySelectorAll('[data-testid="stRadio"]'))
@@ -402,12 +405,12 @@ def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn
         query = _query(page)
         header_turn = _header_turn(page)
     assert "Per-round curves" in texts["benchmark"] and "Memory growth per round" in texts["benchmark"]
-    assert texts["picked"] == f"naive · demo · demo:q7 · {record['question']} · miss"     # the table row selected
+    assert texts["picked"] == f"naive · demo · {qid} · {record['question']} · miss"     # the table row selected
     assert record["turn"] < head                              # the question was asked before the log's end
     assert header_turn == str(record["turn"]) and query == {"turn": [str(record["turn"])]}
     assert f"Database · {db.name}" in texts["retrieval"] and "Engine · Naive RAG" in texts["retrieval"]
-    assert chosen == f"q7 · {record['question']}" and source == "Dataset question"
-    assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"]
+    assert chosen == f"{qid.split(':')[-1]} · {record['question']}" and source == "Dataset question"
+    assert f"Gold evidence: {', '.join(record['gold'])}" in texts["retrieval"]
     assert "Missed gold evidence" in texts["retrieval"]
     assert read_session(db).turn == head                      # opening it ingested nothing
     made = list((tmp_path / "sessions").glob("*.sqlite"))      # only the demo session the app started on, unread

@@ -498,6 +498,27 @@ def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
     return result
 
 
+def bench_demo_workspace(workspace: Path, engines: tuple[str, ...] = ("allmem", "naive"),
+                         answer: str | None = None) -> Path:
+    """A workspace holding a real `memwb bench` run (streaming, 5 rounds) of `engines` on the bundled demo as
+    run `benchmarks/demo`; returns its result file."""
+    from engine.bench.runner import BenchConfig, run_benchmark
+    from workbench.model import DEMO_PATH
+
+    return run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO_PATH), engines=engines, answer=answer,
+                                     out=str(workspace / "benchmarks" / "demo")))
+
+
+def first_miss(result: Path, system: str) -> dict:
+    """`system`'s first question (in table order) that missed on the first metric."""
+    from workbench.bench_result import load_result
+    from workbench.benchmark_view import QuestionFilter, filtered_questions
+
+    loaded = load_result(result)
+    misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))
+    return next(q for q in misses if q["system"] == system)
+
+
 def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = None, miss: str = "demo:q7",
                           system: str = "naive") -> dict[str, str]:
     """The Benchmark page on `result`, the workspace's newest run (start the app with MEMWB_WORKSPACE =
