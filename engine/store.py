@@ -305,7 +305,7 @@ class Store:
         once and then keeps it in step with its own appends."""
         head = getattr(self._local, "head", None) if self.in_write else None
         if head is None:
-            head = s.exec(select(func.max(OpRow.seq))).one() or 0
+            head = s.connection().execute(_HEAD).scalar() or 0
             if self.in_write:
                 self._local.head = head
         return head
@@ -478,6 +478,7 @@ class Store:
         return out
 
 
+_HEAD = select(func.max(OpRow.seq))
 _STATEMENTS: dict[tuple[str, str], object] = {}
 
 
