@@ -1,7 +1,7 @@
 """Typed, directed edges between nodes, with who made them. Types are declared by each engine's schema."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -21,4 +21,9 @@ class Edge:
         return (self.src, self.dst, self.type)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field in field order, as `dataclasses.asdict` gives them, without its generic recursion."""
+        return {"src": self.src, "dst": self.dst, "type": self.type, "made_by": self.made_by,
+                "confidence": self.confidence, "created_turn": self.created_turn, "evidence": list(self.evidence)}
+
+    def copy(self) -> "Edge":
+        return Edge(**self.to_dict())

@@ -12,7 +12,7 @@ statistics in `attrs` (JSON values only).
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 TURN_KIND = "turn"       # the node kind every engine makes for an ingested dataset turn
 
@@ -45,13 +45,23 @@ class Node:
         return f"{self.summary} || {', '.join(self.keywords)}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field, as `dataclasses.asdict` gives them (lists and attrs copied), in field order; written out
+        because asdict's generic recursion is most of the cost of a checkpoint or a state copy."""
+        return {"id": self.id, "raw": self.raw, "summary": self.summary, "keywords": list(self.keywords),
+                "time": self.time, "kind": self.kind, "source_ids": list(self.source_ids),
+                "speakers": list(self.speakers), "session": self.session, "status": self.status,
+                "created_turn": self.created_turn, "made_by": self.made_by, "members": list(self.members),
+                "attrs": copy.deepcopy(self.attrs), "visible": self.visible}
 
     def payload(self) -> dict:
         """What the log stores: everything but the derived `visible`."""
-        data = asdict(self)
+        data = self.to_dict()
         data.pop("visible")
         return data
+
+    def copy(self) -> "Node":
+        """An independent copy (its lists and attrs are its own)."""
+        return Node(**self.to_dict())
 
     @classmethod
     def from_dict(cls, data: dict) -> "Node":

@@ -136,7 +136,16 @@ class MemoryState:
         self.in_adj[dst][etype].discard(src)
 
     def clone(self) -> "MemoryState":
-        return copy.deepcopy(self, memo={id(self.schema): self.schema})
+        """An independent copy sharing only the schema. Nodes, edges and adjacency (nearly all of a state) are
+        copied by their own types; the rest, small, by deepcopy."""
+        twin = copy.copy(self)
+        rest = {name: value for name, value in vars(self).items()
+                if name not in ("schema", "nodes", "edges", "out_adj", "in_adj")}
+        twin.__dict__.update(copy.deepcopy(rest))
+        twin.nodes = {uid: u.copy() for uid, u in self.nodes.items()}
+        twin.edges = {key: e.copy() for key, e in self.edges.items()}
+        twin.out_adj, twin.in_adj = _copy_adjacency(self.out_adj), _copy_adjacency(self.in_adj)
+        return twin
 
     @classmethod
     def fold(cls, ops: Iterable[OpRecord], schema: EngineSchema | None = None, upto_turn: int | None = None,
@@ -185,3 +194,12 @@ class MemoryState:
         s.turn_units = dict(data["turn_units"])
         s.next_node_id, s.next_proposal_id = data["next_node_id"], data["next_proposal_id"]
         return s
+
+
+def _copy_adjacency(adj: dict[int, dict[str, set[int]]]) -> dict[int, dict[str, set[int]]]:
+    out: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for uid, by_type in adj.items():
+        row = out[uid]
+        for etype, ids in by_type.items():
+            row[etype] = set(ids)
+    return out

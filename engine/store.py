@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
-from sqlalchemy import func, inspect
+from sqlalchemy import Connection, func, inspect
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
@@ -185,13 +185,13 @@ class Store:
         if self.in_write:
             yield self._local.session
             return
-        self._local.after = []
+        self._local.after, self._local.head = [], None
         with write_transaction(self.engine, wait) as s:
             self._local.session = s
             try:
                 yield s
             finally:
-                self._local.session = None
+                self._local.session = self._local.head = None
         for action in self._local.after:
             action()
 
@@ -270,28 +270,27 @@ class Store:
         outermost = not self.in_write
         try:
             with self.writing() as s:
-                head = s.exec(select(func.max(OpRow.seq))).one() or 0
+                head = self._head(s)
                 if head != state.seq:
                     raise StaleView(f"the memory in {self.location} changed since this view was loaded (its log "
                                     f"is at record {head}, this view at {state.seq}): another process wrote "
                                     "to it; nothing was written")
-                rows = []
+                conn = s.connection()
                 for op in ops:
                     op.v = op.v or ops_spec(op.kind).version
-                    rows.append(OpRow(turn=op.turn, run_id=op.run_id, kind=op.kind, v=op.v, actor=op.actor,
-                                      payload=json.dumps(op.payload, ensure_ascii=False)))
-                s.add_all(rows)
-                s.flush()
-                for op, row in zip(ops, rows):
-                    op.seq = row.seq
-                self._claim(s, ops)
+                seqs = conn.execute(_statement(conn, "append"), [
+                    {"turn": op.turn, "run_id": op.run_id, "kind": op.kind, "v": op.v, "actor": op.actor,
+                     "payload": json.dumps(op.payload, ensure_ascii=False)} for op in ops]).scalars().all()
+                for op, seq in zip(ops, seqs, strict=True):
+                    op.seq = seq
+                self._local.head = ops[-1].seq
+                self._claim(conn, ops)
                 before = state.seq
                 for op in ops:
                     state.apply(op)
-                self._materialize(s, ops, state)
+                self._materialize(conn, ops, state)
                 if state.seq // self.checkpoint_every > before // self.checkpoint_every:
-                    s.merge(_checkpoint_row(state))
-                s.flush()
+                    conn.execute(_statement(conn, CheckpointRow.__tablename__), [_checkpoint_row(state)])
         except (StaleView, WriteLockTimeout):
             raise
         except Exception as exc:
@@ -301,25 +300,34 @@ class Store:
             raise StoreError(f"could not write {len(ops)} operation(s) to {self.location}: {exc}") from exc
         return ops
 
-    def _claim(self, s: Session, ops: list[OpRecord]) -> None:
+    def _head(self, s: Session) -> int:
+        """The log's newest seq. Under the write lock only this store appends, so a write transaction reads it
+        once and then keeps it in step with its own appends."""
+        head = getattr(self._local, "head", None) if self.in_write else None
+        if head is None:
+            head = s.connection().execute(_HEAD).scalar() or 0
+            if self.in_write:
+                self._local.head = head
+        return head
+
+    def _claim(self, conn: Connection, ops: list[OpRecord]) -> None:
         """Insert the ids these records hand out; the table's key refuses any id claimed before.
 
-        Ids already claimed are looked up first so the message can name one; the key constraint stays
-        the guarantee."""
+        Ids already claimed are skipped by the insert (it returns the ones it added), so the message can name
+        one without a lookup before every write; the key constraint stays the guarantee."""
         claims: dict[tuple[str, str], OpRecord] = {}
         for op in ops:
             for claim in ops_spec(op.kind).claims(op):
                 if claim in claims:
                     raise StoreError(_twice(op, claim))
                 claims[claim] = op
-        for kind in sorted({k for k, _ in claims}):
-            keys = [key for k, key in claims if k == kind]
-            taken = s.exec(select(ClaimRow.key).where(ClaimRow.kind == kind).where(ClaimRow.key.in_(keys))).first()
-            if taken is not None:
-                raise StoreError(_twice(claims[(kind, taken)], (kind, taken)))
-        if claims:
-            s.execute(ClaimRow.__table__.insert(), [{"kind": k, "key": key, "seq": op.seq}
-                                                    for (k, key), op in claims.items()])
+        if not claims:
+            return
+        added = conn.execute(_statement(conn, "claim"), [{"kind": k, "key": key, "seq": op.seq}
+                                                        for (k, key), op in claims.items()]).all()
+        if len(added) < len(claims):
+            taken = min(set(claims) - {(r.kind, r.key) for r in added})
+            raise StoreError(_twice(claims[taken], taken))
 
     def ops(self, upto_seq: int | None = None, kinds: Iterable[str] | None = None, run_id: str | None = None,
             seq: int | None = None, after_seq: int | None = None, turns: tuple[int, int] | None = None
@@ -367,9 +375,9 @@ class Store:
     def last_seq(self, upto_turn: int | None = None) -> int:
         """The newest record's seq (of those with turn <= upto_turn, when given); 0 for an empty log."""
         with self._reading() as s:
-            query = select(OpRow.seq).order_by(OpRow.seq.desc()).limit(1)
-            if upto_turn is not None:
-                query = query.where(OpRow.turn <= upto_turn)
+            if upto_turn is None:
+                return self._head(s)
+            query = select(OpRow.seq).where(OpRow.turn <= upto_turn).order_by(OpRow.seq.desc()).limit(1)
             return s.exec(query).first() or 0
 
     # -- embeddings cache ----------------------------------------------------
@@ -389,8 +397,10 @@ class Store:
             return
         try:
             with self.writing(wait=None if self.in_write else CACHE_WRITE_WAIT) as s:
-                for key, vec in vectors.items():
-                    s.merge(EmbeddingRow(key=key, dim=int(vec.shape[0]), vector=vec.astype(np.float32).tobytes()))
+                conn = s.connection()
+                conn.execute(_statement(conn, EmbeddingRow.__tablename__),
+                             [{"key": key, "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes()}
+                              for key, vec in vectors.items()])
         except WriteLockTimeout:
             return
 
@@ -429,7 +439,7 @@ class Store:
                     dst.execute(table.insert(), rows)
 
     # -- materialized tables ---------------------------------------------------
-    def _materialize(self, s: Session, ops: list[OpRecord], state: MemoryState) -> None:
+    def _materialize(self, conn: Connection, ops: list[OpRecord], state: MemoryState) -> None:
         touched = Touched()
         for op in ops:
             t = ops_spec(op.kind).touches(op.payload)
@@ -440,20 +450,21 @@ class Store:
         for uid in sorted(touched.nodes):
             node = state.nodes.get(uid)
             if node is None:
-                s.exec(delete(NodeRow).where(NodeRow.id == uid))
-                s.exec(delete(EdgeRow).where((EdgeRow.src == uid) | (EdgeRow.dst == uid)))
+                conn.execute(delete(NodeRow).where(NodeRow.id == uid))
+                conn.execute(delete(EdgeRow).where((EdgeRow.src == uid) | (EdgeRow.dst == uid)))
             else:
                 nodes.append(node_row(node))
         for key in sorted(touched.edges):
             edge = state.edges.get(key)
             if edge is None:
-                s.exec(delete(EdgeRow).where((EdgeRow.src == key[0]) & (EdgeRow.dst == key[1])
-                                             & (EdgeRow.type == key[2])))
+                conn.execute(delete(EdgeRow).where((EdgeRow.src == key[0]) & (EdgeRow.dst == key[1])
+                                                   & (EdgeRow.type == key[2])))
             else:
                 edges.append(edge_row(edge))
-        _upsert(s, NodeRow, nodes)
-        _upsert(s, EdgeRow, edges)
-        _upsert(s, ProposalRow, [proposal_row(state.proposals[pid]) for pid in sorted(touched.proposals)])
+        for model, rows in ((NodeRow, nodes), (EdgeRow, edges),
+                            (ProposalRow, [proposal_row(state.proposals[pid]) for pid in sorted(touched.proposals)])):
+            if rows:
+                conn.execute(_statement(conn, model.__tablename__), rows)
 
     def table_rows(self) -> dict[str, list[dict]]:
         """The materialized tables as plain rows (sorted), to compare with `rows_of(fold)`."""
@@ -467,24 +478,33 @@ class Store:
         return out
 
 
-_UPSERTS: dict[tuple[str, str], object] = {}
+_HEAD = select(func.max(OpRow.seq))
+_STATEMENTS: dict[tuple[str, str], object] = {}
 
 
-def _upsert(s: Session, model: type[SQLModel], rows: list[dict]) -> None:
-    """Insert or replace materialized rows in one statement per table (a merge per row costs a SELECT each);
-    the statement is built once per dialect and table."""
-    if not rows:
-        return
-    dialect = s.get_bind().dialect.name
-    stmt = _UPSERTS.get((dialect, model.__tablename__))
-    if stmt is None:
-        table = model.__table__
-        insert = (sqlite_insert if dialect == "sqlite" else postgresql_insert)(table)
+def _statement(conn: Connection, name: str):
+    """A write statement of `commit`, built once per dialect: "append" (log records, returning their seqs in
+    order), "claim" (ids not claimed before, returning those it added), or a table name (insert or replace
+    rows by key: a merge per row would cost a SELECT each)."""
+    dialect = conn.dialect.name
+    stmt = _STATEMENTS.get((dialect, name))
+    if stmt is not None:
+        return stmt
+    insert = sqlite_insert if dialect == "sqlite" else postgresql_insert
+    if name == "append":
+        table = OpRow.__table__
+        stmt = insert(table).returning(table.c.seq, sort_by_parameter_order=True)
+    elif name == "claim":
+        table = ClaimRow.__table__
+        stmt = insert(table).on_conflict_do_nothing().returning(table.c.kind, table.c.key)
+    else:
+        table = SQLModel.metadata.tables[name]
+        stmt = insert(table)
         keys = [c.name for c in table.primary_key.columns]
-        excluded = insert.excluded
-        stmt = _UPSERTS[(dialect, model.__tablename__)] = insert.on_conflict_do_update(
-            index_elements=keys, set_={c.name: excluded[c.name] for c in table.columns if c.name not in keys})
-    s.execute(stmt, rows)
+        stmt = stmt.on_conflict_do_update(index_elements=keys, set_={c.name: stmt.excluded[c.name]
+                                                                     for c in table.columns if c.name not in keys})
+    _STATEMENTS[(dialect, name)] = stmt
+    return stmt
 
 
 def _twice(op: OpRecord, claim: tuple[str, str]) -> str:
@@ -500,7 +520,8 @@ def node_row(u: Node) -> dict:
 
 
 def edge_row(e: Edge) -> dict:
-    return {**e.to_dict(), "evidence": json.dumps(e.evidence)}
+    return {"src": e.src, "dst": e.dst, "type": e.type, "made_by": e.made_by, "confidence": e.confidence,
+            "created_turn": e.created_turn, "evidence": json.dumps(e.evidence)}
 
 
 def proposal_row(p: Proposal) -> dict:
@@ -516,9 +537,9 @@ def rows_of(state: MemoryState) -> dict[str, list[dict]]:
             "proposal": [proposal_row(state.proposals[i]) for i in sorted(state.proposals)]}
 
 
-def _checkpoint_row(state: MemoryState) -> CheckpointRow:
+def _checkpoint_row(state: MemoryState) -> dict:
     body = zlib.compress(json.dumps(state.to_dict(), ensure_ascii=False).encode("utf-8"), 3)
-    return CheckpointRow(seq=state.seq, turn=state.turn, format=CHECKPOINT_FORMAT, body=body)
+    return {"seq": state.seq, "turn": state.turn, "format": CHECKPOINT_FORMAT, "body": body}
 
 
 __all__ = ["Store", "StoreError", "StaleView", "database_url", "public_url", "rows_of", "Edge", "Proposal"]

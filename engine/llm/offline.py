@@ -8,6 +8,8 @@ the rules computed, never constants, so the 0.9 gate means something.
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import math
 from collections import Counter
@@ -77,6 +79,19 @@ def summary_of(text: str, speaker: str = "", time: str = "", max_words: int = 60
     date = human_date(time)
     head = f"{speaker} ({date})" if speaker and date else speaker or date
     return f"{head}: {clipped}" if head else clipped
+
+
+@functools.lru_cache(maxsize=8192)
+def _terms(text: str) -> frozenset[str]:
+    """The content tokens of a text as a set; cached, because diagnosis compares the same turns again and again
+    (a turn is a neighbour of many targets, and its cuts are scored when prefetched and when diagnosed)."""
+    return frozenset(content_tokens(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _statement_terms(raw: str) -> frozenset[str]:
+    """A statement's content tokens without numbers (what Merge/Update compare), speaker stripped; cached."""
+    return frozenset(t for t in _terms(strip_speaker(raw)[1]) if not t.isdigit())
 
 
 class OfflineBackend(LLMBackend):
@@ -178,8 +193,7 @@ class OfflineBackend(LLMBackend):
         """Merge (same static fact) or Update (same subject, changed value) between two statements."""
         if (a.get("speaker") or "") != (b.get("speaker") or ""):
             return None
-        ta = {t for t in content_tokens(strip_speaker(a["raw"])[1]) if not t.isdigit()}
-        tb = {t for t in content_tokens(strip_speaker(b["raw"])[1]) if not t.isdigit()}
+        ta, tb = _statement_terms(a["raw"]), _statement_terms(b["raw"])
         if len(ta) < _MIN_CONTENT or len(tb) < _MIN_CONTENT:
             return None
         overlap = jaccard(ta, tb)
@@ -236,7 +250,7 @@ class OfflineBackend(LLMBackend):
         whose bound is under the floor needs no embedding to be ruled out."""
         cuts = []
         for n_left, cut, left, right in self.split_cuts(raw) if all_cuts is None else all_cuts:
-            tl, tr = set(content_tokens(left)), set(content_tokens(right))
+            tl, tr = _terms(left), _terms(right)
             if len(tl) < _MIN_CONTENT or len(tr) < _MIN_CONTENT:
                 continue
             shared, content = jaccard(tl, tr), min(len(tl), len(tr))
