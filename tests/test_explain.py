@@ -189,3 +189,61 @@ def test_explain_keeps_turn_text_out_of_its_reasons(make_engine):
     res = eng.retrieve("lighthouse")
     p = eng.explain(res, [2])[2]
     assert p.drop == Drop.BELOW_SEED_CUT and "open" not in p.reason and "*" not in p.reason
+
+
+def _buffered(tmp_path, conv, **settings):
+    """MemLoom with the demo's first 12 turns ingested and no steward run: every record is buffered."""
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom", settings=settings)
+    eng.prefetch(conv.turns[:12])
+    for t in conv.turns[:12]:
+        eng.ingest(t)
+    assert eng.published_view() is None
+    return eng
+
+
+def test_memloom_no_realtime_names_the_ablation_for_a_buffered_record(tmp_path, conv):
+    """Without a published snapshot and with the real-time stream ablated, nothing is a candidate: each
+    buffered record is dropped at the seed stage by the ablation, not by a cut."""
+    eng = _buffered(tmp_path, conv, ablations=["no-realtime"])
+    res = eng.retrieve("What breed is Pepper?")
+    records = [u.id for u in eng.state.nodes.values() if u.kind == "turn"]
+    assert res.candidates == [] and records
+    for p in eng.explain(res, records).values():
+        assert p.drop == Drop.EXPANSION_OFF and p.stage == "seed" and "no-realtime" in p.detail
+
+
+def test_memloom_record_offered_from_the_buffer_but_over_max_evidence(tmp_path, conv):
+    """The buffer offers realtime_k records and max_evidence keeps fewer: the ones cut were offered (their
+    buffer rank is within realtime_k) and are dropped at grounding by the cap."""
+    eng = _buffered(tmp_path, conv, realtime_k=5, max_evidence=2)
+    query = "What breed is Pepper?"
+    res = eng.retrieve(query)
+    wide = with_settings(eng, realtime_k=5, max_evidence=100).retrieve(query)
+    with_settings(eng, realtime_k=5, max_evidence=2)
+    kept = {r.id for r in res.candidates}
+    offered = [r.id for r in wide.candidates]
+    assert len(kept) == 2 and len(offered) == 5 and kept < set(offered)
+    cut = [u for u in offered if u not in kept]
+    for uid, p in eng.explain(res, cut).items():
+        assert p.drop == Drop.CANDIDATE_CAP and p.stage == "ground", (uid, p)
+        assert "offered from the buffer at rank" in p.detail and "below the 2 records kept" in p.detail
+
+
+def test_memloom_no_traversal_names_the_ablation_for_an_unreached_curated_record(replayed, conv):
+    """On the replayed demo with the relation closure ablated, a curated record whose events no seed reached
+    is dropped at the traversal stage by the ablation; with the closure on, the same record gets a real cut."""
+    eng = replayed["memloom"]
+    base = eng.settings
+    try:
+        with_settings(eng, ablations=["no-traversal"])
+        res = eng.retrieve(conv.questions[0].question)
+        ids = {r.id for r in res.candidates}
+        placed = eng.explain(res, [u.id for u in eng.state.nodes.values() if u.kind == "turn" and u.id not in ids])
+        ablated = [uid for uid, p in placed.items() if p.drop == Drop.EXPANSION_OFF]
+        assert ablated and all(placed[u].stage == "traverse" and "no-traversal" in placed[u].detail for u in ablated)
+        eng.settings = base
+        res = eng.retrieve(conv.questions[0].question)
+        again = eng.explain(res, ablated)
+        assert all(p.drop != Drop.EXPANSION_OFF for p in again.values())
+    finally:
+        eng.settings = base
