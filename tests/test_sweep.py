@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.sweep import TaskOutcome, run_tasks
+from engine.bench.sweep import TaskOutcome, run_tasks, worker_env
 from engine.embedder import Embedder
 from engine.loaders import load_conversation
 from engine.replay import Schedule, replay
@@ -23,8 +23,6 @@ from engine.session import open_session
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
-
-pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)
@@ -100,6 +98,7 @@ def runs(tmp_path_factory) -> dict[str, Run]:
     return made
 
 
+@pytest.mark.slow
 def test_the_ray_run_gives_the_serial_runs_results(runs):
     serial, on_ray = runs["serial"].outcomes, runs["ray"].outcomes
     assert [o.result for o in on_ray] == [o.result for o in serial]
@@ -110,6 +109,7 @@ def test_the_ray_run_gives_the_serial_runs_results(runs):
         [(o.error.type, o.error.message) for o in serial if o.error]
 
 
+@pytest.mark.slow
 def test_outcomes_come_back_in_input_order_not_finish_order(runs):
     run = runs["ray"]
     assert [o.task for o in run.outcomes] == run.tasks
@@ -120,6 +120,7 @@ def test_outcomes_come_back_in_input_order_not_finish_order(runs):
     assert [(done, total) for done, total, _ in run.progress] == [(i, 4) for i in range(1, 5)]
 
 
+@pytest.mark.slow
 def test_a_failed_task_is_reported_with_its_inputs_and_the_others_are_kept(runs):
     for mode, run in runs.items():
         failed = run.outcomes[1]
@@ -132,6 +133,7 @@ def test_a_failed_task_is_reported_with_its_inputs_and_the_others_are_kept(runs)
         assert all(o.ok for i, o in enumerate(run.outcomes) if i != 1), mode
 
 
+@pytest.mark.slow
 def test_each_ray_worker_loads_the_embedder_once_for_all_its_tasks(runs):
     workers = [o.worker for o in runs["ray"].outcomes]
     pids = {w.pid for w in workers}
@@ -145,5 +147,35 @@ def test_each_ray_worker_loads_the_embedder_once_for_all_its_tasks(runs):
     assert serial == {(os.getpid(), runs["serial"].outcomes[0].worker.embedder)}
 
 
+@pytest.mark.slow
 def test_ray_is_shut_down_after_a_run_that_started_it(runs):
     assert runs["ray"].ray_running_after is False
+
+
+def test_workers_get_the_offline_hub_the_workspace_and_the_drivers_code(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "ws"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = worker_env(replay_and_retrieve)
+    assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
+    assert env["MEMWB_WORKSPACE"] == str(tmp_path / "ws")
+    # this checkout's engine package (not another install of it) and this test module, ahead of the rest
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), str(Path(__file__).resolve().parent), "/elsewhere"]
+
+
+def halve(task: int, embedder: Embedder) -> dict:
+    if task % 2:
+        raise ValueError(f"{task} is odd")
+    return {"half": task // 2}
+
+
+def test_a_serial_run_reports_each_task_and_keeps_going_after_a_failure():
+    heard = []
+    outcomes = run_tasks([4, 3, 8], halve, progress=lambda *args: heard.append(args))
+    assert [o.result for o in outcomes] == [{"half": 2}, None, {"half": 4}]
+    error = outcomes[1].error
+    assert (error.type, error.message, error.inputs) == ("ValueError", "3 is odd", {"task": "3"})
+    assert 'raise ValueError(f"{task} is odd")' in error.traceback
+    assert heard == [(1, 3, "4"), (2, 3, "3"), (3, 3, "8")]
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        run_tasks([4], halve, ray="local", workers=0)

@@ -17,7 +17,8 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -120,33 +121,26 @@ def _run_serial(tasks: list[T], run: Run, progress: Progress | None) -> list[Tas
     return outcomes
 
 
-class ray_session:
-    """Connect to Ray for a sweep: start a local one (quiet, no dashboard, no usage reporting) or join a cluster;
-    Ray already initialised in this process is used as it is. Shuts down only what it started."""
+@contextmanager
+def ray_session(address: str, workers: int = 2) -> Iterator[bool]:
+    """Connect to Ray for a sweep: start a local one (`workers` CPUs, quiet, no dashboard, no usage reporting)
+    or join the cluster at `address`; a Ray already initialised in this process is used as it is. Yields
+    whether it started Ray, and shuts down only what it started."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")        # never report usage over the network
+    import ray
 
-    def __init__(self, address: str, workers: int = 2):
-        self.address, self.workers, self.started = address, workers, False
-
-    def __enter__(self) -> bool:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")        # never report usage over the network
-        import ray
-
-        if ray.is_initialized():
-            return False
-        options = dict(logging_level="ERROR", log_to_driver=False, include_dashboard=False)
-        if self.address == LOCAL:
-            ray.init(num_cpus=self.workers, object_store_memory=OBJECT_STORE_BYTES, **options)
-        else:
-            ray.init(address=self.address, **options)
-        self.started = True
-        return True
-
-    def __exit__(self, *exc) -> None:
-        if self.started:
-            import ray
-
-            ray.shutdown()
-            self.started = False
+    if ray.is_initialized():
+        yield False
+        return
+    options = dict(logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+    if address == LOCAL:
+        ray.init(num_cpus=workers, object_store_memory=OBJECT_STORE_BYTES, **options)
+    else:
+        ray.init(address=address, **options)
+    try:
+        yield True
+    finally:
+        ray.shutdown()
 
 
 def worker_env(run: Run | None = None) -> dict[str, str]:
