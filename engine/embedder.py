@@ -36,6 +36,11 @@ _MODELS: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 
+def model_loads() -> int:
+    """How many models this process has loaded: a sweep's worker must load one, once, for all its tasks."""
+    return len(_MODELS)
+
+
 def _load_model(path: str):
     """Load once per process: the model is ~90 MB and every engine shares it."""
     with _LOCK:

@@ -12,4 +12,4 @@ PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$PY" -m pip install -q "torch==2.13.0"
 "$PY" -m pip install -q -e ".[test]"
-echo "installed into $VENV: $("$PY" -c 'import engine, streamlit, torch; print("torch", torch.__version__, "streamlit", streamlit.__version__)')"
+echo "installed into $VENV: $("$PY" -c 'import engine, ray, streamlit, torch; print("torch", torch.__version__, "streamlit", streamlit.__version__, "ray", ray.__version__)')"
