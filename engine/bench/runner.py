@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Callable, Sequence
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS, STATIC
 from engine.bench.summary import summary_markdown
+from engine.bench.sweep import run_tasks
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
 from engine.metrics import latency_summary
@@ -171,46 +170,13 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
              for src in found for s in systems]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
-    outcomes = _run_tasks(tasks, run_task, ray=config.ray,
+    outcomes = run_tasks(tasks, run_task, ray=config.ray,
                           progress=(lambda d, t, label: progress(BenchProgress(d, t, label))) if progress else None)
     result = assemble(config, spec, found, systems, outcomes, out)
     path = out / "result.json"
     path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(result), encoding="utf-8")
     return path
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """The shape of `engine.bench.sweep.TaskOutcome` that the result needs."""
-
-    task: BenchTask
-    result: dict | None
-    error: dict | None
-    seconds: float
-
-
-def _run_tasks(tasks: list[BenchTask], run, *, ray: str | None = None, progress=None) -> list[_Outcome]:
-    """Run every task in this process with one embedder (stands in for `engine.bench.sweep.run_tasks`)."""
-    from engine.embedder import Embedder
-
-    if ray is not None:
-        raise BenchInputError("Ray sweeps are not in this build yet (engine.bench.sweep)")
-
-    embedder = Embedder()
-    embedder.warm()
-    outcomes = []
-    for task in tasks:
-        started = time.perf_counter()
-        try:
-            outcomes.append(_Outcome(task, run(task, embedder), None, time.perf_counter() - started))
-        except Exception as exc:  # a failed task is reported with its inputs; the others are kept
-            error = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc(),
-                     "inputs": task.to_dict()}
-            outcomes.append(_Outcome(task, None, error, time.perf_counter() - started))
-        if progress:
-            progress(len(outcomes), len(tasks), task.label)
-    return outcomes
 
 
 def command_line(config: BenchConfig) -> str:
@@ -248,8 +214,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
     for o in outcomes:
         error = None
         if o.error is not None:
-            err = o.error if isinstance(o.error, dict) else o.error.to_dict()
-            error = {"type": err["type"], "message": err["message"], "inputs": err["inputs"]}
+            error = o.error.to_dict()
         db = o.result["db"] if o.result else str(Path(o.task.workdir) / o.task.db_name)
         task_rows.append({"conversation": o.task.conversation, "system": o.task.system,
                           "seconds": round(o.seconds, 2), "db": db and _relative(Path(db), out), "error": error})
