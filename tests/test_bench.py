@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.bench.protocol import plan, ready_after, thresholds
-from engine.bench.runner import BenchConfig, run_benchmark
+from engine.bench.runner import BenchConfig, figures, run_benchmark
 from engine.cli import main
 from engine.conversation import Conversation, Question, Turn
 from engine.engines import ENGINES, engine_class
@@ -44,17 +44,6 @@ def result_of(out: Path) -> dict:
         assert task["error"] is None, task
         assert task["system"] == "full-history" and task["db"] is None or (out / task["db"]).is_file()
     return result
-
-
-def figures(result: dict) -> dict:
-    """Everything but times and the command: what must repeat exactly."""
-    r = json.loads(json.dumps(result))
-    r.pop("command")
-    for task in r["tasks"]:
-        task.pop("seconds")
-    for item in [*r["rounds_detail"], *r["summary"].values()]:
-        item.pop("latency_ms")
-    return r
 
 
 # -- the protocol's plan, by hand -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ other's cached vectors. One Ray run (started and shut down by `run_tasks`) serve
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -179,3 +180,29 @@ def test_a_serial_run_reports_each_task_and_keeps_going_after_a_failure():
     assert heard == [(1, 3, "4"), (2, 3, "3"), (3, 3, "8")]
     with pytest.raises(ValueError, match="workers must be at least 1"):
         run_tasks([4], halve, ray="local", workers=0)
+
+
+LOCOMO_DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
+
+
+@pytest.mark.slow
+def test_memwb_bench_on_ray_gives_the_serial_figures_on_the_8_dev_conversations(tmp_path, monkeypatch):
+    """The real benchmark (static protocol, All-Mem, naive and hybrid RAG) on the 8 LoCoMo dev conversations:
+    a local Ray with 2 workers gives every figure and per-question record of the serial run. The serial run
+    fills the workspace's embedding cache, which the Ray workers then read."""
+    from engine.bench.runner import BenchConfig, figures, run_benchmark
+    from engine.workspace import ENV
+
+    monkeypatch.setenv(ENV, str(tmp_path / "workspace"))
+    runs = {}
+    for mode, ray in (("serial", None), ("ray", "local")):
+        config = BenchConfig(dataset="locomo", source=str(LOCOMO_DEV), engines=("allmem", "naive", "hybrid"),
+                             protocol="static", out=str(tmp_path / mode), ray=ray)
+        path = run_benchmark(config)
+        runs[mode] = json.loads(path.read_text(encoding="utf-8"))
+    serial, on_ray = runs["serial"], runs["ray"]
+    assert len(serial["conversations"]) == 8 and len(serial["tasks"]) == 24
+    assert all(t["error"] is None for run in runs.values() for t in run["tasks"])
+    asked = sum(d["questions"] for d in serial["rounds_detail"] if d["system"] == "naive")
+    assert asked > 1000 and len(serial["questions"]) == 3 * asked
+    assert figures(serial) == figures(on_ray)

@@ -179,6 +179,18 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     return path
 
 
+def figures(result: dict) -> dict:
+    """A result without what may differ between two runs of one command (times, the command as typed):
+    what "the same command gives the same figures" compares."""
+    r = json.loads(json.dumps(result))
+    r.pop("command")
+    for task in r["tasks"]:
+        task.pop("seconds")
+    for item in [*r["rounds_detail"], *r["summary"].values()]:
+        item.pop("latency_ms")
+    return r
+
+
 def command_line(config: BenchConfig) -> str:
     """The `memwb bench` command equivalent to `config`."""
     parts = ["memwb bench", "--dataset", config.dataset, config.source]
