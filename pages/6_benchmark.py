@@ -225,6 +225,8 @@ for col, system in zip(st.columns(2), dict.fromkeys([record["system"], other])):
             st.caption("This system has no record of the question.")
             continue
         st.caption(" · ".join(f"{md_escape(m)} {v:.2f}" for m, v in rec["metrics"].items() if v is not None))
+        if rec.get("answer"):
+            st.markdown(bv.answer_line(rec["answer"]))
         st.dataframe(table(bv.gold_frame(rec, k)), hide_index=True, width="stretch")
         st.caption(f"Source rank among the {len(rec['ranked'])} ranked source ids the file keeps (– : not among "
                    "them). The returned results, * = gold:")

@@ -267,3 +267,21 @@ def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, works
     assert null_cells(at) == [] and none_words(at) == []
     gold = next(d.value for d in at.dataframe if "gold turn" in d.value.columns)
     assert list(gold["source rank"]) == ["–", "–", "5", "1"]          # D2:6 and D3:9 are not in naive's ranking
+
+
+def test_a_system_without_memory_has_no_memory_panel():
+    """The full-history ceiling (engine null) answers from the transcript: memory growth shows only engines."""
+    data = json.loads(BENCH_FIXTURE.read_text())
+    data["systems"]["full-history"] = {"engine": None, "settings": {}, "ablations": []}
+    result = BenchResult(BENCH_FIXTURE, data)
+    fig = bv.memory_figure(result, result.systems)
+    titles = [a.text for a in fig.layout.annotations if a.text.endswith((" · nodes", " · edges"))]
+    assert titles == ["allmem · nodes", "naive · nodes", "allmem · edges", "naive · edges"]
+
+
+def test_an_answer_line_keeps_dataset_strings_literal():
+    line = bv.answer_line({"text": "**bold** [open](https://x.test)", "cited": ["D1:3"], "gold": "`tick`",
+                           "error_code": None})
+    assert "\\*\\*bold\\*\\*" in line and "\\[open\\]" in line and "`D1:3`" in line and "\\`tick\\`" in line
+    assert bv.answer_line({"text": "", "cited": [], "gold": None, "error_code": "LLM_FAIL"}).startswith(
+        "**Answer** · *(no answer)* · failed: `LLM_FAIL`")

@@ -41,6 +41,10 @@ class BenchResult:
     def systems(self) -> list[str]:
         return list(self.data["systems"])
 
+    def keeps_memory(self, system: str) -> bool:
+        """Whether `system` is an engine with a memory (the full-history ceiling and fixed windows are not)."""
+        return self.data["systems"].get(system, {}).get("engine") is not None
+
     @property
     def metrics(self) -> list[str]:
         return list(self.data["metrics"])

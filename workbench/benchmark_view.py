@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from workbench.bench_result import BenchResult
 from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE
+from workbench.text import md_code, md_escape
 
 PALETTE = qualitative.Plotly + qualitative.D3
 STACK = qualitative.Set2 + qualitative.Pastel1
@@ -151,7 +152,9 @@ def tradeoff_figure(result: BenchResult, systems: list[str], metric: str) -> go.
 
 def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
     """Per system (a column each, wrapping after `MEMORY_COLUMNS`): nodes by kind and status, then edges by
-    type, stacked per round. One colour per status or edge type across all systems."""
+    type, stacked per round. One colour per status or edge type across all systems. A system without a
+    memory (the full-history ceiling) has no panel."""
+    systems = [s for s in systems if result.keeps_memory(s)]
     cols = max(1, min(MEMORY_COLUMNS, len(systems)))
     blocks = max(1, math.ceil(len(systems) / cols))
     titles = []
@@ -194,6 +197,16 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
     fig.update_layout(barmode="stack", height=300 * blocks + 120, **_LAYOUT)
     fig.update_layout(legend=dict(orientation="h", y=-0.1 / blocks))
     return fig
+
+
+def answer_line(answer: dict) -> str:
+    """What the answering model said, the keys it cited and the gold answer, as escaped markdown."""
+    said = md_escape(answer.get("text") or "") or "*(no answer)*"
+    if answer.get("error_code"):
+        said += f" · failed: {md_code(answer['error_code'])}"
+    cited = ", ".join(md_code(k) for k in answer.get("cited") or []) or "none"
+    gold = md_escape(answer.get("gold") or "–")
+    return f"**Answer** · {said}  \n**cites** {cited} · **gold answer** · {gold}"
 
 
 def _first(fig: go.Figure, group: str) -> bool:
