@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.engines import engine_schema, known_engines
 from engine.interface import RunError, open_run_message
+from engine.text import seconds_text
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -365,24 +366,19 @@ class ProgressBar:
 
     def __call__(self, p) -> None:
         elapsed = self.clock() - self.started
-        eta = f"ETA {_duration(elapsed / p.done * (p.total - p.done))}" if p.done else "ETA –"
+        eta = f"ETA {seconds_text(elapsed / p.done * (p.total - p.done))}" if p.done else "ETA –"
         if self.tty:
             filled = int(self.WIDTH * p.done / max(p.total, 1))
             line = f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p.done}/{p.total} {eta}  {p.label[:40]:40}"
             print(line, end="", file=self.stream, flush=True)
             self.drawn = True
         else:
-            print(f"bench: {p.done}/{p.total} tasks done ({p.label}), {_duration(elapsed)} elapsed, {eta}",
+            print(f"bench: {p.done}/{p.total} tasks done ({p.label}), {seconds_text(elapsed)} elapsed, {eta}",
                   file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.drawn:
             print(file=self.stream)
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 def cmd_ui(args) -> int:

@@ -520,8 +520,7 @@ def node_row(u: Node) -> dict:
 
 
 def edge_row(e: Edge) -> dict:
-    return {"src": e.src, "dst": e.dst, "type": e.type, "made_by": e.made_by, "confidence": e.confidence,
-            "created_turn": e.created_turn, "evidence": json.dumps(e.evidence)}
+    return {**e.to_dict(), "evidence": json.dumps(e.evidence)}
 
 
 def proposal_row(p: Proposal) -> dict:

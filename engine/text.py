@@ -1,4 +1,4 @@
-"""Small deterministic text helpers shared by the offline LLM, BM25 and diagnosis."""
+"""Small deterministic text helpers shared by the offline LLM, BM25, diagnosis and progress lines."""
 from __future__ import annotations
 
 import re
@@ -107,3 +107,9 @@ def jaccard(a: set, b: set) -> float:
 
 def containment(a: set, b: set) -> float:
     return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration as a person reads it on a progress line: '8 s', '2 min 05 s'."""
+    seconds = int(round(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"

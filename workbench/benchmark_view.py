@@ -17,7 +17,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from workbench.bench_result import BenchResult
-from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE
+from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
 from workbench.text import md_code, md_escape
 
 PALETTE = qualitative.Plotly + qualitative.D3
@@ -290,7 +290,7 @@ def hop_path(result_row: dict) -> str:
     path = result_row.get("path") or []
     if not path:
         return "direct"
-    hops = [f"—{h.get('type')}{' (reverse)' if h.get('reverse') else ''}→ u{h.get('dst')}" for h in path]
+    hops = [f"{hop_arrow(h.get('type'), bool(h.get('reverse')))} u{h.get('dst')}" for h in path]
     return " ".join([f"u{path[0].get('src')}", *hops])
 
 

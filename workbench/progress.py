@@ -5,8 +5,9 @@ import streamlit as st
 
 from engine.engines import engine_schema
 from engine.interface import BaseEngine
+from engine.text import seconds_text
 from workbench.model import JumpProgress, Workbench
-from workbench.replay_view import JumpClock, seconds_text
+from workbench.replay_view import JumpClock
 
 
 def peer_with_progress(wb: Workbench, name: str) -> BaseEngine | None:

@@ -21,6 +21,7 @@ from engine.edge import Edge
 from engine.node import TURN_KIND
 from engine.oplog import OpKind, RunInfo
 from engine.state import MemoryState
+from engine.text import seconds_text
 from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
@@ -34,12 +35,6 @@ _BUFFER_KINDS = (OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRAC
 
 
 # -- a long jump's progress ------------------------------------------------------------------------
-def seconds_text(seconds: float) -> str:
-    """'8 s', '2 min 05 s'."""
-    seconds = int(round(seconds))
-    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
-
-
 class JumpClock:
     """Times a jump for its progress bar: elapsed time, an estimate from the current phase's rate, and whether
     the page should redraw now (at most every `every` seconds, and always at the start and end of a phase)."""

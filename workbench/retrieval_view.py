@@ -76,9 +76,14 @@ def seed_word(schema: EngineSchema | None) -> str:
     return word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
+def hop_arrow(etype: str, reverse: bool = False) -> str:
+    """`—CAUSAL_FOLLOW (reverse)→`: a reverse hop walks the stored edge against its direction."""
+    return f"—{etype}{' (reverse)' if reverse else ''}→"
+
+
 def hop_text(state: MemoryState, h) -> str:
-    """`—CAUSAL_FOLLOW (reverse)→ u7`: a reverse hop walks the stored edge against its direction."""
-    return f"—{h.type}{' (reverse)' if getattr(h, 'reverse', False) else ''}→ {unit_ref(state, h.dst)}"
+    """`—CAUSAL_FOLLOW (reverse)→ u7`."""
+    return f"{hop_arrow(h.type, getattr(h, 'reverse', False))} {unit_ref(state, h.dst)}"
 
 
 def path_text(state: MemoryState, r: RetrievedUnit, seed: str = "anchor", seeds: Iterable[int] | None = None) -> str:
@@ -194,8 +199,8 @@ def expansion_tree(state: MemoryState, res: RetrievalResult, seed: str = "anchor
         kids = children.get(uid, [])
         for i, e in enumerate(kids):
             last = i == len(kids) - 1
-            rev = " (reverse)" if e.get("reverse") else ""
-            lines.append(f"{prefix}{'└─' if last else '├─'} —{e['type']}{rev}→ {unit_ref(state, e['id'])}  "
+            lines.append(f"{prefix}{'└─' if last else '├─'} {hop_arrow(e['type'], bool(e.get('reverse')))} "
+                         f"{unit_ref(state, e['id'])}  "
                          f"(hop {e['hop']})  {short(node_text(state, e['id']), 50)}")
             walk(e["id"], prefix + ("   " if last else "│  "))
 

@@ -250,8 +250,7 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
             said, ms = _timed(lambda: answer_question(llm, q.question, context, question_time=q.time or ""))
             query["answer"].append(ms)
             query_all["answer"].append(ms)
-            question_record(spec, conv, q, types, records, cp.round, cp.turns, {}, said)
-            records[qid].update(ranked=[], results=[])
+            question_record(spec, conv, q, types, records, cp.round, cp.turns, {}, said).update(ranked=[], results=[])
         rounds.append({"round": cp.round, "turns": cp.turns, "questions": len(cp.visible),
                        "memory": {"nodes": {}, "edges": {}}, "insert_ms": {}, "query_ms": query})
     return {"conversation": conv.id, "system": task.system, "turns": len(conv.turns), "db": None,

@@ -9,7 +9,6 @@ the rules computed, never constants, so the 0.9 gate means something.
 from __future__ import annotations
 
 import functools
-
 import json
 import math
 from collections import Counter
