@@ -17,10 +17,10 @@ from typing import Callable
 
 import jsonschema
 
+from engine.core.proposal import LLMReason
+from engine.core.redact import redact
 from engine.llm.prompts import render
-from engine.llm.redact import redact
 from engine.llm.schemas import CAPS, SCHEMAS, Cap
-from engine.proposal import LLMReason
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.engines.allmem.schema import Op, ReasonCode
 from engine.llm.offline import OfflineBackend
-from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
 
 if TYPE_CHECKING:
     from engine.engines.allmem.engine import AllMemEngine

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.proposal import Proposal, Status, call_reason_code
+from engine.core.tx import Tx
 from engine.engines.allmem.atc import coherence, unit_payload
 from engine.engines.allmem.ranking import semantic_key, top_cap
 from engine.engines.allmem.schema import EdgeType, Kind, Life, Op, ReasonCode
-from engine.index import top_k
-from engine.node import Node
-from engine.proposal import Proposal, Status, call_reason_code
-from engine.tx import Tx
+from engine.retrieval.index import top_k
 
 if TYPE_CHECKING:
     from engine.engines.allmem.engine import AllMemEngine

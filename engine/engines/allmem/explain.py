@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from engine.engines.allmem.schema import SCHEMA
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
-from engine.relevance import Relevance
-from engine.retrieval import RetrievalResult
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
+from engine.retrieval.relevance import Relevance
+from engine.retrieval.result import RetrievalResult
 
 if TYPE_CHECKING:
     from engine.engines.allmem.engine import AllMemEngine

@@ -13,8 +13,8 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.engines.allmem.schema import SCHEMA
-from engine.relevance import Relevance
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
+from engine.retrieval.relevance import Relevance
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
 if TYPE_CHECKING:
     from engine.engines.allmem.engine import AllMemEngine

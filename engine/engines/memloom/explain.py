@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from engine.engines.memloom.retrieval import TRAVERSED, Relevance, buffer_ranking, seed_ranking
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
-from engine.retrieval import RetrievalResult, RetrievedUnit
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
+from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
 if TYPE_CHECKING:
     from engine.engines.memloom.engine import MemLoomEngine

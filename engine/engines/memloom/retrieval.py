@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.engines.memloom.schema import Kind, Life, Rel
-from engine.lexical import at
-from engine.links import has_change
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
+from engine.retrieval.lexical import at
+from engine.retrieval.links import has_change
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
 if TYPE_CHECKING:
     from engine.engines.memloom.engine import MemLoomEngine

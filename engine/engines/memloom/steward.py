@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.text import strip_speaker
+from engine.core.tx import Tx
 from engine.engines.memloom import online
 from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
-from engine.interface import BaseProcess
-from engine.node import Node
-from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
-from engine.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
-from engine.text import strip_speaker
-from engine.tx import Tx
+from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
+from engine.runtime.interface import BaseProcess
 
 if TYPE_CHECKING:
     from engine.engines.memloom.engine import MemLoomEngine
@@ -119,7 +119,7 @@ class Steward(BaseProcess):
                               {"events": len(group)})
 
     def link_scorer(self) -> LinkScorer:
-        """The logic track over every sentence record of the conversation (engine/links.py)."""
+        """The logic track over every sentence record of the conversation (engine/retrieval/links.py)."""
         eng, state = self.engine, self.engine.state
         records = [state.nodes[state.turn_units[t]] for t in state.turn_ids if t in state.turn_units]
         sessions = {sess: i for i, sess in enumerate(dict.fromkeys(r.session for r in records))}

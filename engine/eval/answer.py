@@ -3,7 +3,7 @@
 The context is a list of passages, each a piece of raw evidence with the keys (source turn ids) it comes
 from: a retrieval result's materialized units (`passages_from_units`), or every turn of the conversation
 for the full-history ceiling (`passages_from_turns`). The answer comes from the LLM's `answer` role and
-names the keys it rests on, which attribution auditability (`engine.metrics.attribution_auditability`)
+names the keys it rests on, which attribution auditability (`engine.eval.metrics.attribution_auditability`)
 compares with the gold evidence.
 
 It fails closed: a timeout, an unreachable endpoint, a reply that is not valid JSON or breaks the
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from engine.conversation import Turn
+from engine.core.conversation import Turn
+from engine.core.proposal import LLMReason
 from engine.llm.base import LLM, LLMCall, estimate_tokens
-from engine.proposal import LLMReason
-from engine.retrieval import RetrievedUnit
+from engine.retrieval.result import RetrievedUnit
 
 # Context tokens (estimated, `estimate_tokens`) an answer may read: a whole LoCoMo conversation
 # (about 25k) fits, so the full-history ceiling is the whole history there.

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import sparse
 
-from engine.text import STOPWORDS, content_tokens, words
+from engine.core.text import STOPWORDS, content_tokens, words
 
 if TYPE_CHECKING:
-    from engine.node import Node
+    from engine.core.node import Node
 
 FEATURES = ("cosine", "lexical", "entities", "mention", "same_speaker", "cue", "change", "session_gap")
 WEIGHTS = np.array([2.716, 0.467, 0.474, 0.975, 0.415, 0.104, 0.647, -1.000])

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.index import cosine, top_k
-from engine.lexical import at
+from engine.retrieval.index import cosine, top_k
+from engine.retrieval.lexical import at
 
 if TYPE_CHECKING:
-    from engine.interface import BaseEngine
+    from engine.runtime.interface import BaseEngine
 
 # Surface rankings order by the fused score rounded to this many decimals, then by id.
 DECIMALS = 9

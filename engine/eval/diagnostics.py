@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 
 
 def hop_distances(state: MemoryState, edge_types: tuple[str, ...] | None = None) -> dict[int, float]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.workspace import embedding_cache_path
+from engine.store.workspace import embedding_cache_path
 
 BUSY_TIMEOUT_S = 0.5     # wait this long for another writer, then give up on this write (a later miss re-encodes)
 _CHUNK = 500             # keys per SELECT (SQLite's bound-parameter limit is 999 on old builds)

@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from engine.conversation import Conversation, Turn
-from engine.interface import RunError, open_run_message
-from engine.oplog import OpKind
+from engine.core.conversation import Conversation, Turn
+from engine.core.oplog import OpKind
+from engine.runtime.interface import RunError, open_run_message
 
 
 @dataclass(frozen=True)

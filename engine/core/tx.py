@@ -6,11 +6,12 @@ untouched. The helpers record every prior value an op's inverse needs.
 """
 from __future__ import annotations
 
-from engine.edge import Edge
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import Proposal
-from engine.state import MemoryState
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.ops import apply
+from engine.core.proposal import Proposal
+from engine.core.state import MemoryState
 
 
 class Tx:
@@ -25,7 +26,7 @@ class Tx:
         op = OpRecord(kind=kind, payload=payload, turn=self.turn, run_id=self.run_id, actor=actor or self.actor)
         self.ops.append(op)
         if self.isolated:
-            self.state.apply(op)
+            apply(self.state, op)
         return op
 
     # -- nodes -------------------------------------------------------------------

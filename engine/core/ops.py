@@ -1,6 +1,6 @@
 """Every op kind declared once: how it applies to the state, its inverse, what it materializes, its version.
 
-The fold (`MemoryState.apply`), the store's materialized tables and the
+The fold (`apply`, `fold` below), the store's materialized tables and the
 generic undo of a run all read these specs, so a payload is interpreted in one
 place. A kind the registry does not know makes the fold raise instead of being
 skipped. Records written under an older payload version are upcast on read.
@@ -8,16 +8,16 @@ skipped. Records written under an older payload version are upcast on read.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from engine.edge import Edge
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord, RunInfo
-from engine.proposal import Proposal
-
-if TYPE_CHECKING:
-    from engine.state import MemoryState
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord, RunInfo
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 
 
 class UnknownOpKind(ValueError):
@@ -37,14 +37,14 @@ class Touched:
     proposals: set[int] = field(default_factory=set)
 
 
-Inverse = Callable[["MemoryState", OpRecord], list[tuple[str, dict]]]
+Inverse = Callable[[MemoryState, OpRecord], list[tuple[str, dict]]]
 
 
 @dataclass(frozen=True)
 class OpSpec:
     kind: str
     version: int
-    apply: Callable[["MemoryState", OpRecord], None]
+    apply: Callable[[MemoryState, OpRecord], None]
     inverse: Inverse | None = None               # None: nothing to revert (records, decisions, runs)
     touches: Callable[[dict], Touched] = lambda p: Touched()
     claims: Callable[[OpRecord], list[tuple[str, str]]] = lambda op: []   # ids it hands out, unique per log
@@ -82,7 +82,7 @@ def current(op: OpRecord) -> OpRecord:
 
 
 # -- nodes -----------------------------------------------------------------------------------------
-def _node_created(s: "MemoryState", op: OpRecord) -> None:
+def _node_created(s: MemoryState, op: OpRecord) -> None:
     node = Node.from_dict(op.payload["node"])
     if not node.status:
         node.status = s.initial_status
@@ -94,7 +94,7 @@ def _node_created(s: "MemoryState", op: OpRecord) -> None:
             s.turn_units.setdefault(sid, node.id)
 
 
-def _node_retracted(s: "MemoryState", op: OpRecord) -> None:
+def _node_retracted(s: MemoryState, op: OpRecord) -> None:
     uid = op.payload["node"]
     for e in s.out_edges(uid) + s.in_edges(uid):
         s.drop_edge(e.key)
@@ -107,7 +107,7 @@ def _node_retracted(s: "MemoryState", op: OpRecord) -> None:
                 del s.turn_units[sid]
 
 
-def _descriptor_changed(s: "MemoryState", op: OpRecord) -> None:
+def _descriptor_changed(s: MemoryState, op: OpRecord) -> None:
     u = s.nodes[op.payload["node"]]
     u.summary = op.payload["summary"]
     u.keywords = list(op.payload["keywords"])
@@ -116,7 +116,7 @@ def _descriptor_changed(s: "MemoryState", op: OpRecord) -> None:
 _UPDATABLE = ("members", "attrs", "source_ids", "speakers")
 
 
-def _node_updated(s: "MemoryState", op: OpRecord) -> None:
+def _node_updated(s: MemoryState, op: OpRecord) -> None:
     u = s.nodes[op.payload["node"]]
     for key, value in op.payload["changes"].items():
         if key not in _UPDATABLE:
@@ -124,7 +124,7 @@ def _node_updated(s: "MemoryState", op: OpRecord) -> None:
         setattr(u, key, copy.deepcopy(value))
 
 
-def _status_changed(s: "MemoryState", op: OpRecord) -> None:
+def _status_changed(s: MemoryState, op: OpRecord) -> None:
     p = op.payload
     u = s.nodes[p["node"]]
     if not (p.get("cause") or {}).get("undo_of") and not s.legal(u.status, p["status"]):
@@ -170,11 +170,11 @@ declare(OpSpec(
 
 
 # -- edges -----------------------------------------------------------------------------------------
-def _edge_added(s: "MemoryState", op: OpRecord) -> None:
+def _edge_added(s: MemoryState, op: OpRecord) -> None:
     s.put_edge(Edge(**op.payload["edge"]))
 
 
-def _edge_removed(s: "MemoryState", op: OpRecord) -> None:
+def _edge_removed(s: MemoryState, op: OpRecord) -> None:
     p = op.payload
     s.drop_edge((p["src"], p["dst"], p["type"]))
 
@@ -199,13 +199,13 @@ declare(OpSpec(
 
 
 # -- buffers and engine variables ------------------------------------------------------------------
-def _buffer_pushed(s: "MemoryState", op: OpRecord) -> None:
+def _buffer_pushed(s: MemoryState, op: OpRecord) -> None:
     buf = s.buffers.setdefault(op.payload["buffer"], {})
     for uid, anchors in op.payload["entries"]:
         buf[uid] = list(anchors)
 
 
-def _buffer_flushed(s: "MemoryState", op: OpRecord) -> None:
+def _buffer_flushed(s: MemoryState, op: OpRecord) -> None:
     buf = s.buffers.setdefault(op.payload["buffer"], {})
     for uid, _ in op.payload["entries"]:
         buf.pop(uid, None)
@@ -221,7 +221,7 @@ declare(OpSpec(
         "entries": [[u, a] for u, a in op.payload["entries"]
                     if u in s.nodes and u not in s.buffers.get(op.payload["buffer"], {})]})]))
 
-def _engine_state_set(s: "MemoryState", op: OpRecord) -> None:
+def _engine_state_set(s: MemoryState, op: OpRecord) -> None:
     """`value` sets the variable; a payload without `value` removes it (the inverse of a first set)."""
     p = op.payload
     if "value" in p:
@@ -230,7 +230,7 @@ def _engine_state_set(s: "MemoryState", op: OpRecord) -> None:
         s.engine_state.pop(p["key"], None)
 
 
-def _engine_state_inverse(s: "MemoryState", op: OpRecord) -> list[tuple[str, dict]]:
+def _engine_state_inverse(s: MemoryState, op: OpRecord) -> list[tuple[str, dict]]:
     p = op.payload
     back = {"key": p["key"]}
     if "prev" in p:
@@ -244,44 +244,44 @@ declare(OpSpec(OpKind.ENGINE_STATE_SET, 1, _engine_state_set, inverse=_engine_st
 
 
 # -- turns, proposals, runs, records -----------------------------------------------------------------
-def _turn_ingested(s: "MemoryState", op: OpRecord) -> None:
+def _turn_ingested(s: MemoryState, op: OpRecord) -> None:
     """`sha256` (the turn's content hash) is missing from records written before it was stored."""
     s.turn = op.turn
     s.turn_ids.append(op.payload["turn_id"])
 
 
-def _proposal_made(s: "MemoryState", op: OpRecord) -> None:
+def _proposal_made(s: MemoryState, op: OpRecord) -> None:
     p = Proposal.from_dict(copy.deepcopy(op.payload["proposal"]))
     s.proposals[p.id] = p
     s.next_proposal_id = max(s.next_proposal_id, p.id + 1)
 
 
-def _proposal_updated(s: "MemoryState", op: OpRecord) -> None:
+def _proposal_updated(s: MemoryState, op: OpRecord) -> None:
     p = s.proposals[op.payload["id"]]
     for key, value in op.payload["changes"].items():
         setattr(p, key, copy.deepcopy(value))
 
 
-def _run_started(s: "MemoryState", op: OpRecord) -> None:
+def _run_started(s: MemoryState, op: OpRecord) -> None:
     s.runs[op.run_id] = RunInfo(run_id=op.run_id, mode=op.payload.get("mode", ""), turn=op.turn,
                                 process=op.payload.get("process", ""), first_seq=op.seq, last_seq=op.seq)
 
 
-def _run_committed(s: "MemoryState", op: OpRecord) -> None:
+def _run_committed(s: MemoryState, op: OpRecord) -> None:
     run = s.runs[op.run_id]
     run.status, run.last_seq, run.summary = "committed", op.seq, dict(op.payload.get("summary", {}))
 
 
-def _run_undone(s: "MemoryState", op: OpRecord) -> None:
+def _run_undone(s: MemoryState, op: OpRecord) -> None:
     s.runs[op.payload["undone_run"]].status = "undone"
 
 
-def _run_discarded(s: "MemoryState", op: OpRecord) -> None:
+def _run_discarded(s: MemoryState, op: OpRecord) -> None:
     run = s.runs[op.run_id]
     run.status, run.last_seq = "discarded", op.seq
 
 
-def _record_only(s: "MemoryState", op: OpRecord) -> None:
+def _record_only(s: MemoryState, op: OpRecord) -> None:
     """LLM calls and notes are evidence in the log; they change no state."""
 
 
@@ -296,3 +296,24 @@ declare(OpSpec(OpKind.RUN_UNDONE, 1, _run_undone))
 declare(OpSpec(OpKind.RUN_DISCARDED, 1, _run_discarded))
 declare(OpSpec(OpKind.LLM_CALL, 1, _record_only))
 declare(OpSpec(OpKind.NOTE, 1, _record_only))
+
+
+def apply(state: MemoryState, op: OpRecord) -> None:
+    """Change `state` by one record (upcast to its kind's current version first): the one way a state changes."""
+    op = current(op)
+    spec(op.kind).apply(state, op)
+    if op.seq:
+        state.seq = op.seq
+
+
+def fold(ops: Iterable[OpRecord], schema: EngineSchema | None = None, upto_turn: int | None = None,
+         upto_seq: int | None = None, start: MemoryState | None = None) -> MemoryState:
+    """The state after every op with turn <= upto_turn and seq <= upto_seq (from `start` if given)."""
+    state = start if start is not None else MemoryState(schema=schema)
+    for op in ops:
+        if upto_turn is not None and op.turn > upto_turn:
+            break
+        if upto_seq is not None and op.seq > upto_seq:
+            break
+        apply(state, op)
+    return state

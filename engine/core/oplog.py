@@ -1,8 +1,8 @@
 """The append-only operation log: every change to memory is one record.
 
 The state at any point is the fold of the log up to that point
-(`engine.state.MemoryState.fold`), which is what time travel, diffs, undo and
-branching are built on. What each kind does is declared once, in `engine.ops`.
+(`engine.core.ops.fold`), which is what time travel, diffs, undo and
+branching are built on. What each kind does is declared once, in `engine.core.ops`.
 """
 from __future__ import annotations
 

@@ -23,17 +23,23 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, delete, select
 
-from engine.database import (WriteLockTimeout, create_tables, database_url, display_url,
-                             open_database, public_url, write_transaction)
-
-from engine.edge import Edge
-from engine.node import Node
-from engine.ops import Touched
-from engine.ops import spec as ops_spec
-from engine.oplog import OpRecord
-from engine.proposal import Proposal
-from engine.schema import EngineSchema
-from engine.state import CHECKPOINT_FORMAT, MemoryState
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpRecord
+from engine.core.ops import Touched, apply, fold
+from engine.core.ops import spec as ops_spec
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema
+from engine.core.state import CHECKPOINT_FORMAT, MemoryState
+from engine.store.database import (
+    WriteLockTimeout,
+    create_tables,
+    database_url,
+    display_url,
+    open_database,
+    public_url,
+    write_transaction,
+)
 
 
 class OpRow(SQLModel, table=True):
@@ -287,7 +293,7 @@ class Store:
                 self._claim(conn, ops)
                 before = state.seq
                 for op in ops:
-                    state.apply(op)
+                    apply(state, op)
                 self._materialize(conn, ops, state)
                 if state.seq // self.checkpoint_every > before // self.checkpoint_every:
                     conn.execute(_statement(conn, CheckpointRow.__tablename__), [_checkpoint_row(state)])
@@ -359,7 +365,7 @@ class Store:
             target = min(target, upto_seq)
         start = self._checkpoint(target) if checkpoints else None
         after = start.seq if start is not None else None
-        return MemoryState.fold(self.ops(upto_seq=target, after_seq=after), schema=self.schema, start=start)
+        return fold(self.ops(upto_seq=target, after_seq=after), schema=self.schema, start=start)
 
     def _checkpoint(self, upto_seq: int) -> MemoryState | None:
         with self._reading() as s:

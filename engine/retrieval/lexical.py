@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from engine.text import content_tokens
+from engine.core.text import content_tokens
 
 
 def at(by_id: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -1,8 +1,10 @@
 """In-memory memory state, changed only by applying operation records.
 
-Engines never mutate nodes or edges directly: they build `OpRecord`s, and the
-state (and the store) apply them through the op specs of `engine.ops`. That
-keeps the log the single truth and makes the state at any point a pure fold.
+Engines never mutate nodes or edges directly: they build `OpRecord`s, and
+`engine.core.ops` applies them to a state (`apply`, `fold`) through the op
+specs. That keeps the log the single truth and makes the state at any point a
+pure fold; this module holds the state's data and the queries on it, and
+knows nothing of how a record changes it.
 The state knows its engine's schema only for two things: which statuses are on
 the retrieval surface (`visible`), and which transitions are legal.
 """
@@ -11,14 +13,13 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from engine import ops as opspecs
-from engine.edge import Edge
-from engine.node import Node
-from engine.oplog import OpRecord, RunInfo
-from engine.proposal import Proposal
-from engine.schema import EngineSchema
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import RunInfo
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema
 
 CHECKPOINT_FORMAT = 1
 
@@ -112,17 +113,7 @@ class MemoryState:
         committed = [r for r in self.runs.values() if r.status == "committed"]
         return max(committed, key=lambda r: r.last_seq) if committed else None
 
-    # -- changing ----------------------------------------------------------
-    def apply(self, op: OpRecord) -> None:
-        op = opspecs.current(op)
-        opspecs.spec(op.kind).apply(self, op)
-        if op.seq:
-            self.seq = op.seq
-
-    def apply_all(self, ops: Iterable[OpRecord]) -> None:
-        for op in ops:
-            self.apply(op)
-
+    # -- changing (what the op specs use) -------------------------------------
     def put_edge(self, e: Edge) -> None:
         self.edges[e.key] = e
         self.out_adj[e.src][e.type].add(e.dst)
@@ -147,18 +138,6 @@ class MemoryState:
         twin.out_adj, twin.in_adj = _copy_adjacency(self.out_adj), _copy_adjacency(self.in_adj)
         return twin
 
-    @classmethod
-    def fold(cls, ops: Iterable[OpRecord], schema: EngineSchema | None = None, upto_turn: int | None = None,
-             upto_seq: int | None = None, start: "MemoryState | None" = None) -> "MemoryState":
-        """The state after every op with turn <= upto_turn and seq <= upto_seq (from `start` if given)."""
-        state = start if start is not None else cls(schema=schema)
-        for op in ops:
-            if upto_turn is not None and op.turn > upto_turn:
-                break
-            if upto_seq is not None and op.seq > upto_seq:
-                break
-            state.apply(op)
-        return state
 
     # -- checkpoints ---------------------------------------------------------
     def to_dict(self) -> dict:

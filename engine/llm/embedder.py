@@ -2,7 +2,7 @@
 
 Vectors are looked up in this process's memory, then the session's own cache
 (its database, so a branch or a moved file carries them), then the workspace's
-shared cache (`engine.embedding_cache`); only what none of them holds runs
+shared cache (`engine.store.embedding_cache`); only what none of them holds runs
 through the model, and its vectors go to both caches.
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Embedder:
         self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL
         self.cache = cache
         if shared == "workspace":
-            from engine.embedding_cache import SharedEmbeddingCache
+            from engine.store.embedding_cache import SharedEmbeddingCache
 
             shared = SharedEmbeddingCache()
         self.shared: EmbeddingCache | None = shared

@@ -39,14 +39,14 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import SQLModel
 
 from engine.loaders.errors import LoaderError, check, decode_json, require
-from engine.database import open_database, public_url, write_transaction
-from engine.store import EmbeddingRow, Store, database_url
+from engine.store.database import open_database, public_url, write_transaction
+from engine.store.log_store import EmbeddingRow, Store, database_url
 
 FORMAT = "memwb-dump"
 VERSION = 1
 # Modules that declare tables: importing them fills SQLModel.metadata. A module that adds a table joins this
 # list; a database holding a table no module declares is refused rather than dumped without it.
-TABLE_MODULES = ("engine.store", "engine.annotation")
+TABLE_MODULES = ("engine.store.log_store", "engine.eval.annotation")
 OPTIONAL_TABLES = {EmbeddingRow.__tablename__: "embeddings"}     # table -> the flag that includes it
 _BATCH = 500                    # rows per INSERT on load
 

@@ -27,7 +27,7 @@ from sqlalchemy import Engine, Table, create_engine, event, inspect, text
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from engine.llm.redact import redact
+from engine.core.redact import redact
 
 LOCK_WAIT_ENV = "MEMWB_LOCK_WAIT"
 SYNC_ENV = "MEMWB_SQLITE_SYNC"
@@ -83,7 +83,7 @@ def is_sqlite(engine: Engine) -> bool:
 def open_database(url: str) -> Engine:
     """A SQLAlchemy engine set up for the write lock (and, on SQLite, WAL and full durability)."""
     if not url.startswith("sqlite"):
-        from engine import postgres
+        from engine.store import postgres
 
         return postgres.prepare(create_engine(url))
     engine = create_engine(url, connect_args={"timeout": lock_wait(), "isolation_level": None})
