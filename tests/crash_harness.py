@@ -15,7 +15,7 @@ import time
 
 from engine.cli import main
 from engine.core.oplog import OpKind
-from engine.runtime.interface import process_classes
+from engine.engines import process_classes
 from engine.store.log_store import Store
 
 PAUSE = float(os.environ.get("MEMWB_CRASH_PAUSE", "0.3"))

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
+from engine.core.state import MemoryState
 from engine.retrieval.result import rank_sources
 
 if TYPE_CHECKING:
     from engine.retrieval.result import RetrievalResult
-    from engine.runtime.interface import BaseEngine
 
 
 class Drop(StrEnum):
@@ -108,6 +108,14 @@ class SourcePlacement:
     best: Placement | None
 
 
+class ExplainingMemory(Protocol):
+    """A memory that can say where each unit fell in one of its own retrievals (every engine can)."""
+
+    state: MemoryState
+
+    def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]: ...
+
+
 def candidate_ranks(res: "RetrievalResult") -> dict[int, int]:
     return {r.id: i for i, r in enumerate(res.candidates, 1)}
 
@@ -138,7 +146,7 @@ def reachable(starts: Iterable[int], steps, hops: int) -> dict[int, int]:
     return dist
 
 
-def explain_sources(engine: "BaseEngine", res: "RetrievalResult", source_ids: Iterable[str]
+def explain_sources(engine: ExplainingMemory, res: "RetrievalResult", source_ids: Iterable[str]
                     ) -> list[SourcePlacement]:
     """Each source id's rank among every candidate's source ids (what R@k cuts) and its best unit's placement in
     `res`, retrieved from `engine`'s state under its settings."""

@@ -14,15 +14,12 @@ same formula for a node off the surface.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.retrieval.index import cosine, top_k
 from engine.retrieval.lexical import at
-
-if TYPE_CHECKING:
-    from engine.runtime.interface import BaseEngine
+from engine.retrieval.memory import IndexedMemory
 
 # Surface rankings order by the fused score rounded to this many decimals, then by id.
 DECIMALS = 9
@@ -48,7 +45,7 @@ class ScoresById(Mapping):
 
 
 class Relevance:
-    def __init__(self, engine: "BaseEngine", query: str, weight: float, off_surface_penalty: float = 0.0):
+    def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0):
         self.engine = engine
         self.zq = engine.embedder.embed_one(query)
         self.weight = weight

@@ -415,18 +415,6 @@ class BaseEngine:
         return export_state(self.state)
 
 
-def process_classes() -> list[type["BaseProcess"]]:
-    """Every offline process class of every registered engine (each engine is loaded through the registry);
-    for tools that instrument processes without importing an engine's package."""
-    from engine.engines import engine_class, known_engines
-
-    for name in known_engines():
-        engine_class(name)
-
-    def below(cls: type) -> list[type]:
-        return [sub for direct in cls.__subclasses__() for sub in (direct, *below(direct))]
-    return below(BaseProcess)
-
 
 def open_run_message(state: MemoryState, run_id: str, db: str = "DB") -> str:
     """What to do about an open run, for any message that an open run blocks something."""

@@ -7,8 +7,6 @@ variable at itself, which is what the curated retrieval stream reads.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from engine.core.edge import Edge
@@ -17,12 +15,10 @@ from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.core.text import strip_speaker
 from engine.core.tx import Tx
 from engine.engines.memloom import online
+from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
 from engine.runtime.interface import BaseProcess
-
-if TYPE_CHECKING:
-    from engine.engines.memloom.engine import MemLoomEngine
 
 ORDERED = (Rel.CAUSAL_FOLLOW, Rel.TEMPORAL_NEXT, Rel.STATE_SUCCESSOR)   # source must precede target
 # Topic-track neighbours: fresh events per matrix product, and how far a float32 product's cosine may be
@@ -36,7 +32,7 @@ def chronological(events: list[Node]) -> list[Node]:
 
 
 class Steward(BaseProcess):
-    engine: "MemLoomEngine"
+    engine: MemLoomContext
 
     # -- diagnosis: repairs and relations as proposals -------------------------------------------
     def diagnose(self, run_id: str, manual: bool) -> list[Proposal]:
