@@ -19,7 +19,8 @@ from pathlib import Path
 
 from engine.core.text import seconds_text
 from engine.engines import engine_schema, known_engines
-from engine.runtime.interface import RunError, open_run_message
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:

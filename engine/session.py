@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.core.conversation import Conversation
+from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
 from engine.engines import UnknownEngine, engine_class
 from engine.llm import LLM, DeferredBackend, make_backend
 from engine.llm.embedder import Embedder
-from engine.runtime.interface import BaseEngine
+from engine.runtime.engine import BaseEngine
 from engine.runtime.replay import Schedule, prefetch_turns, replay
 from engine.store.log_store import Store
 
@@ -23,7 +24,7 @@ DEFAULT_ENGINE = "allmem"
 LLM_BACKENDS = ("offline", "openai", "recorded")
 
 
-class SessionError(Exception):
+class SessionError(WorkbenchError):
     pass
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.proposal import GateVerdict, Status
-from engine.runtime.interface import RunError, UndoError
+from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
 from workbench import review_view as rv
 from workbench.graph_view import build_graph_html, diff_states, off_surface_word

@@ -112,7 +112,7 @@ def instrument(meter: RoleMeter, engine) -> None:
     from engine.llm.embedder import Embedder
     from engine.llm.offline import OfflineBackend
     from engine.retrieval.links import LinkScorer
-    from engine.runtime.interface import BaseEngine
+    from engine.runtime.engine import BaseEngine
 
     meter.wrap(LLM, "call", by_first_arg=True)
     meter.wrap(Embedder, "embed", "embedder")

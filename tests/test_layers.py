@@ -87,6 +87,6 @@ def test_the_walk_sees_the_imports_it_should():
     """The walk itself: it finds a known downward import and a function-local one (else the tests above could
     pass by reading nothing)."""
     graph, _ = import_graph()
-    assert graph.has_edge("engine.runtime.interface", "engine.core.state")
+    assert graph.has_edge("engine.runtime.engine", "engine.core.state")
     assert graph.has_edge("engine.store.database", "engine.store.postgres")        # imported inside a function
     assert graph.number_of_edges() > 200

@@ -6,7 +6,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from engine.core.oplog import OpKind, OpRecord
-from engine.runtime.interface import RunError
+from engine.runtime.errors import RunError
 from engine.session import open_session
 from engine.store.log_store import StaleView, Store, StoreError
 from tests.conftest import BACKENDS, turn

@@ -5,7 +5,7 @@ import streamlit as st
 
 from engine.core.text import seconds_text
 from engine.engines import engine_schema
-from engine.runtime.interface import BaseEngine
+from engine.runtime.engine import BaseEngine
 from workbench.model import JumpProgress, Workbench
 from workbench.replay_view import JumpClock
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.core.edge import Edge
+from engine.core.errors import WorkbenchError
 from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord, RunInfo
 from engine.core.proposal import Proposal
@@ -20,11 +21,11 @@ from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 
 
-class UnknownOpKind(ValueError):
+class UnknownOpKind(WorkbenchError, ValueError):
     pass
 
 
-class IllegalTransition(ValueError):
+class IllegalTransition(WorkbenchError, ValueError):
     pass
 
 

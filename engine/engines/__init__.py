@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Callable
 
+from engine.core.errors import WorkbenchError
 from engine.core.schema import EngineSchema
 
 EngineLoader = Callable[[], type]
@@ -29,7 +30,7 @@ ENGINES: dict[str, EngineLoader] = {
 }
 
 
-class UnknownEngine(ValueError):
+class UnknownEngine(WorkbenchError, ValueError):
     pass
 
 
@@ -63,7 +64,7 @@ def settings_class(name: str) -> type:
 def process_classes() -> list[type]:
     """Every offline process class of every registered engine (each engine loaded through the registry), for
     tools that instrument processes without importing an engine's package."""
-    from engine.runtime.interface import BaseProcess        # here: the registry stays light to import
+    from engine.runtime.process import BaseProcess  # here: the registry stays light to import
 
     for name in known_engines():
         engine_class(name)

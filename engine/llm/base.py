@@ -17,6 +17,7 @@ from typing import Callable
 
 import jsonschema
 
+from engine.core.errors import WorkbenchError
 from engine.core.proposal import LLMReason
 from engine.core.redact import redact
 from engine.llm.prompts import render
@@ -45,7 +46,7 @@ class BackendReply:
     model: str = ""
 
 
-class BackendError(Exception):
+class BackendError(WorkbenchError):
     """A backend could not produce text; `code` becomes the call's error code."""
 
     def __init__(self, code: str, message: str):

@@ -2,7 +2,7 @@
 
 Relevance scoring (`engine.retrieval.relevance`) takes any object with these
 parts (why-this-rank's `ExplainingMemory` is beside `Placement`). Every engine built on
-`engine.runtime.interface.BaseEngine` has them, but the retrieval layer sits below
+`engine.runtime.engine.BaseEngine` has them, but the retrieval layer sits below
 the runtime and so names only what it reads, never the engine class.
 """
 from __future__ import annotations

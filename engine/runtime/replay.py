@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.core.conversation import Conversation, Turn
+from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
-from engine.runtime.interface import RunError, open_run_message
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class ReplaySummary:
         return f" (this replay ingested {self.ingested} turns{others})"
 
 
-class ReplayMismatch(ValueError):
+class ReplayMismatch(WorkbenchError, ValueError):
     """The memory was built from other turns than the conversation now holds."""
 
 

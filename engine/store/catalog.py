@@ -21,6 +21,7 @@ from sqlalchemy import create_engine, func, inspect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
+from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
 from engine.store.log_store import MetaRow, OpRow, Store
 from engine.store.workspace import sessions_dir
@@ -31,7 +32,7 @@ PARENT = "parent"                  # meta: the file name of the session a branch
 SIDECARS = ("-wal", "-shm", "-journal")      # SQLite's own files beside a database
 
 
-class SessionNameError(ValueError):
+class SessionNameError(WorkbenchError, ValueError):
     """A session name that is not a file in the sessions folder (a path that escapes it, or no such file)."""
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import Engine, Table, create_engine, event, inspect, text
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
+from engine.core.errors import WorkbenchError
 from engine.core.redact import redact
 
 LOCK_WAIT_ENV = "MEMWB_LOCK_WAIT"
@@ -35,7 +36,7 @@ DEFAULT_LOCK_WAIT = 120.0          # seconds a writer waits for another writer b
 _PG_LOCK_KEY = 0x6D656D7762        # the advisory lock every Memory Workbench writer takes ("memwb")
 
 
-class WriteLockTimeout(RuntimeError):
+class WriteLockTimeout(WorkbenchError, RuntimeError):
     """Another writer held the database's write lock longer than this one would wait."""
 
 

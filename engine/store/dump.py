@@ -38,6 +38,7 @@ from sqlalchemy import types as sqltypes
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import SQLModel
 
+from engine.core.errors import WorkbenchError
 from engine.loaders.errors import LoaderError, check, decode_json, require
 from engine.store.database import open_database, public_url, write_transaction
 from engine.store.log_store import EmbeddingRow, Store, database_url
@@ -51,7 +52,7 @@ OPTIONAL_TABLES = {EmbeddingRow.__tablename__: "embeddings"}     # table -> the 
 _BATCH = 500                    # rows per INSERT on load
 
 
-class DumpError(Exception):
+class DumpError(WorkbenchError):
     pass
 
 

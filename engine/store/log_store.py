@@ -24,6 +24,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, delete, select
 
 from engine.core.edge import Edge
+from engine.core.errors import WorkbenchError
 from engine.core.node import Node
 from engine.core.oplog import OpRecord
 from engine.core.ops import Touched, apply, fold
@@ -131,7 +132,7 @@ class ClaimRow(SQLModel, table=True):
     seq: int
 
 
-class StoreError(Exception):
+class StoreError(WorkbenchError):
     pass
 
 

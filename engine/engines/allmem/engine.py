@@ -20,7 +20,9 @@ from engine.engines.allmem.settings import AllMemSettings
 from engine.llm.offline import OfflineBackend, keywords_of, summary_of
 from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
-from engine.runtime.interface import BaseEngine, BaseProcess, IngestReport, writes
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.process import BaseProcess
+from engine.runtime.reports import IngestReport
 
 ATC_BUFFER = "atc"
 

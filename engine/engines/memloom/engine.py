@@ -20,7 +20,9 @@ from engine.engines.memloom.steward import Steward
 from engine.llm.offline import keywords_of
 from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
-from engine.runtime.interface import BaseEngine, BaseProcess, IngestReport, writes
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.process import BaseProcess
+from engine.runtime.reports import IngestReport
 
 REALTIME, STEWARD = "realtime", "steward"
 

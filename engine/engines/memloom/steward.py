@@ -18,7 +18,7 @@ from engine.engines.memloom import online
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
-from engine.runtime.interface import BaseProcess
+from engine.runtime.process import BaseProcess
 
 ORDERED = (Rel.CAUSAL_FOLLOW, Rel.TEMPORAL_NEXT, Rel.STATE_SUCCESSOR)   # source must precede target
 # Topic-track neighbours: fresh events per matrix product, and how far a float32 product's cosine may be

@@ -20,7 +20,8 @@ from engine.core.tx import Tx
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
 from engine.retrieval.relevance import Relevance
 from engine.retrieval.result import RetrievalResult, RetrievedUnit, materialize, rank_sources
-from engine.runtime.interface import BaseEngine, IngestReport, writes
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.reports import IngestReport
 
 STORED = "stored"
 RANK = "rank"              # the one retrieval stage
