@@ -25,7 +25,7 @@ from results import write_json  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.runtime.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
-from engine.store.log_store import rows_of  # noqa: E402
+from engine.store.tables import rows_of  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 

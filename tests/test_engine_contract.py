@@ -22,7 +22,7 @@ from engine.runtime.engine import BaseEngine
 from engine.runtime.errors import UndoError
 from engine.runtime.replay import ReplayMismatch, Schedule, check_replayable, replay
 from engine.session import open_session
-from engine.store.log_store import rows_of
+from engine.store.tables import rows_of
 from tests.conftest import BACKENDS, ROOT, fresh_databases
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -10,7 +10,7 @@ from engine.engines.allmem.executor import Executor
 from engine.engines.allmem.schema import EdgeType
 from engine.eval.diagnostics import version_orphans
 from engine.session import open_session
-from engine.store.log_store import rows_of
+from engine.store.tables import rows_of
 from tests.conftest import turn
 
 POOL = [

@@ -149,7 +149,8 @@ def test_illegal_lifecycle_transition_is_refused(make_engine):
 def test_old_databases_are_refused_with_a_clear_message(db_url):
     from sqlalchemy import create_engine
 
-    from engine.store.log_store import Store, StoreError, database_url
+    from engine.store.database import database_url
+    from engine.store.log_store import Store, StoreError
 
     old = create_engine(database_url(db_url))
     with old.begin() as con:
@@ -167,7 +168,7 @@ def test_any_text_round_trips_through_the_store_and_vectors_bit_for_bit(db_url):
     import numpy as np
 
     from engine.eval.annotation import AnnotationStore, Case
-    from engine.store.log_store import rows_of
+    from engine.store.tables import rows_of
     from tests.conftest import turn
 
     odd = "nul\x00 here, \u2400 and \u24000 and \\0, \x01\x1f\x7f, \u202eRTL\u202c, \U0001f469\u200d\U0001f467"

@@ -7,7 +7,7 @@ checkpoints, and everything else is compared against that fold:
 - ``SQLITE_INTEGRITY``: SQLite's own ``PRAGMA integrity_check`` (other databases: skipped).
 - ``FOLD_FAILED``: the log does not fold (an unknown kind, a payload that does not apply).
 - ``FOLD_MISMATCH``: the materialized node/edge/proposal tables differ from the fold
-  (`engine.store.log_store.rows_of`), or a checkpoint differs from the fold up to its seq.
+  (`engine.store.tables.rows_of`), or a checkpoint differs from the fold up to its seq.
 - ``CHECKPOINT_UNREADABLE``: a checkpoint of the current format that cannot be decoded.
 - ``DUPLICATE_NODE_ID`` / ``DUPLICATE_RUN_ID`` / ``DUPLICATE_PROPOSAL_ID``: an id created,
   started or made more than once in the log.
@@ -42,7 +42,8 @@ from engine.core.proposal import Status
 from engine.core.state import CHECKPOINT_FORMAT, MemoryState
 from engine.engines import engine_schema
 from engine.eval.diagnostics import retired_orphans
-from engine.store.log_store import CheckpointRow, Store, rows_of
+from engine.store.log_store import Store
+from engine.store.tables import CheckpointRow, rows_of
 
 SHOWN = 10          # details listed per finding kind before "… and N more"
 

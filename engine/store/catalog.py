@@ -23,7 +23,8 @@ from sqlmodel import Session, select
 
 from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
-from engine.store.log_store import MetaRow, OpRow, Store
+from engine.store.log_store import Store
+from engine.store.tables import MetaRow, OpRow
 from engine.store.workspace import sessions_dir
 
 DB_ENV = "MEMWB_DB"                # the database `memwb ui --db` asks the workbench to open

@@ -40,14 +40,15 @@ from sqlmodel import SQLModel
 
 from engine.core.errors import WorkbenchError
 from engine.loaders.errors import LoaderError, check, decode_json, require
-from engine.store.database import open_database, public_url, write_transaction
-from engine.store.log_store import EmbeddingRow, Store, database_url
+from engine.store.database import database_url, open_database, public_url, write_transaction
+from engine.store.log_store import Store
+from engine.store.tables import EmbeddingRow
 
 FORMAT = "memwb-dump"
 VERSION = 1
 # Modules that declare tables: importing them fills SQLModel.metadata. A module that adds a table joins this
 # list; a database holding a table no module declares is refused rather than dumped without it.
-TABLE_MODULES = ("engine.store.log_store", "engine.eval.annotation")
+TABLE_MODULES = ("engine.store.tables", "engine.eval.annotation")
 OPTIONAL_TABLES = {EmbeddingRow.__tablename__: "embeddings"}     # table -> the flag that includes it
 _BATCH = 500                    # rows per INSERT on load
 

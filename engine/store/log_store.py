@@ -1,11 +1,11 @@
-"""Persistent store: the operation log plus materialized tables, via SQLModel.
+"""The session store: the operation log, its materialized fold, checkpoints, meta, the embedding rows, branching.
 
 The database file is the session. `op_log` is the truth; the `node`, `edge`
 and `proposal` tables are a materialized fold kept in step inside the same
 transaction, so other tools can query them with plain SQL, and `checkpoint`
 holds a fold every few hundred records so time travel re-folds only the
-records since the nearest one. A URL setting (`sqlite:///…`,
-`postgresql://…`) selects the database.
+records since the nearest one (the tables: `engine.store.tables`). A URL
+setting (`sqlite:///…`, `postgresql://…`) selects the database.
 """
 from __future__ import annotations
 
@@ -17,119 +17,20 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
-from sqlalchemy import Connection, func, inspect
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Connection, inspect
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Field, Session, SQLModel, delete, select
+from sqlmodel import Session, SQLModel, delete, select
 
-from engine.core.edge import Edge
 from engine.core.errors import WorkbenchError
-from engine.core.node import Node
 from engine.core.oplog import OpRecord
 from engine.core.ops import Touched, apply, fold
 from engine.core.ops import spec as ops_spec
-from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
-from engine.core.state import CHECKPOINT_FORMAT, MemoryState
-from engine.store.database import (
-    WriteLockTimeout,
-    create_tables,
-    database_url,
-    display_url,
-    open_database,
-    public_url,
-    write_transaction,
-)
-
-
-class OpRow(SQLModel, table=True):
-    __tablename__ = "op_log"
-    seq: int | None = Field(default=None, primary_key=True)
-    turn: int = Field(index=True)
-    run_id: str | None = Field(default=None, index=True)
-    kind: str = Field(index=True)
-    v: int = 1
-    actor: str
-    payload: str
-
-
-class NodeRow(SQLModel, table=True):
-    __tablename__ = "node"
-    id: int = Field(primary_key=True)
-    kind: str = Field(index=True)
-    status: str = Field(index=True)
-    visible: bool = Field(index=True)
-    raw: str
-    summary: str
-    keywords: str
-    time: str
-    source_ids: str
-    speakers: str
-    session: str
-    members: str
-    attrs: str
-    created_turn: int
-    made_by: str
-
-
-class EdgeRow(SQLModel, table=True):
-    __tablename__ = "edge"
-    src: int = Field(primary_key=True)
-    dst: int = Field(primary_key=True)
-    type: str = Field(primary_key=True)
-    made_by: str
-    confidence: float | None = None
-    created_turn: int
-    evidence: str = "[]"
-
-
-class ProposalRow(SQLModel, table=True):
-    __tablename__ = "proposal"
-    id: int = Field(primary_key=True)
-    run_id: str = Field(index=True)
-    op: str
-    status: str = Field(index=True)
-    confidence: float
-    gate: str
-    reason_code: str | None = None
-    decided_by: str | None = None
-    body: str
-
-
-class CheckpointRow(SQLModel, table=True):
-    """A cached fold at `seq`; the log stays the truth, a checkpoint only saves re-folding."""
-
-    __tablename__ = "checkpoint"
-    seq: int = Field(primary_key=True)
-    turn: int = Field(index=True)
-    format: int
-    body: bytes
-
-
-class EmbeddingRow(SQLModel, table=True):
-    __tablename__ = "embedding_cache"
-    key: str = Field(primary_key=True)
-    dim: int
-    vector: bytes
-
-
-class MetaRow(SQLModel, table=True):
-    __tablename__ = "meta"
-    key: str = Field(primary_key=True)
-    value: str
-
-
-class ClaimRow(SQLModel, table=True):
-    """An id the log has handed out (a node, run, proposal or ingested turn), unique by constraint.
-
-    The write lock already keeps two writers from allocating the same id; this table makes the database
-    itself refuse a second record claiming one, whatever wrote it."""
-
-    __tablename__ = "claim"
-    kind: str = Field(primary_key=True)
-    key: str = Field(primary_key=True)
-    seq: int
+from engine.core.state import MemoryState
+from engine.store.database import (WriteLockTimeout, create_tables, database_url, display_url, open_database,
+                                   public_url, write_transaction)
+from engine.store.tables import (HEAD, CheckpointRow, ClaimRow, EdgeRow, EmbeddingRow, MetaRow, NodeRow, OpRow,
+                                 ProposalRow, checkpoint_row, edge_row, node_row, proposal_row, write_statement)
 
 
 class StoreError(WorkbenchError):
@@ -285,7 +186,7 @@ class Store:
                 conn = s.connection()
                 for op in ops:
                     op.v = op.v or ops_spec(op.kind).version
-                seqs = conn.execute(_statement(conn, "append"), [
+                seqs = conn.execute(write_statement(conn, "append"), [
                     {"turn": op.turn, "run_id": op.run_id, "kind": op.kind, "v": op.v, "actor": op.actor,
                      "payload": json.dumps(op.payload, ensure_ascii=False)} for op in ops]).scalars().all()
                 for op, seq in zip(ops, seqs, strict=True):
@@ -297,7 +198,7 @@ class Store:
                     apply(state, op)
                 self._materialize(conn, ops, state)
                 if state.seq // self.checkpoint_every > before // self.checkpoint_every:
-                    conn.execute(_statement(conn, CheckpointRow.__tablename__), [_checkpoint_row(state)])
+                    conn.execute(write_statement(conn, CheckpointRow.__tablename__), [checkpoint_row(state)])
         except (StaleView, WriteLockTimeout):
             raise
         except Exception as exc:
@@ -312,7 +213,7 @@ class Store:
         once and then keeps it in step with its own appends."""
         head = getattr(self._local, "head", None) if self.in_write else None
         if head is None:
-            head = s.connection().execute(_HEAD).scalar() or 0
+            head = s.connection().execute(HEAD).scalar() or 0
             if self.in_write:
                 self._local.head = head
         return head
@@ -330,7 +231,7 @@ class Store:
                 claims[claim] = op
         if not claims:
             return
-        added = conn.execute(_statement(conn, "claim"), [{"kind": k, "key": key, "seq": op.seq}
+        added = conn.execute(write_statement(conn, "claim"), [{"kind": k, "key": key, "seq": op.seq}
                                                         for (k, key), op in claims.items()]).all()
         if len(added) < len(claims):
             taken = min(set(claims) - {(r.kind, r.key) for r in added})
@@ -405,7 +306,7 @@ class Store:
         try:
             with self.writing(wait=None if self.in_write else CACHE_WRITE_WAIT) as s:
                 conn = s.connection()
-                conn.execute(_statement(conn, EmbeddingRow.__tablename__),
+                conn.execute(write_statement(conn, EmbeddingRow.__tablename__),
                              [{"key": key, "dim": int(vec.shape[0]), "vector": vec.astype(np.float32).tobytes()}
                               for key, vec in vectors.items()])
         except WriteLockTimeout:
@@ -471,7 +372,7 @@ class Store:
         for model, rows in ((NodeRow, nodes), (EdgeRow, edges),
                             (ProposalRow, [proposal_row(state.proposals[pid]) for pid in sorted(touched.proposals)])):
             if rows:
-                conn.execute(_statement(conn, model.__tablename__), rows)
+                conn.execute(write_statement(conn, model.__tablename__), rows)
 
     def table_rows(self) -> dict[str, list[dict]]:
         """The materialized tables as plain rows (sorted), to compare with `rows_of(fold)`."""
@@ -485,67 +386,8 @@ class Store:
         return out
 
 
-_HEAD = select(func.max(OpRow.seq))
-_STATEMENTS: dict[tuple[str, str], object] = {}
-
-
-def _statement(conn: Connection, name: str):
-    """A write statement of `commit`, built once per dialect: "append" (log records, returning their seqs in
-    order), "claim" (ids not claimed before, returning those it added), or a table name (insert or replace
-    rows by key: a merge per row would cost a SELECT each)."""
-    dialect = conn.dialect.name
-    stmt = _STATEMENTS.get((dialect, name))
-    if stmt is not None:
-        return stmt
-    insert = sqlite_insert if dialect == "sqlite" else postgresql_insert
-    if name == "append":
-        table = OpRow.__table__
-        stmt = insert(table).returning(table.c.seq, sort_by_parameter_order=True)
-    elif name == "claim":
-        table = ClaimRow.__table__
-        stmt = insert(table).on_conflict_do_nothing().returning(table.c.kind, table.c.key)
-    else:
-        table = SQLModel.metadata.tables[name]
-        stmt = insert(table)
-        keys = [c.name for c in table.primary_key.columns]
-        stmt = stmt.on_conflict_do_update(index_elements=keys, set_={c.name: stmt.excluded[c.name]
-                                                                     for c in table.columns if c.name not in keys})
-    _STATEMENTS[(dialect, name)] = stmt
-    return stmt
-
-
 def _twice(op: OpRecord, claim: tuple[str, str]) -> str:
     return f"record {op.seq} ({op.kind}) would hand out {claim[0]} id {claim[1]!r} a second time; nothing was written"
 
 
-def node_row(u: Node) -> dict:
-    return {"id": u.id, "kind": u.kind, "status": u.status, "visible": u.visible, "raw": u.raw,
-            "summary": u.summary, "keywords": json.dumps(u.keywords), "time": u.time,
-            "source_ids": json.dumps(u.source_ids), "speakers": json.dumps(u.speakers), "session": u.session,
-            "members": json.dumps(u.members), "attrs": json.dumps(u.attrs, sort_keys=True),
-            "created_turn": u.created_turn, "made_by": u.made_by}
-
-
-def edge_row(e: Edge) -> dict:
-    return {**e.to_dict(), "evidence": json.dumps(e.evidence)}
-
-
-def proposal_row(p: Proposal) -> dict:
-    return {"id": p.id, "run_id": p.run_id, "op": p.op, "status": p.status, "confidence": p.confidence,
-            "gate": p.gate, "reason_code": p.reason_code, "decided_by": p.decided_by,
-            "body": json.dumps(p.to_dict())}
-
-
-def rows_of(state: MemoryState) -> dict[str, list[dict]]:
-    """What the materialized tables must hold for `state`."""
-    return {"node": [node_row(state.nodes[i]) for i in sorted(state.nodes)],
-            "edge": [edge_row(state.edges[k]) for k in sorted(state.edges)],
-            "proposal": [proposal_row(state.proposals[i]) for i in sorted(state.proposals)]}
-
-
-def _checkpoint_row(state: MemoryState) -> dict:
-    body = zlib.compress(json.dumps(state.to_dict(), ensure_ascii=False).encode("utf-8"), 3)
-    return {"seq": state.seq, "turn": state.turn, "format": CHECKPOINT_FORMAT, "body": body}
-
-
-__all__ = ["Store", "StoreError", "StaleView", "database_url", "public_url", "rows_of", "Edge", "Proposal"]
+__all__ = ["Store", "StoreError", "StaleView"]
