@@ -1,11 +1,12 @@
 """The sentence encoder under ONNX Runtime: MiniLM's transformer exported once from the packaged weights.
 
-Why: ONNX Runtime encodes a text in about a third of torch's CPU time here, needs no torch import at run
-time, and its vectors do not depend on how texts are batched: a text alone, padded beside a longer one, or
-among others of its exact length gives the same float32 vector bit for bit (`tests/test_encoder.py`). So
-any engine, task or process may encode a text in any batch and get the vector every other one gets.
+Chosen with `MEMWB_ENCODER=onnx` (torch stays the default: `engine.llm.embedder` says why). ONNX Runtime
+encodes conv-26's turns in about a quarter of torch's CPU time here, needs no torch import at run time, and
+its vectors do not depend on how texts are batched: a text alone, padded beside a longer one, or among
+others of its exact length gives the same float32 vector bit for bit (`tests/test_encoder.py`). So any
+engine, task or process may encode a text in any batch and get the vector every other one gets.
 Torch's sentence-transformers gives vectors within 2e-7 of these (its own vectors move by as much when the
-batch around a text changes), which is the tolerance the tests hold the two encoders to.
+batch around a text changes); the tests hold the two encoders to 1e-6.
 
 The export (`export`) runs torch once on the packaged weights, never a download: `scripts/install.sh` does
 it into the environment (`<prefix>/share/memory-workbench/onnx/`); a process that finds no exported file
