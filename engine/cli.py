@@ -119,6 +119,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
 
+    p = sub.add_parser("llm", help="the local model server: install, serve, where; what a session's LLM calls cost",
+                       description="`install` builds and installs llama-cpp-python's OpenAI-compatible server and "
+                                   "the SmolLM2-135M-Instruct GGUF model (scripts/install_llm.sh); `serve` runs it "
+                                   "on 127.0.0.1 until Ctrl-C or SIGTERM and prints the settings that point "
+                                   "--llm openai at it; `where` prints the model file; `costs --db DB` prints "
+                                   "calls, tokens, latency, schema-valid rate per role, and with --compare "
+                                   "offline how often another backend decides otherwise on the same input.")
+    llm = p.add_subparsers(dest="llm_command", required=True)
+    q = llm.add_parser("install", help="build and install the server and the model (several minutes, once)")
+    q = llm.add_parser("serve", help="serve the model on 127.0.0.1 until Ctrl-C or SIGTERM")
+    q.add_argument("--port", type=int, default=8089, help="port on 127.0.0.1 (default 8089)")
+    q.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    q.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
+    q.add_argument("--log", help="append the server's own output to this file")
+    llm.add_parser("where", help="print the GGUF model file the server would load")
+    q = llm.add_parser("costs", help="per-role calls, tokens, latency, schema-valid rate of a session's LLM calls")
+    _add_db(q)
+    q.add_argument("--compare", choices=["offline"], help="ask this backend the same inputs and count how often "
+                                                          "its decision differs")
+    q.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
@@ -400,7 +421,27 @@ def cmd_ui(args) -> int:
     return subprocess.call(cmd, env=env)
 
 
-COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
+def cmd_llm(args) -> int:
+    from engine.llm import server
+
+    if args.llm_command == "install":
+        script = Path(__file__).resolve().parents[1] / "scripts" / "install_llm.sh"
+        env = {**os.environ, "MEMWB_VENV": os.environ.get("MEMWB_VENV") or str(Path(sys.executable).parents[1])}
+        return subprocess.call(["bash", str(script)], env=env)
+    if args.llm_command == "where":
+        print(server.model_path())
+        return 0
+    if args.llm_command == "serve":
+        return server.serve(args.port, args.ctx, args.threads, Path(args.log) if args.log else None,
+                            announce=lambda line: print(line, flush=True))
+    from engine.llm.costs import session_costs, cost_table
+
+    costs = session_costs(_open(args, warn=False), compare=args.compare)
+    print(json.dumps(costs, indent=1) if args.json else cost_table(costs))
+    return 0
+
+
+COMMANDS = {"llm": cmd_llm, "replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
             "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
             "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "ui": cmd_ui}
 
