@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", metavar="BACKEND",
                    help="answer every question with this LLM backend (offline or openai) from each system's "
                         "results, score F1, BLEU-1, ROUGE-L, EM and AA, and add the full-history ceiling")
+    p.add_argument("--llm", default="offline", choices=["offline", "openai"],
+                   help="LLM backend of the engines' own roles (default offline); with openai the per-role costs "
+                        "and how often the model decides otherwise than the offline rules are printed")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
 
@@ -362,7 +365,7 @@ def cmd_bench(args) -> int:
     config = BenchConfig(dataset=args.dataset, source=args.input, engines=names(args.engines) or None,
                          ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
-                         out=args.out, ray=args.ray, answer=args.answer,
+                         out=args.out, ray=args.ray, answer=args.answer, llm=args.llm,
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)

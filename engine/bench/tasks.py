@@ -25,8 +25,8 @@ from engine.bench.datasets import Source, dataset, load_source, question_types
 from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.conversation import Conversation, Question
 from engine.diagnostics import structure
-from engine.metrics import (attribution_auditability, bleu1, exact_match, llm_tokens_by_role, rouge_l,
-                            token_f1)
+from engine.metrics import (attribution_auditability, bleu1, exact_match, llm_calls, llm_cost_tally,
+                            llm_tokens_by_role, rouge_l, token_f1)
 from engine.oplog import OpKind
 from engine.replay import Schedule, step
 from engine.segmentation import boundaries_from_labels, evaluate, turn_labels
@@ -52,6 +52,7 @@ class BenchTask:
     schedule: str = "every-3-sessions"
     workdir: str = "."               # where the session database is written
     answer: str | None = None        # LLM backend that answers each question (None: retrieval only)
+    llm: str = "offline"             # LLM backend of the engine's own roles
 
     @property
     def label(self) -> str:
@@ -86,8 +87,8 @@ def run_task(task: BenchTask, embedder) -> dict:
     settings = dict(task.settings)
     if task.ablations:
         settings["ablations"] = sorted(task.ablations)
-    engine = open_session(db, engine=task.engine, settings=settings, embedder=embedder, conversation=conv.id,
-                          source=task.source, schedule=task.schedule)
+    engine = open_session(db, engine=task.engine, llm=task.llm, settings=settings, embedder=embedder,
+                          conversation=conv.id, source=task.source, schedule=task.schedule)
     engine.prefetch(conv.turns)
     engine.embedder.embed([q.question for q in questions])
     run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder))
@@ -177,8 +178,9 @@ class _Run:
         out = {"conversation": self.conv.id, "system": self.task.system, "turns": state.turn, "db": str(db),
                "rounds": self.rounds, "questions": [self.records[q] for q in self.questions if q in self.records],
                "latency_ms": {"insert": self.insert_all, "query": self.query_all},
-               "llm_tokens": _tokens(self.engine.store, self.llm), "structure": structure_figures(state),
-               "boundaries": None}
+               "llm_tokens": _tokens(self.engine.store, self.llm),
+               "llm_costs": _costs(self.engine.store, self.llm, self.engine.embedder),
+               "structure": structure_figures(state), "boundaries": None}
         if not self.spec.questions:
             out["boundaries"] = boundary_row(self.task, self.conv, state)
         return out
@@ -201,6 +203,18 @@ def _tokens(store, llm) -> dict:
     """Calls and tokens per LLM role: the engine's logged calls plus the answering model's."""
     logged = store.ops(kinds=[OpKind.LLM_CALL]) if store is not None else ()
     return llm_tokens_by_role([*logged, *(llm.calls if llm else ())])
+
+
+def _costs(store, llm, embedder) -> dict:
+    """Per-role cost tally (`engine.metrics.llm_cost_tally`) of the engine's and the answering model's calls;
+    the calls not made by the offline backend are also asked of it, to count how often it decides otherwise."""
+    from engine.llm.costs import offline_llm
+    from engine.llm.decisions import compare, differ_by_key
+
+    calls = [*(store.ops(kinds=[OpKind.LLM_CALL]) if store is not None else ()), *(llm.calls if llm else ())]
+    online = [c for c in llm_calls(calls) if c.get("backend") != "offline"]
+    differ = differ_by_key(compare(online, offline_llm(embedder))) if online else None
+    return llm_cost_tally(calls, differ)
 
 
 def _timed(action):
@@ -256,7 +270,7 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
     return {"conversation": conv.id, "system": task.system, "turns": len(conv.turns), "db": None,
             "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
-            "structure": {}, "boundaries": None}
+            "llm_costs": _costs(None, llm, embedder), "structure": {}, "boundaries": None}
 
 
 def memory_size(state) -> dict:
