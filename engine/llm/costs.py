@@ -77,3 +77,34 @@ def cost_table(costs: dict[str, dict], title: str = "") -> str:
                      f"{_ms(r['p50 ms'])} | {_ms(r['p95 ms'])} | {_rate(r['schema-valid'])} | {differ} | "
                      f"{r['errors'] or '–'} | {r['structured']} |")
     return "\n".join(lines)
+
+
+OFFLINE = "offline"
+
+
+def reference_llm(source: str, embedder: Any) -> LLM:
+    """The backend a session's calls are compared with: the offline rules (`"offline"`), or the replies of
+    another recording (a session database or a JSONL file of calls), which answers only the prompts it
+    holds (a missing one is a NOT_RECORDED call, shown as such)."""
+    if source == OFFLINE:
+        return offline_llm(embedder)
+    from engine.llm.recorded import RecordedBackend, load_calls_jsonl
+
+    if str(source).endswith(".jsonl"):
+        calls = load_calls_jsonl(source)
+    else:
+        from engine.store import Store
+
+        calls = llm_calls(Store(source))
+    return LLM(RecordedBackend(calls, strict=False))
+
+
+def calls_by_run(store: Any) -> dict[str | None, list[dict]]:
+    """A session's logged calls grouped by the run they were made in, in log order; the key None holds those
+    made while ingesting (in no run)."""
+    from engine.oplog import OpKind
+
+    out: dict[str | None, list[dict]] = {}
+    for op in store.ops(kinds=[OpKind.LLM_CALL]):
+        out.setdefault(op.run_id, []).append(op.payload)
+    return out
