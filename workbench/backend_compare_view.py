@@ -41,8 +41,8 @@ def compare_panel(wb) -> None:
         st.caption("This session has logged no LLM call yet.")
         return
     runs = list(by_run)
-    if st.session_state.get(f"{_KEY}_run", runs[-1]) not in runs:
-        st.session_state[f"{_KEY}_run"] = runs[-1]
+    if f"{_KEY}_run" not in st.session_state or st.session_state[f"{_KEY}_run"] not in runs:
+        st.session_state[f"{_KEY}_run"] = runs[-1]             # the latest run: what was just diagnosed
     c1, c2 = st.columns([3, 3])
     run_id = c1.selectbox("Calls of", runs, key=f"{_KEY}_run",
                           format_func=lambda r: _run_label(state, r, len(by_run[r])))
