@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", metavar="BACKEND",
                    help="answer every question with this LLM backend (offline or openai) from each system's "
                         "results, score F1, BLEU-1, ROUGE-L, EM and AA, and add the full-history ceiling")
+    p.add_argument("--answer-budget", type=int, metavar="TOKENS",
+                   help="estimated tokens of passages one answer reads at most (default 32000); the full-history "
+                        "ceiling keeps the newest turns that fit, so a small local model's context is not exceeded")
     p.add_argument("--llm", default="offline", choices=["offline", "openai"],
                    help="LLM backend of the engines' own roles (default offline); with openai the per-role costs "
                         "and how often the model decides otherwise than the offline rules are printed")
@@ -366,6 +369,7 @@ def cmd_bench(args) -> int:
                          ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
                          out=args.out, ray=args.ray, answer=args.answer, llm=args.llm,
+                         answer_budget=args.answer_budget,
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)

@@ -288,3 +288,28 @@ def test_serve_prints_its_url_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
+
+
+def test_bench_with_the_real_model_prints_costs_and_scores_its_answers(server: LocalServer, tmp_path: Path) -> None:
+    """`memwb bench --llm openai --answer openai`: the engines' roles and the answers by the real model, F1 and
+    the judge-free metrics scored, the full-history ceiling within a budget the context fits, the per-role costs
+    (server usage tokens, latency, schema-valid, differs from offline) printed and written."""
+    env = env_for(server)
+    out = tmp_path / "bench"
+    proc = memwb("bench", "--dataset", "locomo", ROOT / "datasets" / "fixtures" / "tiny.jsonl", "--engines", "allmem",
+                 "--llm", "openai", "--answer", "openai", "--answer-budget", "1500", "--protocol", "static",
+                 "--out", out, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "**LLM costs per role** (LLM openai" in proc.stdout and "| answer |" in proc.stdout
+    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    assert result["llm"] == "openai" and "--llm openai" in result["command"]
+    for system in ("allmem", "full-history"):
+        costs = result["summary"][system]["llm_costs"]
+        assert costs["answer"]["calls"] == 2 and costs["answer"]["structured"] == {"json_object": 2}
+        assert costs["answer"]["usage_reported"] == costs["answer"]["calls"] - costs["answer"]["errors"].get(
+            "TIMEOUT", 0)
+        assert costs["answer"]["latency_ms"]["p50"] > 0
+    assert set(result["summary"]["allmem"]["llm_costs"]) >= {"descriptor", "diagnosis", "answer"}
+    answered = [q for q in result["questions"] if q["system"] == "full-history"]
+    assert answered and all({"f1", "bleu1", "rouge_l", "em", "aa"} <= set(q["metrics"]) for q in answered)
+    assert all(q["answer"]["error_code"] != "CONTEXT_OVERFLOW" for q in answered)

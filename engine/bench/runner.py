@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
+from engine.answer import DEFAULT_CONTEXT_TOKENS
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS, STATIC
 from engine.bench.summary import summary_markdown
@@ -44,6 +45,7 @@ class BenchConfig:
     command: str | None = None                      # as typed (the CLI); None: rebuilt from the fields
     answer: str | None = None                       # LLM backend answering every question (adds full-history)
     llm: str = "offline"                            # LLM backend of the engines' own roles
+    answer_budget: int | None = None                # None: engine.answer.DEFAULT_CONTEXT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,8 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
     if config.llm not in LLM_BACKENDS or config.llm == "recorded":
         raise BenchInputError(f"unknown LLM backend {config.llm!r} for the engines; choose "
                               f"{' or '.join(b for b in LLM_BACKENDS if b != 'recorded')}")
+    if config.answer_budget is not None and config.answer_budget < 1:
+        raise BenchInputError(f"--answer-budget must be a positive number of tokens, got {config.answer_budget}")
     if config.answer is not None:
         if not spec.questions:
             raise BenchInputError(f"--answer needs questions; --dataset {spec.name} scores event boundaries")
@@ -171,7 +175,7 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
                        rounds=config.rounds, ks=ks, schedule=schedule, workdir=str(sessions), answer=config.answer,
-                       llm=config.llm)
+                       llm=config.llm, answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS)
              for src in found for s in systems]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
@@ -212,6 +216,8 @@ def command_line(config: BenchConfig) -> str:
         parts += ["--answer", config.answer]
     if config.llm != "offline":
         parts += ["--llm", config.llm]
+    if config.answer_budget:
+        parts += ["--answer-budget", str(config.answer_budget)]
     parts += ["--protocol", config.protocol, "--rounds", str(config.rounds), "--k", ",".join(map(str, config.ks))]
     if config.schedule:
         parts += ["--schedule", config.schedule]

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engine.answer import answer_question, passages_from_turns, passages_from_units
+from engine.answer import DEFAULT_CONTEXT_TOKENS, answer_question, passages_from_turns, passages_from_units
 from engine.bench.datasets import Source, dataset, load_source, question_types
 from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.conversation import Conversation, Question
@@ -53,6 +53,7 @@ class BenchTask:
     workdir: str = "."               # where the session database is written
     answer: str | None = None        # LLM backend that answers each question (None: retrieval only)
     llm: str = "offline"             # LLM backend of the engine's own roles
+    answer_budget: int = DEFAULT_CONTEXT_TOKENS     # estimated tokens of passages an answer reads at most
 
     @property
     def label(self) -> str:
@@ -151,7 +152,8 @@ class _Run:
                 said = None
                 if self.llm is not None:
                     said, stages["answer"] = _timed(lambda: answer_question(
-                        self.llm, q.question, passages_from_units(res.units), question_time=q.time or ""))
+                        self.llm, q.question, passages_from_units(res.units), question_time=q.time or "",
+                        budget_tokens=self.task.answer_budget))
                 answers[qid] = (res, said)
                 for stage, ms in stages.items():
                     query.setdefault(stage, []).append(ms)
@@ -261,7 +263,8 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
         query = {"answer": []}
         for qid in cp.visible:
             q = by_id[qid]
-            said, ms = _timed(lambda: answer_question(llm, q.question, context, question_time=q.time or ""))
+            said, ms = _timed(lambda: answer_question(llm, q.question, context, question_time=q.time or "",
+                                                      budget_tokens=task.answer_budget))
             query["answer"].append(ms)
             query_all["answer"].append(ms)
             question_record(spec, conv, q, types, records, cp.round, cp.turns, {}, said).update(ranked=[], results=[])
