@@ -55,7 +55,9 @@ def show_costs(costs: dict[str, dict], key: str, title: str = "") -> None:
         st.caption("No LLM calls.")
         return
     st.dataframe(table(costs_frame(costs)), hide_index=True, width="stretch",
-                 column_config={"schema-valid": st.column_config.NumberColumn(format="percent"),
+                 column_config={"p50 ms": st.column_config.NumberColumn(format="%.0f"),
+                                "p95 ms": st.column_config.NumberColumn(format="%.0f"),
+                                "schema-valid": st.column_config.NumberColumn(format="percent"),
                                 "differs from offline": st.column_config.NumberColumn(format="percent")})
     st.plotly_chart(costs_figure(costs, title), width="stretch", key=key)
 
