@@ -146,6 +146,9 @@ def test_the_workbench_opens_the_recorded_session_with_costs_and_comparison(tmp_
     opened = Workbench.resume(db, embedder=wb.engine.embedder)
     at.session_state["workbench"] = opened
     at.switch_page("../pages/1_replay.py").run()
+    assert not at.exception and not any("SmolLM2" in i.value for i in at.info)     # closed: nothing read
+    at.session_state["replay_costs_open"] = True
+    at.run()
     assert not at.exception
     roles = set(at.dataframe[-1].value["role"])
     assert roles == {c["role"] for c in logged(db)}

@@ -64,7 +64,10 @@ def show_costs(costs: dict[str, dict], key: str, title: str = "") -> None:
 
 def session_costs_panel(wb) -> None:
     """Replay page: the open session's calls per role; the comparison with the offline rules on request."""
-    with st.expander("LLM calls: what each role cost", expanded=False):
+    box = st.expander("LLM calls: what each role cost", key="replay_costs_open", on_change="rerun")
+    if not box.open:                 # reading every logged call costs time: only while the box is open
+        return
+    with box:
         models = _models(wb.engine)
         st.caption(f"Every call this session logged, per role. Answered by {md_escape(models)}. Tokens are the "
                    "server's reported usage (the offline rules' are estimates). Schema-valid: the reply parsed, "
