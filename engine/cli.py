@@ -441,10 +441,13 @@ def cmd_llm(args) -> int:
     if args.llm_command == "serve":
         return server.serve(args.port, args.ctx, args.threads, Path(args.log) if args.log else None,
                             announce=lambda line: print(line, flush=True))
-    from engine.llm.costs import session_costs, cost_table
+    from engine.llm.costs import cost_table, decisions_line, session_costs_and_decisions
 
-    costs = session_costs(_open(args, warn=False), compare=args.compare)
-    print(json.dumps(costs, indent=1) if args.json else cost_table(costs))
+    costs, decided = session_costs_and_decisions(_open(args, warn=False), compare=args.compare)
+    if args.json:
+        print(json.dumps({**costs, **({"decisions": decided} if decided else {})}, indent=1))
+    else:
+        print(cost_table(costs) + (f"\n\n{decisions_line(decided)}" if decided else ""))
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.llm.costs import MODEL_NOTE, cost_table, costs_of_calls, offline_llm  # noqa: E402
+from engine.llm.costs import MODEL_NOTE, cost_table, costs_and_decisions, decisions_line, offline_llm  # noqa: E402
 from engine.llm.server import LocalServer, free_port  # noqa: E402
 
 
@@ -88,9 +88,10 @@ def main() -> int:
           f"Model load: {report.get('model_load_seconds', '–')} s. Load average before: {report['load_before']}, "
           f"after: {loadavg()}.", ""]
     for engine, row in report["engines"].items():
-        costs = costs_of_calls(llm_calls(Store(out / f"{engine}.sqlite")), reference)
-        row["costs"] = costs
-        table = cost_table(costs, f"## {engine} ({row['seconds']:.0f} s)\n\n{row['summary']}\n")
+        costs, decided = costs_and_decisions(llm_calls(Store(out / f"{engine}.sqlite")), reference)
+        row["costs"], row["decisions"] = costs, decided
+        table = cost_table(costs, f"## {engine} ({row['seconds']:.0f} s)\n\n{row['summary']}\n") + \
+            f"\n\n{decisions_line(decided, 'the model')}"
         print(table, flush=True)
         md += [table, ""]
     report["load_after"] = loadavg()

@@ -102,6 +102,7 @@ def test_costs_compare_the_real_model_with_the_offline_rules(tmp_path: Path) -> 
     """Every valid deciding call is asked again of the offline rules on the same input."""
     db = replayed(tmp_path, "memloom")
     costs = json.loads(memwb("llm", "costs", "--db", db, "--compare", "offline", "--json").stdout)
+    decided = costs.pop("decisions")
     calls = logged(db)
     for role in ("router", "event_merge", "relation_synthesis"):
         if role not in costs:
@@ -110,8 +111,13 @@ def test_costs_compare_the_real_model_with_the_offline_rules(tmp_path: Path) -> 
         assert costs[role]["compared"] == valid
         assert 0 <= costs[role]["differ"] <= valid
     assert any(costs[r]["compared"] for r in costs)
+    deciding = [c for c in calls if c["role"] in ("router", "event_merge", "relation_synthesis")]
+    assert decided["inputs"] == len(deciding)
+    assert decided["failed_this"] == sum(c["error_code"] is not None for c in deciding)
+    assert decided["only_this"] + decided["both"] >= sum(costs[r]["differ"] for r in costs)
     table = memwb("llm", "costs", "--db", db, "--compare", "offline").stdout
     assert table.startswith("| role | calls |") and "json_object=" in table
+    assert f"decisions on the same {decided['inputs']} inputs: {decided['both']} made by both" in table
 
 
 def test_decisions_of_the_recording_beside_the_offline_rules(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from engine.llm.base import LLM
 from engine.metrics import llm_calls, llm_cost_summary, llm_cost_tally
 
+OFFLINE = "offline"
 MODEL_NOTE = ("a 135M model proves the path and the costs, not the papers' quality: its decisions are not a "
               "measure of what a capable model would decide")
 
@@ -24,21 +25,59 @@ def offline_llm(embedder: Any) -> LLM:
 
 def costs_of_calls(calls: list, compare_with: LLM | None = None) -> dict[str, dict]:
     """Per-role summary of `calls`; with `compare_with`, each deciding call is asked again of that backend."""
-    differ = None
-    if compare_with is not None:
-        from engine.llm.decisions import compare, differ_by_key
+    return costs_and_decisions(calls, compare_with)[0]
 
-        differ = differ_by_key(compare(calls, compare_with))
-    return llm_cost_summary(llm_cost_tally(calls, differ))
+
+def costs_and_decisions(calls: list, compare_with: LLM | None = None) -> tuple[dict[str, dict], dict[str, int]]:
+    """Per-role summary of `calls`, and with `compare_with` how the decisions on the same inputs split:
+    {"inputs", "both", "only_this", "only_other", "failed_this", "failed_other", "other_where_this_failed"}."""
+    if compare_with is None:
+        return llm_cost_summary(llm_cost_tally(calls)), {}
+    from engine.llm.decisions import compare, differ_by_key
+
+    comparisons = compare(calls, compare_with)
+    return llm_cost_summary(llm_cost_tally(calls, differ_by_key(comparisons))), decision_counts(comparisons)
+
+
+def decision_counts(comparisons: list) -> dict[str, int]:
+    """Decisions on the same inputs: made by both backends, only by this one, only by the other; the inputs on
+    which either call failed (those count no difference), and what the other decided where this one failed."""
+    out = {"inputs": len(comparisons), "both": 0, "only_this": 0, "only_other": 0, "failed_this": 0,
+           "failed_other": 0, "other_where_this_failed": 0}
+    for c in comparisons:
+        out["failed_this"] += not c.a.ok
+        out["failed_other"] += not c.b.ok
+        if not c.a.ok and c.b.ok:
+            out["other_where_this_failed"] += len(c.decisions_b)
+        if not (c.a.ok and c.b.ok):
+            continue
+        a, b = c.decisions_a, c.decisions_b
+        out["both"] += len(a & b)
+        out["only_this"] += len(a - b)
+        out["only_other"] += len(b - a)
+    return out
 
 
 def session_costs(engine: Any, compare: str | None = None) -> dict[str, dict]:
     """Per-role costs of every call a session logged; `compare="offline"` adds the differs-from-offline rate."""
-    calls = llm_calls(engine.store)
-    other = offline_llm(engine.embedder) if compare == "offline" else None
-    if compare not in (None, "offline"):
+    return session_costs_and_decisions(engine, compare)[0]
+
+
+def session_costs_and_decisions(engine: Any, compare: str | None = None) -> tuple[dict[str, dict], dict[str, int]]:
+    if compare not in (None, OFFLINE):
         raise ValueError(f"can compare with the offline backend only, not {compare!r}")
-    return costs_of_calls(calls, other)
+    other = offline_llm(engine.embedder) if compare == OFFLINE else None
+    return costs_and_decisions(llm_calls(engine.store), other)
+
+
+def decisions_line(counts: dict[str, int], this: str = "this session", other: str = "the offline rules") -> str:
+    """The split of decisions as one sentence (`memwb llm costs --compare`)."""
+    if not counts:
+        return ""
+    return (f"decisions on the same {counts['inputs']} inputs: {counts['both']} made by both, {counts['only_this']} "
+            f"only by {this}, {counts['only_other']} only by {other}; calls failed: {counts['failed_this']} of "
+            f"{this}, {counts['failed_other']} of {other}; where {this} failed, {other} made "
+            f"{counts['other_where_this_failed']} decisions")
 
 
 def _ms(value: float | None) -> str:
@@ -77,9 +116,6 @@ def cost_table(costs: dict[str, dict], title: str = "") -> str:
                      f"{_ms(r['p50 ms'])} | {_ms(r['p95 ms'])} | {_rate(r['schema-valid'])} | {differ} | "
                      f"{r['errors'] or '–'} | {r['structured']} |")
     return "\n".join(lines)
-
-
-OFFLINE = "offline"
 
 
 def reference_llm(source: str, embedder: Any) -> LLM:
