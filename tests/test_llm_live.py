@@ -49,16 +49,19 @@ def server(tmp_path_factory) -> LocalServer:
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("MEMWB_OPENAI_STRUCTURED", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES",
+    for name in ("MEMWB_OPENAI_STRUCTURED", "MEMWB_OPENAI_MAX_RETRIES",
                  "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("MEMWB_OPENAI_MAX_TOKENS", "256")
+    monkeypatch.setenv("MEMWB_OPENAI_TIMEOUT", "600")
     structured.forget()
 
 
 def env_for(srv: LocalServer, **extra: str) -> dict[str, str]:
-    return {**os.environ, **srv.env(), "MEMWB_OPENAI_MAX_TOKENS": "256", **extra}
+    """The settings that point `--llm openai` at `srv`; a long timeout, since two shared cores under load took
+    over a minute for one diagnosis (the timeout test sets its own)."""
+    return {**os.environ, **srv.env(), "MEMWB_OPENAI_MAX_TOKENS": "256", "MEMWB_OPENAI_TIMEOUT": "600", **extra}
 
 
 def memwb(*args, env: dict, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess:
