@@ -39,6 +39,9 @@ def main() -> int:
     ap.add_argument("--engines", default="allmem,memloom")
     ap.add_argument("--consolidate", default="every-3-sessions")
     ap.add_argument("--max-tokens", type=int, default=256, help="output limit per call (default 256)")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds per call (default 600: on two shared cores a ~4,000-token relation-synthesis "
+                         "prompt took minutes to read, and a client that gives up makes the server read it again)")
     ap.add_argument("--base-url", help="an OpenAI-compatible endpoint to use instead of starting the local server "
                                        "(model and key from MEMWB_OPENAI_MODEL / MEMWB_OPENAI_API_KEY)")
     ap.add_argument("--out", default="out/llm-demo")
@@ -50,6 +53,7 @@ def main() -> int:
     conv = out / f"demo{len(lines)}.jsonl"
     conv.write_text("\n".join(lines) + "\n", encoding="utf-8")
     report = {"turns": len(lines), "consolidate": args.consolidate, "max_tokens": args.max_tokens,
+              "timeout": args.timeout,
               "load_before": loadavg(), "engines": {}}
     server = None
     if args.base_url:
@@ -60,6 +64,7 @@ def main() -> int:
         env = {**os.environ, **server.env()}
         print(f"model server {server.alias} on {server.base_url}, loaded in {server.load_seconds:.1f} s", flush=True)
     env["MEMWB_OPENAI_MAX_TOKENS"] = str(args.max_tokens)
+    env["MEMWB_OPENAI_TIMEOUT"] = str(args.timeout)
     try:
         for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
             db = out / f"{engine}.sqlite"
