@@ -7,8 +7,8 @@ import streamlit as st
 
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
-from engine.store import StoreError
-from engine.workspace import workspace_dir
+from engine.store.log_store import StoreError
+from engine.store.workspace import workspace_dir
 from workbench.llm_cost_view import session_costs_panel
 from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
                              list_conversations)

@@ -83,9 +83,9 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
-    from engine.embedder import Embedder
-    from engine.metrics import llm_calls
-    from engine.store import Store
+    from engine.llm.embedder import Embedder
+    from engine.eval.metrics import llm_calls
+    from engine.store.log_store import Store
 
     reference = offline_llm(Embedder())
     md = [f"# The demo through a real model ({len(lines)} turns, {args.consolidate}, max_tokens "

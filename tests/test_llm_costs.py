@@ -9,7 +9,7 @@ from engine.llm import LLM, RecordedBackend
 from engine.llm.base import LLMCall
 from engine.llm.decisions import compare, decision_rows, decisions, differ_by_key
 from engine.llm.prompts import payload_of, render
-from engine.metrics import llm_cost_summary, llm_cost_tally, llm_tokens_by_role, pool_llm_costs
+from engine.eval.metrics import llm_cost_summary, llm_cost_tally, llm_tokens_by_role, pool_llm_costs
 
 
 def call(role: str, latency: float, error: str | None = None, prompt: int = 10, completion: int = 5,

@@ -26,7 +26,7 @@ from engine.llm import LLM, OpenAIBackend, structured
 from engine.llm.prompts import payload_of
 from engine.llm.schemas import SCHEMAS
 from engine.llm.server import LocalServer, free_port, server_installed
-from engine.proposal import LLMReason
+from engine.core.proposal import LLMReason
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -82,8 +82,8 @@ def demo_turns(path: Path, n: int) -> Path:
 
 
 def logged_calls(db: Path) -> list[dict]:
-    from engine.metrics import llm_calls
-    from engine.store import Store
+    from engine.eval.metrics import llm_calls
+    from engine.store.log_store import Store
 
     return llm_calls(Store(db))
 
@@ -220,7 +220,7 @@ def test_a_schema_the_model_cannot_satisfy(server: LocalServer, tmp_path: Path,
     reply is cut at the limit, every call fails as JSON_PARSE_FAIL saying so, and each turn is stored with
     its raw text as the summary (the engine's fail-closed fallback)."""
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     impossible = json.loads(json.dumps(SCHEMAS["descriptor"]))
@@ -254,7 +254,7 @@ def test_a_prompt_longer_than_the_context(tmp_path: Path) -> None:
     assert overflow and {c["role"] for c in overflow} == {"diagnosis"}
     assert all("maximum context length is 512" in c["error"] for c in overflow)
     assert "CONTEXT_OVERFLOW=" in proc.stderr
-    from engine.store import Store
+    from engine.store.log_store import Store
 
     state = Store(db).load_state()
     failed = [p for p in state.proposals.values() if p.op == "diagnosis"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.llm.recorded import load_calls_jsonl
-from engine.metrics import llm_calls
+from engine.eval.metrics import llm_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -45,7 +45,7 @@ def demo12(path: Path, change: dict | None = None) -> Path:
 
 
 def logged(db: Path) -> list[dict]:
-    from engine.store import Store
+    from engine.store.log_store import Store
 
     return llm_calls(Store(db))
 
@@ -121,10 +121,10 @@ def test_costs_compare_the_real_model_with_the_offline_rules(tmp_path: Path) -> 
 
 
 def test_decisions_of_the_recording_beside_the_offline_rules(tmp_path: Path) -> None:
-    from engine.embedder import Embedder
+    from engine.llm.embedder import Embedder
     from engine.llm.costs import calls_by_run, reference_llm
     from engine.llm.decisions import compare, decision_rows
-    from engine.store import Store
+    from engine.store.log_store import Store
 
     db = replayed(tmp_path, "memloom")
     runs = calls_by_run(Store(db))

@@ -11,8 +11,8 @@ import pytest
 
 from apptest import start_app
 from engine.llm.recorded import load_calls_jsonl
-from engine.metrics import llm_cost_summary, llm_cost_tally
-from engine.workspace import ENV
+from engine.eval.metrics import llm_cost_summary, llm_cost_tally
+from engine.store.workspace import ENV
 from workbench.driver import bench_fixture_workspace
 
 ROOT = Path(__file__).resolve().parents[1]

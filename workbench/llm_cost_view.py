@@ -1,6 +1,6 @@
 """What each LLM role cost, for the Replay page (the open session) and the Benchmark page (per system).
 
-The figures come from the engine library (`engine.llm.costs`, `engine.metrics.llm_cost_summary`): calls,
+The figures come from the engine library (`engine.llm.costs`, `engine.eval.metrics.llm_cost_summary`): calls,
 prompt and completion tokens (the server's usage), latency p50/p95, the schema-valid rate and how often the
 offline rules decide otherwise on the same input. Asking the offline backend again costs embedding time, so
 the Replay page does it only on request.
@@ -43,7 +43,7 @@ def costs_figure(costs: dict[str, dict], title: str = "") -> go.Figure:
 
 def _models(engine) -> str:
     """The models that answered the session's calls, as the calls recorded them."""
-    from engine.metrics import llm_calls
+    from engine.eval.metrics import llm_calls
 
     seen = {(c.get("backend"), c.get("model")) for c in llm_calls(engine.store)}
     return ", ".join(f"{b}: {m}" for b, m in sorted(seen, key=str)) or "none"

@@ -1,6 +1,6 @@
 """What a session's LLM calls cost, per role, and how often another backend decides otherwise.
 
-The arithmetic lives in `engine.metrics` (`llm_cost_tally`, `llm_cost_summary`); the comparison in
+The arithmetic lives in `engine.eval.metrics` (`llm_cost_tally`, `llm_cost_summary`); the comparison in
 `engine.llm.decisions`. This module joins them for one session (`memwb llm costs`, the Replay page) and
 writes the table `memwb llm costs` and `memwb bench` print.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.llm.base import LLM
-from engine.metrics import llm_calls, llm_cost_summary, llm_cost_tally
+from engine.eval.metrics import llm_calls, llm_cost_summary, llm_cost_tally
 
 OFFLINE = "offline"
 MODEL_NOTE = ("a 135M model proves the path and the costs, not the papers' quality: its decisions are not a "
@@ -129,7 +129,7 @@ def reference_llm(source: str, embedder: Any) -> LLM:
     if str(source).endswith(".jsonl"):
         calls = load_calls_jsonl(source)
     else:
-        from engine.store import Store
+        from engine.store.log_store import Store
 
         calls = llm_calls(Store(source))
     return LLM(RecordedBackend(calls, strict=False))
@@ -138,7 +138,7 @@ def reference_llm(source: str, embedder: Any) -> LLM:
 def calls_by_run(store: Any) -> dict[str | None, list[dict]]:
     """A session's logged calls grouped by the run they were made in, in log order; the key None holds those
     made while ingesting (in no run)."""
-    from engine.oplog import OpKind
+    from engine.core.oplog import OpKind
 
     out: dict[str | None, list[dict]] = {}
     for op in store.ops(kinds=[OpKind.LLM_CALL]):

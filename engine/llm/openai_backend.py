@@ -21,7 +21,7 @@ from engine.llm import structured
 from engine.llm.base import (
     BackendError, BackendReply, LLMBackend, LLMRequest, estimate_prompt_tokens, estimate_tokens,
 )
-from engine.llm.redact import redact
+from engine.core.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_TIMEOUT = 60.0
