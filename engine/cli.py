@@ -17,10 +17,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from engine.core.text import seconds_text
 from engine.engines import engine_schema, known_engines
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
-from engine.core.text import seconds_text
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -442,7 +442,7 @@ def cmd_llm(args) -> int:
     if args.llm_command == "serve":
         return server.serve(args.port, args.ctx, args.threads, Path(args.log) if args.log else None,
                             announce=lambda line: print(line, flush=True))
-    from engine.llm.costs import cost_table, decisions_line, session_costs_and_decisions
+    from engine.eval.llm_costs import cost_table, decisions_line, session_costs_and_decisions
 
     costs, decided = session_costs_and_decisions(_open(args, warn=False), compare=args.compare)
     if args.json:

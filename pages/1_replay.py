@@ -10,8 +10,15 @@ from engine.loaders import LoaderError
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench.llm_cost_view import session_costs_panel
-from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
-                             list_conversations)
+from workbench.model import (
+    DEMO_PATH,
+    LOCOMO_PATH,
+    UPLOAD_LIMIT_BYTES,
+    JumpCancelled,
+    JumpProgress,
+    Workbench,
+    list_conversations,
+)
 from workbench.replay_view import JumpClock, render_effects, transcript_html, turn_effects
 from workbench.session_picker import session_picker
 from workbench.settings_form import settings_form

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.runtime.errors import RunError, UndoError
 from engine.core.proposal import GateVerdict, Status
+from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
 from workbench import review_view as rv
 from workbench.backend_compare_view import compare_panel

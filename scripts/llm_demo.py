@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.llm.costs import MODEL_NOTE, cost_table, costs_and_decisions, decisions_line, offline_llm  # noqa: E402
+from engine.eval.llm_costs import MODEL_NOTE, cost_table, costs_and_decisions, decisions_line, offline_llm  # noqa: E402
 from engine.llm.server import LocalServer, free_port  # noqa: E402
 
 
@@ -83,8 +83,8 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
-    from engine.llm.embedder import Embedder
     from engine.eval.metrics import llm_calls
+    from engine.llm.embedder import Embedder
     from engine.store.log_store import Store
 
     reference = offline_llm(Embedder())

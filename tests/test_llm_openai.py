@@ -371,8 +371,8 @@ def test_memloom_steward_on_the_openai_backend(monkeypatch: pytest.MonkeyPatch, 
                                                tmp_path: Path) -> None:
     """Router and relation synthesis go through the LLM role with its JSON schema; every call is recorded;
     the steward's contract rejects a type outside the closed set with its reason code."""
-    from engine.loaders import load_conversation
     from engine.core.oplog import OpKind
+    from engine.loaders import load_conversation
     from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
@@ -423,8 +423,8 @@ def _split(*texts: str) -> dict:
 def test_output_caps_give_their_own_reason_codes(server: FakeServer) -> None:
     """Summary length, keyword count and length, Split segment count and length, and repeated segments are
     refused after the schema passes, each with a reason code that proposals keep."""
-    from engine.llm.schemas import KEYWORD_CHARS, KEYWORDS, SEGMENT_CHARS, SEGMENTS, SUMMARY_CHARS
     from engine.core.proposal import call_reason_code
+    from engine.llm.schemas import KEYWORD_CHARS, KEYWORDS, SEGMENT_CHARS, SEGMENTS, SUMMARY_CHARS
 
     cases = [
         ("descriptor", {**GOOD, "summary": "s" * SUMMARY_CHARS}, None, None),
@@ -528,8 +528,8 @@ def test_credentials_in_the_base_url_never_reach_the_store(monkeypatch: pytest.M
                                                            tmp_path: Path) -> None:
     """A base URL with user:password reaches the server, but call records, errors and proposals keep only
     ``http://***@host``; the database file holds neither the user nor the password."""
-    from engine.loaders import load_conversation
     from engine.core.oplog import OpKind
+    from engine.loaders import load_conversation
     from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.llm.recorded import load_calls_jsonl
 from engine.eval.metrics import llm_calls
+from engine.llm.recorded import load_calls_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -121,9 +121,9 @@ def test_costs_compare_the_real_model_with_the_offline_rules(tmp_path: Path) -> 
 
 
 def test_decisions_of_the_recording_beside_the_offline_rules(tmp_path: Path) -> None:
-    from engine.llm.embedder import Embedder
-    from engine.llm.costs import calls_by_run, reference_llm
+    from engine.eval.llm_costs import calls_by_run, reference_llm
     from engine.llm.decisions import compare, decision_rows
+    from engine.llm.embedder import Embedder
     from engine.store.log_store import Store
 
     db = replayed(tmp_path, "memloom")
@@ -145,6 +145,7 @@ def test_decisions_of_the_recording_beside_the_offline_rules(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_the_workbench_opens_the_recorded_session_with_costs_and_comparison(tmp_path: Path) -> None:
     from apptest import start_app
+
     from workbench.model import Workbench
 
     db = replayed(tmp_path, "allmem")

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from engine.llm.costs import OFFLINE, calls_by_run, reference_llm
+from engine.eval.llm_costs import OFFLINE, calls_by_run, reference_llm
 from engine.llm.decisions import compare, decision_rows
 from workbench.text import md_code, md_escape, table
 

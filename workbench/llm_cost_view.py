@@ -1,6 +1,6 @@
 """What each LLM role cost, for the Replay page (the open session) and the Benchmark page (per system).
 
-The figures come from the engine library (`engine.llm.costs`, `engine.eval.metrics.llm_cost_summary`): calls,
+The figures come from the engine library (`engine.eval.llm_costs`, `engine.eval.metrics.llm_cost_summary`): calls,
 prompt and completion tokens (the server's usage), latency p50/p95, the schema-valid rate and how often the
 offline rules decide otherwise on the same input. Asking the offline backend again costs embedding time, so
 the Replay page does it only on request.
@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from engine.llm.costs import MODEL_NOTE, cost_rows, session_costs
+from engine.eval.llm_costs import MODEL_NOTE, cost_rows, session_costs
 from workbench.text import md_escape, table
 
 _LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2), height=330)

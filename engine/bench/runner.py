@@ -14,13 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS, STATIC
 from engine.bench.summary import summary_markdown
 from engine.bench.sweep import run_tasks
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
+from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
 from engine.eval.metrics import latency_summary, llm_cost_summary, pool_llm_costs
 
 FORMAT = "memwb-bench/1"

@@ -112,7 +112,7 @@ def errors(result: dict) -> list[str]:
 def costs_tables(result: dict) -> list[str]:
     """Per system, what each LLM role cost (calls, usage tokens, latency, schema-valid rate, differs from
     offline): shown when any role was answered by a backend other than the offline rules."""
-    from engine.llm.costs import MODEL_NOTE, cost_table
+    from engine.eval.llm_costs import MODEL_NOTE, cost_table
 
     online = {label: s.get("llm_costs") or {} for label, s in result["summary"].items()
               if any(set(c["structured"]) - {"offline"} for c in (s.get("llm_costs") or {}).values())}

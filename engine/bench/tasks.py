@@ -20,17 +20,25 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engine.eval.answer import DEFAULT_CONTEXT_TOKENS, answer_question, passages_from_turns, passages_from_units
 from engine.bench.datasets import Source, dataset, load_source, question_types
 from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.core.conversation import Conversation, Question
-from engine.eval.diagnostics import structure
-from engine.eval.metrics import (attribution_auditability, bleu1, exact_match, llm_calls, llm_cost_tally,
-                            llm_tokens_by_role, rouge_l, token_f1)
 from engine.core.oplog import OpKind
-from engine.runtime.replay import Schedule, step
 from engine.core.segments import boundaries_from_labels
+from engine.eval.answer import DEFAULT_CONTEXT_TOKENS, answer_question, passages_from_turns, passages_from_units
+from engine.eval.diagnostics import structure
+from engine.eval.metrics import (
+    attribution_auditability,
+    bleu1,
+    exact_match,
+    llm_calls,
+    llm_cost_tally,
+    llm_tokens_by_role,
+    rouge_l,
+    token_f1,
+)
 from engine.eval.segmentation import evaluate, turn_labels
+from engine.runtime.replay import Schedule, step
 
 FULL_HISTORY = "full-history"            # the answering ceiling: no memory, every ingested turn as context
 ANSWER_METRICS = ["f1", "bleu1", "rouge_l", "em", "aa"]
@@ -211,7 +219,7 @@ def _tokens(store, llm) -> dict:
 def _costs(store, llm, embedder) -> dict:
     """Per-role cost tally (`engine.eval.metrics.llm_cost_tally`) of the engine's and the answering model's calls;
     the calls not made by the offline backend are also asked of it, to count how often it decides otherwise."""
-    from engine.llm.costs import offline_llm
+    from engine.eval.llm_costs import offline_llm
     from engine.llm.decisions import compare, differ_by_key
 
     calls = [*(store.ops(kinds=[OpKind.LLM_CALL]) if store is not None else ()), *(llm.calls if llm else ())]

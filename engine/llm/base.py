@@ -17,10 +17,11 @@ from typing import Callable
 
 import jsonschema
 
-from engine.llm.prompts import render
-from engine.core.redact import redact
-from engine.llm.schemas import CAPS, SCHEMAS, Cap
+from engine.core.errors import WorkbenchError
 from engine.core.proposal import LLMReason
+from engine.core.redact import redact
+from engine.llm.prompts import render
+from engine.llm.schemas import CAPS, SCHEMAS, Cap
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class BackendReply:
     finish_reason: str | None = None               # the server's: "stop", or "length" for a reply cut short
 
 
-class BackendError(Exception):
+class BackendError(WorkbenchError):
     """A backend could not produce text; `code` becomes the call's error code."""
 
     def __init__(self, code: str, message: str, params: dict | None = None):
