@@ -9,6 +9,7 @@ from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
+from workbench.llm_cost_view import session_costs_panel
 from workbench.model import (
     DEMO_PATH,
     LOCOMO_PATH,
@@ -314,3 +315,4 @@ with left:
     st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.head, wb.view.state))
 with right:
     render_effects(wb, turn_effects(wb.view, wb.cursor, wb.last_ingest))
+session_costs_panel(wb)
