@@ -8,28 +8,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.diff import diff_states
 from engine.state import MemoryState
+from engine.walks import lineage
 from workbench.graph_canvas import clicked_node, graph_canvas
-from workbench.graph_view import (
-    BAND_PREFIX,
-    GROUP_ABOVE,
-    GROUP_PREFIX,
-    build_graph_html,
-    diff_default,
-    diff_rows,
-    diff_states,
-    edge_rows,
+from workbench.graph_select import select_units, session_order
+from workbench.graph_style import (
     edge_style,
     edge_types_of,
-    groups_sessions,
-    lineage,
     off_surface_word,
-    select_units,
-    session_order,
     status_label,
     statuses_of,
     visibility_text,
 )
+from workbench.graph_tables import diff_default, diff_rows, edge_rows
+from workbench.graph_view import BAND_PREFIX, GROUP_ABOVE, GROUP_PREFIX, build_graph_html, groups_sessions
 from workbench.lifecycle_view import (
     LIFECYCLE_KINDS,
     MAX_LANES,

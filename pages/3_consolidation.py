@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.diff import diff_states
 from engine.interface import RunError, UndoError
 from engine.proposal import GateVerdict, Status
 from engine.store import StoreError
-from workbench import review_view as rv
-from workbench.graph_view import build_graph_html, diff_states, off_surface_word
+from workbench import audit_view, proposal_text, review_decisions, review_view, run_diff_view
+from workbench.graph_style import off_surface_word
+from workbench.graph_view import build_graph_html
 from workbench.state import get_workbench, header
 from workbench.text import md_escape, table
 
@@ -63,7 +65,7 @@ def apply_decisions(run_key: str, gate_mode: bool, defer_rest: bool = False) -> 
         state = wb.engine.state
         run_id = wb.engine.open_run()
         waiting = [p.id for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
-        chosen = {pid: accept for pid, accept in rv.decisions(run_key).items()
+        chosen = {pid: accept for pid, accept in review_decisions.decisions(run_key).items()
                   if pid in waiting}                       # a failed plan preview closes a proposal
         who = "gate" if gate_mode else (st.session_state.get("reviewer") or "human").strip() or "human"
         report = wb.engine.apply(None if gate_mode else chosen, decided_by=who, defer_rest=defer_rest)
@@ -112,7 +114,7 @@ def review_queue(state, open_run: str | None) -> None:
     if open_run is None:
         st.info("No open run. Press **Run diagnosis** to fill the review queue from the buffer.")
         return
-    run_key = rv.run_key(wb.db_path.name, open_run)
+    run_key = review_decisions.run_key(wb.db_path.name, open_run)
     proposals = [p for p in state.proposals.values() if p.run_id == open_run]
     pending = [p for p in proposals if p.status == Status.PENDING]
     who, name = st.columns([3, 2])
@@ -121,12 +123,12 @@ def review_queue(state, open_run: str | None) -> None:
                                "(and any other check the engine makes, such as All-Mem's merge coherence)."
                           ) == GATE_MODE
     name.text_input("Reviewer (stored with each decision)", value="human", key="reviewer", disabled=gate_mode)
-    chosen = rv.decisions(run_key)
+    chosen = review_decisions.decisions(run_key)
 
-    labels = sorted({v for p in proposals for v in rv.detail_labels(p)})
+    labels = sorted({v for p in proposals for v in proposal_text.detail_labels(p)})
     cols = st.columns([3, 3, 3, 2] if labels else [3, 3, 2])
     f1, f2, f3 = cols[0], cols[1], cols[-1]
-    ops = f1.multiselect("Operator", sorted({rv.op_label(schema, p.op) for p in proposals}), key="queue_ops",
+    ops = f1.multiselect("Operator", sorted({proposal_text.op_label(schema, p.op) for p in proposals}), key="queue_ops",
                          placeholder="all operators")
     gates = f2.multiselect("Gate verdict", [GateVerdict.PASS, GateVerdict.FAIL], key="queue_gates",
                            placeholder="pass and fail")
@@ -134,28 +136,28 @@ def review_queue(state, open_run: str | None) -> None:
                            help="The proposal's own kind, e.g. a relation's type.") if labels else []
     show_closed = f3.checkbox("Show closed proposals", key="queue_closed",
                               help="Proposals routing already closed: duplicates, overlaps, filtered or disabled ones.")
-    shown = rv.sort_queue(p for p in proposals
+    shown = review_view.sort_queue(p for p in proposals
                           if (show_closed or p.status == Status.PENDING)
-                          and (not ops or rv.op_label(schema, p.op) in ops) and (not gates or p.gate in gates)
-                          and (not kinds or set(rv.detail_labels(p)) & set(kinds)))
+                          and (not ops or proposal_text.op_label(schema, p.op) in ops) and (not gates or p.gate in gates)
+                          and (not kinds or set(proposal_text.detail_labels(p)) & set(kinds)))
     shown_pending = [p for p in shown if p.status == Status.PENDING]
     if not gate_mode:
         b1, b2, b3 = st.columns(3)
-        b1.button("Accept gate passes, reject the rest (shown)", on_click=rv.set_decisions,
+        b1.button("Accept gate passes, reject the rest (shown)", on_click=review_decisions.set_decisions,
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
-        b2.button("Reject all shown", on_click=rv.set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
-        b3.button("Clear all decisions", on_click=rv.set_decisions, args=(run_key, {p.id: None for p in pending}))
-    st.dataframe(table(rv.queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
+        b2.button("Reject all shown", on_click=review_decisions.set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
+        b3.button("Clear all decisions", on_click=review_decisions.set_decisions, args=(run_key, {p.id: None for p in pending}))
+    st.dataframe(table(review_view.queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
                  height=min(35 * (len(shown) + 1) + 3, 300))
 
     pages = max(1, -(-len(shown) // PAGE_SIZE))
     page = st.selectbox(f"Cards page ({PAGE_SIZE} per page)", range(1, pages + 1), key="queue_page",
                         format_func=lambda n: f"{n} of {pages}") if pages > 1 else 1
     for p in shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]:
-        rv.proposal_card(state, p, run_key, gate_mode, show_plan)
+        review_view.proposal_card(state, p, run_key, gate_mode, show_plan)
 
     run = state.runs.get(open_run)
-    order = " → ".join(o.label for o in rv.process_operators(schema, run.process if run else None))
+    order = " → ".join(o.label for o in proposal_text.process_operators(schema, run.process if run else None))
     in_order = f", operators in the order {order}" if order else ""
     if gate_mode:
         passes = sum(p.gate == GateVerdict.PASS for p in pending)
@@ -164,7 +166,7 @@ def review_queue(state, open_run: str | None) -> None:
         st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored as "
                    "made by the **gate**, and the run is committed.")
         return
-    accepted, rejected, undecided = rv.tally(pending, chosen)
+    accepted, rejected, undecided = review_decisions.tally(pending, chosen)
     hidden = sum(p.id in chosen for p in pending) - sum(p.id in chosen for p in shown_pending)
     with st.container(horizontal=True):
         st.button(f"Apply decisions ({accepted} accept, {rejected} reject"
@@ -203,7 +205,7 @@ def run_diff(view, state) -> None:
         before = view.store.load_state(upto_seq=run.first_seq - 1)
         diff = diff_states(before, after)
         summary = run.summary if run.status != "open" else \
-            rv.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
+            review_decisions.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
         off = off_surface_word(state.schema)
         metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
                    ("Deferred or skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
@@ -229,18 +231,18 @@ def run_diff(view, state) -> None:
                 if diff[key] or key in ("added_units", "archived_units"):
                     st.markdown(f"**{title}**")
                     frame_state = after if key != "removed_units" else before
-                    st.dataframe(table(rv.units_frame(frame_state, diff[key])), hide_index=True, width="stretch")
+                    st.dataframe(table(run_diff_view.units_frame(frame_state, diff[key])), hide_index=True, width="stretch")
         with right:
             st.markdown("**Edges added**")
-            st.dataframe(table(rv.edges_frame(diff["added_edges"], state.schema, after)), hide_index=True,
+            st.dataframe(table(run_diff_view.edges_frame(diff["added_edges"], state.schema, after)), hide_index=True,
                          width="stretch")
             st.markdown("**Edges rewired** to a representative")
-            st.dataframe(table(rv.rewired_frame(diff["rewired"])), hide_index=True, width="stretch")
+            st.dataframe(table(run_diff_view.rewired_frame(diff["rewired"])), hide_index=True, width="stretch")
             st.markdown("**Edges removed** (rewired away or over a degree cap)")
-            st.dataframe(table(rv.edges_frame(diff["removed_edges"], state.schema, before)), hide_index=True,
+            st.dataframe(table(run_diff_view.edges_frame(diff["removed_edges"], state.schema, before)), hide_index=True,
                          width="stretch")
         st.markdown("**The run's proposals**")
-        st.dataframe(table(rv.run_proposals_frame(state, run_id)), hide_index=True, width="stretch", height=240)
+        st.dataframe(table(run_diff_view.run_proposals_frame(state, run_id)), hide_index=True, width="stretch", height=240)
         touched = sorted(set(diff["added_units"]) | set(diff["archived_units"]) | set(diff["redescribed_units"]))
         if touched and st.checkbox("Show the run's edits on the graph", key="diff_graph"):
             st.iframe(build_graph_html(after, highlight_units=touched, highlight_edges=diff["added_edges"],
@@ -263,9 +265,9 @@ def run_diff(view, state) -> None:
 
 
 def audit_log(view, state) -> None:
-    frame = rv.oplog_frame(view.store.ops(upto_seq=state.seq))
+    frame = audit_view.oplog_frame(view.store.ops(upto_seq=state.seq))
     if not (frame["kind"] == "llm_call").any():          # an engine without LLM calls: no LLM columns
-        frame = frame.drop(columns=list(rv.LLM_COLUMNS))
+        frame = frame.drop(columns=list(audit_view.LLM_COLUMNS))
     a1, a2, a3, a4 = st.columns(4)
     kinds = a1.multiselect("Kind", sorted(frame["kind"].unique()), key="audit_kinds", placeholder="all kinds")
     runs = a2.multiselect("Run", sorted(r for r in frame["run"].unique() if r), key="audit_runs",
@@ -288,11 +290,11 @@ def audit_log(view, state) -> None:
     if not state.schema.processes:
         return
     if state.proposals:
-        st.plotly_chart(rv.reason_chart(rv.reason_breakdown(state.proposals.values(), state.schema)),
+        st.plotly_chart(audit_view.reason_chart(audit_view.reason_breakdown(state.proposals.values(), state.schema)),
                         width="stretch")
     else:
         st.caption("No proposals yet: the reason-code breakdown appears after the first diagnosis.")
-    codes = rv.reason_codes_frame(state.schema)
+    codes = audit_view.reason_codes_frame(state.schema)
     if not codes.empty:
         with st.expander(f"The {state.schema.label} reason codes"):
             st.dataframe(table(codes), hide_index=True, width="stretch")

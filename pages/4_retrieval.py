@@ -13,9 +13,8 @@ from engine.retrieval import rank_sources
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
 from workbench.progress import peer_with_progress
-from workbench.review_view import text_html
 from workbench.state import get_workbench, header
-from workbench.text import table
+from workbench.text import table, text_html
 
 QUESTION, FREE = rv.QUESTION_SOURCE, rv.FREE_SOURCE
 ALL_RESULTS = "all results"

@@ -7,28 +7,19 @@ from __future__ import annotations
 import json
 import re
 
+from engine.diff import diff_states
 from engine.edge import Edge
 from engine.engines import engine_schema
 from engine.node import Node as Unit
 from engine.oplog import OpKind, OpRecord
 from engine.state import MemoryState
-from workbench.graph_view import (
-    GROUP_ABOVE,
-    SUMMARY_PER_GROUP,
-    build_graph_html,
-    date_text,
-    diff_rows,
-    diff_states,
-    edge_rows,
-    edge_style,
-    legend_html,
-    lineage,
-    neighbourhood,
-    node_label,
-    select_units,
-    session_order,
-    visibility_text,
-)
+from engine.walks import lineage, neighbourhood
+from workbench.graph_layout import date_text
+from workbench.graph_legend import legend_html
+from workbench.graph_select import select_units, session_order
+from workbench.graph_style import edge_style, node_label, visibility_text
+from workbench.graph_tables import diff_rows, edge_rows
+from workbench.graph_view import GROUP_ABOVE, SUMMARY_PER_GROUP, build_graph_html
 
 XSS = "<script>alert(1)</script>"
 SCHEMA = engine_schema("allmem")

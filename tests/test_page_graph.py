@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import ENGINES, start_app
 from engine.engines import engine_schema
-from workbench.graph_view import diff_default, neighbourhood
+from engine.walks import neighbourhood
+from workbench.graph_tables import diff_default
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")

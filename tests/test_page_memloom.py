@@ -14,7 +14,7 @@ from engine.engines import engine_schema
 from engine.oplog import OpKind
 from engine.proposal import GateVerdict, Status
 from workbench import retrieval_view as rv
-from workbench import review_view as reviews
+from workbench import review_decisions, review_view
 from workbench.lifecycle_view import cause_text
 
 pytestmark = pytest.mark.slow
@@ -214,7 +214,7 @@ def test_accept_one_relation_apply_and_undo(replayed):
     shown = [p for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING
              and p.detail.get("type") == rel.detail["type"]]
     assert set(at.dataframe[0].value["#"]) == {p.id for p in shown}
-    page = 1 + reviews.sort_queue(shown).index(rel) // 10
+    page = 1 + review_view.sort_queue(shown).index(rel) // 10
     if page > 1:
         at.selectbox(key="queue_page").set_value(page).run()
     text = "\n".join(m.value for m in at.markdown)
@@ -229,8 +229,8 @@ def test_accept_one_relation_apply_and_undo(replayed):
         for c in mine:
             assert html.escape(state.nodes[c].raw) in block and f"<b>u{c}</b>" in block
     assert "★ cited" in card
-    key = reviews.run_key(wb.db_path.name, run_id)
-    at.radio(key=reviews.widget_key(key, rel.id)).set_value(reviews.ACCEPT).run()
+    key = review_decisions.run_key(wb.db_path.name, run_id)
+    at.radio(key=review_decisions.widget_key(key, rel.id)).set_value(review_decisions.ACCEPT).run()
     at.button(key="apply_defer").click().run()               # accept it, defer the rest: the run closes
     assert not at.exception
     src, dst = rel.targets

@@ -22,7 +22,7 @@ from engine.node import TURN_KIND
 from engine.oplog import OpKind, RunInfo
 from engine.state import MemoryState
 from engine.text import seconds_text
-from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
+from workbench.graph_style import cosine_text, edge_style, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
 from workbench.text import MISSING, md_escape, missing, table

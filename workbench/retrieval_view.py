@@ -18,7 +18,7 @@ from engine.explain import Placement, Signals, SourcePlacement
 from engine.retrieval import RetrievalResult, RetrievedUnit
 from engine.schema import EngineSchema
 from engine.state import MemoryState
-from workbench.graph_view import status_tag, visibility_text
+from workbench.graph_style import status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"
