@@ -15,11 +15,12 @@ from engine.oplog import OpKind, OpRecord
 from engine.state import MemoryState
 from engine.walks import lineage, neighbourhood
 from workbench.graph_layout import date_text
-from workbench.graph_legend import legend_html
+from workbench.graph_legend import Seen, legend_html
 from workbench.graph_select import select_units, session_order
 from workbench.graph_style import edge_style, node_label, visibility_text
 from workbench.graph_tables import diff_rows, edge_rows
-from workbench.graph_view import GROUP_ABOVE, SUMMARY_PER_GROUP, build_graph_html
+from workbench.graph_groups import GROUP_ABOVE
+from workbench.graph_view import SUMMARY_PER_GROUP, build_graph_html
 
 XSS = "<script>alert(1)</script>"
 SCHEMA = engine_schema("allmem")
@@ -77,11 +78,19 @@ def small_state() -> MemoryState:
     return s
 
 
+def _legend(html: str) -> str:
+    """The legend fragment of a built document (above the graph's canvas)."""
+    return re.search(r'<div class="mw-legend">(.*?)<div id="graph">', html, re.DOTALL).group(1)
+
+
 def test_document_has_legend_nodes_and_no_physics():
     html = build_graph_html(small_state())
     assert html.startswith("<!DOCTYPE html>") and "vis.Network" in html
-    assert "mw-legend" in html and all(style["label"] in html for style in EDGE_STYLE.values())
-    assert all(k.label in html and k.color in html for k in SCHEMA.node_kinds)
+    legend = _legend(html)
+    assert all(style["label"] in legend for style in EDGE_STYLE.values())        # every type is drawn here
+    drawn = {k for k in SCHEMA.node_kinds if k.name in {"turn", "merged"}}        # small_state's kinds
+    assert all(f"{k.label} · " in legend and k.color in legend for k in drawn)
+    assert all(f"{k.label} · " not in legend for k in set(SCHEMA.node_kinds) - drawn)   # not drawn: not listed
     nodes, edges = _graph(html)
     assert _unit_ids(nodes) == {1, 2, 3, 4, 5}
     assert len(edges) == 6
@@ -112,11 +121,16 @@ def test_node_colour_follows_the_schema_kind():
     assert by_id[5]["color"]["background"] == SCHEMA.kind("merged").color
 
 
-def test_legend_names_every_edge_type_kind_and_status():
-    legend = legend_html(SCHEMA)
+def test_legend_names_what_is_drawn_every_edge_type_kind_and_status():
+    legend = _legend(build_graph_html(small_state()))
     assert all(s["label"] in legend and s["color"] in legend for s in EDGE_STYLE.values())
     assert all(s.label in legend for s in SCHEMA.statuses)
-    assert "[archived]" in legend and "stroke-dasharray" in legend
+    assert "turn · archived (hollow dashed square, off the surface: dashed, “[archived]”)" in legend
+    assert "turn · visible (filled dot, on the surface)" in legend and "stroke-dasharray" in legend
+    legend = _legend(build_graph_html(small_state(), visible_only=True, edge_types={"temporal"}))
+    assert "archived" not in legend and EDGE_STYLE["version"]["label"] not in legend      # neither is drawn
+    assert EDGE_STYLE["temporal"]["label"] in legend
+    assert "none drawn" in legend_html(SCHEMA, Seen()) and "highlighted" not in legend_html(SCHEMA, Seen())
 
 
 MEMLOOM = engine_schema("memloom")
@@ -151,13 +165,17 @@ def test_event_nodes_take_their_fsm_status_colour_and_shape():
 
 
 def test_legend_draws_each_fsm_status_in_its_shape_and_colour():
-    legend = legend_html(MEMLOOM)
+    state = memloom_state()
+    legend = _legend(build_graph_html(state))
     for s in MEMLOOM.statuses:
-        assert s.label in legend
-        if s.shape:
-            assert f"{s.label} ({s.shape}," in legend and s.color in legend
+        if s.name in {u.status for u in state.nodes.values()}:
+            assert f"{s.label} (" in legend
+        if s.shape and s.name in {u.status for u in state.nodes.values()}:
+            assert f"event · {s.label} ({s.shape}," in legend and s.color in legend
     assert "<polygon" in legend                       # triangle and diamond are drawn, not named only
     assert "provisional (triangle, off the surface" in legend and "active (diamond, on the surface)" in legend
+    assert "grounded" not in legend                   # no grounded record in this state
+    assert MEMLOOM.kind("event").color not in legend  # events are drawn by status, never as a dot of their kind
 
 
 def test_a_reverse_hop_highlights_and_labels_the_stored_edge():

@@ -140,9 +140,10 @@ def test_event_nodes_are_drawn_by_fsm_status_with_a_legend(replayed):
         spec = SCHEMA.status(e.status)
         assert by_id[e.id]["shape"] == spec.shape and by_id[e.id]["color"]["background"] == spec.color
         assert by_id[e.id]["label"].endswith(f"[{e.status}]") == (not e.visible)
+    drawn = {state.nodes[n["id"]].status for n in nodes if isinstance(n["id"], int)}
     for s in SCHEMA.statuses:
         if s.shape:
-            assert f"{s.label} ({s.shape}," in doc
+            assert (f"event · {s.label} ({s.shape}," in doc) == (s.name in drawn)     # the legend: what is drawn
     at.switch_page(REPLAY).run()
 
 

@@ -1,25 +1,85 @@
-"""Where the memory graph puts each node: fixed positions, not a simulation.
+"""Where the memory graph puts each node: fixed positions, not a simulation, and room for every label.
 
-One row per session (top to bottom in time order) and, within a row, one column per turn in time order;
-nodes made by an offline process stack just below the turn they come from. No physics means a 1,000-node
-graph renders at once and a node keeps its place when the graph is re-drawn at another turn, so two turns
-can be compared by eye. When sessions are grouped, collapsed sessions fill a grid in time order and an
-expanded session opens in place as a band of its units.
+One band per session (top to bottom in time order) and, within a band, one column per turn in time order;
+nodes made by an offline process (a merged unit, an event) stack just below the turn they come from. No
+physics means a 1,000-node graph renders at once and a node keeps its column order and band when the graph
+is re-drawn at another turn, so two turns can be compared by eye.
+
+Every node takes the room its shape and label need (`node_box`, estimated from the label's text and font),
+so columns are as wide as their widest label and stacked nodes sit below the label above them: no two
+labels overlap. A session's columns wrap into lines, at the width that lets the whole drawing fill a canvas
+of the given aspect, so the text is as large as the canvas allows. When sessions are grouped, collapsed
+sessions fill a grid in time order and an expanded session opens in place as a band of its units under a
+title.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.node import TURN_KIND, Node
 from engine.state import MemoryState
 from workbench.graph_select import session_order
+from workbench.graph_style import INSIDE_SHAPES, LINE_EM, NODE_FONT, label_top
 
 Unit = Node
-X_STEP, ROW_STEP, MIN_ROW_STEP, STACK_STEP = 120, 170, 70, 55
-GROUP_COLUMNS, CELL_W, CELL_H = 6, 250, 170      # the grid of collapsed sessions
-BAND_LINE = 110                  # height of one line of turns in an expanded session's band
+CHAR_EM = 0.56                   # a label character's width in font sizes (sans-serif; vis-network draws
+                                 # "u26 [grounded]" at 18 px 121 px wide, 0.48 em a character)
+H_GAP, V_GAP = 22, 12            # free space between two columns, and between a label and the node below it
+DEPTH_DX = 18                    # each node stacked under a turn sits a little to the right (edges between them show)
+LINE_GAP, BAND_GAP = 30, 56      # between two lines of one session, and between two sessions
+GROUP_COLUMNS = 6                # collapsed sessions per row of the grid
+ASPECT = 1.5                     # canvas width / height the drawing is fitted to by default
+
+
+@dataclass(frozen=True)
+class Box:
+    """The room a drawn node takes around its position: half its width, and how far it reaches up and down."""
+
+    half: float
+    up: float
+    down: float
+
+    @property
+    def width(self) -> float:
+        return 2 * self.half
+
+
+def text_size(label: str, font_size: float) -> tuple[float, float]:
+    """(width, height) a label takes: its longest line, and its lines."""
+    lines = str(label).split("\n")
+    return max(len(line) for line in lines) * CHAR_EM * font_size, len(lines) * LINE_EM * font_size
+
+
+def node_box(options: dict) -> Box:
+    """The room of a node drawn with vis-network `options`: a shape with the label inside it (box, text), or a
+    shape of `size` with the label under it (or above it, moved up by the font's `vadjust`)."""
+    font = options.get("font", {})
+    text_w, text_h = text_size(options.get("label", ""), font.get("size", NODE_FONT))
+    if options.get("shape") in INSIDE_SHAPES:
+        margin = 0 if options.get("shape") == "text" else options.get("margin", 5)
+        width = max(text_w + 2 * margin, options.get("widthConstraint", {}).get("minimum", 0))
+        return Box(width / 2, text_h / 2 + margin, text_h / 2 + margin)
+    size = options.get("size", 25)
+    top = label_top(size, font.get("size", NODE_FONT)) + font.get("vadjust", 0)    # from the node's centre
+    return Box(max(size, text_w / 2), max(size, -top), max(size, top + text_h))
+
+
+@dataclass
+class Column:
+    """One turn and the nodes stacked under it, placed relative to the turn's position."""
+
+    units: list[int]
+    offsets: list[tuple[float, float]]
+    left: float
+    right: float
+    up: float
+    down: float
+
+    @property
+    def width(self) -> float:
+        return self.left + self.right
 
 
 def _anchor(state: MemoryState, unit: Unit) -> int:
@@ -32,8 +92,8 @@ def _anchor(state: MemoryState, unit: Unit) -> int:
     return state.turn_units.get(unit.source_ids[-1], unit.id)
 
 
-def _columns(state: MemoryState, units: Iterable[Unit]) -> list[list[Unit]]:
-    """A session's units as columns in turn order, each a turn with the consolidation output it anchors."""
+def _stacks(state: MemoryState, units: Iterable[Unit]) -> list[list[Unit]]:
+    """A session's units as stacks in turn order, each a turn with the consolidation output it anchors."""
     stacks: dict[tuple[str, int], list[Unit]] = {}
     for u in sorted(units, key=lambda u: u.id):
         anchor = _anchor(state, u)
@@ -41,30 +101,127 @@ def _columns(state: MemoryState, units: Iterable[Unit]) -> list[list[Unit]]:
     return [stacks[key] for key in sorted(stacks)]
 
 
-def layout(state: MemoryState, ids: Iterable[int]) -> tuple[dict[int, tuple[int, int]], dict[str, int]]:
-    """Fixed positions: a row per session, a column per turn, consolidation output stacked under its turn.
+def _column(stack: list[Unit], boxes: dict[int, Box]) -> Column:
+    offsets: list[tuple[float, float]] = []
+    y = 0.0
+    for depth, u in enumerate(stack):
+        if depth:
+            y += boxes[stack[depth - 1].id].down + V_GAP + boxes[u.id].up
+        offsets.append((depth * DEPTH_DX, y))
+    first, last = boxes[stack[0].id], boxes[stack[-1].id]
+    return Column([u.id for u in stack], offsets,
+                  left=max(boxes[u.id].half - dx for u, (dx, _) in zip(stack, offsets)),
+                  right=max(dx + boxes[u.id].half for u, (dx, _) in zip(stack, offsets)),
+                  up=first.up, down=offsets[-1][1] + last.down)
 
-    Returns unit positions and the y of each session row that has units.
-    """
-    numbers = session_order(state)
+
+def _lines(columns: list[Column], width: float) -> list[list[Column]]:
+    """Columns cut into lines no wider than `width` (one line at least per column), then evened out so the
+    last line is not a lone turn."""
+    total = sum(c.width for c in columns) + H_GAP * max(0, len(columns) - 1)
+    count = 1
+    used = 0.0
+    for c in columns:
+        if used and used + H_GAP + c.width > width:
+            count, used = count + 1, c.width
+        else:
+            used += (H_GAP if used else 0) + c.width
+    target = total / count
+    lines: list[list[Column]] = [[]]
+    used = 0.0
+    for i, c in enumerate(columns):
+        left = len(columns) - i
+        if lines[-1] and used + H_GAP + c.width / 2 > target and len(lines) < count and left >= count - len(lines):
+            lines.append([])
+            used = 0.0
+        lines[-1].append(c)
+        used += (H_GAP if used else 0) + c.width
+    return lines
+
+
+def _place(lines: list[list[Column]], x0: float, y0: float, positions: dict[int, tuple[int, int]]
+           ) -> tuple[float, float, float]:
+    """Put lines of columns from (x0, y0) down: every turn of a line on one baseline. Returns the baseline
+    of the first line, the bottom of the last and the widest line's width."""
+    y, first, widest = y0, None, 0.0
+    for line in lines:
+        base = y + max(c.up for c in line)
+        first = base if first is None else first
+        x = x0
+        for c in line:
+            x += c.left
+            for uid, (dx, dy) in zip(c.units, c.offsets):
+                positions[uid] = (round(x + dx), round(base + dy))
+            x += c.right + H_GAP
+        widest = max(widest, x - H_GAP - x0)
+        y = base + max(c.down for c in line) + LINE_GAP
+    return first if first is not None else y0, y - LINE_GAP, widest
+
+
+def _extent(bands: list[list[Column]], width: float, title: float) -> tuple[float, float]:
+    """(width, height) of session bands wrapped at `width`, with a title column of width `title`."""
+    w = h = 0.0
+    for columns in bands:
+        for line in _lines(columns, width):
+            w = max(w, sum(c.width for c in line) + H_GAP * (len(line) - 1))
+            h += max(c.up for c in line) + max(c.down for c in line) + LINE_GAP
+        h += BAND_GAP - LINE_GAP
+    return w + title, h
+
+
+def fitted_width(bands: list[list[Column]], aspect: float, title: float = 0.0) -> float:
+    """The line width at which the drawing of `bands` can be drawn largest on a canvas of `aspect` (width /
+    height): the one that maximises the zoom that fits both ways. Candidates run from the widest column to
+    the widest band unwrapped; ties keep the wider lines (fewer breaks)."""
+    widths = [c.width for columns in bands for c in columns]
+    if not widths:
+        return 0.0
+    low = max(widths)
+    high = max(sum(c.width for c in columns) + H_GAP * (len(columns) - 1) for columns in bands)
+    steps = 32
+    best, best_zoom = high, -1.0
+    for i in range(steps + 1):
+        width = high if i == steps else low * (high / low) ** (i / steps)
+        w, h = _extent(bands, width, title)
+        zoom = min(aspect / max(w, 1.0), 1.0 / max(h, 1.0))
+        if zoom > best_zoom * (1 + 1e-9):
+            best, best_zoom = width, zoom
+    return best
+
+
+@dataclass
+class Layout:
+    """Positions of everything a drawing holds: units, session titles and collapsed session groups."""
+
+    units: dict[int, tuple[int, int]] = field(default_factory=dict)
+    titles: dict[str, tuple[int, int]] = field(default_factory=dict)
+    groups: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def _by_session(state: MemoryState, ids: Iterable[int]) -> dict[str, list[Unit]]:
     by_session: dict[str, list[Unit]] = {}
     for uid in ids:
         u = state.units[uid]
         by_session.setdefault(u.session, []).append(u)
-    rows = [(session, _columns(state, by_session[session])) for session in sorted(by_session, key=numbers.__getitem__)]
-    # many short sessions (LoCoMo has ~30 of ~20 turns) would make a tall sliver: squeeze rows towards 2:1
-    widest = max((len(columns) for _, columns in rows), default=1)
-    row_step = max(MIN_ROW_STEP, min(ROW_STEP, widest * X_STEP // (2 * max(1, len(rows)))))
-    positions: dict[int, tuple[int, int]] = {}
-    row_y: dict[str, int] = {}
-    y = 0
-    for session, columns in rows:
-        for column, stack in enumerate(columns):
-            for depth, u in enumerate(stack):
-                positions[u.id] = (column * X_STEP + depth * 36, y + depth * STACK_STEP)
-        row_y[session] = y
-        y += row_step + (max(map(len, columns)) - 1) * STACK_STEP
-    return positions, row_y
+    return by_session
+
+
+def layout(state: MemoryState, ids: Iterable[int], boxes: dict[int, Box], title_boxes: dict[str, Box],
+           aspect: float = ASPECT) -> Layout:
+    """A band per session, its title to the left of its first line; columns wrap at the fitted width."""
+    numbers = session_order(state)
+    by_session = _by_session(state, ids)
+    sessions = sorted(by_session, key=numbers.__getitem__)
+    bands = [[_column(stack, boxes) for stack in _stacks(state, by_session[s])] for s in sessions]
+    title = max((title_boxes[s].width for s in sessions), default=0.0) + H_GAP
+    width = fitted_width(bands, aspect, title)
+    out = Layout()
+    y = 0.0
+    for session, columns in zip(sessions, bands):
+        base, bottom, _ = _place(_lines(columns, width), 0.0, y, out.units)
+        out.titles[session] = (round(-H_GAP - title_boxes[session].half), round(base))
+        y = bottom + BAND_GAP
+    return out
 
 
 @dataclass
@@ -96,37 +253,35 @@ def date_text(time: str) -> str:
     return f"{d.day} {d:%b %Y}"
 
 
-def grouped_layout(state: MemoryState, groups: list[SessionGroup], drawn: set[int], expanded: set[str]
-                   ) -> tuple[dict[int, tuple[int, int]], dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
-    """Collapsed sessions fill a grid in time order; an expanded session breaks the grid with a band of its
-    units in place (turns left to right, wrapping, consolidation output under its turn).
-
-    Returns unit positions, group node positions and band title positions, by session.
-    """
-    per_line = max(1, GROUP_COLUMNS * CELL_W // X_STEP)
-    units: dict[int, tuple[int, int]] = {}
-    group_at: dict[str, tuple[int, int]] = {}
-    band_at: dict[str, tuple[int, int]] = {}
-    col, y = 0, 0
+def grouped_layout(state: MemoryState, groups: list[SessionGroup], drawn: set[int], expanded: set[str],
+                   boxes: dict[int, Box], group_boxes: dict[str, Box], title_boxes: dict[str, Box]) -> Layout:
+    """Collapsed sessions fill a grid in time order, each cell as wide and tall as the largest group node; an
+    expanded session breaks the grid with its title and a band of its units in place, as wide as the grid."""
+    cell_w = max((b.width for b in group_boxes.values()), default=0.0) + 2 * H_GAP
+    cell_h = max((b.up + b.down for b in group_boxes.values()), default=0.0) + 2 * V_GAP + LINE_GAP
+    grid = GROUP_COLUMNS * cell_w
+    out = Layout()
+    col, y = 0, 0.0
     for g in groups:
         if g.session not in expanded:
-            group_at[g.session] = (col * CELL_W, y)
+            out.groups[g.session] = (round(col * cell_w + cell_w / 2), round(y + cell_h / 2))
             col += 1
             if col == GROUP_COLUMNS:
-                col, y = 0, y + CELL_H
+                col, y = 0, y + cell_h
             continue
         if col:
-            col, y = 0, y + CELL_H
-        band_at[g.session] = (0, y - CELL_H // 4)
-        columns = _columns(state, (state.units[u] for u in g.units if u in drawn))
-        line_y = y + BAND_LINE // 3
-        lines = -(-len(columns) // per_line)
-        step = -(-len(columns) // max(1, lines))                # balanced lines: no lone turn on the last one
-        for start in range(0, len(columns), step):
-            line = columns[start:start + step]
-            for column, stack in enumerate(line):
-                for depth, u in enumerate(stack):
-                    units[u.id] = (column * X_STEP + depth * 36, line_y + depth * STACK_STEP)
-            line_y += BAND_LINE + (max(map(len, line)) - 1) * STACK_STEP
-        y = line_y + CELL_H // 4
-    return units, group_at, band_at
+            col, y = 0, y + cell_h
+        title = title_boxes[g.session]
+        out.titles[g.session] = (round(title.half), round(y + title.up))
+        y += title.up + title.down + V_GAP
+        columns = [_column(stack, boxes) for stack in _stacks(state, (state.units[u] for u in g.units if u in drawn))]
+        if columns:
+            _, bottom, _ = _place(_lines(columns, max(grid, max(c.width for c in columns))), 0.0, y, out.units)
+            y = bottom
+        y += BAND_GAP
+    return out
+
+
+def canvas_aspect(height_px: int, width_px: int = 1100) -> float:
+    """The shape of the canvas a page gives the graph: its usual width over the height it asks for."""
+    return width_px / max(1, height_px)

@@ -26,6 +26,10 @@ DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 GROUP_FILL, GROUP_BORDER = "#eaf1fb", "#4a6fa5"
 LABEL_HALO = {"strokeWidth": 4, "strokeColor": "#ffffff"}       # edges never run through a node's label
+NODE_FONT, INSIDE_FONT = 18, 16  # label size under a node, and inside a shape that holds its label (a box)
+INSIDE_SHAPES = ("box", "ellipse", "circle", "database", "text")  # vis-network shapes that draw the label inside
+LINE_EM = 1.15                   # a label line's height in font sizes (vis-network: one font size, plus margin)
+FOLDED, OPENED = "▸", "▾"        # a group node with its members folded into it, or drawn open
 
 
 # -- what the schema says ------------------------------------------------------------------
@@ -55,6 +59,11 @@ def status_label(schema: EngineSchema | None, status: str) -> str:
     return spec.label if spec else status
 
 
+def kind_label(schema: EngineSchema | None, kind: str) -> str:
+    spec = schema.kind(kind) if schema is not None else None
+    return spec.label if spec else kind
+
+
 def kind_color(schema: EngineSchema | None, kind: str) -> str:
     spec = schema.kind(kind) if schema is not None else None
     return spec.color if spec else OTHER_KIND_COLOR
@@ -76,8 +85,14 @@ def status_tag(unit: Unit) -> str:
     return "" if unit.visible else f" [{unit.status or 'off surface'}]"
 
 
-def node_label(unit: Unit) -> str:
-    return f"{unit.label}{status_tag(unit)}"
+def fold_mark(unit: Unit, folded: bool) -> str:
+    """" ▸ 5" on a group node whose 5 members are folded into it, " ▾ 5" on one drawn open."""
+    return f" {FOLDED if folded else OPENED} {len(unit.members)}"
+
+
+def node_label(unit: Unit, fold: str = "") -> str:
+    """"u7", "u7 [archived]" off the surface, "u33 ▸ 5" for a group node with `fold_mark`."""
+    return f"{unit.label}{fold}{status_tag(unit)}"
 
 
 def visibility_text(unit: Unit) -> str:
@@ -148,8 +163,8 @@ def node_options(unit: Unit, ringed: bool, schema: EngineSchema | None) -> dict:
         if not unit.visible:        # off the surface: dashed border and the status in the label, not colour alone
             options["shapeProperties"] = {"borderDashes": [4, 3]}
             options["opacity"] = 0.85
-        if options["shape"] in ("box", "ellipse", "circle", "database"):      # the label sits inside the shape
-            options["font"] = {"size": 13, "color": "#ffffff" if _dark(fill) else "#1a1a1a"}
+        if options["shape"] in INSIDE_SHAPES:      # the label sits inside the shape, on its fill
+            options["font"] = {"size": INSIDE_FONT, "color": "#ffffff" if _dark(fill) else "#1a1a1a"}
         return options
     if unit.visible:
         return {"shape": "dot", "size": 14, "font": {"color": "#1a1a1a"},
@@ -163,10 +178,23 @@ def node_options(unit: Unit, ringed: bool, schema: EngineSchema | None) -> dict:
             **ring}
 
 
+def label_top(size: float, font_size: float) -> float:
+    """Where vis-network puts the top of a label drawn under a shape of `size`, from the node's centre."""
+    return size + font_size / 2 + 4
+
+
+def label_above(size: float, font_size: float, lines: int = 1) -> float:
+    """The `vadjust` that moves a label from under a shape of `size` to just above it."""
+    return -(label_top(size, font_size) + size + lines * LINE_EM * font_size + 3)
+
+
 def readable(options: dict, unit: Unit) -> dict:
-    """A white halo round every label, and an off-surface label above its node, where the lineage edge from
+    """A white halo round every label drawn on the canvas (none inside a shape, where a white halo would
+    smear white text into its fill), and an off-surface label above its node, where the lineage edge from
     its successor (stacked below) cannot run through it."""
-    font = {**LABEL_HALO, **options.get("font", {})}
-    if not unit.visible and options["shape"] not in ("box", "ellipse", "circle", "database"):
-        font["vadjust"] = -(2 * options.get("size", 12) + 26)
+    if options["shape"] in INSIDE_SHAPES:
+        return {**options, "font": {"size": INSIDE_FONT, "strokeWidth": 0, **options.get("font", {})}}
+    font = {**LABEL_HALO, "size": NODE_FONT, **options.get("font", {})}
+    if not unit.visible:
+        font["vadjust"] = round(label_above(options.get("size", 12), font["size"]))
     return {**options, "font": font}

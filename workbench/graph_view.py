@@ -2,18 +2,18 @@
 
 Used by every page that draws memory (graph, retrieval provenance, consolidation diffs), so it is plain
 Python over an engine `MemoryState` with no Streamlit. This module decides what is drawn and how edges are
-carried: units one by one, sessions collapsed into group nodes, edges drawn, summarised or thinned. The
-looks come from `graph_style`, the positions from `graph_layout`, the filters from `graph_select`, the
-legend from `graph_legend` and the HTML around the network from `graph_document`.
+carried: units one by one, collapsed sessions and folded group nodes standing for what they hold (what
+collapses: `graph_groups`), edges drawn, summarised or thinned. The looks come from `graph_style`, the
+positions from `graph_layout`, the filters from `graph_select`, the legend (of what was drawn) from
+`graph_legend` and the HTML around the network from `graph_document`.
 
-Above `GROUP_ABOVE` nodes a drawing would be a hairball, so sessions collapse into one group node each
-(session, unit count, date) laid out in a grid in time order, and the edges between groups are summarised:
-one edge per pair and type, its width growing with the count it stands for. An expanded session opens in
-place as a band of its units. Whatever the mode, an edge type with more than `EDGE_TYPE_LIMIT` edges among
-the drawn units and more than `HAIRBALL_DENSITY` per unit (similarity links, typically; never a chain) is
-thinned: only the edges touching highlighted units are drawn one by one, and between groups each group keeps
-its strongest links. Highlighted nodes get a thick ring and highlighted edges are drawn thick while the rest
-fade.
+An edge whose end is hidden in a collapsed session or folded into a group node is carried to the node that
+stands for that end: between two such nodes (or one and a unit) the edges are summarised, one edge per pair
+and type whose width grows with the count it stands for, and edges with both ends in one are counted inside
+it. Whatever the mode, an edge type with more than `EDGE_TYPE_LIMIT` edges among the drawn units and more
+than `HAIRBALL_DENSITY` per unit (similarity links, typically; never a chain) is thinned: only the edges
+touching highlighted units are drawn one by one, and between groups each group keeps its strongest links.
+Highlighted nodes get a thick ring and highlighted edges are drawn thick while the rest fade.
 """
 from __future__ import annotations
 
@@ -28,126 +28,196 @@ from pyvis.network import Network
 from engine.state import MemoryState
 from engine.walks import lineage_types
 from workbench.graph_document import document_html, vis_options
-from workbench.graph_layout import X_STEP, SessionGroup, grouped_layout, layout, session_groups
-from workbench.graph_legend import legend_html
-from workbench.graph_select import Selection, cap_units, select_units
+from workbench.graph_groups import (
+    BAND_PREFIX,
+    GROUP_PREFIX,
+    band_title_options,
+    fold_members,
+    folds_members,
+    group_node_options,
+    groups_sessions,
+    holding,
+    is_group,
+    row_title_options,
+)
+from workbench.graph_layout import SessionGroup, canvas_aspect, grouped_layout, layout, node_box, session_groups
+from workbench.graph_legend import Seen, legend_html
+from workbench.graph_select import Selection, cap_units, select_units, session_order
 from workbench.graph_style import (
-    GROUP_BORDER,
-    GROUP_FILL,
-    LABEL_HALO,
-    RING_COLOR,
+    FOLDED,
+    OPENED,
     edge_dashes,
     edge_style,
     edge_title,
     edge_types_of,
+    fold_mark,
+    kind_label,
     node_label,
     node_options,
-    off_surface_word,
     readable,
     unit_title,
 )
 
-GROUP_ABOVE = 300                # more nodes than this pass the filters: sessions collapse into group nodes
 EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this (and denser than HAIRBALL_DENSITY
 HAIRBALL_DENSITY = 1.5           # per node): only the highlighted ones are drawn, similarity links typically
 SUMMARY_PER_GROUP = 2            # of a thinned type, each group keeps its strongest links to this many others
-GROUP_PREFIX, BAND_PREFIX = "group:", "session:"  # node ids of a collapsed session and of a band's title
+NEIGHBOUR_DX = 260               # two nodes on one line at most this far apart are joined by a straight edge
 
 
 @dataclass
 class Drawing:
-    """What a document draws: units one by one, collapsed sessions, and edges drawn or summarised."""
+    """What a document draws: units one by one, collapsed sessions, group nodes with their members folded in,
+    and edges drawn or summarised."""
 
     selection: Selection                    # the units drawn one by one, out of those that may be
     grouped: bool = False
     groups: list[SessionGroup] = field(default_factory=list)      # collapsed sessions
     expanded: list[str] = field(default_factory=list)            # sessions drawn unit by unit (grouped only)
+    folding: bool = False                   # group nodes fold their members (unless opened)
+    folded: dict[int, list[int]] = field(default_factory=dict)   # group node drawn folded -> the members in it
+    opened: list[int] = field(default_factory=list)              # group nodes drawn open (folding only)
     edges: int = 0                          # edges drawn one by one
-    summary_edges: int = 0                  # edges standing for several (between groups)
-    summarised: int = 0                     # real edges the summary edges stand for
+    summary_edges: int = 0                  # edges standing for several (to or between collapsed sessions)
+    summarised: int = 0                     # real edges those summary edges stand for
     inner: int = 0                          # edges inside collapsed sessions (counted in their tooltips)
+    fold_summary_edges: int = 0             # edges standing for several, to or between folded group nodes
+    fold_summarised: int = 0                # real edges those stand for
+    fold_inner: int = 0                     # edges inside folded group nodes (to or between their members)
     thinned: dict[str, int] = field(default_factory=dict)        # type -> edges over EDGE_TYPE_LIMIT not drawn
+    seen: Seen = field(default_factory=Seen)                     # what the legend lists
 
 
-def groups_sessions(passing: int, focus: Iterable[int] | None, group: bool | None) -> bool:
-    """Group sessions when asked to, or by default above `GROUP_ABOVE` nodes unless a neighbourhood is drawn."""
-    return group if group is not None else focus is None and passing > GROUP_ABOVE
-
-
-def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int, int, str]] = (),
-                     highlight_units: Iterable[int] = (), edge_types: set[str] | None = None,
-                     visible_only: bool = False, sessions: tuple[int, int] | None = None, search: str = "",
-                     focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600,
-                     statuses: set[str] | None = None, edge_labels: dict | None = None,
-                     expand: Iterable[str] = (), group: bool | None = None, hops: int = 1,
-                     expand_highlighted: bool = True) -> str:
-    """A full HTML document for `st.iframe(html, height=height_px + 20)` or `workbench.graph_canvas`.
+def draw_graph(state: MemoryState, *, highlight_edges: Iterable[tuple[int, int, str]] = (),
+               highlight_units: Iterable[int] = (), edge_types: set[str] | None = None,
+               visible_only: bool = False, sessions: tuple[int, int] | None = None, search: str = "",
+               focus: Iterable[int] | None = None, max_nodes: int = 400, height_px: int = 600,
+               statuses: set[str] | None = None, edge_labels: dict | None = None,
+               expand: Iterable[str | int] = (), group: bool | None = None, fold: bool | None = None,
+               hops: int = 1, expand_highlighted: bool = True) -> tuple[str, Drawing]:
+    """A full HTML document for `st.iframe(html, height=height_px + 20)` or `workbench.graph_canvas`, and
+    what it draws.
 
     `highlight_edges` are stored edge keys (src, dst, type); a key given against the stored direction is
     matched to the stored edge. `edge_labels` writes a label on edges (e.g. "hop 1 (reverse)" on a path).
     `group` forces sessions into group nodes (True) or not (False); by default they are grouped above
-    `GROUP_ABOVE` nodes. `expand` names sessions drawn unit by unit when grouped; sessions holding a
-    highlighted unit or path are expanded too unless `expand_highlighted` is off (then their group is
+    `GROUP_ABOVE` nodes. `fold` does the same for group nodes (kinds the schema declares `group`, e.g.
+    MemLoom's events): folded, a group node stands for its members, by default above `FOLD_ABOVE` nodes.
+    `expand` names what is drawn open: sessions (by label) and group nodes (by id). Sessions and group nodes
+    holding a highlighted unit or path are opened too unless `expand_highlighted` is off (then they are
     ringed). `hops` is how far `focus` reaches.
     """
     net, drawing = _network(state, highlight_edges=highlight_edges, highlight_units=highlight_units,
                             edge_types=edge_types, visible_only=visible_only, sessions=sessions, search=search,
                             focus=focus, max_nodes=max_nodes, statuses=statuses, edge_labels=edge_labels,
-                            expand=expand, group=group, hops=hops, expand_highlighted=expand_highlighted)
-    return document_html(net, height_px, _summary_line(drawing, max_nodes, off_surface_word(state.schema)),
-                     legend_html(state.schema, grouped=drawing.grouped))
+                            expand=expand, group=group, fold=fold, hops=hops, expand_highlighted=expand_highlighted,
+                            aspect=canvas_aspect(height_px))
+    return document_html(net, height_px, _summary_line(state, drawing, max_nodes),
+                         legend_html(state.schema, drawing.seen)), drawing
+
+
+def build_graph_html(state: MemoryState, **options) -> str:
+    """The document of `draw_graph` alone."""
+    return draw_graph(state, **options)[0]
 
 
 def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types, visible_only, sessions, search,
-             focus, max_nodes, statuses, edge_labels, expand, group, hops,
-             expand_highlighted) -> tuple[Network, Drawing]:
+             focus, max_nodes, statuses, edge_labels, expand, group, fold, hops, expand_highlighted,
+             aspect) -> tuple[Network, Drawing]:
     path = {_stored_key(state, tuple(k)) for k in highlight_edges}
     labels = {_stored_key(state, tuple(k)): str(v) for k, v in (edge_labels or {}).items()}
     ringed = {u for u in highlight_units if u in state.units}
     pinned = ringed | {u for s, d, _ in path for u in (s, d)}
     filters = {"edge_types": edge_types, "visible_only": visible_only, "sessions": sessions, "search": search,
                "focus": focus, "statuses": statuses, "hops": hops}
-    passing = set(select_units(state, pinned=pinned, max_nodes=max(1, len(state.units)), **filters).shown)
+    base = select_units(state, pinned=pinned, max_nodes=max(1, len(state.units)), **filters)
+    passing = set(base.shown)
     schema = state.schema
-    net = Network(directed=True)
-    collapsed: set[str] = set()
+    open_sessions = {x for x in expand if isinstance(x, str)}
+    open_groups = {x for x in expand if isinstance(x, int)}
+    if expand_highlighted:
+        open_sessions |= {state.units[u].session for u in pinned & passing}
+        open_groups |= holding(state, pinned & passing)
+    drawing = Drawing(Selection(shown=[], matched=0, pinned=set()))
+    candidates, session_list = passing, []
     if groups_sessions(len(passing), focus, group):
-        groups = session_groups(state, passing)
-        pinned_sessions = {state.units[u].session for u in pinned if u in passing}
-        opened = set(expand) | (pinned_sessions if expand_highlighted else set())
-        opened = {g.session for g in groups if g.session in opened}
-        in_open = [u for g in groups if g.session in opened for u in g.units]
-        shown = cap_units(state, set(in_open), pinned & set(in_open), max_nodes)
-        selection = Selection(shown=shown, matched=len(in_open), pinned=pinned & set(in_open))
-        drawing = Drawing(selection, grouped=True, groups=[g for g in groups if g.session not in opened],
-                          expanded=[g.session for g in groups if g.session in opened])
-        collapsed = {g.session for g in drawing.groups}
-        positions, group_at, band_at = grouped_layout(state, groups, set(shown), opened)
-        by_session = {g.session: g for g in groups}
-        for session, (x, y) in band_at.items():
-            _add_band_title(net, by_session[session], x, y)
-        for g in drawing.groups:
-            _add_group(net, state, g, *group_at[g.session], ringed=bool(pinned & set(g.units)))
-    else:
-        selection = select_units(state, pinned=pinned, max_nodes=max_nodes, **filters)
-        drawing = Drawing(selection)
-        positions, row_y = layout(state, selection.shown)
-        for session, y in row_y.items():
-            net.add_node(f"{BAND_PREFIX}{session}", label=f"Session {session}", shape="text", x=-X_STEP * 1.4, y=y,
-                         font={"size": 18, "color": "#555555", "face": "sans-serif", **LABEL_HALO}, physics=False)
-    drawn = set(selection.shown)
-    for uid in selection.shown:
+        session_list = session_groups(state, passing)
+        drawing.grouped = True
+        drawing.groups = [g for g in session_list if g.session not in open_sessions]
+        drawing.expanded = [g.session for g in session_list if g.session in open_sessions]
+        candidates = {u for g in session_list if g.session in open_sessions for u in g.units}
+    folded: dict[int, int] = {}
+    if schema is not None and schema.group_kinds and folds_members(len(candidates), focus, fold):
+        drawing.folding = True
+        folded = fold_members(state, candidates, open_groups)
+    rest = candidates - folded.keys()
+    must = base.pinned & rest
+    drawing.selection = Selection(shown=cap_units(state, rest, must, max_nodes), matched=len(rest), pinned=must)
+    drawn = set(drawing.selection.shown)
+
+    def root(uid: int) -> int | None:
+        """The drawn group node a folded member stands in (through nested groups), if any."""
+        seen: set[int] = set()
+        while uid not in drawn and uid in folded and uid not in seen:
+            seen.add(uid)
+            uid = folded[uid]
+        return uid if uid in drawn else None
+
+    for member in folded:
+        if (g := root(member)) is not None:
+            drawing.folded.setdefault(g, []).append(member)
+    ringed_groups = {root(u) for u in pinned if u in folded} - {None}
+    net = Network(directed=True)
+    options: dict[int, dict] = {}
+    for uid in drawing.selection.shown:
         unit = state.units[uid]
-        x, y = positions[uid]
-        net.add_node(uid, label=node_label(unit), title=unit_title(unit, schema), x=x, y=y, physics=False,
-                     **readable(node_options(unit, uid in ringed, schema), unit))
+        mark = fold_mark(unit, uid not in open_groups) if drawing.folding and is_group(state, unit) else ""
+        options[uid] = {**readable(node_options(unit, uid in ringed or uid in ringed_groups, schema), unit),
+                        "label": node_label(unit, mark), "title": _node_title(state, unit, mark, drawing)}
+        drawing.seen.node(unit.kind, unit.status, readable(node_options(unit, False, schema), unit))
+        if mark and uid in open_groups:
+            drawing.seen.opened.add(unit.kind)
+        elif mark:
+            drawing.seen.folded.setdefault(unit.kind, set()).update(
+                state.units[m].kind for m in unit.members if m in state.units)
+    if drawing.folding:
+        drawing.opened = sorted(u for u in drawn if u in open_groups and is_group(state, state.units[u]))
+    boxes = {uid: node_box(o) for uid, o in options.items()}
+    if drawing.grouped:
+        by_session = {g.session: g for g in session_list}
+        group_nodes = {g.session: group_node_options(state, g, ringed=bool(pinned & set(g.units)))
+                       for g in drawing.groups}
+        titles = {s: band_title_options(by_session[s]) for s in drawing.expanded}
+        placed = grouped_layout(state, session_list, drawn, set(drawing.expanded), boxes,
+                                {s: node_box(o) for s, o in group_nodes.items()},
+                                {s: node_box(o) for s, o in titles.items()})
+        for session, o in group_nodes.items():
+            net.add_node(f"{GROUP_PREFIX}{session}", x=placed.groups[session][0], y=placed.groups[session][1],
+                         physics=False, **o)
+        drawing.seen.session_groups = bool(group_nodes)
+        drawing.seen.ringed |= any(pinned & set(g.units) for g in drawing.groups)
+    else:
+        numbers = session_order(state)
+        titles = {s: row_title_options(s) for s in sorted({state.units[u].session for u in drawn}, key=numbers.get)}
+        placed = layout(state, drawn, boxes, {s: node_box(o) for s, o in titles.items()}, aspect)
+    for session, o in titles.items():
+        net.add_node(f"{BAND_PREFIX}{session}", x=placed.titles[session][0], y=placed.titles[session][1],
+                     physics=False, **o)
+    positions = placed.units
+    for uid in drawing.selection.shown:
+        net.add_node(uid, x=positions[uid][0], y=positions[uid][1], physics=False, **options[uid])
+    drawing.seen.ringed |= bool(ringed & drawn) or bool(ringed_groups)
+    collapsed = {g.session for g in drawing.groups}
 
     def end(uid: int) -> int | str | None:
-        """Where an edge's end is drawn: the unit, the group of its collapsed session, or nowhere."""
+        """Where an edge's end is drawn: the unit, the group of its collapsed session, the group node its
+        member is folded into, or nowhere."""
         if uid in drawn:
             return uid
-        session = state.units[uid].session if uid in passing else None
-        return f"{GROUP_PREFIX}{session}" if session in collapsed else None
+        if uid not in passing:
+            return None
+        if state.units[uid].session in collapsed:
+            return f"{GROUP_PREFIX}{state.units[uid].session}"
+        return root(uid)
 
     one_by_one: dict[str, list] = {}
     summary: dict[tuple, int] = {}
@@ -157,10 +227,13 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
         a, b = end(edge.src), end(edge.dst)
         if a is None or b is None:
             continue
-        if isinstance(a, int) and isinstance(b, int):
+        if a == edge.src and b == edge.dst:
             one_by_one.setdefault(edge.type, []).append((key, edge))
         elif a == b:
-            drawing.inner += 1
+            if isinstance(a, str):
+                drawing.inner += 1
+            else:
+                drawing.fold_inner += 1
         else:
             pair = (a, b) if str(a) <= str(b) else (b, a)
             summary[(*pair, edge.type)] = summary.get((*pair, edge.type), 0) + 1
@@ -180,16 +253,24 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
         for key, edge in items:
             _add_edge(net, _edge_options(state, key, edge, positions, path, labels, large))
             drawing.edges += 1
+            drawing.seen.edge_types.add(etype)
+            drawing.seen.path |= key in path
     order = {t: i for i, t in enumerate(edge_types_of(state))}
     for (a, b, etype), count in _strongest(summary, hairy, drawing.thinned):
         style = edge_style(etype, schema)
-        _add_edge(net, {"from": a, "to": b, "count": count, "title": _summary_title(a, b, style, count),
+        _add_edge(net, {"from": a, "to": b, "count": count, "title": _summary_title(state, a, b, style, count),
                         "dashes": edge_dashes(style), "width": round(style["width"] + 1.6 * math.log2(count), 2),
                         "color": {"color": style["color"], "opacity": style["opacity"]},
                         "arrows": {"to": {"enabled": False}},
                         "smooth": {"enabled": True, "type": "curvedCW", "roundness": 0.06 + 0.06 * order.get(etype, 0)}})
-        drawing.summary_edges += 1
-        drawing.summarised += count
+        if isinstance(a, str) or isinstance(b, str):
+            drawing.summary_edges += 1
+            drawing.summarised += count
+        else:
+            drawing.fold_summary_edges += 1
+            drawing.fold_summarised += count
+        drawing.seen.edge_types.add(etype)
+        drawing.seen.summary_edges = True
     net.options = vis_options(large)
     return net, drawing
 
@@ -233,7 +314,7 @@ def _edge_options(state: MemoryState, key, edge, positions, path, labels, large:
     if path:
         width, opacity = (5, 1.0) if key in path else (width, 0.2)
     (x1, y1), (x2, y2) = positions[edge.src], positions[edge.dst]
-    neighbours = y1 == y2 and abs(x1 - x2) <= X_STEP          # next to each other in a row: a straight line
+    neighbours = y1 == y2 and abs(x1 - x2) <= NEIGHBOUR_DX    # next to each other in a line: a straight line
     options = {"from": edge.src, "to": edge.dst, "title": edge_title(edge, state.schema), "dashes": edge_dashes(style),
                "width": width, "color": {"color": style["color"], "opacity": opacity},
                "smooth": False if large or neighbours else {"enabled": True, "type": "curvedCW", "roundness": 0.18}}
@@ -243,47 +324,30 @@ def _edge_options(state: MemoryState, key, edge, positions, path, labels, large:
     return options
 
 
-def _group_name(end: int | str) -> str:
-    return f"u{end}" if isinstance(end, int) else f"Session {end.removeprefix(GROUP_PREFIX)}"
+def _group_name(state: MemoryState, end: int | str) -> str:
+    if isinstance(end, str):
+        return f"Session {end.removeprefix(GROUP_PREFIX)}"
+    unit = state.units.get(end)
+    return f"{kind_label(state.schema, unit.kind)} u{end}" if unit is not None else f"u{end}"
 
 
-def _summary_title(a, b, style: dict, count: int) -> str:
+def _summary_title(state: MemoryState, a, b, style: dict, count: int) -> str:
     e = html.escape
-    return (f"<b>{e(style['label'])}</b> × {count}<br>between {e(_group_name(a))} and {e(_group_name(b))} "
-            f"(both directions)<br>Expand a session to see these edges one by one.")
+    return (f"<b>{e(style['label'])}</b> × {count}<br>between {e(_group_name(state, a))} and "
+            f"{e(_group_name(state, b))} (both directions)<br>Open a session or a group node to see these edges one "
+            f"by one.")
 
 
-def _add_group(net: Network, state: MemoryState, g: SessionGroup, x: int, y: int, ringed: bool = False) -> None:
-    """A collapsed session: its name, unit count (and how many are off the surface) and date; ringed when it
-    holds a highlighted unit."""
-    e = html.escape
-    schema = state.schema
-    units = [state.units[u] for u in g.units]
-    off = sum(not u.visible for u in units)
-    count = f"{len(units)} units" + (f" ({off} {off_surface_word(schema)})" if off else "")
-    kinds: dict[str, int] = {}
-    for u in units:
-        kinds[u.kind] = kinds.get(u.kind, 0) + 1
-    kind_text = ", ".join(f"{n} {e(schema.kind(k).label if schema and schema.kind(k) else k)}"
-                          for k, n in sorted(kinds.items()))
-    first = min(units, key=lambda u: (u.created_turn, u.id))
-    title = (f"<b>Session {e(g.session)}</b> · {e(g.date)}<br>{len(units)} units: {kind_text}<br>"
-             f"<b>First</b> {e(first.label)}: {e(first.raw[:200] or first.summary[:200])}<br>"
-             f"<i>Click to expand this session in place.</i>")
-    net.add_node(f"{GROUP_PREFIX}{g.session}", label=f"Session {g.session}\n{count}\n{g.date}", title=title,
-                 x=x, y=y, physics=False, shape="box", margin=12, borderWidth=5 if ringed else 2, count=len(units),
-                 widthConstraint={"minimum": min(200, 120 + len(units))},
-                 font={"size": 24, "face": "sans-serif", "color": "#1a1a1a"},
-                 color={"background": GROUP_FILL, "border": RING_COLOR if ringed else GROUP_BORDER,
-                        "highlight": {"background": "#d4e3f7", "border": "#000000"},
-                        "hover": {"background": "#d4e3f7", "border": GROUP_BORDER}})
-
-
-def _add_band_title(net: Network, g: SessionGroup, x: int, y: int) -> None:
-    label = f"▾ Session {g.session} · {len(g.units)} units · {g.date}"
-    net.add_node(f"{BAND_PREFIX}{g.session}", label=label, shape="text", x=x - X_STEP // 2 + len(label) * 6, y=y,
-                 physics=False, title="Click to collapse this session into one node.",
-                 font={"size": 24, "color": GROUP_BORDER, "face": "sans-serif", **LABEL_HALO})
+def _node_title(state: MemoryState, unit, mark: str, drawing: Drawing) -> str:
+    """A node's tooltip; a group node's says whether its members are folded into it and how to change that."""
+    title = unit_title(unit, state.schema)
+    if not mark:
+        return title
+    inside = len(drawing.folded.get(unit.id, []))
+    if mark.startswith(f" {OPENED}"):
+        return f"{title}<br><i>Drawn open with its members: click it to fold them into it.</i>"
+    return (f"{title}<br><i>Folded: {inside} of its {len(unit.members)} members drawn into it (their edges end "
+            f"here). Click it to open it.</i>")
 
 
 def _stored_key(state: MemoryState, key: tuple[int, int, str]) -> tuple[int, int, str]:
@@ -292,7 +356,11 @@ def _stored_key(state: MemoryState, key: tuple[int, int, str]) -> tuple[int, int
     return (dst, src, etype) if key not in state.edges and (dst, src, etype) in state.edges else key
 
 
-def _summary_line(drawing: Drawing, max_nodes: int, off_word: str) -> str:
+def _plural(words: Iterable[str]) -> str:
+    return " and ".join(f"{w}s" for w in sorted(set(words)))
+
+
+def _summary_line(state: MemoryState, drawing: Drawing, max_nodes: int) -> str:
     selection = drawing.selection
     line = f"Showing {len(selection.shown):,} nodes and {drawing.edges:,} edges"
     if drawing.grouped:
@@ -301,6 +369,13 @@ def _summary_line(drawing: Drawing, max_nodes: int, off_word: str) -> str:
                  f"{drawing.summarised:,} edges to other sessions drawn as {drawing.summary_edges:,} summary edges "
                  f"(width by count) and {drawing.inner:,} edges inside them in their tooltips. Click a session to "
                  f"expand it, its title to collapse it")
+    if drawing.folded:
+        kinds = _plural(kind_label(state.schema, state.units[g].kind) for g in drawing.folded)
+        held = sum(len(m) for m in drawing.folded.values())
+        line += (f"; {len(drawing.folded):,} {kinds} drawn folded hold {held:,} more nodes, their "
+                 f"{drawing.fold_summarised:,} edges to other nodes drawn as {drawing.fold_summary_edges:,} summary "
+                 f"edges and {drawing.fold_inner:,} edges inside them. Click one ({FOLDED}) to open it, an open "
+                 f"one ({OPENED}) to fold it")
     for etype, n in drawing.thinned.items():
         line += (f"; {n:,} {etype} edges not drawn (more than {EDGE_TYPE_LIMIT:,} of one type: each session "
                  f"keeps its {SUMMARY_PER_GROUP} strongest links to others, units only the highlighted ones' "

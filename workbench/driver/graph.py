@@ -33,3 +33,37 @@ def click_graph_node(page, frame, node) -> None:
     at = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", node)
     frame.locator("#graph canvas").click(position={"x": at["x"], "y": at["y"]})
     wait_idle(page, 1500)
+
+
+_LABEL_BOXES = """() => {
+    const scale = network.getScale(), ids = new Set(nodeData.map(n => n.id));
+    return Object.values(network.body.nodes).filter(n => ids.has(n.id) && n.options.label).map(n => {
+        const s = n.labelModule.size, font = n.labelModule.fontOptions.size;
+        const lift = n.labelModule.fontOptions.vadjust || 0;      // applied when drawn, not in the size
+        const threshold = n.options.scaling.label.drawThreshold;
+        return {id: n.id, label: n.options.label, shape: n.options.shape, x: n.x, y: n.y,
+                left: s.left, top: s.top + lift, width: s.width, height: s.height,
+                screen_font: font * scale, drawn: font * scale >= threshold - 1};
+    });
+}"""
+
+
+def graph_label_boxes(frame) -> list[dict]:
+    """Every drawn node's label as vis-network laid it out on the canvas (canvas coordinates): its text, box
+    (`left`, `top`, `width`, `height`), font size on screen at the current zoom and whether it is drawn at all
+    (vis-network skips a label smaller than its draw threshold)."""
+    return frame.evaluate(_LABEL_BOXES)
+
+
+def overlapping_labels(boxes: list[dict], margin: float = 0.0) -> list[tuple[dict, dict]]:
+    """Pairs of label boxes that overlap (by more than `margin` canvas pixels each way)."""
+    ordered = sorted(boxes, key=lambda b: b["left"])
+    pairs = []
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            if b["left"] >= a["left"] + a["width"] - margin:
+                break
+            if (min(a["top"] + a["height"], b["top"] + b["height"]) - max(a["top"], b["top"]) > margin
+                    and min(a["left"] + a["width"], b["left"] + b["width"]) - max(a["left"], b["left"]) > margin):
+                pairs.append((a, b))
+    return pairs
