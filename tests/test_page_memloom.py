@@ -15,6 +15,7 @@ from engine.oplog import OpKind
 from engine.proposal import GateVerdict, Status
 from workbench import retrieval_view as rv
 from workbench import review_decisions, review_view
+from workbench.graph_groups import FOLD_ABOVE
 from workbench.lifecycle_view import cause_text
 
 pytestmark = pytest.mark.slow
@@ -144,6 +145,39 @@ def test_event_nodes_are_drawn_by_fsm_status_with_a_legend(replayed):
     for s in SCHEMA.statuses:
         if s.shape:
             assert (f"event · {s.label} ({s.shape}," in doc) == (s.name in drawn)     # the legend: what is drawn
+    at.switch_page(REPLAY).run()
+
+
+def _drawn_units(at) -> dict[int, dict]:
+    return {n["id"]: n for n in _graph_data(_graph_html(at))[0] if isinstance(n["id"], int)}
+
+
+def test_events_fold_their_records_and_open_from_the_picker_the_inspector_and_the_fold_mode(replayed):
+    at, wb = replayed
+    at.switch_page(GRAPH).run()
+    assert not at.exception
+    state = wb.engine.state
+    events = [n for n in state.nodes.values() if n.kind == EVENT]
+    assert len(state.nodes) > FOLD_ABOVE                         # above the threshold: events fold by default
+    drawn = _drawn_units(at)
+    assert {e.id for e in events} <= set(drawn) and not {m for e in events for m in e.members} & set(drawn)
+    for e in events:
+        assert drawn[e.id]["label"].startswith(f"u{e.id} ▸ {len(e.members)}")
+    assert any("marked ▸ n hold their n members" in c.value for c in at.caption)
+    big = max(events, key=lambda e: (len(e.members), -e.id))
+    at.multiselect(key="graph_open").set_value([big.id]).run()  # open one event from the picker
+    opened = _drawn_units(at)
+    assert set(opened) == set(drawn) | set(big.members) and len(opened) == len(drawn) + len(big.members)
+    assert opened[big.id]["label"].startswith(f"u{big.id} ▾ {len(big.members)}")
+    other = next(e for e in events if e.id != big.id and e.members)
+    at.selectbox(key="graph_unit").set_value(other.members[0]).run()      # inspecting a record opens its event
+    assert other.id in at.multiselect(key="graph_open").value
+    assert other.members[0] in _drawn_units(at)
+    at.selectbox(key="graph_fold").set_value("never").run()               # nothing folded: every node drawn
+    assert set(_drawn_units(at)) == set(state.nodes)
+    at.selectbox(key="graph_fold").set_value("auto")
+    at.multiselect(key="graph_open").set_value([]).run()
+    assert set(_drawn_units(at)) == set(drawn)
     at.switch_page(REPLAY).run()
 
 

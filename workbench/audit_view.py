@@ -11,13 +11,14 @@ from collections.abc import Iterable
 
 import pandas as pd
 import plotly.express as px
+import streamlit as st
 
 from engine.oplog import OpKind, OpRecord
 from engine.proposal import Proposal
 from engine.schema import EngineSchema
 from workbench.proposal_text import op_label, reason_description
 from workbench.retrieval_view import short
-from workbench.text import MISSING
+from workbench.text import MISSING, table
 
 NO_CODE = "(no code)"
 
@@ -168,3 +169,41 @@ def reason_chart(frame: pd.DataFrame):
                  title="Reason codes per operator, all proposals in the log")
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend_title_text="operator")
     return fig
+
+
+def audit_log(view, state) -> None:
+    """The op log as a filterable table (a row's full payload on selection) and, for an engine with an offline
+    process, the reason codes per operator."""
+    frame = oplog_frame(view.store.ops(upto_seq=state.seq))
+    if not (frame["kind"] == "llm_call").any():          # an engine without LLM calls: no LLM columns
+        frame = frame.drop(columns=list(LLM_COLUMNS))
+    a1, a2, a3, a4 = st.columns(4)
+    kinds = a1.multiselect("Kind", sorted(frame["kind"].unique()), key="audit_kinds", placeholder="all kinds")
+    runs = a2.multiselect("Run", sorted(r for r in frame["run"].unique() if r), key="audit_runs",
+                          placeholder="all runs and online writes")
+    actors = a3.multiselect("Actor", sorted(frame["actor"].unique()), key="audit_actors", placeholder="all actors")
+    needle = a4.text_input("Summary contains", key="audit_search")
+    rows = frame
+    for column, picked in (("kind", kinds), ("run", runs), ("actor", actors)):
+        if picked:
+            rows = rows[rows[column].isin(picked)]
+    if needle:
+        rows = rows[rows["summary"].str.contains(needle, case=False, regex=False)]
+    rows = rows.sort_values("seq", ascending=False)
+    st.caption(f"{len(rows)} of {len(frame)} records, newest first. Select a row to see its full payload.")
+    event = st.dataframe(table(rows), hide_index=True, width="stretch", height=360, on_select="rerun",
+                         selection_mode="single-row", key="audit_table")
+    if event and event.selection.rows:
+        seq = int(rows.iloc[event.selection.rows[0]]["seq"])
+        st.json(next(view.store.ops(seq=seq)).to_dict(), expanded=1)
+    if not state.schema.processes:
+        return
+    if state.proposals:
+        st.plotly_chart(reason_chart(reason_breakdown(state.proposals.values(), state.schema)),
+                        width="stretch")
+    else:
+        st.caption("No proposals yet: the reason-code breakdown appears after the first diagnosis.")
+    codes = reason_codes_frame(state.schema)
+    if not codes.empty:
+        with st.expander(f"The {state.schema.label} reason codes"):
+            st.dataframe(table(codes), hide_index=True, width="stretch")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from functools import partial
 
 import pandas as pd
 import streamlit as st
@@ -17,19 +18,36 @@ import streamlit as st
 from engine.proposal import GateVerdict, Proposal, Status
 from engine.schema import EngineSchema
 from engine.state import MemoryState
+from workbench import consolidation_actions as actions
 from workbench.graph_style import visibility_text
+from workbench.model import Workbench
 from workbench.proposal_text import (
+    detail_labels,
     detail_text,
     op_label,
     operator,
+    process_operators,
     reason_description,
     sources_text,
     target_roles,
     targets_label,
     threshold,
 )
-from workbench.review_decisions import ACCEPT, REJECT, choice_of, decision_radio
-from workbench.text import MISSING, md_code, md_escape, missing, text_html
+from workbench.review_decisions import (
+    ACCEPT,
+    REJECT,
+    choice_of,
+    decision_radio,
+    decisions,
+    run_key as decisions_key,
+    set_decisions,
+    tally,
+)
+from workbench.text import MISSING, md_code, md_escape, missing, table, text_html
+
+
+PAGE_SIZE = 10
+GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
 
 
 def sort_queue(proposals: Iterable[Proposal]) -> list[Proposal]:
@@ -240,3 +258,79 @@ def plan_view(state: MemoryState, p: Proposal) -> None:
     for label, frame in tables:
         st.markdown(f"**{label}**")
         st.dataframe(frame, hide_index=True, width="stretch")
+
+
+def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> None:
+    """The open run's proposals: who decides, filters, bulk decisions, the queue table, a page of cards and the
+    Apply button."""
+    schema = state.schema
+    if open_run is None:
+        st.info("No open run. Press **Run diagnosis** to fill the review queue from the buffer.")
+        return
+    run_key = decisions_key(wb.db_path.name, open_run)
+    proposals = [p for p in state.proposals.values() if p.run_id == open_run]
+    pending = [p for p in proposals if p.status == Status.PENDING]
+    who, name = st.columns([3, 2])
+    gate_mode = who.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
+                          help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
+                               "(and any other check the engine makes, such as All-Mem's merge coherence)."
+                          ) == GATE_MODE
+    name.text_input("Reviewer (stored with each decision)", value="human", key="reviewer", disabled=gate_mode)
+    chosen = decisions(run_key)
+
+    labels = sorted({v for p in proposals for v in detail_labels(p)})
+    cols = st.columns([3, 3, 3, 2] if labels else [3, 3, 2])
+    f1, f2, f3 = cols[0], cols[1], cols[-1]
+    ops = f1.multiselect("Operator", sorted({op_label(schema, p.op) for p in proposals}), key="queue_ops",
+                         placeholder="all operators")
+    gates = f2.multiselect("Gate verdict", [GateVerdict.PASS, GateVerdict.FAIL], key="queue_gates",
+                           placeholder="pass and fail")
+    kinds = cols[2].multiselect("Type", labels, key="queue_types", placeholder="all types",
+                           help="The proposal's own kind, e.g. a relation's type.") if labels else []
+    show_closed = f3.checkbox("Show closed proposals", key="queue_closed",
+                              help="Proposals routing already closed: duplicates, overlaps, filtered or disabled ones.")
+    shown = sort_queue(p for p in proposals
+                          if (show_closed or p.status == Status.PENDING)
+                          and (not ops or op_label(schema, p.op) in ops) and (not gates or p.gate in gates)
+                          and (not kinds or set(detail_labels(p)) & set(kinds)))
+    shown_pending = [p for p in shown if p.status == Status.PENDING]
+    if not gate_mode:
+        b1, b2, b3 = st.columns(3)
+        b1.button("Accept gate passes, reject the rest (shown)", on_click=set_decisions,
+                  args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
+        b2.button("Reject all shown", on_click=set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
+        b3.button("Clear all decisions", on_click=set_decisions, args=(run_key, {p.id: None for p in pending}))
+    st.dataframe(table(queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
+                 height=min(35 * (len(shown) + 1) + 3, 300))
+
+    pages = max(1, -(-len(shown) // PAGE_SIZE))
+    page = st.selectbox(f"Cards page ({PAGE_SIZE} per page)", range(1, pages + 1), key="queue_page",
+                        format_func=lambda n: f"{n} of {pages}") if pages > 1 else 1
+    for p in shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]:
+        proposal_card(state, p, run_key, gate_mode, partial(actions.show_plan, wb))
+
+    run = state.runs.get(open_run)
+    order = " → ".join(o.label for o in process_operators(schema, run.process if run else None))
+    in_order = f", operators in the order {order}" if order else ""
+    if gate_mode:
+        passes = sum(p.gate == GateVerdict.PASS for p in pending)
+        st.button(f"Apply gate verdicts ({passes} accept, {len(pending) - passes} reject)", type="primary",
+                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, True))
+        st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored as "
+                   "made by the **gate**, and the run is committed.")
+        return
+    accepted, rejected, undecided = tally(pending, chosen)
+    hidden = sum(p.id in chosen for p in pending) - sum(p.id in chosen for p in shown_pending)
+    with st.container(horizontal=True):
+        st.button(f"Apply decisions ({accepted} accept, {rejected} reject"
+                  + (f"; {undecided} undecided stay pending)" if undecided else ")"), type="primary",
+                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, False), disabled=not accepted + rejected)
+        if undecided:
+            st.button(f"{'Apply and defer' if accepted + rejected else 'Defer'} the {undecided} undecided",
+                      key="apply_defer", on_click=actions.apply_decisions, args=(wb, run_key, False, True),
+                      help="Closes the run: every undecided proposal is closed as skipped, never executed, with a "
+                           "note saying who deferred it.")
+    st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored with who "
+               f"made it (**{md_escape(st.session_state.get('reviewer') or 'human')}**). Undecided proposals stay "
+               "pending: the run stays open (the replay cannot ingest further) until each is decided, or deferred."
+               + (f" The counts include {hidden} decision(s) on proposals the filters hide." if hidden else ""))

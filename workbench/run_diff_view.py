@@ -9,12 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pandas as pd
+import streamlit as st
 
+from engine.diff import diff_states
 from engine.schema import EngineSchema
 from engine.state import MemoryState
-from workbench.graph_style import edge_style, visibility_text
+from workbench import consolidation_actions as actions
+from workbench import review_decisions
+from workbench.graph_style import edge_style, off_surface_word, visibility_text
+from workbench.graph_view import build_graph_html
+from workbench.model import Workbench
 from workbench.proposal_text import op_label, targets_label
 from workbench.review_view import sort_queue
+from workbench.text import md_escape, table
 
 
 def units_frame(state: MemoryState, ids: Iterable[int]) -> pd.DataFrame:
@@ -65,3 +72,84 @@ def run_proposals_frame(state: MemoryState, run_id: str) -> pd.DataFrame:
             for p in sort_queue(p for p in state.proposals.values() if p.run_id == run_id)]
     return pd.DataFrame(rows, columns=["#", "operator", "targets", "confidence", "gate", "status", "decided by",
                                        "reason code", "note"])
+
+
+def run_status(run) -> str:
+    """A run's status; an open run is only listed once part of it is applied."""
+    return "open (partly applied)" if run.status == "open" else run.status
+
+
+def run_diff(wb: Workbench, view, state: MemoryState) -> None:
+    """A committed or undone run, or the open run once part of it is applied: what it changed, and undo."""
+    shown_runs = sorted((r for r in state.runs.values() if r.status != "open" or any(
+        p.run_id == r.run_id and p.decided_by for p in state.proposals.values())), key=lambda r: r.first_seq)
+    if not shown_runs:
+        st.info("No applied run yet.")
+    else:
+        names = [r.run_id for r in shown_runs]
+        default = st.session_state.get("diff_run")
+        run_id = st.selectbox("Run", names, index=names.index(default) if default in names else len(names) - 1,
+                              format_func=lambda r: f"{r} · {run_status(state.runs[r])} · {state.runs[r].mode} "
+                                                    f"diagnosis at turn {state.runs[r].turn}")
+        run = state.runs[run_id]
+        after = state if run.status == "open" else view.store.load_state(upto_seq=run.last_seq)
+        before = view.store.load_state(upto_seq=run.first_seq - 1)
+        diff = diff_states(before, after)
+        summary = run.summary if run.status != "open" else \
+            review_decisions.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
+        off = off_surface_word(state.schema)
+        metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
+                   ("Deferred or skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
+                   (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
+                   ("Edges rewired", len(diff["rewired"]))]
+        if run.status == "open":
+            metrics.insert(4, ("Still pending", summary.get("pending", 0)))
+        for col, (label, value) in zip(st.columns(len(metrics)), metrics):
+            col.metric(label, value)
+        deciders = sorted({p.decided_by for p in state.proposals.values() if p.run_id == run_id and p.decided_by})
+        st.caption(f"Status **{run_status(run)}** · decided by "
+                   f"**{md_escape(', '.join(deciders)) or 'nobody'}**"
+                   + (" · the tables show what the run changed before it was undone" if run.status == "undone"
+                      else "")
+                   + (" · the tables show what the applied part changed so far; decide or defer the rest on the "
+                      "Review queue" if run.status == "open" else ""))
+        left, right = st.columns(2)
+        with left:
+            for title, key in [("Nodes created", "added_units"), (f"Nodes {off}", "archived_units"),
+                               ("Nodes re-described (their descriptor refreshed)", "redescribed_units"),
+                               ("Nodes back on the surface", "restored_units"),
+                               ("Nodes retracted", "removed_units")]:
+                if diff[key] or key in ("added_units", "archived_units"):
+                    st.markdown(f"**{title}**")
+                    frame_state = after if key != "removed_units" else before
+                    st.dataframe(table(units_frame(frame_state, diff[key])), hide_index=True, width="stretch")
+        with right:
+            st.markdown("**Edges added**")
+            st.dataframe(table(edges_frame(diff["added_edges"], state.schema, after)), hide_index=True,
+                         width="stretch")
+            st.markdown("**Edges rewired** to a representative")
+            st.dataframe(table(rewired_frame(diff["rewired"])), hide_index=True, width="stretch")
+            st.markdown("**Edges removed** (rewired away or over a degree cap)")
+            st.dataframe(table(edges_frame(diff["removed_edges"], state.schema, before)), hide_index=True,
+                         width="stretch")
+        st.markdown("**The run's proposals**")
+        st.dataframe(table(run_proposals_frame(state, run_id)), hide_index=True, width="stretch", height=240)
+        touched = sorted(set(diff["added_units"]) | set(diff["archived_units"]) | set(diff["redescribed_units"]))
+        if touched and st.checkbox("Show the run's edits on the graph", key="diff_graph"):
+            st.iframe(build_graph_html(after, highlight_units=touched, highlight_edges=diff["added_edges"],
+                                       focus=touched, height_px=520), height=540)
+
+    st.divider()
+    last = state.last_committed_run()
+    if state.open_runs():
+        st.caption(f"{state.open_runs()[-1].run_id} is open: decide or defer its proposals before undoing a run.")
+    elif last is None:
+        st.caption("No committed run to undo.")
+    elif not st.session_state.get("confirm_undo"):
+        st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=actions.set_confirm_undo, args=(True,))
+    else:
+        st.warning(f"Undo {last.run_id}? Compensating records are appended to the log (nothing is deleted): nodes "
+                   "it created are retracted, status changes it made are reversed, its edge changes are reverted.")
+        with st.container(horizontal=True):
+            st.button("Yes, undo", type="primary", key="undo_confirm", on_click=actions.undo_last_run, args=(wb,))
+            st.button("Cancel", key="undo_cancel", on_click=actions.set_confirm_undo, args=(False,))

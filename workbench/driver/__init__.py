@@ -29,13 +29,23 @@ from workbench.driver.demo import (
     locomo_conversation_file,
     routing_showcase_turn,
 )
-from workbench.driver.graph import click_graph_node, graph_frame, graph_nodes
+from workbench.driver.graph import (
+    click_graph_node,
+    folded_groups,
+    graph_frame,
+    graph_label_boxes,
+    graph_nodes,
+    overlapping_labels,
+    redrawn_frame,
+)
 from workbench.driver.server import ROOT, free_port, running_app
 from workbench.driver.tours import (
     baseline_walkthrough,
     benchmark_walkthrough,
     locomo_graph_walkthrough,
+    memloom_graph_walkthrough,
     memloom_walkthrough,
+    open_largest_event,
     progress_walkthrough,
     walkthrough,
 )
@@ -43,8 +53,9 @@ from workbench.driver.tours import (
 __all__ = [
     "BENCH_FIXTURE", "CAUSAL_QUESTION", "CHROMIUM", "LOCOMO", "ROOT", "UPDATE_QUERY", "baseline_walkthrough",
     "bench_demo_workspace", "bench_fixture_workspace", "benchmark_walkthrough", "browser_page", "causal_root",
-    "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "free_port", "graph_frame",
-    "graph_nodes", "jump_to_turn", "locomo_conversation_file", "locomo_graph_walkthrough", "memloom_walkthrough",
-    "open_page", "progress_walkthrough", "routing_showcase_turn", "running_app", "start_long_jump",
-    "tall_screenshot", "wait_idle", "walkthrough",
+    "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "folded_groups", "free_port",
+    "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
+    "locomo_graph_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
+    "open_page", "overlapping_labels", "progress_walkthrough", "redrawn_frame", "routing_showcase_turn",
+    "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "walkthrough",
 ]

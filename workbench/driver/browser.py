@@ -53,6 +53,15 @@ def choose_radio(scope, label: str) -> None:
     scope.get_by_text(label, exact=True).first.click()
 
 
+def choose_option(page, label: str, option: str) -> None:
+    """Pick `option` in the select box labelled `label` by typing it, as a keyboard user does."""
+    combo = page.get_by_test_id("stSelectbox").filter(has_text=label).get_by_role("combobox")
+    combo.click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_idle(page)
+
+
 def jump_to_turn(page, turn: int) -> None:
     """Replay page: type a turn number into the jump box and press its Go button."""
     box = page.get_by_role("spinbutton", name="Jump to turn")

@@ -3,6 +3,7 @@ positions and their labels are read from the page's network object rather than f
 """
 from __future__ import annotations
 
+import re
 import time
 
 from workbench.driver.browser import wait_idle
@@ -26,6 +27,26 @@ def graph_frame(page, timeout_ms: int = 120_000):
 def graph_nodes(frame) -> list:
     """The ids of the nodes the graph draws (units are numbers, groups and titles "group:…" / "session:…")."""
     return frame.evaluate("() => nodeData.map(n => n.id)")
+
+
+def folded_groups(frame) -> dict[int, int]:
+    """Group nodes drawn with their members folded in ("u88 ▸ 7"): node id -> the member count on its label."""
+    labels = frame.evaluate("() => nodeData.map(n => [n.id, n.label || ''])")
+    return {i: int(m.group(1)) for i, label in labels if isinstance(i, int) and (m := re.search(r"▸ (\d+)", label))}
+
+
+def redrawn_frame(page, before: list, timeout_ms: int = 60_000):
+    """The graph's frame once it draws another set of nodes than `before` (a click's rerun has replaced it)."""
+    deadline = time.time() + timeout_ms / 1000
+    while time.time() < deadline:
+        frame = graph_frame(page, timeout_ms)
+        try:
+            if graph_nodes(frame) != before:
+                return frame
+        except Exception:                                   # replaced while we read it
+            pass
+        page.wait_for_timeout(250)
+    raise RuntimeError("the graph did not change")
 
 
 def click_graph_node(page, frame, node) -> None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from workbench.driver.browser import (
+    choose_option,
     click,
     jump_to_turn,
     look,
@@ -26,7 +27,14 @@ from workbench.driver.demo import (
     demo_turn_after,
     routing_showcase_turn,
 )
-from workbench.driver.graph import click_graph_node, graph_frame, graph_nodes
+from workbench.driver.graph import (
+    click_graph_node,
+    folded_groups,
+    graph_frame,
+    graph_label_boxes,
+    graph_nodes,
+    redrawn_frame,
+)
 
 GRID_ROW_PX = 35                     # a Streamlit dataframe's header and row height
 
@@ -164,6 +172,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     texts["applied"] = page.inner_text("body")
 
     open_page(page, "Memory graph")
+    open_largest_event(page)
     page.get_by_role("tab", name="Lifecycle timeline").click()
     wait_idle(page, 2500)
     texts["graph"] = page.inner_text("body")
@@ -198,6 +207,48 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     texts["highlight"] = highlight.inner_text() + " " + (combo.input_value() or "")
     shot("7_memloom_retrieval")
     return texts
+
+
+def open_largest_event(page) -> tuple[int, list, list]:
+    """On the Memory graph page: click the folded group node holding the most members (an event "u88 ▸ 7")
+    and wait for the graph to draw it open. Returns its id and the drawn node ids before and after."""
+    frame = graph_frame(page)
+    before = graph_nodes(frame)
+    folded = folded_groups(frame)
+    event = max(folded, key=lambda i: (folded[i], -i))
+    click_graph_node(page, frame, event)
+    return event, before, graph_nodes(redrawn_frame(page, before))
+
+
+def memloom_graph_walkthrough(page, url: str) -> dict:
+    """The MemLoom graph at the demo's turn 80 (after D6:6) once a steward run is applied by the gate, as the
+    MemLoom tour leaves it (start the app with MEMWB_ENGINE=memloom): the label boxes of the graph with its
+    events folded, then a click on the folded event holding the most records (the drawn node ids before and
+    after, the labels of the drawing and the page's Open events picker), then every event drawn open (Fold
+    events: never) and its labels."""
+    from playwright.sync_api import expect
+
+    turn = demo_turn_after("D6:6")
+    open_at_turn(page, url, turn)
+    open_page(page, "Consolidation")
+    click(page, "Run diagnosis")
+    page.get_by_text("Let the gate decide", exact=True).click()
+    wait_idle(page)
+    page.get_by_role("button", name=re.compile(r"^Apply gate verdicts")).first.click()
+    wait_idle(page, 1500)
+    expect(page.get_by_text(re.compile(r"run-\d+ committed: \d+ applied"))).to_be_visible()
+    open_page(page, "Memory graph")
+    frame = graph_frame(page)
+    out = {"turn": turn, "folded_labels": graph_label_boxes(frame), "folded": folded_groups(frame)}
+    event, before, after = open_largest_event(page)
+    frame = graph_frame(page)
+    out |= {"clicked": event, "before": before, "after": after, "opened_labels": graph_label_boxes(frame),
+            "open_picker": page.get_by_test_id("stMultiSelect").filter(has_text="Open events").inner_text(),
+            "inspector": page.get_by_role("heading", level=4).first.inner_text()}
+    choose_option(page, "Fold events", "never")
+    frame = redrawn_frame(page, after)
+    out |= {"unfolded": graph_nodes(frame), "unfolded_labels": graph_label_boxes(frame)}
+    return out
 
 
 def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
