@@ -63,6 +63,7 @@ def test_memloom_session_walkthrough(tmp_path):
     assert "applied" in texts["applied"]
     assert "Lifecycle timeline" in texts["graph"] and "events that pass the filters" in texts["graph"]
     assert "Lanes for" in texts["graph"]            # (the graph legend lives in its iframe)
+    assert texts["graph_overlaps"] == "" and texts["retrieval_overlaps"] == ""      # no label over another
     assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"] and "seed u" in texts["retrieval"]
     assert "—evidence→" in texts["retrieval"] and "stored edge" in texts["retrieval"]
     # the root cause is a result, reached from D6:6's event through CAUSAL_FOLLOW relations only, and highlighted

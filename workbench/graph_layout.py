@@ -1,16 +1,16 @@
 """Where the memory graph puts each node: fixed positions, not a simulation, and room for every label.
 
-One band per session (top to bottom in time order) and, within a band, one column per turn in time order;
-nodes made by an offline process (a merged unit, an event) stack just below the turn they come from. No
-physics means a 1,000-node graph renders at once and a node keeps its column order and band when the graph
-is re-drawn at another turn, so two turns can be compared by eye.
+Sessions in time order, each its title and then one column per turn in time order; nodes made by an offline
+process (a merged unit, an event) stack just below the turn they come from. No physics means a 1,000-node
+graph renders at once and a node keeps its column order and session when the graph is re-drawn at another
+turn, so two turns can be compared by eye.
 
 Every node takes the room its shape and label need (`node_box`, estimated from the label's text and font),
 so columns are as wide as their widest label and stacked nodes sit below the label above them: no two
-labels overlap. A session's columns wrap into lines, at the width that lets the whole drawing fill a canvas
-of the given aspect, so the text is as large as the canvas allows. When sessions are grouped, collapsed
-sessions fill a grid in time order and an expanded session opens in place as a band of its units under a
-title.
+labels overlap. Sessions flow into rows like words in a paragraph (short ones side by side, a long one
+wrapped onto rows of its own) at the row width that lets the whole drawing fill a canvas of the given
+aspect, so the text is as large as the canvas allows. When sessions are grouped, collapsed sessions fill a
+grid in time order and an expanded session opens in place as a band of its units under a title.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ CHAR_EM = 0.56                   # a label character's width in font sizes (sans
                                  # "u26 [grounded]" at 18 px 121 px wide, 0.48 em a character)
 H_GAP, V_GAP = 22, 12            # free space between two columns, and between a label and the node below it
 DEPTH_DX = 18                    # each node stacked under a turn sits a little to the right (edges between them show)
-LINE_GAP, BAND_GAP = 30, 56      # between two lines of one session, and between two sessions
+LINE_GAP, BAND_GAP = 30, 56      # between two lines of one session, and between two rows of sessions
+BLOCK_GAP = 64                   # between two sessions side by side in one row
 GROUP_COLUMNS = 6                # collapsed sessions per row of the grid
 ASPECT = 1.5                     # canvas width / height the drawing is fitted to by default
 
@@ -158,37 +159,6 @@ def _place(lines: list[list[Column]], x0: float, y0: float, positions: dict[int,
     return first if first is not None else y0, y - LINE_GAP, widest
 
 
-def _extent(bands: list[list[Column]], width: float, title: float) -> tuple[float, float]:
-    """(width, height) of session bands wrapped at `width`, with a title column of width `title`."""
-    w = h = 0.0
-    for columns in bands:
-        for line in _lines(columns, width):
-            w = max(w, sum(c.width for c in line) + H_GAP * (len(line) - 1))
-            h += max(c.up for c in line) + max(c.down for c in line) + LINE_GAP
-        h += BAND_GAP - LINE_GAP
-    return w + title, h
-
-
-def fitted_width(bands: list[list[Column]], aspect: float, title: float = 0.0) -> float:
-    """The line width at which the drawing of `bands` can be drawn largest on a canvas of `aspect` (width /
-    height): the one that maximises the zoom that fits both ways. Candidates run from the widest column to
-    the widest band unwrapped; ties keep the wider lines (fewer breaks)."""
-    widths = [c.width for columns in bands for c in columns]
-    if not widths:
-        return 0.0
-    low = max(widths)
-    high = max(sum(c.width for c in columns) + H_GAP * (len(columns) - 1) for columns in bands)
-    steps = 32
-    best, best_zoom = high, -1.0
-    for i in range(steps + 1):
-        width = high if i == steps else low * (high / low) ** (i / steps)
-        w, h = _extent(bands, width, title)
-        zoom = min(aspect / max(w, 1.0), 1.0 / max(h, 1.0))
-        if zoom > best_zoom * (1 + 1e-9):
-            best, best_zoom = width, zoom
-    return best
-
-
 @dataclass
 class Layout:
     """Positions of everything a drawing holds: units, session titles and collapsed session groups."""
@@ -206,21 +176,95 @@ def _by_session(state: MemoryState, ids: Iterable[int]) -> dict[str, list[Unit]]
     return by_session
 
 
+@dataclass
+class Band:
+    """One session's columns, with its title before them."""
+
+    session: str
+    title: Box
+    columns: list[Column]
+
+    @property
+    def one_line(self) -> float:
+        """Its width drawn on one line: the title, then every column."""
+        return self.title.width + H_GAP + sum(c.width for c in self.columns) + H_GAP * (len(self.columns) - 1)
+
+
+def _arrange(bands: list[Band], width: float, out: Layout | None = None) -> tuple[float, float]:
+    """Sessions flow into rows at most `width` wide, in time order like words in a paragraph: a session that
+    fits on one line shares its row with its neighbours; a longer one takes rows of its own, its columns
+    wrapped beside its title. Places everything into `out` when given; returns the (width, height) taken."""
+    units = out.units if out is not None else {}
+    y, widest, used = 0.0, 0.0, 0.0
+    row: list[Band] = []
+
+    def close_row() -> None:
+        nonlocal y, widest, used, row
+        if not row:
+            return
+        base = y + max(max([b.title.up] + [c.up for c in b.columns]) for b in row)
+        x = 0.0
+        for b in row:
+            if out is not None:
+                out.titles[b.session] = (round(x + b.title.half), round(base))
+            x += b.title.width + H_GAP
+            for c in b.columns:
+                x += c.left
+                for uid, (dx, dy) in zip(c.units, c.offsets):
+                    units[uid] = (round(x + dx), round(base + dy))
+                x += c.right + H_GAP
+            x += BLOCK_GAP - H_GAP
+        widest = max(widest, x - BLOCK_GAP)
+        y = base + max(max([b.title.down] + [c.down for c in b.columns]) for b in row) + BAND_GAP
+        row, used = [], 0.0
+
+    for band in bands:
+        if band.one_line <= width:
+            if row and used + BLOCK_GAP + band.one_line > width:
+                close_row()
+            row.append(band)
+            used += (BLOCK_GAP if used else 0.0) + band.one_line
+            continue
+        close_row()
+        left = band.title.width + H_GAP
+        lines = _lines(band.columns, max(width - left, max(c.width for c in band.columns)))
+        base, bottom, w = _place(lines, left, y, units)
+        if out is not None:
+            out.titles[band.session] = (round(band.title.half), round(base))
+        widest = max(widest, left + w)
+        y = bottom + BAND_GAP
+    close_row()
+    return widest, y - BAND_GAP
+
+
+def fitted_width(bands: list[Band], aspect: float) -> float:
+    """The row width at which `bands` can be drawn largest on a canvas of `aspect` (width / height): the one
+    that maximises the zoom fitting both ways. Candidates run from the widest title and column to every band on
+    one row; ties keep the wider rows."""
+    if not bands:
+        return 0.0
+    low = max(b.title.width + H_GAP + max(c.width for c in b.columns) for b in bands)
+    high = max(low, sum(b.one_line for b in bands) + BLOCK_GAP * (len(bands) - 1))
+    steps = 32
+    best, best_zoom = high, -1.0
+    for i in range(steps + 1):
+        width = high if i == steps else low * (high / low) ** (i / steps)
+        w, h = _arrange(bands, width)
+        zoom = min(aspect / max(w, 1.0), 1.0 / max(h, 1.0))
+        if zoom > best_zoom * (1 + 1e-9):
+            best, best_zoom = width, zoom
+    return best
+
+
 def layout(state: MemoryState, ids: Iterable[int], boxes: dict[int, Box], title_boxes: dict[str, Box],
            aspect: float = ASPECT) -> Layout:
-    """A band per session, its title to the left of its first line; columns wrap at the fitted width."""
+    """Sessions in time order, each its title then its columns, flowing into rows at the fitted width."""
     numbers = session_order(state)
     by_session = _by_session(state, ids)
-    sessions = sorted(by_session, key=numbers.__getitem__)
-    bands = [[_column(stack, boxes) for stack in _stacks(state, by_session[s])] for s in sessions]
-    title = max((title_boxes[s].width for s in sessions), default=0.0) + H_GAP
-    width = fitted_width(bands, aspect, title)
+    bands = [Band(s, title_boxes[s], [_column(stack, boxes) for stack in _stacks(state, by_session[s])])
+             for s in sorted(by_session, key=numbers.__getitem__)]
     out = Layout()
-    y = 0.0
-    for session, columns in zip(sessions, bands):
-        base, bottom, _ = _place(_lines(columns, width), 0.0, y, out.units)
-        out.titles[session] = (round(-H_GAP - title_boxes[session].half), round(base))
-        y = bottom + BAND_GAP
+    _arrange(bands, fitted_width(bands, aspect), out)
     return out
 
 

@@ -42,6 +42,7 @@ from workbench.driver.server import ROOT, free_port, running_app
 from workbench.driver.tours import (
     baseline_walkthrough,
     benchmark_walkthrough,
+    locomo_events_walkthrough,
     locomo_graph_walkthrough,
     memloom_graph_walkthrough,
     memloom_walkthrough,
@@ -55,7 +56,7 @@ __all__ = [
     "bench_demo_workspace", "bench_fixture_workspace", "benchmark_walkthrough", "browser_page", "causal_root",
     "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "folded_groups", "free_port",
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
-    "locomo_graph_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
+    "locomo_events_walkthrough", "locomo_graph_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
     "open_page", "overlapping_labels", "progress_walkthrough", "redrawn_frame", "routing_showcase_turn",
     "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "walkthrough",
 ]

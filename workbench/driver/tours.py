@@ -33,6 +33,7 @@ from workbench.driver.graph import (
     graph_frame,
     graph_label_boxes,
     graph_nodes,
+    overlapping_labels,
     redrawn_frame,
 )
 
@@ -126,12 +127,24 @@ def baseline_walkthrough(page, url: str, shots: Path | None = None) -> dict[str,
     return texts
 
 
+def apply_gate_verdicts(page) -> None:
+    """Consolidation page, a run open: let the gate decide, apply, and see the run committed."""
+    from playwright.sync_api import expect
+
+    page.get_by_text("Let the gate decide", exact=True).click()
+    wait_idle(page)
+    page.get_by_role("button", name=re.compile(r"^Apply gate verdicts")).first.click()
+    wait_idle(page, 1500)
+    expect(page.get_by_text(re.compile(r"run-\d+ committed: \d+ applied"))).to_be_visible()
+
+
 def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     """The MemLoom tour (start the app with MEMWB_ENGINE=memloom): the routing decision of a turn (with an FSM
-    transition and several candidate events), a steward run reviewed in the queue (relations with their cited evidence) and applied by the
-    gate, the event FSM on the graph with the lifecycle timeline, and the causal question q7 with its path.
-    Returns each page's visible text; screenshots 6_memloom_graph, 7_memloom_retrieval, 8_memloom_replay and
-    9_memloom_consolidation."""
+    transition and several candidate events), a steward run reviewed in the queue (relations with their cited
+    evidence) and applied by the gate, the event FSM on the graph with its largest event opened by a click and
+    the lifecycle timeline, and the causal question q7 with its path. Returns each page's visible text (and the
+    graph labels that overlap, on the graph and on Retrieval); screenshots 6_memloom_graph, 7_memloom_retrieval,
+    8_memloom_replay and 9_memloom_consolidation."""
     from playwright.sync_api import expect
 
     def shot(name: str, max_height: int = 4200) -> None:
@@ -164,15 +177,12 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     expect(page.get_by_text("★ cited").first).to_be_visible()
     texts["consolidation"] = page.inner_text("body")
     shot("9_memloom_consolidation", 2600)
-    page.get_by_text("Let the gate decide", exact=True).click()
-    wait_idle(page)
-    page.get_by_role("button", name=re.compile(r"^Apply gate verdicts")).first.click()
-    wait_idle(page, 1500)
-    expect(page.get_by_text(re.compile(r"run-\d+ committed: \d+ applied"))).to_be_visible()
+    apply_gate_verdicts(page)
     texts["applied"] = page.inner_text("body")
 
     open_page(page, "Memory graph")
     open_largest_event(page)
+    texts["graph_overlaps"] = _overlaps_text(graph_frame(page))
     page.get_by_role("tab", name="Lifecycle timeline").click()
     wait_idle(page, 2500)
     texts["graph"] = page.inner_text("body")
@@ -205,8 +215,14 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
         wait_idle(page, 2500)
     texts["retrieval"] = page.inner_text("body")
     texts["highlight"] = highlight.inner_text() + " " + (combo.input_value() or "")
+    texts["retrieval_overlaps"] = _overlaps_text(graph_frame(page))
     shot("7_memloom_retrieval")
     return texts
+
+
+def _overlaps_text(frame) -> str:
+    """The drawn labels that overlap another, "u45 [grounded] / u47 [grounded]; …" ("" when none do)."""
+    return "; ".join(f"{a['label']} / {b['label']}" for a, b in overlapping_labels(graph_label_boxes(frame)))
 
 
 def open_largest_event(page) -> tuple[int, list, list]:
@@ -226,17 +242,11 @@ def memloom_graph_walkthrough(page, url: str) -> dict:
     events folded, then a click on the folded event holding the most records (the drawn node ids before and
     after, the labels of the drawing and the page's Open events picker), then every event drawn open (Fold
     events: never) and its labels."""
-    from playwright.sync_api import expect
-
     turn = demo_turn_after("D6:6")
     open_at_turn(page, url, turn)
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
-    page.get_by_text("Let the gate decide", exact=True).click()
-    wait_idle(page)
-    page.get_by_role("button", name=re.compile(r"^Apply gate verdicts")).first.click()
-    wait_idle(page, 1500)
-    expect(page.get_by_text(re.compile(r"run-\d+ committed: \d+ applied"))).to_be_visible()
+    apply_gate_verdicts(page)
     open_page(page, "Memory graph")
     frame = graph_frame(page)
     out = {"turn": turn, "folded_labels": graph_label_boxes(frame), "folded": folded_groups(frame)}
@@ -276,6 +286,32 @@ def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
     group = next(n for n in graph_nodes(frame) if isinstance(n, str) and n.startswith("group:"))
     click_graph_node(page, frame, group)
     out |= {"expanded_group": group, "after_expanding": graph_nodes(graph_frame(page)), "text": page.inner_text("body")}
+    return out
+
+
+def locomo_events_walkthrough(page, url: str, shots: Path | None = None) -> dict:
+    """A whole LoCoMo conversation in MemLoom (start the app with MEMWB_ENGINE=memloom and MEMWB_DEMO =
+    `locomo_conversation_file()`): play it to its end, let the steward's gate apply its relations, and draw
+    every session at once (Group sessions: never) with the events folded over their records. Returns the
+    turn count, the folded events and the label boxes; screenshot 13_locomo_memloom_graph."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
+    jump_to_turn(page, total)
+    expect(page.get_by_text(f"Turn · {total} /")).to_be_visible(timeout=900_000)
+    open_page(page, "Consolidation")
+    click(page, "Run diagnosis")
+    apply_gate_verdicts(page)
+    open_page(page, "Memory graph")
+    before = graph_nodes(graph_frame(page))
+    choose_option(page, "Group sessions", "never")
+    frame = redrawn_frame(page, before)
+    out = {"turns": total, "folded": folded_groups(frame), "labels": graph_label_boxes(frame)}
+    if shots is not None:
+        tall_screenshot(page, shots / "13_locomo_memloom_graph.png", 1700)
     return out
 
 
