@@ -140,10 +140,11 @@ def _lines(columns: list[Column], width: float) -> list[list[Column]]:
     return lines
 
 
-def _place(lines: list[list[Column]], x0: float, y0: float, positions: dict[int, tuple[int, int]]
+def _place(lines: list[list[Column]], x0: float, y0: float, positions: dict[int, tuple[int, int]] | None
            ) -> tuple[float, float, float]:
-    """Put lines of columns from (x0, y0) down: every turn of a line on one baseline. Returns the baseline
-    of the first line, the bottom of the last and the widest line's width."""
+    """Put lines of columns from (x0, y0) down: every turn of a line on one baseline (into `positions`, unless
+    only the extent is wanted). Returns the baseline of the first line, the bottom of the last and the widest
+    line's width."""
     y, first, widest = y0, None, 0.0
     for line in lines:
         base = y + max(c.up for c in line)
@@ -151,8 +152,9 @@ def _place(lines: list[list[Column]], x0: float, y0: float, positions: dict[int,
         x = x0
         for c in line:
             x += c.left
-            for uid, (dx, dy) in zip(c.units, c.offsets):
-                positions[uid] = (round(x + dx), round(base + dy))
+            if positions is not None:
+                for uid, (dx, dy) in zip(c.units, c.offsets):
+                    positions[uid] = (round(x + dx), round(base + dy))
             x += c.right + H_GAP
         widest = max(widest, x - H_GAP - x0)
         y = base + max(c.down for c in line) + LINE_GAP
@@ -178,23 +180,22 @@ def _by_session(state: MemoryState, ids: Iterable[int]) -> dict[str, list[Unit]]
 
 @dataclass
 class Band:
-    """One session's columns, with its title before them."""
+    """One session's columns, with its title before them, and its width drawn on one line."""
 
     session: str
     title: Box
     columns: list[Column]
+    one_line: float = 0.0
 
-    @property
-    def one_line(self) -> float:
-        """Its width drawn on one line: the title, then every column."""
-        return self.title.width + H_GAP + sum(c.width for c in self.columns) + H_GAP * (len(self.columns) - 1)
+    def __post_init__(self) -> None:
+        self.one_line = self.title.width + H_GAP + sum(c.width for c in self.columns) + H_GAP * (len(self.columns) - 1)
 
 
 def _arrange(bands: list[Band], width: float, out: Layout | None = None) -> tuple[float, float]:
     """Sessions flow into rows at most `width` wide, in time order like words in a paragraph: a session that
     fits on one line shares its row with its neighbours; a longer one takes rows of its own, its columns
     wrapped beside its title. Places everything into `out` when given; returns the (width, height) taken."""
-    units = out.units if out is not None else {}
+    units = out.units if out is not None else None
     y, widest, used = 0.0, 0.0, 0.0
     row: list[Band] = []
 
@@ -208,11 +209,14 @@ def _arrange(bands: list[Band], width: float, out: Layout | None = None) -> tupl
             if out is not None:
                 out.titles[b.session] = (round(x + b.title.half), round(base))
             x += b.title.width + H_GAP
-            for c in b.columns:
-                x += c.left
-                for uid, (dx, dy) in zip(c.units, c.offsets):
-                    units[uid] = (round(x + dx), round(base + dy))
-                x += c.right + H_GAP
+            if units is None:
+                x += b.one_line - b.title.width
+            else:
+                for c in b.columns:
+                    x += c.left
+                    for uid, (dx, dy) in zip(c.units, c.offsets):
+                        units[uid] = (round(x + dx), round(base + dy))
+                    x += c.right + H_GAP
             x += BLOCK_GAP - H_GAP
         widest = max(widest, x - BLOCK_GAP)
         y = base + max(max([b.title.down] + [c.down for c in b.columns]) for b in row) + BAND_GAP
@@ -239,21 +243,28 @@ def _arrange(bands: list[Band], width: float, out: Layout | None = None) -> tupl
 
 def fitted_width(bands: list[Band], aspect: float) -> float:
     """The row width at which `bands` can be drawn largest on a canvas of `aspect` (width / height): the one
-    that maximises the zoom fitting both ways. Candidates run from the widest title and column to every band on
-    one row; ties keep the wider rows."""
+    that maximises the zoom fitting both ways. A coarse pass over widths from the widest title and column to
+    every band on one row, then a fine pass around the best; ties keep the wider rows."""
     if not bands:
         return 0.0
     low = max(b.title.width + H_GAP + max(c.width for c in b.columns) for b in bands)
     high = max(low, sum(b.one_line for b in bands) + BLOCK_GAP * (len(bands) - 1))
-    steps = 32
-    best, best_zoom = high, -1.0
-    for i in range(steps + 1):
-        width = high if i == steps else low * (high / low) ** (i / steps)
+
+    def zoom(width: float) -> float:
         w, h = _arrange(bands, width)
-        zoom = min(aspect / max(w, 1.0), 1.0 / max(h, 1.0))
-        if zoom > best_zoom * (1 + 1e-9):
-            best, best_zoom = width, zoom
-    return best
+        return min(aspect / max(w, 1.0), 1.0 / max(h, 1.0))
+
+    def best_of(widths: list[float]) -> float:
+        scored = [(zoom(w), w) for w in widths]
+        top = max(z for z, _ in scored)
+        return max(w for z, w in scored if z >= top * (1 - 1e-9))
+
+    steps = 12
+    coarse = [low * (high / low) ** (i / steps) for i in range(steps + 1)]
+    best = best_of(coarse)
+    i = coarse.index(best)
+    below, above = coarse[max(0, i - 1)], coarse[min(steps, i + 1)]
+    return best_of([best] + [below * (above / below) ** (j / 8) for j in range(9)])
 
 
 def layout(state: MemoryState, ids: Iterable[int], boxes: dict[int, Box], title_boxes: dict[str, Box],
