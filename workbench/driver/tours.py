@@ -265,10 +265,8 @@ def memloom_graph_walkthrough(page, url: str) -> dict:
     return out
 
 
-def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
-    """The memory graph at LoCoMo scale (start the app with MEMWB_DEMO = `locomo_conversation_file()`): play the
-    conversation to its end, open the graph (sessions grouped), click a unit to inspect it and a session to expand
-    it. Returns the page text and the drawn node ids at each step; screenshot 10_locomo_graph."""
+def play_to_end(page, url: str) -> int:
+    """Open the app and jump to the last turn of its conversation; returns the turn count."""
     from playwright.sync_api import expect
 
     page.goto(url)
@@ -276,7 +274,15 @@ def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
     wait_idle(page)
     total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
     jump_to_turn(page, total)
-    expect(page.get_by_text(f"Turn · {total} /")).to_be_visible(timeout=600_000)
+    expect(page.get_by_text(f"Turn · {total} /")).to_be_visible(timeout=900_000)
+    return total
+
+
+def locomo_graph_walkthrough(page, url: str, shots: Path | None = None) -> dict:
+    """The memory graph at LoCoMo scale (start the app with MEMWB_DEMO = `locomo_conversation_file()`): play the
+    conversation to its end, open the graph (sessions grouped), click a unit to inspect it and a session to expand
+    it. Returns the page text and the drawn node ids at each step; screenshot 10_locomo_graph."""
+    total = play_to_end(page, url)
     open_page(page, "Memory graph")
     frame = graph_frame(page)
     out = {"turns": total, "grouped": graph_nodes(frame)}
@@ -298,14 +304,7 @@ def locomo_events_walkthrough(page, url: str, shots: Path | None = None) -> dict
     `locomo_conversation_file()`): play it to its end, let the steward's gate apply its relations, and draw
     every session at once (Group sessions: never) with the events folded over their records. Returns the
     turn count, the folded events and the label boxes; screenshot 13_locomo_memloom_graph."""
-    from playwright.sync_api import expect
-
-    page.goto(url)
-    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
-    total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
-    jump_to_turn(page, total)
-    expect(page.get_by_text(f"Turn · {total} /")).to_be_visible(timeout=900_000)
+    total = play_to_end(page, url)
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
     apply_gate_verdicts(page)
