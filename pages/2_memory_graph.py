@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.diff import diff_states
+from engine.core.diff import diff_states
 from workbench.graph_canvas import graph_canvas
 from workbench.graph_controls import CANVAS, controls, group_words, on_graph_click, session_range, state_at, time_travel
 from workbench.graph_panels import diff_panel, lifecycle_panel, unit_detail

@@ -31,13 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
-from engine.edge import Edge  # noqa: E402
+from engine.core.edge import Edge  # noqa: E402
 from engine.engines import engine_schema  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
-from engine.node import Node  # noqa: E402
-from engine.oplog import OpKind, OpRecord  # noqa: E402
-from engine.state import MemoryState  # noqa: E402
-from engine.store import Store  # noqa: E402
+from engine.core.node import Node  # noqa: E402
+from engine.core.oplog import OpKind, OpRecord  # noqa: E402
+from engine.core.state import MemoryState  # noqa: E402
+from engine.store.log_store import Store  # noqa: E402
 from workbench.driver import browser_page  # noqa: E402
 from workbench.graph_view import build_graph_html  # noqa: E402
 

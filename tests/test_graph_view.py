@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import re
 
-from engine.diff import diff_states
-from engine.edge import Edge
+from engine.core.diff import diff_states
+from engine.core.edge import Edge
 from engine.engines import engine_schema
-from engine.node import Node as Unit
-from engine.oplog import OpKind, OpRecord
-from engine.state import MemoryState
-from engine.walks import lineage, neighbourhood
+from engine.core.node import Node as Unit
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.state import MemoryState
+from engine.core.walks import lineage, neighbourhood
 from workbench.graph_groups import FOLD_ABOVE, GROUP_ABOVE
 from workbench.graph_layout import date_text, node_box
 from workbench.graph_legend import Seen, legend_html

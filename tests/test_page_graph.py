@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import ENGINES, start_app
 from engine.engines import engine_schema
-from engine.walks import neighbourhood
+from engine.core.walks import neighbourhood
 from workbench.graph_tables import diff_default
 
 ROOT = Path(__file__).resolve().parents[1]

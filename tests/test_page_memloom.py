@@ -11,8 +11,8 @@ import pytest
 
 from apptest import start_app
 from engine.engines import engine_schema
-from engine.oplog import OpKind
-from engine.proposal import GateVerdict, Status
+from engine.core.oplog import OpKind
+from engine.core.proposal import GateVerdict, Status
 from workbench import retrieval_view as rv
 from workbench import review_decisions, review_view
 from workbench.graph_groups import FOLD_ABOVE

@@ -13,9 +13,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import Proposal
-from engine.schema import EngineSchema
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema
 from workbench.proposal_text import op_label, reason_description
 from workbench.retrieval_view import short
 from workbench.text import MISSING, table

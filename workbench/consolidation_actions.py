@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.interface import RunError, UndoError
-from engine.proposal import Status
-from engine.store import StoreError
+from engine.runtime.errors import RunError, UndoError
+from engine.core.proposal import Status
+from engine.store.log_store import StoreError
 from workbench import review_decisions
 from workbench.model import Workbench
 from workbench.text import md_escape

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.graph_canvas import clicked_node
 from workbench.graph_groups import BAND_PREFIX, FOLD_ABOVE, GROUP_ABOVE, GROUP_PREFIX, holding, is_group
 from workbench.graph_select import session_order

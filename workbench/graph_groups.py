@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.graph_layout import SessionGroup
 from workbench.graph_style import (
     GROUP_BORDER,

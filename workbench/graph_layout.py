@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.node import TURN_KIND, Node
-from engine.state import MemoryState
+from engine.core.node import TURN_KIND, Node
+from engine.core.state import MemoryState
 from workbench.graph_select import session_order
 from workbench.graph_style import INSIDE_SHAPES, LINE_EM, NODE_FONT, label_top
 

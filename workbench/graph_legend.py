@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from engine.schema import EngineSchema
+from engine.core.schema import EngineSchema
 from workbench.graph_style import (
     ARCHIVED_GREY,
     FOLDED,

@@ -1,7 +1,7 @@
 """The panels under the Memory graph: one node in detail, its lifecycle lane among its kind's, and what changed
 between two turns.
 
-Each panel lays out what the engine library computes (`engine.walks.lineage`, `engine.diff.diff_states`, the
+Each panel lays out what the engine library computes (`engine.core.walks.lineage`, `engine.core.diff.diff_states`, the
 lifecycle lanes read from the log) in tables and a chart; the lanes follow the graph's own filters.
 """
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.diff import diff_states
-from engine.state import MemoryState
-from engine.walks import lineage
+from engine.core.diff import diff_states
+from engine.core.state import MemoryState
+from engine.core.walks import lineage
 from workbench.graph_controls import GraphChoice, in_range, keep_valid, state_at
 from workbench.graph_select import select_units
 from workbench.graph_style import edge_style, kind_label, off_surface_word, visibility_text

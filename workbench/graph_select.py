@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.node import Node
-from engine.state import MemoryState
-from engine.walks import neighbourhood
+from engine.core.node import Node
+from engine.core.state import MemoryState
+from engine.core.walks import neighbourhood
 
 Unit = Node
 

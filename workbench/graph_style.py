@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import html
 
-from engine.node import Node
-from engine.schema import EngineSchema
-from engine.state import MemoryState
+from engine.core.node import Node
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 from workbench.text import MISSING, missing
 
 Unit = Node

@@ -1,12 +1,12 @@
 """Tables beside the memory graph: one node's edges and what changed between two turns, as rows to show.
 
-The comparison itself (`engine.diff.diff_states`) and the lineage walk (`engine.walks`) are the library's;
+The comparison itself (`engine.core.diff.diff_states`) and the lineage walk (`engine.core.walks`) are the library's;
 these functions only put their results into the words and columns a reader scans.
 """
 from __future__ import annotations
 
-from engine.state import MemoryState
-from engine.walks import lineage_types
+from engine.core.state import MemoryState
+from engine.core.walks import lineage_types
 from workbench.graph_style import cosine_text, edge_style, status_label, visibility_text
 from workbench.text import MISSING
 

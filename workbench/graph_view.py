@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pyvis.edge import Edge
 from pyvis.network import Network
 
-from engine.state import MemoryState
-from engine.walks import lineage_types
+from engine.core.state import MemoryState
+from engine.core.walks import lineage_types
 from workbench.graph_document import document_html, vis_options
 from workbench.graph_groups import (
     BAND_PREFIX,

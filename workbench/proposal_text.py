@@ -7,8 +7,8 @@ proposals through these, so a proposal reads the same in each.
 """
 from __future__ import annotations
 
-from engine.proposal import Proposal
-from engine.schema import EngineSchema, OperatorSpec
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema, OperatorSpec
 
 
 def operator(schema: EngineSchema | None, op: str) -> OperatorSpec | None:

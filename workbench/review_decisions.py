@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import streamlit as st
 
-from engine.proposal import Proposal, Status
+from engine.core.proposal import Proposal, Status
 
 UNDECIDED, ACCEPT, REJECT = "Undecided", "Accept", "Reject"
 CHOICES = (UNDECIDED, ACCEPT, REJECT)

@@ -15,9 +15,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from engine.proposal import GateVerdict, Proposal, Status
-from engine.schema import EngineSchema
-from engine.state import MemoryState
+from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 from workbench import consolidation_actions as actions
 from workbench.graph_style import visibility_text
 from workbench.model import Workbench

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
-from engine.diff import diff_states
-from engine.schema import EngineSchema
-from engine.state import MemoryState
+from engine.core.diff import diff_states
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 from workbench import consolidation_actions as actions
 from workbench import review_decisions
 from workbench.graph_style import edge_style, off_surface_word, visibility_text

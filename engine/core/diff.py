@@ -6,8 +6,8 @@ pages only lay its result out as tables.
 """
 from __future__ import annotations
 
-from engine.state import MemoryState
-from engine.walks import lineage_types
+from engine.core.state import MemoryState
+from engine.core.walks import lineage_types
 
 
 def diff_states(old_state: MemoryState, new_state: MemoryState) -> dict:

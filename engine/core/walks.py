@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 
 
 def lineage_types(state: MemoryState) -> tuple[str, ...]:
