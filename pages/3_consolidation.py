@@ -8,6 +8,7 @@ import streamlit as st
 
 from workbench import consolidation_actions as actions
 from workbench.audit_view import audit_log
+from workbench.backend_compare_view import compare_panel
 from workbench.review_view import review_queue
 from workbench.run_diff_view import run_diff
 from workbench.state import get_workbench, header
@@ -64,8 +65,8 @@ with cols[3]:
     elif not waiting:
         st.caption("The buffer is empty: step the replay forward to add nodes.")
 
-queue_tab, diff_tab, audit_tab = st.tabs([actions.QUEUE_TAB, actions.DIFF_TAB, actions.AUDIT_TAB],
-                                         key=actions.TAB_KEY, on_change="rerun")
+queue_tab, diff_tab, audit_tab, compare_tab = st.tabs([actions.QUEUE_TAB, actions.DIFF_TAB, actions.AUDIT_TAB,
+                                                      actions.COMPARE_TAB], key=actions.TAB_KEY, on_change="rerun")
 if queue_tab.open:
     with queue_tab:
         review_queue(wb, state, open_run)
@@ -75,3 +76,6 @@ if diff_tab.open:
 if audit_tab.open:
     with audit_tab:
         audit_log(view, state)
+if compare_tab.open:
+    with compare_tab:
+        compare_panel(wb)

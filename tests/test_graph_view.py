@@ -9,11 +9,12 @@ import re
 
 from engine.core.diff import diff_states
 from engine.core.edge import Edge
-from engine.engines import engine_schema
 from engine.core.node import Node as Unit
 from engine.core.oplog import OpKind, OpRecord
+from engine.core.ops import apply
 from engine.core.state import MemoryState
 from engine.core.walks import lineage, neighbourhood
+from engine.engines import engine_schema
 from workbench.graph_groups import FOLD_ABOVE, GROUP_ABOVE
 from workbench.graph_layout import date_text, node_box
 from workbench.graph_legend import Seen, legend_html
@@ -41,15 +42,15 @@ def _add(state: MemoryState, *items) -> MemoryState:
     """Apply nodes and edges through the same op handlers the engine's log uses."""
     for item in items:
         if isinstance(item, Unit):
-            state.apply(OpRecord(OpKind.NODE_CREATED, {"node": item.payload()}))
+            apply(state, OpRecord(OpKind.NODE_CREATED, {"node": item.payload()}))
         else:
-            state.apply(OpRecord(OpKind.EDGE_ADDED, {"edge": item.to_dict()}))
+            apply(state, OpRecord(OpKind.EDGE_ADDED, {"edge": item.to_dict()}))
     return state
 
 
 def _set_status(state: MemoryState, uid: int, status: str, cause: dict | None = None) -> None:
     was = state.nodes[uid].status
-    state.apply(OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": status, "was": was, "cause": cause or {}}))
+    apply(state, OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": status, "was": was, "cause": cause or {}}))
 
 
 def _archive(state: MemoryState, uid: int) -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.runtime.errors import RunError, UndoError
 from engine.core.proposal import Status
+from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
 from workbench import review_decisions
 from workbench.model import Workbench
 from workbench.text import md_escape
 
-QUEUE_TAB, DIFF_TAB, AUDIT_TAB = "Review queue", "Run diff & undo", "Audit log"
+QUEUE_TAB, DIFF_TAB, AUDIT_TAB, COMPARE_TAB = "Review queue", "Run diff & undo", "Audit log", "Compare backends"
 TAB_KEY = "consolidation_tab"
 FLASH = "consolidation_flash"
 

@@ -39,12 +39,13 @@ from workbench.review_decisions import (
     choice_of,
     decision_radio,
     decisions,
-    run_key as decisions_key,
     set_decisions,
     tally,
 )
+from workbench.review_decisions import (
+    run_key as decisions_key,
+)
 from workbench.text import MISSING, md_code, md_escape, missing, table, text_html
-
 
 PAGE_SIZE = 10
 GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
