@@ -128,8 +128,9 @@ class LLM:
             record.response = reply.text
             record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
             record.model = reply.model or record.model
-            record.data, record.error_code, record.error = parse_and_validate(reply.text, request.schema,
-                                                                              CAPS.get(role, ()))
+            record.data, record.error_code, error = parse_and_validate(reply.text, request.schema,
+                                                                       CAPS.get(role, ()))
+            record.error = redact(error) if error else error       # it may quote a reply that echoes a key
         record.model = record.model or self.backend.model       # a deferred backend knows it once built
         record.latency_ms = (time.perf_counter() - started) * 1000.0
         if self.recorder is not None:
