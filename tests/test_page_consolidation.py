@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
+from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page, shown_text
+from engine.access import Identity, Role, local_identity
 from engine.engines import engine_schema
 from engine.node import Node as Unit
 from engine.oplog import OpKind, OpRecord
@@ -17,6 +18,7 @@ from workbench import review_view as rv
 from workbench.model import Workbench
 
 SCHEMA = engine_schema("allmem")
+LOCAL = local_identity().name           # who the page records on a loopback-only server: local:<os user>
 UPDATE = "update"                      # All-Mem's operators and edge types, as its schema names them
 VERSION = "version"
 
@@ -95,7 +97,7 @@ def test_reject_all_shown_is_what_the_cards_show_and_what_is_stored():
     assert at.button(key="apply_run").label == f"Apply decisions (0 accept, {len(pending)} reject)"
     at.button(key="apply_run").click().run()
     assert not at.exception
-    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, "human") for p in pending}
+    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, LOCAL) for p in pending}
     run = wb.engine.store.load_state().runs[run_id]
     assert run.status == "committed" and run.summary["rejected"] == len(pending) and run.summary["applied"] == 0
     assert wb.engine.snapshot() == before                                     # nothing archived, nothing made
@@ -114,7 +116,7 @@ def test_accept_gate_passes_reject_the_rest_is_what_is_stored():
     stored = wb.engine.store.load_state()
     for p in pending:
         status, who = stored.proposals[p.id].status, stored.proposals[p.id].decided_by
-        assert who == "human"
+        assert who == LOCAL
         assert status == Status.REJECTED if p.id not in passes else status != Status.REJECTED, (p.id, status)
     applied = [stored.proposals[i] for i in passes if stored.proposals[i].status == Status.APPLIED]
     assert applied and stored.runs[run_id].summary["applied"] == len(applied)
@@ -140,7 +142,7 @@ def test_bulk_then_single_choices_apply_exactly_and_undecided_ones_stay_pending(
     at.button(key="apply_run").click().run()
     assert not at.exception
     stored = stored_statuses(wb, expected)
-    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, "human")
+    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, LOCAL)
     assert all(stored[i][0] == Status.REJECTED for i, v in expected.items() if v == rv.REJECT)
     assert all(stored[i][0] not in (Status.PENDING, Status.REJECTED) for i, v in expected.items() if v == rv.ACCEPT)
     assert wb.engine.store.load_state().runs[run_id].status == "open"
@@ -154,12 +156,12 @@ def test_bulk_then_single_choices_apply_exactly_and_undecided_ones_stay_pending(
     assert not at.exception
     stored_state = wb.engine.store.load_state()
     run = stored_state.runs[run_id]
-    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == "human"
+    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == LOCAL
     assert stored_state.proposals[left_open.id].status != Status.PENDING
     statuses = [stored_state.proposals[p.id].status for p in pending]
     assert (run.summary["applied"], run.summary["rejected"]) == (statuses.count(Status.APPLIED),
                                                                  statuses.count(Status.REJECTED))
-    assert any("decided by **human**" in c.value for c in at.caption)        # the diff tab opened by itself
+    assert any(f"decided by **{LOCAL}**" in c.value for c in at.caption)        # the diff tab opened by itself
 
 
 def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
@@ -172,12 +174,12 @@ def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
     assert not at.exception
     stored = wb.engine.store.load_state()
     assert stored.runs[run_id].status == "committed" and stored.runs[run_id].summary["skipped"] == len(pending) - 1
-    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, "human")
+    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, LOCAL)
     for p in pending[1:]:
-        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == "human"
-        assert stored.proposals[p.id].note.startswith("deferred by human")
+        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == LOCAL
+        assert stored.proposals[p.id].note.startswith(f"deferred by {LOCAL}")
     notes = next(d.value for d in at.dataframe if "note" in d.value.columns and "decided by" in d.value.columns)
-    assert (notes["note"].str.startswith("deferred by human")).sum() == len(pending) - 1
+    assert (notes["note"].str.startswith(f"deferred by {LOCAL}")).sum() == len(pending) - 1
     wb.next()                                            # the run is closed: ingest goes on
 
 
@@ -282,8 +284,8 @@ def test_diagnosis_lists_the_update_and_reject_changes_nothing():
     assert not at.exception
     assert wb.engine.snapshot() == before
     p = wb.engine.state.proposals[pid]
-    assert (p.status, p.decided_by) == (Status.REJECTED, "human")
-    assert any("decided by **human**" in c.value for c in at.caption)      # the diff tab opened by itself
+    assert (p.status, p.decided_by) == (Status.REJECTED, LOCAL)
+    assert any(f"decided by **{LOCAL}**" in c.value for c in at.caption)      # the diff tab opened by itself
 
 
 def test_plan_then_accept_update_then_undo():
@@ -301,7 +303,7 @@ def test_plan_then_accept_update_then_undo():
     assert not state.units[superseded].visible and state.units[current].visible
     assert state.units[superseded].status == "archived"
     assert (current, superseded, VERSION) in state.edges
-    assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == "human"
+    assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == LOCAL
     archived_tables = [d.value for d in at.dataframe if "unit" in d.value.columns]
     assert any(f"u{superseded}" in set(t["unit"]) for t in archived_tables)
 
@@ -446,11 +448,71 @@ def test_unit_and_text_html_escape():
     assert "<b>" not in rv.text_html("<b>label</b>", HOSTILE)
 
 
-def test_reviewer_name_is_stored_with_decisions():
+def test_the_signed_in_identity_is_stored_with_decisions_and_there_is_no_name_box():
     at, wb, pid, run_key = diagnose_past_update()
-    at.text_input(key="reviewer").set_value("dr-lee").run()
+    assert not [t for t in at.text_input if t.key == "reviewer"]           # no free-text reviewer any more
+    at.session_state["_memwb_identity"] = Identity("dr-lee", Role.REVIEWER, "token")
     at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
     at.button(key="apply_run").click().run()
     assert not at.exception
-    assert wb.engine.state.proposals[pid].decided_by == "dr-lee"
-    assert wb.engine.state.proposals[pid].status == Status.APPLIED
+    stored = wb.engine.store.load_state()
+    assert (stored.proposals[pid].decided_by, stored.proposals[pid].status) == (LOCAL, Status.APPLIED), \
+        "on loopback the local user decides, whatever the session state claims"
+
+
+def crafted_click(at: AppTest, key: str) -> None:
+    """Send a click on a disabled button, as a crafted websocket message would (AppTest's click() refuses)."""
+    button = at.button(key=key)
+    assert button.disabled
+    button._value = True
+    at.run()
+
+
+@pytest.fixture
+def viewer(monkeypatch):
+    """`become(at)` turns the app's browser session into a viewer's: a viewer in the users file, sign-in required
+    (as beyond loopback) and the identity the session holds after signing in."""
+    from engine.users import UserBook
+
+    book = UserBook()
+    book.add("vera", Role.VIEWER)
+
+    def become(at: AppTest) -> None:
+        monkeypatch.setenv("MEMWB_SIGN_IN", "1")
+        at.session_state["_memwb_identity"] = Identity("vera", Role.VIEWER, "token", book.users()["vera"].stamp)
+    yield become
+    book.remove("vera")
+
+
+def test_a_viewer_cannot_decide_or_apply_even_with_crafted_events(viewer):
+    """The buttons are disabled for a viewer, and clicking them anyway (a crafted widget event) is refused where
+    the action is done: the database is unchanged."""
+    at, wb, pid, run_key = diagnose_past_update()
+    viewer(at)
+    at.run()
+    assert not at.exception
+    assert at.button(key="apply_run").disabled and at.button(key="run_diagnosis").disabled
+    assert any("Signed in as vera (viewer)" in shown_text(i.value)[0] for i in at.info)
+    seq = wb.engine.store.last_seq()
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    crafted_click(at, "apply_run")
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
+    assert any("vera is signed in as a viewer" in shown_text(e.value)[0] for e in at.error)
+
+
+def test_a_viewer_cannot_undo_even_with_crafted_events(viewer):
+    at, wb, pid, run_key = diagnose_past_update()
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    at.button(key="apply_run").click().run()                 # applied by the local user
+    run_id = wb.engine.state.last_committed_run().run_id
+    viewer(at)
+    at.session_state["confirm_undo"] = True
+    at.session_state["consolidation_tab"] = "Run diff & undo"
+    at.run()
+    assert at.button(key="undo_confirm").disabled
+    seq = wb.engine.store.last_seq()
+    crafted_click(at, "undo_confirm")
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().runs[run_id].status == "committed"
+    assert any("undoing a run needs the reviewer role" in shown_text(e.value)[0] for e in at.error)

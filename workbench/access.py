@@ -184,3 +184,18 @@ def settings_panel(identity: Identity) -> None:
     st.markdown(f"**OpenAI-compatible LLM** · model {md_code(model)} · {md_code(redact(base))}")
     st.markdown("**Secrets**  \n" + "  \n".join(f"{md_code(name)} · {'set' if is_set else 'not set'}"
                                                 for name, is_set in secret_status().items()))
+
+
+# -- a viewer's replay goes into a session of their own ----------------------------------------------------------
+def own_session_before_ingest(wb) -> str | None:
+    """Call before stepping ingests turns: a viewer writing into a session they do not own goes on in a private
+    branch of their own (the session stays as it was); returns a note saying so, or None when nothing moved.
+    Raises `AccessDenied` for anyone who may not replay."""
+    identity = require(Action.REPLAY)
+    owner = wb.owner
+    if identity.can(Action.WRITE_SHARED) or owner == identity.name:
+        return None
+    before = wb.session_name or wb.db_path.name
+    wb.fork(identity.name)
+    return (f"{before} belongs to {owner or 'the workspace'}, and a viewer does not write into it: your replay "
+            f"goes on in your private branch {wb.session_name or wb.db_path.name} (its log so far copied).")
