@@ -469,26 +469,28 @@ def crafted_click(at: AppTest, key: str) -> None:
 
 
 @pytest.fixture
-def viewer(monkeypatch):
-    """`become(at)` turns the app's browser session into a viewer's: a viewer in the users file, sign-in required
-    (as beyond loopback) and the identity the session holds after signing in."""
+def signed_in(monkeypatch):
+    """`sign_in(at, name, role)`: a user of that role in the users file, sign-in required (as beyond loopback),
+    and the app's browser session holding the identity signing in gives; returns the users file."""
     from engine.users import UserBook
 
-    book = UserBook()
-    book.add("vera", Role.VIEWER)
+    book, added = UserBook(), []
 
-    def become(at: AppTest) -> None:
+    def sign_in(at: AppTest, name: str, role: Role) -> UserBook:
+        book.add(name, role)
+        added.append(name)
         monkeypatch.setenv("MEMWB_SIGN_IN", "1")
-        at.session_state["_memwb_identity"] = Identity("vera", Role.VIEWER, "token", book.users()["vera"].stamp)
-    yield become
-    book.remove("vera")
+        at.session_state["_memwb_identity"] = Identity(name, role, "token", book.users()[name].stamp)
+        return book
+    yield sign_in
+    for name in added:
+        book.remove(name)
 
 
-def test_a_viewer_cannot_decide_or_apply_even_with_crafted_events(viewer):
-    """The buttons are disabled for a viewer, and clicking them anyway (a crafted widget event) is refused where
-    the action is done: the database is unchanged."""
+def test_a_viewer_cannot_decide_or_apply_even_with_crafted_events(signed_in):
+    """The buttons are disabled for a viewer and a forged click on them changes nothing."""
     at, wb, pid, run_key = diagnose_past_update()
-    viewer(at)
+    signed_in(at, "vera", Role.VIEWER)
     at.run()
     assert not at.exception
     assert at.button(key="apply_run").disabled and at.button(key="run_diagnosis").disabled
@@ -498,21 +500,38 @@ def test_a_viewer_cannot_decide_or_apply_even_with_crafted_events(viewer):
     crafted_click(at, "apply_run")
     assert not at.exception
     assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
-    assert any("vera is signed in as a viewer" in shown_text(e.value)[0] for e in at.error)
 
 
-def test_a_viewer_cannot_undo_even_with_crafted_events(viewer):
+def test_the_role_is_checked_where_the_action_is_done(signed_in):
+    """A reviewer demoted to viewer while the page shows an enabled Apply button: the click reaches the callback,
+    which refuses it (the users file is read again); a viewer's Show plan is refused the same way."""
+    at, wb, pid, run_key = diagnose_past_update()
+    book = signed_in(at, "rita", Role.REVIEWER)
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    assert not at.button(key="apply_run").disabled
+    book.set_role("rita", Role.VIEWER)
+    seq = wb.engine.store.last_seq()
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
+    assert any("rita is signed in as a viewer" in shown_text(e.value)[0] for e in at.error), \
+        [e.value for e in at.error]
+    plan = next(b for b in at.button if (b.key or "").startswith("plan:"))
+    plan.click().run()
+    assert wb.engine.store.last_seq() == seq
+    assert any("deciding and applying proposals needs the reviewer role" in shown_text(e.value)[0] for e in at.error)
+
+
+def test_a_viewer_cannot_undo_even_with_crafted_events(signed_in):
     at, wb, pid, run_key = diagnose_past_update()
     at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
-    at.button(key="apply_run").click().run()                 # applied by the local user
+    at.button(key="apply_defer").click().run()               # applied (the rest deferred) by the local user
     run_id = wb.engine.state.last_committed_run().run_id
-    viewer(at)
+    signed_in(at, "vera", Role.VIEWER)
     at.session_state["confirm_undo"] = True
     at.session_state["consolidation_tab"] = "Run diff & undo"
     at.run()
-    assert at.button(key="undo_confirm").disabled
     seq = wb.engine.store.last_seq()
     crafted_click(at, "undo_confirm")
     assert not at.exception
     assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().runs[run_id].status == "committed"
-    assert any("undoing a run needs the reviewer role" in shown_text(e.value)[0] for e in at.error)
