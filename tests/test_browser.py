@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from conftest import ROOT, locomo_or_skip
+from engine.access import local_identity
 from engine.proposal import GateVerdict, Status
 from engine.sessions import list_sessions, read_session
 from engine.store import Store
@@ -20,6 +21,7 @@ from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, clic
 from workbench.model import DEMO_PATH, Workbench
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+LOCAL = local_identity().name         # the app runs on loopback: decisions are the local user's
 if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
     pytestmark.append(pytest.mark.skip(reason=f"{CHROMIUM} missing: scripts/test.sh installs Debian chromium"))
 
@@ -29,7 +31,7 @@ def test_demo_walkthrough(tmp_path):
     with running_app() as url, browser_page() as page:
         texts = walkthrough(page, url, shots=tmp_path)
     assert "What turn D5:9 caused" in texts["replay"]
-    assert "Applied\n\n1" in texts["consolidation"] and "decided by human" in texts["consolidation"]
+    assert "Applied\n\n1" in texts["consolidation"] and f"decided by {LOCAL}" in texts["consolidation"]
     assert re.search(r"Deferred or skipped\n\n[1-9]", texts["consolidation"])        # the rest, deferred
     assert "Nodes created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
     assert "version (ν) · 1" in texts["graph"]
@@ -180,7 +182,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         for pid, want in expected.items():
             got = stored.proposals[pid]
             if want == "accepted":                   # executed, or refused by the executor; never rejected
-                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == "human", got
+                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == LOCAL, got
             else:
                 assert got.status == want, (pid, got.status, want)
         assert stored.proposals[undecided.id].decided_by is None and stored.runs[run_id].status == "open"
@@ -190,8 +192,8 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         page.get_by_text(re.compile(rf"{run_id} committed: .*1 deferred with a note")).wait_for()
         stored = Store(db).load_state()
         deferred = stored.proposals[undecided.id]
-        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, "human")
-        assert deferred.note.startswith("deferred by human") and stored.runs[run_id].status == "committed"
+        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, LOCAL)
+        assert deferred.note.startswith(f"deferred by {LOCAL}") and stored.runs[run_id].status == "committed"
 
         open_page(page, "Replay")                              # the run is closed: the replay goes on
         jump_to_turn(page, len(_demo_turns()))
@@ -205,7 +207,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         page.get_by_text(re.compile(rf"{run_id} committed: 0 applied, {len(pending)} rejected")).wait_for()
         stored = Store(db).load_state()
         assert {(stored.proposals[p.id].status, stored.proposals[p.id].decided_by) for p in pending} == \
-            {(Status.REJECTED, "human")}
+            {(Status.REJECTED, LOCAL)}
         assert stored.runs[run_id].status == "committed" and set(stored.archived_ids) == archived
 
 
