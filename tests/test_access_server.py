@@ -141,6 +141,11 @@ def sign_in(page, url: str, name: str, secret: str) -> None:
     wait_idle(page, 1500)
 
 
+def open_settings(page) -> None:
+    page.get_by_test_id("stSidebar").get_by_text("Settings", exact=True).click()
+    wait_idle(page)
+
+
 def page_text_everywhere(page) -> str:
     """The HTML of the page and of every frame in it (the graph and components live in iframes)."""
     parts = []
@@ -193,33 +198,32 @@ def test_shared_workbench_asks_for_sign_in_and_enforces_roles(tmp_path):
         assert decided and {p.decided_by for p in decided} == {"rita"}
         run = state.last_committed_run()
         assert run is not None
-        settings = page.get_by_text("Settings", exact=True)
-        settings.click()
+        open_settings(page)
         assert "OPENAI_API_KEY · set" in page.inner_text("body").replace("\u2060", "")
         assert PLANTED not in page_text_everywhere(page)
 
-    # the server stopped: its log never held the key
         seq = Store(db).last_seq()
-        with browser_page() as viewer:
-            sign_in(viewer, f"{url}/consolidation?session={session}", "vera", vera)
-            viewer.get_by_text("Run diff & undo", exact=True).wait_for()
-            body = viewer.inner_text("body")
-            assert "Signed in as vera (viewer)" in body.replace("\\", "")
-            viewer.get_by_text("Run diff & undo", exact=True).click()
-            wait_idle(viewer)
-            undo = viewer.get_by_role("button", name=re.compile(r"^Undo last run"))
-            assert undo.is_disabled()
-            assert viewer.get_by_role("button", name="Run diagnosis").is_disabled()
-            undo.click(force=True)                      # a click on the disabled button does nothing
-            wait_idle(viewer)
-            assert Store(db).last_seq() == seq and Store(db).load_state().runs[run.run_id].status == "committed"
-            open_page(viewer, "Replay")                  # the viewer's replay: a private branch, rita's untouched
-            click(viewer, "Next ▶")
-            viewer.get_by_text(re.compile("your private branch")).wait_for()
-            assert Store(db).last_seq() == seq
-            branch = re.search(r"session=([^&]+)", viewer.url).group(1)
-            assert branch != session and Store(workspace / "sessions" / branch).meta()["owner"] == "vera"
-            assert PLANTED not in page_text_everywhere(viewer)
+        viewer = page.context.browser.new_page(viewport={"width": 1500, "height": 1100})     # another person
+        viewer.set_default_timeout(120_000)
+        sign_in(viewer, f"{url}/consolidation?session={session}", "vera", vera)
+        viewer.get_by_text("Run diff & undo", exact=True).wait_for()
+        body = viewer.inner_text("body")
+        assert "Signed in as vera (viewer)" in body.replace("\\", "")
+        viewer.get_by_text("Run diff & undo", exact=True).click()
+        wait_idle(viewer)
+        undo = viewer.get_by_role("button", name=re.compile(r"^Undo last run"))
+        assert undo.is_disabled()
+        assert viewer.get_by_role("button", name="Run diagnosis").is_disabled()
+        undo.click(force=True)                      # a click on the disabled button does nothing
+        wait_idle(viewer)
+        assert Store(db).last_seq() == seq and Store(db).load_state().runs[run.run_id].status == "committed"
+        open_page(viewer, "Replay")                  # the viewer's replay: a private branch, rita's untouched
+        click(viewer, "Next ▶")
+        viewer.get_by_text(re.compile("your private branch")).wait_for()
+        assert Store(db).last_seq() == seq
+        branch = re.search(r"session=([^&]+)", viewer.url).group(1)
+        assert branch != session and Store(workspace / "sessions" / branch).meta()["owner"] == "vera"
+        assert PLANTED not in page_text_everywhere(viewer)
     text = log.read_text()
     assert "warning: listening on 0.0.0.0" in text and "plain HTTP" in text
     assert PLANTED not in text
@@ -290,8 +294,7 @@ def test_a_planted_key_never_shows_in_errors_records_dumps_pages_or_logs(tmp_pat
         page.get_by_role("button", name="Next ▶").wait_for()
         wait_idle(page)
         seen = [page_text_everywhere(page)]
-        page.get_by_text("Settings", exact=True).click()
-        wait_idle(page)
+        open_settings(page)
         assert "OPENAI_API_KEY · set" in page.inner_text("body").replace("\u2060", "")
         seen.append(page_text_everywhere(page))
         for title in ("Memory graph", "Consolidation", "Retrieval", "Annotate", "Benchmark"):
