@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path

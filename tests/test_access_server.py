@@ -13,8 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,8 @@ from conftest import ROOT
 from engine.access import Role
 from engine.store import Store
 from engine.users import UserBook
-from workbench.driver import CHROMIUM, browser_page, click, demo_turn_after, free_port, jump_to_turn, open_page, wait_idle
+from workbench.driver import (CHROMIUM, browser_page, click, demo_turn_after, free_port, jump_to_turn, open_page,
+                              wait_idle, wait_until_up)
 
 pytestmark = pytest.mark.slow
 PLANTED = "sk-test-PLANTED-0123456789abcdefXYZ"          # a fake key: it must never show anywhere
@@ -53,6 +52,18 @@ def accepts(host: str, port: int) -> bool:
             return False
 
 
+def websocket_answer(port: int, host: str) -> str:
+    """The status line the server answers a WebSocket handshake with, for a request naming `host`."""
+    import base64
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall((f"GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://{host}\r\n"
+                   "Sec-WebSocket-Protocol: streamlit\r\n\r\n").encode())
+        return s.recv(200).split(b"\r\n")[0].decode()
+
+
 def children(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     return [int(x) for x in out.split()]
@@ -68,27 +79,18 @@ def alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def memwb_ui(workspace: Path, *args: str, env: dict[str, str] | None = None, host: str = "127.0.0.1",
-             log: Path | None = None):
-    """`memwb ui --headless --port P ARGS` started as a user would (python -m engine.cli from the repository);
+             log: Path | None = None, port: int | None = None, cwd: Path = ROOT):
+    """`memwb ui --headless --port P ARGS` started as a user would (python -m engine.cli, from `cwd`);
     yields (process, port, log file) once it answers on `host`, and stops it (SIGTERM) afterwards."""
-    port = free_port()
+    port = port or free_port()
     log = log or workspace.parent / f"ui-{port}.log"
     out = open(log, "w")
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port), *args],
-                            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                            cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
                                  "MEMWB_WORKSPACE": str(workspace), **(env or {})})
     try:
-        deadline = time.time() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://{host}:{port}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"memwb ui did not start:\n{log.read_text()}") from None
-                time.sleep(0.5)
+        wait_until_up(f"http://{host}:{port}", proc, str(log), timeout=180)
         yield proc, port, log
     finally:
         if proc.poll() is None:
@@ -104,11 +106,13 @@ def memwb_ui(workspace: Path, *args: str, env: dict[str, str] | None = None, hos
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_ui_listens_on_loopback_only_and_stops_cleanly(tmp_path, sig):
     """Accepts on 127.0.0.1, refuses on the machine's other address (and on 127.0.0.2, which a wildcard bind
-    would accept); after `kill -TERM` (or -INT) of memwb ui nothing listens on the port and its child is gone."""
+    would accept), refuses a page connection naming another host (DNS rebinding); after `kill -TERM` (or -INT) of memwb ui nothing listens on the port and its child is gone."""
     other = machine_address()
     with memwb_ui(tmp_path / "ws") as (proc, port, log):
         assert accepts("127.0.0.1", port)
         assert not accepts("127.0.0.2", port)
+        assert websocket_answer(port, f"127.0.0.1:{port}").endswith("101 Switching Protocols")
+        assert websocket_answer(port, f"attacker.example:{port}").endswith("403 Forbidden")     # DNS rebinding
         if other is not None:
             assert not accepts(other, port), f"{other}:{port} answered: the server listens beyond loopback"
         server = children(proc.pid)
@@ -270,7 +274,8 @@ def test_a_planted_key_never_shows_in_errors_records_dumps_pages_or_logs(tmp_pat
         return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True,
                               timeout=900)
 
-    replayed = memwb("replay", str(ROOT / "datasets" / "demo" / "demo.jsonl"), "--db", str(db), "--llm", "openai")
+    replayed = memwb("replay", str(ROOT / "datasets" / "fixtures" / "tiny.jsonl"), "--db", str(db), "--llm", "openai",
+                     "--consolidate", "every-5-turns")
     err = replayed.stderr.decode()
     assert replayed.returncode == 1 and "every LLM call failed" in err and "HTTP_401" in err, err[-2000:]
     assert "Incorrect API key provided: ***" in err and PLANTED.encode() not in replayed.stdout + replayed.stderr
@@ -297,7 +302,7 @@ def test_a_planted_key_never_shows_in_errors_records_dumps_pages_or_logs(tmp_pat
         open_settings(page)
         assert "OPENAI_API_KEY · set" in page.inner_text("body").replace("\u2060", "")
         seen.append(page_text_everywhere(page))
-        for title in ("Memory graph", "Consolidation", "Retrieval", "Annotate", "Benchmark"):
+        for title in ("Memory graph", "Retrieval", "Annotate", "Benchmark", "Consolidation"):
             open_page(page, title)
             page.wait_for_timeout(1000)
             seen.append(page_text_everywhere(page))
@@ -306,3 +311,47 @@ def test_a_planted_key_never_shows_in_errors_records_dumps_pages_or_logs(tmp_pat
         seen.append(page_text_everywhere(page))
         assert not any(PLANTED in html for html in seen)
     assert PLANTED not in log.read_text()
+
+
+# -- sign-in through an identity provider (st.login) ----------------------------------------------------------------
+@pytest.mark.browser
+@needs_browser
+def test_identity_provider_sign_in_gives_the_listed_role_and_records_the_address(tmp_path):
+    """Streamlit's OIDC login against a real (local) provider: a listed address signs in with its role and is
+    what the session records; an address the users file does not list gets no page."""
+    import secrets as tokens
+
+    from oidc_provider import Provider
+
+    workspace, run = tmp_path / "ws", tmp_path / "run"
+    UserBook(workspace / "users.json").add("dana@lab.example", Role.REVIEWER, oidc=True)
+    port = free_port()
+    with Provider("memwb-test", "client-secret-for-tests") as idp:
+        (run / ".streamlit").mkdir(parents=True)
+        (run / ".streamlit" / "secrets.toml").write_text(
+            f'[auth]\nredirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
+            f'cookie_secret = "{tokens.token_hex(32)}"\nclient_id = "memwb-test"\n'
+            f'client_secret = "client-secret-for-tests"\nserver_metadata_url = "{idp.metadata_url}"\n')
+        idp.account = {"sub": "1", "email": "dana@lab.example", "name": "Dana"}
+        with memwb_ui(workspace, "--host", "0.0.0.0", port=port, cwd=run, env={"HOME": str(tmp_path)}) as \
+                (proc, port, log), browser_page() as page:
+            url = f"http://127.0.0.1:{port}"
+            page.goto(f"{url}/graph")
+            page.get_by_role("button", name="Sign in with the identity provider").click()
+            page.get_by_role("button", name="Next ▶").wait_for()             # back from the provider, signed in
+            wait_idle(page)
+            sidebar = page.get_by_test_id("stSidebar").inner_text().replace("\u2060", "")
+            assert "dana@lab.example · reviewer · signed in by oidc" in sidebar, sidebar
+            session = re.search(r"session=([^&]+)", page.url).group(1)
+            assert Store(workspace / "sessions" / session).meta()["owner"] == "dana@lab.example"
+
+            idp.account = {"sub": "2", "email": "eve@elsewhere.example", "name": "Eve"}
+            other = page.context.browser.new_page()
+            other.set_default_timeout(120_000)
+            other.goto(url)
+            other.get_by_role("button", name="Sign in with the identity provider").click()
+            other.get_by_text(re.compile("has no role in this workbench")).wait_for()
+            wait_idle(other)
+            body = other.inner_text("body")
+            assert "Next ▶" not in body and "Turn ·" not in body
+        assert "client-secret-for-tests" not in log.read_text()
