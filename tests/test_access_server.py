@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,8 @@ def test_ui_listens_on_loopback_only_and_stops_cleanly(tmp_path, sig):
         assert not accepts("127.0.0.2", port)
         assert websocket_answer(port, f"127.0.0.1:{port}").endswith("101 Switching Protocols")
         assert websocket_answer(port, f"attacker.example:{port}").endswith("403 Forbidden")     # DNS rebinding
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=10) as r:
+            assert "_streamlit_xsrf=" in (r.headers.get("Set-Cookie") or "")            # XSRF protection on
         if other is not None:
             assert not accepts(other, port), f"{other}:{port} answered: the server listens beyond loopback"
         server = children(proc.pid)
