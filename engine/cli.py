@@ -128,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"address to listen on (default {LOOPBACK}: this machine only); another address, e.g. "
                         "0.0.0.0, shares the workbench and requires sign-in (see `memwb auth`)")
     p.add_argument("--sign-in", action="store_true",
-                   help="require sign-in even on loopback (say, behind a reverse proxy on this machine)")
+                   help="require sign-in even on loopback (behind a reverse proxy on this machine, or on a machine "
+                        "other people log in to)")
     p.add_argument("--data-dir", action="append", default=[], metavar="DIR",
                    help="a folder whose files the pages may open by path (repeatable; added to MEMWB_DATA_DIRS; "
                         "the workspace and the bundled datasets always are)")

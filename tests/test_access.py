@@ -198,3 +198,15 @@ def test_secret_values_urls_and_key_shapes_are_redacted(monkeypatch):
     assert "postgresql://***@db/x" in out and "an EMPTY string" in out and "Bearer ***" in out
     status = secret_status()
     assert status["OPENAI_API_KEY"] and status["LAB_SERVICE_TOKEN"] and "sk-" not in json.dumps(status)
+
+
+def test_the_server_output_is_redacted_on_its_way_out(capsys, monkeypatch):
+    """`memwb ui` passes every line its server prints through `redact` (here a child that prints the key)."""
+    from engine.serve import run_server
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-planted-in-the-server-0123456789")
+    code = run_server([sys.executable, "-c", "import os, sys; print('key', os.environ['OPENAI_API_KEY']); "
+                                             "print('again', os.environ['OPENAI_API_KEY'], file=sys.stderr); "
+                                             "sys.exit(3)"], dict(os.environ))
+    out, err = capsys.readouterr()
+    assert code == 3 and out == "key ***\n" and err == "again ***\n"
