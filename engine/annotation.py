@@ -54,10 +54,10 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Field, Session, SQLModel, delete, func, select
 
-from engine.conversation import Conversation, Turn
+from engine.core.conversation import Conversation, Turn
 from engine.loaders.errors import LoaderError, answer_text, check, optional, require
-from engine.metrics import recall_at_k, strict_chain_recall
-from engine.database import create_tables, database_url, open_database, write_transaction
+from engine.eval.metrics import recall_at_k, strict_chain_recall
+from engine.store.database import create_tables, database_url, open_database, write_transaction
 
 FORMAT = "memwb-scds-cases"
 VERSION = 1

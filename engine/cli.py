@@ -16,11 +16,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from engine.access import LOOPBACK, Role
+from engine.core.access import LOOPBACK, Role
 from engine.engines import engine_schema, known_engines
-from engine.interface import RunError, open_run_message
-from engine.llm.redact import redact
-from engine.text import seconds_text
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
+from engine.core.redact import redact
+from engine.core.text import seconds_text
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_replay(args) -> int:
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     schedule = Schedule.parse(args.consolidate)
@@ -203,7 +204,7 @@ def _llm_outcome(command: str, engine, since: int) -> int:
     """Report the LLM calls logged after seq `since` that failed, by error code; 1 when every call failed.
 
     A dead endpoint or a wrong key makes every call fail closed, which alone would look like a quiet run."""
-    from engine.oplog import OpKind
+    from engine.core.oplog import OpKind
 
     calls = [op.payload for op in engine.store.ops(kinds=[OpKind.LLM_CALL], after_seq=since)]
     failed = [c for c in calls if c.get("error_code")]
@@ -320,14 +321,14 @@ def _open(args, warn: bool = True):
 
 
 def cmd_diagnostics(args) -> int:
-    from engine.diagnostics import structure
+    from engine.eval.diagnostics import structure
 
     print(json.dumps(structure(_open(args).state), indent=1))
     return 0
 
 
 def cmd_dump(args) -> int:
-    from engine.dump import dump
+    from engine.store.dump import dump
 
     report = dump(args.db, sys.stdout.buffer, embeddings=args.embeddings)
     sys.stdout.buffer.flush()
@@ -336,7 +337,7 @@ def cmd_dump(args) -> int:
 
 
 def cmd_load(args) -> int:
-    from engine.dump import load
+    from engine.store.dump import load
 
     stream = sys.stdin.buffer if args.file == "-" else None
     print(load("stdin" if stream else args.file, args.db, stream=stream).line())
@@ -344,7 +345,7 @@ def cmd_load(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from engine.integrity import check_database
+    from engine.eval.integrity import check_database
 
     report = check_database(args.db)
     for finding in report.findings:
@@ -418,9 +419,9 @@ class ProgressBar:
 
 def cmd_ui(args) -> int:
     from engine import serve
-    from engine.access import SIGN_IN_ENV, is_loopback
-    from engine.data_paths import DATA_DIRS_ENV
-    from engine.sessions import DB_ENV, read_session
+    from engine.core.access import SIGN_IN_ENV, is_loopback
+    from engine.store.data_paths import DATA_DIRS_ENV
+    from engine.store.catalog import DB_ENV, read_session
 
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
     loopback = is_loopback(args.host)
@@ -457,7 +458,7 @@ def cmd_ui(args) -> int:
 
 
 def cmd_auth(args) -> int:
-    from engine.users import UserBook
+    from engine.store.users import UserBook
 
     book = UserBook()
     if args.action == "list":

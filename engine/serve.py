@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from engine.llm.redact import redact
-from engine.users import UserBook
-from engine.workspace import workspace_dir
+from engine.core.redact import redact
+from engine.store.users import UserBook
+from engine.store.workspace import workspace_dir
 
 STOP_WAIT = 15.0                    # seconds the server gets to stop after a forwarded signal
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -21,9 +21,10 @@ from sqlalchemy import create_engine, func, inspect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, select
 
-from engine.oplog import OpKind
-from engine.store import MetaRow, OpRow, Store
-from engine.workspace import sessions_dir
+from engine.core.oplog import OpKind
+from engine.store.log_store import Store
+from engine.store.tables import MetaRow, OpRow
+from engine.store.workspace import sessions_dir
 
 DB_ENV = "MEMWB_DB"                # the database `memwb ui --db` asks the workbench to open
 LAST_OPENED = "last_opened"        # meta: when the workbench last opened the session (UTC, ISO 8601)

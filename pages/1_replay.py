@@ -5,12 +5,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.access import AccessDenied
-from engine.data_paths import PathRefused, is_allowed, resolve_data_path
+from engine.core.access import AccessDenied
+from engine.store.data_paths import PathRefused, is_allowed, resolve_data_path
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
-from engine.store import StoreError
-from engine.workspace import workspace_dir
+from engine.store.log_store import StoreError
+from engine.store.workspace import workspace_dir
 from workbench import access
 from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
                              list_conversations)

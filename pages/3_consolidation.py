@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.access import AccessDenied, Action
-from engine.interface import RunError, UndoError
-from engine.proposal import GateVerdict, Status
-from engine.store import StoreError
+from engine.core.access import AccessDenied, Action
+from engine.runtime.errors import RunError, UndoError
+from engine.core.proposal import GateVerdict, Status
+from engine.store.log_store import StoreError
 from workbench import access
 from workbench import review_view as rv
 from workbench.graph_view import build_graph_html, diff_states, off_surface_word

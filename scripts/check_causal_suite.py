@@ -2,7 +2,7 @@
 
 Both splits are loaded with `engine.loaders.load_conversations`, every scenario's cases file
 (`cases/<split>/<scenario_id>.json`, format `memwb-scds-cases`) is imported through
-`engine.annotation.AnnotationStore` into a throw-away SQLite database, and the rules of
+`engine.eval.annotation.AnnotationStore` into a throw-away SQLite database, and the rules of
 datasets/causal/README.md are checked on what the store gives back. Exit status 1 on any violation.
 
     python scripts/check_causal_suite.py [--suite DIR] [--retrieval] [--k 5] [-v]
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.annotation import (  # noqa: E402
+from engine.eval.annotation import (  # noqa: E402
     DEPENDENCY_TYPES,
     SCENARIO_ID,
     TASK_TYPES,
@@ -34,9 +34,9 @@ from engine.annotation import (  # noqa: E402
     Case,
     CaseQuestion,
 )
-from engine.conversation import Conversation, Turn  # noqa: E402
+from engine.core.conversation import Conversation, Turn  # noqa: E402
 from engine.loaders import LoaderError, load_conversations  # noqa: E402
-from engine.text import content_tokens  # noqa: E402
+from engine.core.text import content_tokens  # noqa: E402
 
 SUITE_DIR = ROOT / "datasets" / "causal"
 SPLITS = ("validation", "test")
@@ -433,11 +433,11 @@ def _range(values) -> str:
 def retrieval_report(suite: Suite, k: int = 5, dense: bool = True) -> dict[str, dict[str, float]]:
     """Share of chain questions whose root cause / effect / whole chain, and of state questions whose latest
     state / whole history, is in the top-K of naive BM25 and dense retrieval over `speaker: text` turns."""
-    from engine.lexical import BM25
+    from engine.retrieval.lexical import BM25
 
     embed = None
     if dense:
-        from engine.embedder import Embedder
+        from engine.llm.embedder import Embedder
         embed = Embedder().embed
     hits: dict[str, Counter] = {}
     totals: Counter = Counter()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.access import AccessDenied, Action, Identity, Role, is_loopback, local_identity, sign_in_required
-from engine.data_paths import DATA_DIRS_ENV, PathRefused, data_dirs, resolve_data_path
-from engine.llm.redact import redact, secret_status
-from engine.users import MIN_PASSWORD, SignInThrottle, UserBook, UserBookError
+from engine.core.access import AccessDenied, Action, Identity, Role, is_loopback, local_identity, sign_in_required
+from engine.store.data_paths import DATA_DIRS_ENV, PathRefused, data_dirs, resolve_data_path
+from engine.core.redact import redact, secret_status
+from engine.store.users import MIN_PASSWORD, SignInThrottle, UserBook, UserBookError
 
 ROOT = Path(__file__).resolve().parents[1]
 

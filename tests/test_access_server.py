@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from engine.access import Role
-from engine.store import Store
-from engine.users import UserBook
+from engine.core.access import Role
+from engine.store.log_store import Store
+from engine.store.users import UserBook
 from workbench.driver import (CHROMIUM, browser_page, click, demo_turn_after, free_port, jump_to_turn, open_page,
                               wait_idle, wait_until_up)
 

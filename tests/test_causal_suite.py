@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.annotation import AnnotationStore, score_case
-from engine.lexical import BM25
+from engine.eval.annotation import AnnotationStore, score_case
+from engine.retrieval.lexical import BM25
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "datasets" / "causal"

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.annotation import AnnotationStore, Case, CaseQuestion, CaseTurn
-from engine.dump import DumpError, dump, load
+from engine.eval.annotation import AnnotationStore, Case, CaseQuestion, CaseTurn
+from engine.store.dump import DumpError, dump, load
 from engine.engines import engine_schema
 from engine.loaders import LoaderError, load_conversation
-from engine.oplog import OpKind, OpRecord
+from engine.core.oplog import OpKind, OpRecord
 from engine.session import open_session
-from engine.store import Store, rows_of
+from engine.store.log_store import Store
+from engine.store.tables import rows_of
 from tests.conftest import ROOT, locomo_or_skip
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -8,12 +8,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page, shown_text
-from engine.access import Identity, Role, local_identity
+from engine.core.access import Identity, Role, local_identity
 from engine.engines import engine_schema
-from engine.node import Node as Unit
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import GateVerdict, Proposal, Status
-from engine.state import MemoryState
+from engine.core.node import Node as Unit
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.state import MemoryState
 from workbench import review_view as rv
 from workbench.model import Workbench
 
@@ -472,7 +472,7 @@ def crafted_click(at: AppTest, key: str) -> None:
 def signed_in(monkeypatch):
     """`sign_in(at, name, role)`: a user of that role in the users file, sign-in required (as beyond loopback),
     and the app's browser session holding the identity signing in gives; returns the users file."""
-    from engine.users import UserBook
+    from engine.store.users import UserBook
 
     book, added = UserBook(), []
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.data_paths import DATA_DIRS_ENV
+from engine.store.data_paths import DATA_DIRS_ENV
 from engine.engines import engine_schema
 from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from workbench.driver import demo_turn_after
@@ -249,8 +249,8 @@ def test_every_path_box_refuses_files_outside_the_data_folders(at, tmp_path, mon
 
 # -- the helpers behind the page ---------------------------------------------------------------------------
 def test_transcript_escapes_text_and_marks_the_cursor():
-    from engine.conversation import Turn
-    from engine.state import MemoryState
+    from engine.core.conversation import Turn
+    from engine.core.state import MemoryState
     from workbench.replay_view import transcript_html
 
     turns = [Turn(f"D1:{i}", "<b>Ana</b>", f"<script>alert({i})</script>", f"2024-01-01T10:0{i}:00", "1", i)
@@ -322,8 +322,8 @@ def test_jump_clock_times_each_phase():
 
 
 def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_below_it():
-    from engine.conversation import Turn
-    from engine.state import MemoryState
+    from engine.core.conversation import Turn
+    from engine.core.state import MemoryState
     from workbench.replay_view import transcript_html
 
     turns = [Turn(f"D1:{i}", "Ana", "long " * 400, f"2024-01-01T10:0{i}:00", "1", i) for i in range(1, 9)]

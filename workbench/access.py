@@ -1,4 +1,4 @@
-"""Sign-in, the signed-in identity and role checks for the pages (Streamlit glue over `engine.access`).
+"""Sign-in, the signed-in identity and role checks for the pages (Streamlit glue over `engine.core.access`).
 
 On a server bound to loopback only (what `memwb ui` does by default) nobody else
 can reach the pages, so the person using them is the operating-system user,
@@ -21,11 +21,11 @@ import os
 import streamlit as st
 from streamlit import config
 
-from engine.access import SIGN_IN_ENV, AccessDenied, Action, Identity, local_identity, sign_in_required
-from engine.data_paths import DATA_DIRS_ENV, data_dirs
-from engine.llm.redact import redact, secret_status
-from engine.users import SignInThrottle, UserBook, UserBookError
-from engine.workspace import workspace_dir
+from engine.core.access import SIGN_IN_ENV, AccessDenied, Action, Identity, local_identity, sign_in_required
+from engine.store.data_paths import DATA_DIRS_ENV, data_dirs
+from engine.core.redact import redact, secret_status
+from engine.store.users import SignInThrottle, UserBook, UserBookError
+from engine.store.workspace import workspace_dir
 from workbench.text import md_code, md_escape
 
 _IDENTITY = "_memwb_identity"            # set only here; no widget has this key

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from engine.access import AccessDenied, Action
-from engine.annotation import (
+from engine.core.access import AccessDenied, Action
+from engine.eval.annotation import (
     AnnotationStore,
     Case,
     CaseQuestion,
@@ -23,7 +23,7 @@ from engine.annotation import (
     Retriever,
     score_case,
 )
-from engine.conversation import Conversation, Turn
+from engine.core.conversation import Conversation, Turn
 from engine.engines import engine_schema
 from engine.loaders import LoaderError
 from workbench import access

@@ -18,9 +18,9 @@ from typing import Callable
 import jsonschema
 
 from engine.llm.prompts import render
-from engine.llm.redact import redact
+from engine.core.redact import redact
 from engine.llm.schemas import CAPS, SCHEMAS, Cap
-from engine.proposal import LLMReason
+from engine.core.proposal import LLMReason
 
 
 @dataclass(frozen=True)

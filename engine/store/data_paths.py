@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.workspace import workspace_dir
+from engine.store.workspace import workspace_dir
 
 DATA_DIRS_ENV = "MEMWB_DATA_DIRS"
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets"

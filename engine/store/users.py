@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.access import Identity, Role
-from engine.workspace import workspace_dir
+from engine.core.access import Identity, Role
+from engine.store.workspace import workspace_dir
 
 FORMAT, VERSION = "memwb-users", 1
 USERS_FILE = "users.json"
