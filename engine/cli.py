@@ -17,11 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 from engine.core.access import LOOPBACK, Role
+from engine.core.redact import redact
+from engine.core.text import seconds_text
 from engine.engines import engine_schema, known_engines
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
-from engine.core.redact import redact
-from engine.core.text import seconds_text
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -420,8 +420,8 @@ class ProgressBar:
 def cmd_ui(args) -> int:
     from engine import serve
     from engine.core.access import SIGN_IN_ENV, is_loopback
-    from engine.store.data_paths import DATA_DIRS_ENV
     from engine.store.catalog import DB_ENV, read_session
+    from engine.store.data_paths import DATA_DIRS_ENV
 
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
     loopback = is_loopback(args.host)

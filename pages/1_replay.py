@@ -6,14 +6,21 @@ from pathlib import Path
 import streamlit as st
 
 from engine.core.access import AccessDenied
-from engine.store.data_paths import PathRefused, is_allowed, resolve_data_path
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
+from engine.store.data_paths import PathRefused, is_allowed, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
-from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
-                             list_conversations)
+from workbench.model import (
+    DEMO_PATH,
+    LOCOMO_PATH,
+    UPLOAD_LIMIT_BYTES,
+    JumpCancelled,
+    JumpProgress,
+    Workbench,
+    list_conversations,
+)
 from workbench.replay_view import JumpClock, render_effects, transcript_html, turn_effects
 from workbench.session_picker import session_picker
 from workbench.settings_form import settings_form

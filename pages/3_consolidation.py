@@ -7,8 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
-from engine.runtime.errors import RunError, UndoError
 from engine.core.proposal import GateVerdict, Status
+from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
 from workbench import access
 from workbench import review_view as rv

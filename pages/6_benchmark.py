@@ -10,10 +10,10 @@ from pathlib import Path
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
-from engine.store.data_paths import PathRefused, resolve_data_path
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.session import SessionError
+from engine.store.data_paths import PathRefused, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access

@@ -17,8 +17,8 @@ from engine.eval.annotation import (
     score_case,
     summarize,
 )
-from engine.loaders import LoaderError, load_conversation
 from engine.eval.metrics import recall_at_k
+from engine.loaders import LoaderError, load_conversation
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session, scratch_engine
 

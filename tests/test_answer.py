@@ -10,12 +10,12 @@ import pytest
 from conftest import turn
 from test_llm_openai import FakeServer, Scripted, completion
 
-from engine.answer import Answer, Passage, answer_question, fit, passages_from_turns, passages_from_units
-from engine.embedder import Embedder
+from engine.eval.answer import Answer, Passage, answer_question, fit, passages_from_turns, passages_from_units
+from engine.eval.metrics import attribution_auditability, llm_tokens_by_role, token_f1
 from engine.llm import LLM, BackendReply, LLMBackend, LLMRequest, OpenAIBackend, make_backend
+from engine.llm.embedder import Embedder
 from engine.llm.offline_answer import answer as offline_answer
 from engine.llm.schemas import ANSWER_CHARS, SCHEMAS
-from engine.metrics import attribution_auditability, llm_tokens_by_role, token_f1
 
 KITTEN = Passage(("D1:1",), "Maya: I adopted a kitten named Miso from the shelter.", "2024-01-01T10:01:00")
 SISTER = Passage(("D1:2",), "Maya: My sister Lena lives in Porto. She works as a nurse.", "2024-01-01T10:02:00")

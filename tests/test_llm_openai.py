@@ -362,9 +362,9 @@ def test_memloom_steward_on_the_openai_backend(monkeypatch: pytest.MonkeyPatch, 
                                                tmp_path: Path) -> None:
     """Router and relation synthesis go through the LLM role with its JSON schema; every call is recorded;
     the steward's contract rejects a type outside the closed set with its reason code."""
+    from engine.core.oplog import OpKind
     from engine.loaders import load_conversation
-    from engine.oplog import OpKind
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
@@ -414,8 +414,8 @@ def _split(*texts: str) -> dict:
 def test_output_caps_give_their_own_reason_codes(server: FakeServer) -> None:
     """Summary length, keyword count and length, Split segment count and length, and repeated segments are
     refused after the schema passes, each with a reason code that proposals keep."""
+    from engine.core.proposal import call_reason_code
     from engine.llm.schemas import KEYWORD_CHARS, KEYWORDS, SEGMENT_CHARS, SEGMENTS, SUMMARY_CHARS
-    from engine.proposal import call_reason_code
 
     cases = [
         ("descriptor", {**GOOD, "summary": "s" * SUMMARY_CHARS}, None, None),
@@ -492,7 +492,7 @@ def _demo_turns(path: Path, n: int) -> Path:
 def test_duplicate_split_segments_fail_the_proposal_and_change_nothing(monkeypatch: pytest.MonkeyPatch,
                                                                        server: FakeServer, tmp_path: Path) -> None:
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
@@ -519,9 +519,9 @@ def test_credentials_in_the_base_url_never_reach_the_store(monkeypatch: pytest.M
                                                            tmp_path: Path) -> None:
     """A base URL with user:password reaches the server, but call records, errors and proposals keep only
     ``http://***@host``; the database file holds neither the user nor the password."""
+    from engine.core.oplog import OpKind
     from engine.loaders import load_conversation
-    from engine.oplog import OpKind
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     secret_url = _with_credentials(server.base_url)

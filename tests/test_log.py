@@ -4,9 +4,8 @@ from __future__ import annotations
 import pytest
 
 from engine.core.oplog import OpKind
-from engine.session import open_session
-from engine.core.state import MemoryState
 from engine.core.ops import fold
+from engine.session import open_session
 from tests.conftest import BACKENDS
 from tests.test_operators import SISTER_A, SISTER_B, UPDATE_NEW, UPDATE_OLD, ingest
 

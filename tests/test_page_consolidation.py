@@ -5,15 +5,15 @@ import json
 from pathlib import Path
 
 import pytest
+from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page, shown_text
 from streamlit.testing.v1 import AppTest
 
-from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page, shown_text
 from engine.core.access import Identity, Role, local_identity
-from engine.engines import engine_schema
 from engine.core.node import Node as Unit
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.core.state import MemoryState
+from engine.engines import engine_schema
 from workbench import review_view as rv
 from workbench.model import Workbench
 

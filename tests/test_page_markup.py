@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
+from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from apptest import shown_text, start_app
 from engine.eval.annotation import AnnotationStore
 from workbench.driver import demo_turn_after
 from workbench.model import Workbench

@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.engines import engine_schema
-from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 from workbench.settings_form import settings_key

@@ -14,6 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
+from engine.core.conversation import Conversation, Turn
+from engine.engines import engine_schema
 from engine.eval.annotation import (
     AnnotationStore,
     Case,
@@ -23,8 +25,6 @@ from engine.eval.annotation import (
     Retriever,
     score_case,
 )
-from engine.core.conversation import Conversation, Turn
-from engine.engines import engine_schema
 from engine.loaders import LoaderError
 from workbench import access
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Callable
 
 from engine.core.conversation import Conversation
-from engine.llm.embedder import Embedder
 from engine.engines import engine_class, engine_schema, known_engines
-from engine.runtime.engine import BaseEngine
+from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation, load_conversations
+from engine.runtime.engine import BaseEngine
 from engine.runtime.replay import Schedule, check_replayable, prefetch_turns, step
 from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
 from engine.store.catalog import OWNER, PARENT, mark_opened, new_session_path, read_session, session_name

@@ -17,10 +17,11 @@ from typing import Callable
 
 import jsonschema
 
-from engine.llm.prompts import render
-from engine.core.redact import redact
-from engine.llm.schemas import CAPS, SCHEMAS, Cap
+from engine.core.errors import WorkbenchError
 from engine.core.proposal import LLMReason
+from engine.core.redact import redact
+from engine.llm.prompts import render
+from engine.llm.schemas import CAPS, SCHEMAS, Cap
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class BackendReply:
     model: str = ""
 
 
-class BackendError(Exception):
+class BackendError(WorkbenchError):
     """A backend could not produce text; `code` becomes the call's error code."""
 
     def __init__(self, code: str, message: str):

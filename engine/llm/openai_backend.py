@@ -14,10 +14,15 @@ from typing import Any, Callable
 
 import openai
 
+from engine.core.redact import redact
 from engine.llm.base import (
-    BackendError, BackendReply, LLMBackend, LLMRequest, estimate_prompt_tokens, estimate_tokens,
+    BackendError,
+    BackendReply,
+    LLMBackend,
+    LLMRequest,
+    estimate_prompt_tokens,
+    estimate_tokens,
 )
-from engine.llm.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_TIMEOUT = 60.0

@@ -1,0 +1,215 @@
+"""What an engine declares about itself, so the UI and CLI never need its package.
+
+An `EngineSchema` names the engine's node kinds, lifecycle statuses (which of
+them form the retrieval surface and which transitions are legal), edge types
+(style, traversal priority, recovery links), offline processes and their
+proposal operators, reason codes, retrieval stages and LLM roles. Pages draw
+legends, filters, review cards and stage tabs from it; the fold uses it to
+derive `visible` from a status and to refuse illegal transitions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    name: str
+    label: str
+    color: str = "#17becf"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class StatusSpec:
+    """A lifecycle status; `surface` statuses are what Stage-1 style retrieval searches."""
+
+    name: str
+    label: str
+    surface: bool
+    description: str = ""
+    color: str = ""            # how a graph draws a node in this status ("" = by kind)
+    shape: str = ""            # vis-network shape ("" = dot on the surface, hollow square off it)
+
+
+@dataclass(frozen=True)
+class EdgeTypeSpec:
+    """A typed, directed edge. Lower `priority` is expanded first; `recovery` links lead off the surface;
+    `lineage` links are the ones every off-surface node must stay reachable along."""
+
+    name: str
+    label: str
+    color: str
+    dashes: bool = False
+    width: float = 1.5
+    opacity: float = 0.9
+    priority: int = 100
+    recovery: bool = False
+    lineage: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PlanField:
+    """One field of an operator's plan, with how to show it: text, list, or segments (list of objects)."""
+
+    name: str
+    label: str
+    shape: str = "text"
+    item_fields: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """A proposal operator. `target_roles` name each target; the last role repeats for longer lists."""
+
+    name: str
+    label: str
+    process: str
+    target_roles: tuple[str, ...]
+    ordered_targets: bool = False
+    plan_fields: tuple[PlanField, ...] = ()
+    description: str = ""
+
+    def role(self, i: int) -> str:
+        return self.target_roles[min(i, len(self.target_roles) - 1)] if self.target_roles else "target"
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """An offline process fed by a named buffer (All-Mem's ATC, MemLoom's steward, GAM's consolidation)."""
+
+    name: str
+    label: str
+    buffer: str
+    description: str = ""
+    scheduled: bool = True
+
+
+@dataclass(frozen=True)
+class ReasonSpec:
+    code: str
+    description: str
+
+
+def llm_reasons() -> tuple[ReasonSpec, ...]:
+    """The reason codes of the LLM boundary, which every engine that calls an LLM declares."""
+    from engine.core.proposal import LLMReason
+
+    return (ReasonSpec(LLMReason.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
+            ReasonSpec(LLMReason.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),
+            ReasonSpec(LLMReason.OUTPUT_TOO_LONG, "a field of the LLM's output is longer than its role allows"),
+            ReasonSpec(LLMReason.DUPLICATE_SEGMENTS, "the Split plan repeats a segment"),
+            ReasonSpec(LLMReason.LLM_FAIL, "the backend did not answer"))
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A retrieval stage. `shows` is what the stage produced: seeds, expansion, ranking or context.
+    `help` may name settings fields in braces; pages format it with the engine's settings."""
+
+    key: str
+    label: str
+    shows: str
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class EngineSchema:
+    name: str
+    label: str
+    description: str
+    node_kinds: tuple[KindSpec, ...]
+    statuses: tuple[StatusSpec, ...]
+    initial_status: str
+    transitions: tuple[tuple[str, str], ...]
+    edge_types: tuple[EdgeTypeSpec, ...] = ()
+    processes: tuple[ProcessSpec, ...] = ()
+    operators: tuple[OperatorSpec, ...] = ()
+    reason_codes: tuple[ReasonSpec, ...] = ()
+    stages: tuple[StageSpec, ...] = ()
+    llm_roles: tuple[str, ...] = ()
+    ablations: dict[str, str] = field(default_factory=dict)
+
+    # -- look-ups ------------------------------------------------------------------
+    @property
+    def surface_statuses(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.statuses if s.surface)
+
+    def status(self, name: str) -> StatusSpec | None:
+        return next((s for s in self.statuses if s.name == name), None)
+
+    def kind(self, name: str) -> KindSpec | None:
+        return next((k for k in self.node_kinds if k.name == name), None)
+
+    def edge_type(self, name: str) -> EdgeTypeSpec | None:
+        return next((e for e in self.edge_types if e.name == name), None)
+
+    def operator(self, name: str) -> OperatorSpec | None:
+        return next((o for o in self.operators if o.name == name), None)
+
+    def process(self, name: str) -> ProcessSpec | None:
+        return next((p for p in self.processes if p.name == name), None)
+
+    @property
+    def expansion_order(self) -> list[str]:
+        """Edge types in traversal priority order, then name."""
+        return [e.name for e in sorted(self.edge_types, key=lambda e: (e.priority, e.name))]
+
+    @property
+    def recovery_types(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.edge_types if e.recovery)
+
+    @property
+    def lineage_types(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.edge_types if e.lineage)
+
+    def legal(self, old: str, new: str) -> bool:
+        return old == new or (old, new) in self.transitions
+
+    def to_dict(self) -> dict:
+        """A plain description (for `memwb schema` and docs)."""
+        def plain(obj: Any) -> Any:
+            if hasattr(obj, "__dataclass_fields__"):
+                return {f.name: plain(getattr(obj, f.name)) for f in fields(obj)}
+            if isinstance(obj, (list, tuple)):
+                return [plain(x) for x in obj]
+            if isinstance(obj, dict):
+                return {k: plain(v) for k, v in obj.items()}
+            return obj
+        return plain(self)
+
+
+def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum: float | None = None,
+            maximum: float | None = None, step: float | None = None, choices: tuple | dict | None = None,
+            group: str = "", advanced: bool = False):
+    """A settings dataclass field with what a settings form needs: help text, bounds, choices, group."""
+    meta = {"help": help, "min": minimum, "max": maximum, "step": step, "choices": choices, "group": group,
+            "advanced": advanced}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+class EngineSettings:
+    """Mixin for an engine's settings dataclass: dict round trip and ablation look-up."""
+
+    ablations: list
+
+    def has(self, ablation: str) -> bool:
+        return ablation in getattr(self, "ablations", ())
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def check_ablations(self, known: dict[str, str]) -> None:
+        unknown = [a for a in getattr(self, "ablations", ()) if a not in known]
+        if unknown:
+            raise ValueError(f"unknown ablation(s) {unknown}; known: {sorted(known)}")
