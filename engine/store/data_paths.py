@@ -21,7 +21,7 @@ from pathlib import Path
 from engine.store.workspace import workspace_dir
 
 DATA_DIRS_ENV = "MEMWB_DATA_DIRS"
-BUNDLED = Path(__file__).resolve().parents[1] / "datasets"
+BUNDLED = Path(__file__).resolve().parents[2] / "datasets"
 
 
 class PathRefused(ValueError):
