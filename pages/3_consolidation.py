@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.access import Action
+from workbench import access
 from workbench import consolidation_actions as actions
 from workbench.audit_view import audit_log
 from workbench.backend_compare_view import compare_panel
@@ -32,6 +34,7 @@ if not wb.at_head:
     st.warning(f"The cursor is at turn {wb.cursor} but the log runs to turn {wb.head}. Running diagnosis (or any "
                f"other edit on this page) will **branch the log** at turn {wb.cursor}: the edit goes into a new "
                f"database and the original history after turn {wb.cursor} stays untouched in the old one.")
+access.read_only_note(Action.REVIEW, "the review queue, run diffs and the audit log")
 if actions.FLASH in st.session_state:
     kind, message = st.session_state.pop(actions.FLASH)
     getattr(st, kind)(message)
@@ -57,7 +60,7 @@ cols[2].metric("Runs (committed / undone)", f"{sum(r.status == 'committed' for r
                                             f"{sum(r.status == 'undone' for r in state.runs.values())}")
 with cols[3]:
     st.button("Run diagnosis", type="primary", key="run_diagnosis", on_click=actions.run_diagnosis, args=(wb, chosen),
-              disabled=bool(open_run) or not waiting,
+              disabled=bool(open_run) or not waiting or not access.can(Action.REVIEW),
               help=f"{process.spec.description or process.spec.label}: diagnose every buffered node; proposals "
                    "wait for review.")
     if open_run:

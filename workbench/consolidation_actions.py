@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.access import AccessDenied, Action
 from engine.core.proposal import Status
 from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
-from workbench import review_decisions
+from workbench import access, review_decisions
 from workbench.model import Workbench
 from workbench.text import md_escape
 
@@ -25,12 +26,14 @@ def flash(kind: str, message: str) -> None:
     st.session_state[FLASH] = (kind, message)
 
 
-def edit(wb: Workbench, action) -> None:
-    """Every edit branches the log if the cursor is behind, then refreshes the cached views."""
+def edit(wb: Workbench, action, need: Action = Action.REVIEW) -> None:
+    """Every edit checks the signed-in role (here, where it is done: a hidden button is no check), branches the
+    log if the cursor is behind, then refreshes the cached views."""
     try:
+        access.require(need)
         wb.ensure_head()
         action()
-    except (RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
+    except (AccessDenied, RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
         flash("error", md_escape(exc))
     finally:
         wb.reload()
@@ -60,8 +63,7 @@ def apply_decisions(wb: Workbench, run_key: str, gate_mode: bool, defer_rest: bo
         waiting = [p.id for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
         chosen = {pid: accept for pid, accept in review_decisions.decisions(run_key).items()
                   if pid in waiting}                       # a failed plan preview closes a proposal
-        who = "gate" if gate_mode else (st.session_state.get("reviewer") or "human").strip() or "human"
-        report = wb.engine.apply(None if gate_mode else chosen, decided_by=who, defer_rest=defer_rest)
+        report = wb.engine.apply(None if gate_mode else chosen, decided_by=access.who(), defer_rest=defer_rest)
         wb.last_run = report
         now = wb.engine.state.proposals
         done = [now[pid] for pid in waiting if now[pid].status != Status.PENDING]
@@ -89,12 +91,12 @@ def apply_decisions(wb: Workbench, run_key: str, gate_mode: bool, defer_rest: bo
 
 def undo_last_run(wb: Workbench) -> None:
     def act():
-        undone = wb.engine.undo_last_run()
+        undone = wb.engine.undo_last_run(actor=access.who())
         wb.last_run = None
         flash("success", f"{undone} undone: compensating records appended to the log.")
         st.session_state["diff_run"] = undone
     st.session_state["confirm_undo"] = False
-    edit(wb, act)
+    edit(wb, act, Action.UNDO)
 
 
 def set_confirm_undo(value: bool) -> None:

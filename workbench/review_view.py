@@ -15,9 +15,11 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from engine.core.access import Action
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
+from workbench import access
 from workbench import consolidation_actions as actions
 from workbench.graph_style import visibility_text
 from workbench.model import Workbench
@@ -271,12 +273,11 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     run_key = decisions_key(wb.db_path.name, open_run)
     proposals = [p for p in state.proposals.values() if p.run_id == open_run]
     pending = [p for p in proposals if p.status == Status.PENDING]
-    who, name = st.columns([3, 2])
-    gate_mode = who.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
-                          help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
-                               "(and any other check the engine makes, such as All-Mem's merge coherence)."
-                          ) == GATE_MODE
-    name.text_input("Reviewer (stored with each decision)", value="human", key="reviewer", disabled=gate_mode)
+    reviewer = access.can(Action.REVIEW)
+    gate_mode = st.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
+                         help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
+                              "(and any other check the engine makes, such as All-Mem's merge coherence)."
+                         ) == GATE_MODE
     chosen = decisions(run_key)
 
     labels = sorted({v for p in proposals for v in detail_labels(p)})
@@ -297,10 +298,12 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     shown_pending = [p for p in shown if p.status == Status.PENDING]
     if not gate_mode:
         b1, b2, b3 = st.columns(3)
-        b1.button("Accept gate passes, reject the rest (shown)", on_click=set_decisions,
+        b1.button("Accept gate passes, reject the rest (shown)", on_click=set_decisions, disabled=not reviewer,
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
-        b2.button("Reject all shown", on_click=set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
-        b3.button("Clear all decisions", on_click=set_decisions, args=(run_key, {p.id: None for p in pending}))
+        b2.button("Reject all shown", on_click=set_decisions, args=(run_key, {p.id: False for p in shown_pending}),
+                  disabled=not reviewer)
+        b3.button("Clear all decisions", on_click=set_decisions, args=(run_key, {p.id: None for p in pending}),
+                  disabled=not reviewer)
     st.dataframe(table(queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
                  height=min(35 * (len(shown) + 1) + 3, 300))
 
@@ -316,22 +319,24 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     if gate_mode:
         passes = sum(p.gate == GateVerdict.PASS for p in pending)
         st.button(f"Apply gate verdicts ({passes} accept, {len(pending) - passes} reject)", type="primary",
-                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, True))
+                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, True),
+                  disabled=not reviewer)
         st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored as "
-                   "made by the **gate**, and the run is committed.")
+                   f"made by the **gate**, and the run is committed as applied by **{md_escape(access.who())}**.")
         return
     accepted, rejected, undecided = tally(pending, chosen)
     hidden = sum(p.id in chosen for p in pending) - sum(p.id in chosen for p in shown_pending)
     with st.container(horizontal=True):
         st.button(f"Apply decisions ({accepted} accept, {rejected} reject"
                   + (f"; {undecided} undecided stay pending)" if undecided else ")"), type="primary",
-                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, False), disabled=not accepted + rejected)
+                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, False),
+                  disabled=not accepted + rejected or not reviewer)
         if undecided:
             st.button(f"{'Apply and defer' if accepted + rejected else 'Defer'} the {undecided} undecided",
                       key="apply_defer", on_click=actions.apply_decisions, args=(wb, run_key, False, True),
-                      help="Closes the run: every undecided proposal is closed as skipped, never executed, with a "
+                      disabled=not reviewer, help="Closes the run: every undecided proposal is closed as skipped, never executed, with a "
                            "note saying who deferred it.")
     st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored with who "
-               f"made it (**{md_escape(st.session_state.get('reviewer') or 'human')}**). Undecided proposals stay "
+               f"made it (**{md_escape(access.who())}**, as signed in). Undecided proposals stay "
                "pending: the run stays open (the replay cannot ingest further) until each is decided, or deferred."
                + (f" The counts include {hidden} decision(s) on proposals the filters hide." if hidden else ""))

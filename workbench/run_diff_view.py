@@ -11,11 +11,12 @@ from collections.abc import Iterable
 import pandas as pd
 import streamlit as st
 
+from engine.core.access import Action
 from engine.core.diff import diff_states
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
+from workbench import access, review_decisions
 from workbench import consolidation_actions as actions
-from workbench import review_decisions
 from workbench.graph_style import edge_style, off_surface_word, visibility_text
 from workbench.graph_view import build_graph_html
 from workbench.model import Workbench
@@ -146,10 +147,12 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
     elif last is None:
         st.caption("No committed run to undo.")
     elif not st.session_state.get("confirm_undo"):
-        st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=actions.set_confirm_undo, args=(True,))
+        st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=actions.set_confirm_undo, args=(True,),
+                  disabled=not access.can(Action.UNDO))
     else:
         st.warning(f"Undo {last.run_id}? Compensating records are appended to the log (nothing is deleted): nodes "
                    "it created are retracted, status changes it made are reversed, its edge changes are reverted.")
         with st.container(horizontal=True):
-            st.button("Yes, undo", type="primary", key="undo_confirm", on_click=actions.undo_last_run, args=(wb,))
+            st.button("Yes, undo", type="primary", key="undo_confirm", on_click=actions.undo_last_run, args=(wb,),
+                      disabled=not access.can(Action.UNDO))
             st.button("Cancel", key="undo_cancel", on_click=actions.set_confirm_undo, args=(False,))

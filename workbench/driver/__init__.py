@@ -38,7 +38,7 @@ from workbench.driver.graph import (
     overlapping_labels,
     redrawn_frame,
 )
-from workbench.driver.server import ROOT, free_port, running_app
+from workbench.driver.server import ROOT, free_port, running_app, wait_until_up
 from workbench.driver.tours import (
     baseline_walkthrough,
     benchmark_walkthrough,
@@ -58,5 +58,5 @@ __all__ = [
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
     "locomo_events_walkthrough", "locomo_graph_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
     "open_page", "overlapping_labels", "progress_walkthrough", "redrawn_frame", "routing_showcase_turn",
-    "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "walkthrough",
+    "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "wait_until_up", "walkthrough",
 ]
