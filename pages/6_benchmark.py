@@ -162,6 +162,14 @@ if result.boundaries:
                "negative: over-merging). fixed-50 is the fixed-window baseline.")
     st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
 
+paper = bv.reproduction_frame(result)
+if paper is not None:
+    st.markdown("#### Paper check")
+    st.caption("The engine's own paper figures that this run measures, beside the project's. ↓: lower is better. "
+               "Absolute values differ (other models, prompts and data handling); what should hold is the "
+               "direction: a variant the paper found worse than its full system should be worse here too (✓). "
+               "`memwb reproduce ENGINE` runs every dataset the paper rows need.")
+    st.dataframe(table(paper), hide_index=True, width="stretch")
 
 bench_costs_section(result)
 

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from engine.eval import reproduction
 from workbench.bench_result import BenchResult
 from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
 from workbench.text import md_code, md_escape
@@ -247,6 +248,28 @@ def boundaries_frame(result: BenchResult) -> pd.DataFrame:
     return agg.reset_index().round(3)
 
 
+def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
+    """The paper rows this result measures (engine.eval.reproduction), one line per paper figure; None when
+    the run measures none."""
+    report = reproduction.compare(result.data)
+    if not report["measured"]:
+        return None
+    rows = []
+    for r in report["rows"]:
+        if r["reference"] is None:
+            direction = "reference (full system)"
+        elif r["agrees"] is None:
+            direction = "not measured"
+        else:
+            direction = f"paper {r['paper_direction']}, here {r['project_direction']}" + \
+                ("  ✓" if r["agrees"] else "  ✗")
+        rows.append({"paper table": r["table"], "variant": r["variant"], "system": r["system"],
+                     "metric": r["metric"] + (" ↓" if r["lower_is_better"] else ""), "paper": r["paper"],
+                     "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
+                     "project Δ vs full": r["project_vs_reference"], "direction": direction})
+    return pd.DataFrame(rows)
+
+
 def is_miss(record: dict, metric: str) -> bool:
     """A miss: some gold turn is outside the top K of `metric` (its value is below 1)."""
     value = record["metrics"].get(metric)
@@ -353,7 +376,8 @@ def run_benchmark(choice: DataChoice, engines: list[str], ablations: list[str], 
                   progress) -> Path:
     """Run `memwb bench` in this process into a new folder under the workspace's benchmarks/; `progress` hears
     each step (done, total, label). Returns the result file."""
-    from engine.bench.runner import BenchConfig, run_benchmark as run   # only when a run is asked for
+    from engine.bench.runner import BenchConfig  # only when a run is asked for
+    from engine.bench.runner import run_benchmark as run
 
     config = BenchConfig(dataset=choice.dataset, source=str(choice.path), engines=tuple(engines),
                          ablations=tuple(ablations), protocol=protocol, rounds=int(rounds))

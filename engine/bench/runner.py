@@ -20,12 +20,14 @@ from engine.bench.summary import summary_markdown
 from engine.bench.sweep import run_tasks
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
+from engine.eval import reproduction
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
 from engine.eval.metrics import latency_summary, llm_cost_summary, pool_llm_costs
 
 FORMAT = "memwb-bench/1"
 EVENT_KIND = "event"
 FIXED_WINDOW = 50
+REPRODUCTION_FILE = "reproduction.json"
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,18 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     path = out / "result.json"
     path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(result), encoding="utf-8")
+    write_reproduction(result, out)
     return path
+
+
+def write_reproduction(result: dict, out: Path) -> dict | None:
+    """reproduction.json and .md beside result.json when the run measures any paper row (docs/BENCHMARK_FORMAT.md)."""
+    report = reproduction.compare(result)
+    if not report["measured"]:
+        return None
+    (out / REPRODUCTION_FILE).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / REPRODUCTION_FILE).with_suffix(".md").write_text(reproduction.markdown(report), encoding="utf-8")
+    return report
 
 
 def figures(result: dict) -> dict:
