@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Iterable
 
-from engine.retrieval.explain import ExplainingMemory, Signals, explain_sources
+from engine.retrieval.explain import ExplainingMemory, Placement, Signals, explain_sources
 from engine.retrieval.result import RetrievalResult, rank_sources
 
 
@@ -102,12 +102,19 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
         if p.candidate:
             signal, gap = held_back_by(p.signals, cut)
             out.append(Miss(sp.source_id, Fate.BELOW_K, signal=signal, gap=gap, **common))
-        elif any(engine.state.nodes[u].visible for u in _carriers(engine, sp.source_id)):
+        elif visible := [u for u in _carriers(engine, sp.source_id) if engine.state.nodes[u].visible]:
+            p = _most_relevant(engine.explain(res, visible).values())      # where its surface node fell
             signal, gap = held_back_by(p.signals, cut)
-            out.append(Miss(sp.source_id, Fate.NOT_REACHED, signal=signal, gap=gap, **common))
+            out.append(Miss(sp.source_id, Fate.NOT_REACHED, source_rank=sp.source_rank, unit=p.uid,
+                            drop=str(p.drop) if p.drop else None, stage=p.stage, detail=p.detail, signal=signal,
+                            gap=gap))
         else:
             out.append(Miss(sp.source_id, Fate.OFF_SURFACE, **common))
     return out
+
+
+def _most_relevant(placements) -> Placement:
+    return max(placements, key=lambda p: (p.signals.relevance if p.signals is not None else float("-inf"), -p.uid))
 
 
 def _carriers(engine: ExplainingMemory, source_id: str) -> list[int]:
