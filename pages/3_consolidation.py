@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.access import AccessDenied, Action
 from engine.core.proposal import GateVerdict, Status
 from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
+from workbench import access
 from workbench import review_view as rv
+from workbench.backend_compare_view import compare_panel
 from workbench.graph_view import build_graph_html, diff_states, off_surface_word
 from workbench.state import get_workbench, header
 from workbench.text import md_escape, table
 
 PAGE_SIZE = 10
 GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
-QUEUE_TAB, DIFF_TAB, AUDIT_TAB = "Review queue", "Run diff & undo", "Audit log"
+QUEUE_TAB, DIFF_TAB, AUDIT_TAB, COMPARE_TAB = "Review queue", "Run diff & undo", "Audit log", "Compare backends"
 TAB_KEY = "consolidation_tab"
 
 wb = get_workbench()
@@ -30,12 +33,14 @@ def flash(kind: str, message: str) -> None:
     st.session_state["consolidation_flash"] = (kind, message)
 
 
-def edit(action) -> None:
-    """Every edit branches the log if the cursor is behind, then refreshes the cached views."""
+def edit(action, need: Action = Action.REVIEW) -> None:
+    """Every edit checks the signed-in role (here, where it is done: a hidden button is no check), branches the
+    log if the cursor is behind, then refreshes the cached views."""
     try:
+        access.require(need)
         wb.ensure_head()
         action()
-    except (RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
+    except (AccessDenied, RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
         flash("error", md_escape(exc))
     finally:
         wb.reload()
@@ -65,8 +70,7 @@ def apply_decisions(run_key: str, gate_mode: bool, defer_rest: bool = False) -> 
         waiting = [p.id for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
         chosen = {pid: accept for pid, accept in rv.decisions(run_key).items()
                   if pid in waiting}                       # a failed plan preview closes a proposal
-        who = "gate" if gate_mode else (st.session_state.get("reviewer") or "human").strip() or "human"
-        report = wb.engine.apply(None if gate_mode else chosen, decided_by=who, defer_rest=defer_rest)
+        report = wb.engine.apply(None if gate_mode else chosen, decided_by=access.who(), defer_rest=defer_rest)
         wb.last_run = report
         now = wb.engine.state.proposals
         done = [now[pid] for pid in waiting if now[pid].status != Status.PENDING]
@@ -94,12 +98,12 @@ def apply_decisions(run_key: str, gate_mode: bool, defer_rest: bool = False) -> 
 
 def undo_last_run() -> None:
     def act():
-        undone = wb.engine.undo_last_run()
+        undone = wb.engine.undo_last_run(actor=access.who())
         wb.last_run = None
         flash("success", f"{undone} undone: compensating records appended to the log.")
         st.session_state["diff_run"] = undone
     st.session_state["confirm_undo"] = False
-    edit(act)
+    edit(act, Action.UNDO)
 
 
 def set_confirm_undo(value: bool) -> None:
@@ -115,12 +119,11 @@ def review_queue(state, open_run: str | None) -> None:
     run_key = rv.run_key(wb.db_path.name, open_run)
     proposals = [p for p in state.proposals.values() if p.run_id == open_run]
     pending = [p for p in proposals if p.status == Status.PENDING]
-    who, name = st.columns([3, 2])
-    gate_mode = who.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
-                          help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
-                               "(and any other check the engine makes, such as All-Mem's merge coherence)."
-                          ) == GATE_MODE
-    name.text_input("Reviewer (stored with each decision)", value="human", key="reviewer", disabled=gate_mode)
+    reviewer = access.can(Action.REVIEW)
+    gate_mode = st.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
+                         help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
+                              "(and any other check the engine makes, such as All-Mem's merge coherence)."
+                         ) == GATE_MODE
     chosen = rv.decisions(run_key)
 
     labels = sorted({v for p in proposals for v in rv.detail_labels(p)})
@@ -141,10 +144,12 @@ def review_queue(state, open_run: str | None) -> None:
     shown_pending = [p for p in shown if p.status == Status.PENDING]
     if not gate_mode:
         b1, b2, b3 = st.columns(3)
-        b1.button("Accept gate passes, reject the rest (shown)", on_click=rv.set_decisions,
+        b1.button("Accept gate passes, reject the rest (shown)", on_click=rv.set_decisions, disabled=not reviewer,
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
-        b2.button("Reject all shown", on_click=rv.set_decisions, args=(run_key, {p.id: False for p in shown_pending}))
-        b3.button("Clear all decisions", on_click=rv.set_decisions, args=(run_key, {p.id: None for p in pending}))
+        b2.button("Reject all shown", on_click=rv.set_decisions, args=(run_key, {p.id: False for p in shown_pending}),
+                  disabled=not reviewer)
+        b3.button("Clear all decisions", on_click=rv.set_decisions, args=(run_key, {p.id: None for p in pending}),
+                  disabled=not reviewer)
     st.dataframe(table(rv.queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
                  height=min(35 * (len(shown) + 1) + 3, 300))
 
@@ -160,23 +165,24 @@ def review_queue(state, open_run: str | None) -> None:
     if gate_mode:
         passes = sum(p.gate == GateVerdict.PASS for p in pending)
         st.button(f"Apply gate verdicts ({passes} accept, {len(pending) - passes} reject)", type="primary",
-                  key="apply_run", on_click=apply_decisions, args=(run_key, True))
+                  key="apply_run", on_click=apply_decisions, args=(run_key, True), disabled=not reviewer)
         st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored as "
-                   "made by the **gate**, and the run is committed.")
+                   f"made by the **gate**, and the run is committed as applied by **{md_escape(access.who())}**.")
         return
     accepted, rejected, undecided = rv.tally(pending, chosen)
     hidden = sum(p.id in chosen for p in pending) - sum(p.id in chosen for p in shown_pending)
     with st.container(horizontal=True):
         st.button(f"Apply decisions ({accepted} accept, {rejected} reject"
                   + (f"; {undecided} undecided stay pending)" if undecided else ")"), type="primary",
-                  key="apply_run", on_click=apply_decisions, args=(run_key, False), disabled=not accepted + rejected)
+                  key="apply_run", on_click=apply_decisions, args=(run_key, False),
+                  disabled=not accepted + rejected or not reviewer)
         if undecided:
             st.button(f"{'Apply and defer' if accepted + rejected else 'Defer'} the {undecided} undecided",
-                      key="apply_defer", on_click=apply_decisions, args=(run_key, False, True),
+                      key="apply_defer", on_click=apply_decisions, args=(run_key, False, True), disabled=not reviewer,
                       help="Closes the run: every undecided proposal is closed as skipped, never executed, with a "
                            "note saying who deferred it.")
     st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored with who "
-               f"made it (**{md_escape(st.session_state.get('reviewer') or 'human')}**). Undecided proposals stay "
+               f"made it (**{md_escape(access.who())}**, as signed in). Undecided proposals stay "
                "pending: the run stays open (the replay cannot ingest further) until each is decided, or deferred."
                + (f" The counts include {hidden} decision(s) on proposals the filters hide." if hidden else ""))
 
@@ -253,12 +259,14 @@ def run_diff(view, state) -> None:
     elif last is None:
         st.caption("No committed run to undo.")
     elif not st.session_state.get("confirm_undo"):
-        st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=set_confirm_undo, args=(True,))
+        st.button(f"Undo last run ({last.run_id})…", key="undo_start", on_click=set_confirm_undo, args=(True,),
+                  disabled=not access.can(Action.UNDO))
     else:
         st.warning(f"Undo {last.run_id}? Compensating records are appended to the log (nothing is deleted): nodes "
                    "it created are retracted, status changes it made are reversed, its edge changes are reverted.")
         with st.container(horizontal=True):
-            st.button("Yes, undo", type="primary", key="undo_confirm", on_click=undo_last_run)
+            st.button("Yes, undo", type="primary", key="undo_confirm", on_click=undo_last_run,
+                      disabled=not access.can(Action.UNDO))
             st.button("Cancel", key="undo_cancel", on_click=set_confirm_undo, args=(False,))
 
 
@@ -314,6 +322,7 @@ if not wb.at_head:
     st.warning(f"The cursor is at turn {wb.cursor} but the log runs to turn {wb.head}. Running diagnosis (or any "
                f"other edit on this page) will **branch the log** at turn {wb.cursor}: the edit goes into a new "
                f"database and the original history after turn {wb.cursor} stays untouched in the old one.")
+access.read_only_note(Action.REVIEW, "the review queue, run diffs and the audit log")
 if "consolidation_flash" in st.session_state:
     kind, message = st.session_state.pop("consolidation_flash")
     getattr(st, kind)(message)
@@ -339,7 +348,7 @@ cols[2].metric("Runs (committed / undone)", f"{sum(r.status == 'committed' for r
                                             f"{sum(r.status == 'undone' for r in state.runs.values())}")
 with cols[3]:
     st.button("Run diagnosis", type="primary", key="run_diagnosis", on_click=run_diagnosis, args=(chosen,),
-              disabled=bool(open_run) or not waiting,
+              disabled=bool(open_run) or not waiting or not access.can(Action.REVIEW),
               help=f"{process.spec.description or process.spec.label}: diagnose every buffered node; proposals "
                    "wait for review.")
     if open_run:
@@ -347,7 +356,8 @@ with cols[3]:
     elif not waiting:
         st.caption("The buffer is empty: step the replay forward to add nodes.")
 
-queue_tab, diff_tab, audit_tab = st.tabs([QUEUE_TAB, DIFF_TAB, AUDIT_TAB], key=TAB_KEY, on_change="rerun")
+queue_tab, diff_tab, audit_tab, compare_tab = st.tabs([QUEUE_TAB, DIFF_TAB, AUDIT_TAB, COMPARE_TAB], key=TAB_KEY,
+                                                      on_change="rerun")
 if queue_tab.open:
     with queue_tab:
         review_queue(state, open_run)
@@ -357,3 +367,6 @@ if diff_tab.open:
 if audit_tab.open:
     with audit_tab:
         audit_log(view, state)
+if compare_tab.open:
+    with compare_tab:
+        compare_panel(wb)

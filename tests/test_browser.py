@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from conftest import ROOT, locomo_or_skip
 
+from engine.core.access import local_identity
 from engine.core.proposal import GateVerdict, Status
 from engine.store.catalog import list_sessions, read_session
 from engine.store.log_store import Store
@@ -33,6 +34,7 @@ from workbench.model import DEMO_PATH, Workbench
 from workbench.review_view import sort_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+LOCAL = local_identity().name         # the app runs on loopback: decisions are the local user's
 if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
     pytestmark.append(pytest.mark.skip(reason=f"{CHROMIUM} missing: scripts/test.sh installs Debian chromium"))
 
@@ -42,7 +44,8 @@ def test_demo_walkthrough(tmp_path):
     with running_app() as url, browser_page() as page:
         texts = walkthrough(page, url, shots=tmp_path)
     assert "What turn D5:9 caused" in texts["replay"]
-    assert "Applied\n\n1" in texts["consolidation"] and "decided by human" in texts["consolidation"]
+    assert "Applied\n\n1" in texts["consolidation"]
+    assert f"decided by {LOCAL}" in texts["consolidation"].replace("\u2060", "")      # (md_escape's word joiner)
     assert re.search(r"Deferred or skipped\n\n[1-9]", texts["consolidation"])        # the rest, deferred
     assert "Nodes created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
     assert "version (ν) · 1" in texts["graph"]
@@ -193,7 +196,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         for pid, want in expected.items():
             got = stored.proposals[pid]
             if want == "accepted":                   # executed, or refused by the executor; never rejected
-                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == "human", got
+                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == LOCAL, got
             else:
                 assert got.status == want, (pid, got.status, want)
         assert stored.proposals[undecided.id].decided_by is None and stored.runs[run_id].status == "open"
@@ -203,8 +206,8 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         page.get_by_text(re.compile(rf"{run_id} committed: .*1 deferred with a note")).wait_for()
         stored = Store(db).load_state()
         deferred = stored.proposals[undecided.id]
-        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, "human")
-        assert deferred.note.startswith("deferred by human") and stored.runs[run_id].status == "committed"
+        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, LOCAL)
+        assert deferred.note.startswith(f"deferred by {LOCAL}") and stored.runs[run_id].status == "committed"
 
         open_page(page, "Replay")                              # the run is closed: the replay goes on
         jump_to_turn(page, len(_demo_turns()))
@@ -218,7 +221,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         page.get_by_text(re.compile(rf"{run_id} committed: 0 applied, {len(pending)} rejected")).wait_for()
         stored = Store(db).load_state()
         assert {(stored.proposals[p.id].status, stored.proposals[p.id].decided_by) for p in pending} == \
-            {(Status.REJECTED, "human")}
+            {(Status.REJECTED, LOCAL)}
         assert stored.runs[run_id].status == "committed" and set(stored.archived_ids) == archived
 
 

@@ -320,9 +320,9 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
     _add(new, _unit(7, "Maya: Lena, a nurse in Porto", "2", kind="merged"), Edge(7, 4, "version"))
     _archive(new, 4)
     _set_status(new, 3, "visible", cause={"undo_of": 1})          # back on the surface (an undo)
-    new.apply(OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
+    apply(new, OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
     _add(new, Edge(6, 7, "semantic", confidence=0.9))
-    new.apply(OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
+    apply(new, OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
     d = diff_states(old, new)
     assert d["added_units"] == [7]
     assert d["archived_units"] == [4]

@@ -5,9 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
-from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
+from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page, shown_text
 from streamlit.testing.v1 import AppTest
 
+from engine.core.access import Identity, Role, local_identity
 from engine.core.node import Node as Unit
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.proposal import GateVerdict, Proposal, Status
@@ -17,6 +18,7 @@ from workbench import review_view as rv
 from workbench.model import Workbench
 
 SCHEMA = engine_schema("allmem")
+LOCAL = local_identity().name           # who the page records on a loopback-only server: local:<os user>
 UPDATE = "update"                      # All-Mem's operators and edge types, as its schema names them
 VERSION = "version"
 
@@ -95,7 +97,7 @@ def test_reject_all_shown_is_what_the_cards_show_and_what_is_stored():
     assert at.button(key="apply_run").label == f"Apply decisions (0 accept, {len(pending)} reject)"
     at.button(key="apply_run").click().run()
     assert not at.exception
-    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, "human") for p in pending}
+    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, LOCAL) for p in pending}
     run = wb.engine.store.load_state().runs[run_id]
     assert run.status == "committed" and run.summary["rejected"] == len(pending) and run.summary["applied"] == 0
     assert wb.engine.snapshot() == before                                     # nothing archived, nothing made
@@ -114,7 +116,7 @@ def test_accept_gate_passes_reject_the_rest_is_what_is_stored():
     stored = wb.engine.store.load_state()
     for p in pending:
         status, who = stored.proposals[p.id].status, stored.proposals[p.id].decided_by
-        assert who == "human"
+        assert who == LOCAL
         assert status == Status.REJECTED if p.id not in passes else status != Status.REJECTED, (p.id, status)
     applied = [stored.proposals[i] for i in passes if stored.proposals[i].status == Status.APPLIED]
     assert applied and stored.runs[run_id].summary["applied"] == len(applied)
@@ -140,7 +142,7 @@ def test_bulk_then_single_choices_apply_exactly_and_undecided_ones_stay_pending(
     at.button(key="apply_run").click().run()
     assert not at.exception
     stored = stored_statuses(wb, expected)
-    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, "human")
+    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, LOCAL)
     assert all(stored[i][0] == Status.REJECTED for i, v in expected.items() if v == rv.REJECT)
     assert all(stored[i][0] not in (Status.PENDING, Status.REJECTED) for i, v in expected.items() if v == rv.ACCEPT)
     assert wb.engine.store.load_state().runs[run_id].status == "open"
@@ -154,12 +156,12 @@ def test_bulk_then_single_choices_apply_exactly_and_undecided_ones_stay_pending(
     assert not at.exception
     stored_state = wb.engine.store.load_state()
     run = stored_state.runs[run_id]
-    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == "human"
+    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == LOCAL
     assert stored_state.proposals[left_open.id].status != Status.PENDING
     statuses = [stored_state.proposals[p.id].status for p in pending]
     assert (run.summary["applied"], run.summary["rejected"]) == (statuses.count(Status.APPLIED),
                                                                  statuses.count(Status.REJECTED))
-    assert any("decided by **human**" in c.value for c in at.caption)        # the diff tab opened by itself
+    assert any(f"decided by {LOCAL}" in shown_text(c.value)[0] for c in at.caption)        # the diff tab opened by itself
 
 
 def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
@@ -172,12 +174,12 @@ def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
     assert not at.exception
     stored = wb.engine.store.load_state()
     assert stored.runs[run_id].status == "committed" and stored.runs[run_id].summary["skipped"] == len(pending) - 1
-    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, "human")
+    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, LOCAL)
     for p in pending[1:]:
-        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == "human"
-        assert stored.proposals[p.id].note.startswith("deferred by human")
+        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == LOCAL
+        assert stored.proposals[p.id].note.startswith(f"deferred by {LOCAL}")
     notes = next(d.value for d in at.dataframe if "note" in d.value.columns and "decided by" in d.value.columns)
-    assert (notes["note"].str.startswith("deferred by human")).sum() == len(pending) - 1
+    assert (notes["note"].str.startswith(f"deferred by {LOCAL}")).sum() == len(pending) - 1
     wb.next()                                            # the run is closed: ingest goes on
 
 
@@ -282,8 +284,8 @@ def test_diagnosis_lists_the_update_and_reject_changes_nothing():
     assert not at.exception
     assert wb.engine.snapshot() == before
     p = wb.engine.state.proposals[pid]
-    assert (p.status, p.decided_by) == (Status.REJECTED, "human")
-    assert any("decided by **human**" in c.value for c in at.caption)      # the diff tab opened by itself
+    assert (p.status, p.decided_by) == (Status.REJECTED, LOCAL)
+    assert any(f"decided by {LOCAL}" in shown_text(c.value)[0] for c in at.caption)      # the diff tab opened by itself
 
 
 def test_plan_then_accept_update_then_undo():
@@ -301,7 +303,7 @@ def test_plan_then_accept_update_then_undo():
     assert not state.units[superseded].visible and state.units[current].visible
     assert state.units[superseded].status == "archived"
     assert (current, superseded, VERSION) in state.edges
-    assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == "human"
+    assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == LOCAL
     archived_tables = [d.value for d in at.dataframe if "unit" in d.value.columns]
     assert any(f"u{superseded}" in set(t["unit"]) for t in archived_tables)
 
@@ -446,11 +448,90 @@ def test_unit_and_text_html_escape():
     assert "<b>" not in rv.text_html("<b>label</b>", HOSTILE)
 
 
-def test_reviewer_name_is_stored_with_decisions():
+def test_the_signed_in_identity_is_stored_with_decisions_and_there_is_no_name_box():
     at, wb, pid, run_key = diagnose_past_update()
-    at.text_input(key="reviewer").set_value("dr-lee").run()
+    assert not [t for t in at.text_input if t.key == "reviewer"]           # no free-text reviewer any more
+    at.session_state["_memwb_identity"] = Identity("dr-lee", Role.REVIEWER, "token")
     at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
     at.button(key="apply_run").click().run()
     assert not at.exception
-    assert wb.engine.state.proposals[pid].decided_by == "dr-lee"
-    assert wb.engine.state.proposals[pid].status == Status.APPLIED
+    stored = wb.engine.store.load_state()
+    assert (stored.proposals[pid].decided_by, stored.proposals[pid].status) == (LOCAL, Status.APPLIED), \
+        "on loopback the local user decides, whatever the session state claims"
+
+
+def crafted_click(at: AppTest, key: str) -> None:
+    """Send a click on a disabled button, as a crafted websocket message would (AppTest's click() refuses)."""
+    button = at.button(key=key)
+    assert button.disabled
+    button._value = True
+    at.run()
+
+
+@pytest.fixture
+def signed_in(monkeypatch):
+    """`sign_in(at, name, role)`: a user of that role in the users file, sign-in required (as beyond loopback),
+    and the app's browser session holding the identity signing in gives; returns the users file."""
+    from engine.store.users import UserBook
+
+    book, added = UserBook(), []
+
+    def sign_in(at: AppTest, name: str, role: Role) -> UserBook:
+        book.add(name, role)
+        added.append(name)
+        monkeypatch.setenv("MEMWB_SIGN_IN", "1")
+        at.session_state["_memwb_identity"] = Identity(name, role, "token", book.users()[name].stamp)
+        return book
+    yield sign_in
+    for name in added:
+        book.remove(name)
+
+
+def test_a_viewer_cannot_decide_or_apply_even_with_crafted_events(signed_in):
+    """The buttons are disabled for a viewer and a forged click on them changes nothing."""
+    at, wb, pid, run_key = diagnose_past_update()
+    signed_in(at, "vera", Role.VIEWER)
+    at.run()
+    assert not at.exception
+    assert at.button(key="apply_run").disabled and at.button(key="run_diagnosis").disabled
+    assert any("Signed in as vera (viewer)" in shown_text(i.value)[0] for i in at.info)
+    seq = wb.engine.store.last_seq()
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    crafted_click(at, "apply_run")
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
+
+
+def test_the_role_is_checked_where_the_action_is_done(signed_in):
+    """A reviewer demoted to viewer while the page shows an enabled Apply button: the click reaches the callback,
+    which refuses it (the users file is read again); a viewer's Show plan is refused the same way."""
+    at, wb, pid, run_key = diagnose_past_update()
+    book = signed_in(at, "rita", Role.REVIEWER)
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    assert not at.button(key="apply_run").disabled
+    book.set_role("rita", Role.VIEWER)
+    seq = wb.engine.store.last_seq()
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
+    assert any("rita is signed in as a viewer" in shown_text(e.value)[0] for e in at.error), \
+        [e.value for e in at.error]
+    plan = next(b for b in at.button if (b.key or "").startswith("plan:"))
+    plan.click().run()
+    assert wb.engine.store.last_seq() == seq
+    assert any("deciding and applying proposals needs the reviewer role" in shown_text(e.value)[0] for e in at.error)
+
+
+def test_a_viewer_cannot_undo_even_with_crafted_events(signed_in):
+    at, wb, pid, run_key = diagnose_past_update()
+    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    at.button(key="apply_defer").click().run()               # applied (the rest deferred) by the local user
+    run_id = wb.engine.state.last_committed_run().run_id
+    signed_in(at, "vera", Role.VIEWER)
+    at.session_state["confirm_undo"] = True
+    at.session_state["consolidation_tab"] = "Run diff & undo"
+    at.run()
+    seq = wb.engine.store.last_seq()
+    crafted_click(at, "undo_confirm")
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().runs[run_id].status == "committed"

@@ -48,16 +48,7 @@ def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Pa
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"the workbench did not start; see {log.name}") from None
-                time.sleep(0.5)
+        wait_until_up(url, proc, log.name, timeout)
         yield url
     finally:
         proc.terminate()
@@ -66,6 +57,20 @@ def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Pa
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def wait_until_up(url: str, proc: subprocess.Popen, log_name: str, timeout: float = 120) -> None:
+    """Return once the server at `url` answers its health check; raise naming the log if it exits or times out."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the workbench did not start; see {log_name}") from None
+            time.sleep(0.5)
 
 
 @contextlib.contextmanager
