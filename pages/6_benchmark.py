@@ -26,7 +26,7 @@ from workbench.text import md_code, md_escape, table
 
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
-PER_RESULT = ("bench_systems", "bench_metric", "bench_q_systems", "bench_q_categories", "bench_q_misses",
+PER_RESULT = ("bench_systems", "bench_metric", "bench_miss_category", "bench_q_systems", "bench_q_categories", "bench_q_misses",
               "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
 
 wb = get_workbench()
@@ -147,6 +147,20 @@ with left:
 with right:
     st.markdown(f"#### {md_escape(metric)} vs query latency")
     st.plotly_chart(bv.tradeoff_figure(result, systems, metric), width="stretch", key="bench_tradeoff")
+
+if any((result.summary.get(s) or {}).get("misses") for s in systems):
+    st.markdown("#### Where the misses were lost (last round)")
+    st.caption("Each gold turn of each question followed through the system's memory: found in the top k, never "
+               "stored, consolidated off the surface and not recovered, on the surface but never reached (below "
+               "the seed cut or past the budget), or a candidate ranked below k. Compare an ablation with its "
+               "full system to see where the recall it loses goes.")
+    cat_keys = sorted({k for s in systems for k in ((result.summary.get(s) or {}).get("misses") or {})
+                       .get("by_category", {})}, key=bv.category_sort_key)
+    miss_cat = st.selectbox("Category", [bv.ALL_CATEGORIES, *cat_keys], key="bench_miss_category",
+                            format_func=lambda c: "all categories" if c == bv.ALL_CATEGORIES
+                            else result.category_label(c))
+    st.plotly_chart(bv.misses_figure(result, systems, miss_cat), width="stretch", key="bench_misses")
+    st.dataframe(table(bv.misses_frame(result, systems)), hide_index=True, width="stretch")
 
 st.markdown("#### Latency by stage (p50, last round)")
 left, right = st.columns(2)

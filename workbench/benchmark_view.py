@@ -17,6 +17,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from engine.eval import reproduction
+from engine.eval.misses import FATE_LABELS, Fate
 from workbench.bench_result import BenchResult
 from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
 from workbench.text import md_code, md_escape
@@ -87,7 +88,7 @@ def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.
     """`metric` per category at the last round: a group of bars per category, one bar per system."""
     colors = system_colors(result.systems)
     keys = sorted({k for s in systems for k in (result.summary.get(s, {}).get("by_category") or {})},
-                  key=_category_order)
+                  key=category_sort_key)
     labels = [esc(result.category_label(k)) for k in keys]
     fig = go.Figure()
     for s in systems:
@@ -101,7 +102,8 @@ def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.
     return fig
 
 
-def _category_order(key: str):
+def category_sort_key(key: str):
+    """Category keys in reading order: numbers numerically, then names."""
     return (0, int(key), "") if str(key).isdigit() else (1, 0, str(key))
 
 
@@ -200,6 +202,50 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
     return fig
 
 
+FATE_COLORS = {Fate.FOUND: "#59a14f", Fate.NOT_STORED: "#7f7f7f", Fate.OFF_SURFACE: "#e15759",
+               Fate.NOT_REACHED: "#f28e2b", Fate.BELOW_K: "#edc948"}
+ALL_CATEGORIES = ""
+COV_SHOWN = (1, 2, 4)             # the hop budgets whose Cov(H) the summary table shows
+
+
+def misses_figure(result: BenchResult, systems: list[str], category: str = ALL_CATEGORIES) -> go.Figure:
+    """Where each system's gold turns went at the last round (engine.eval.misses): one stacked bar per system,
+    the share of gold turns found in the top k, never stored, consolidated off the surface and not recovered,
+    on the surface but not reached, or a candidate ranked below k. `category` limits it to one category."""
+    shown = [s for s in systems if (result.summary.get(s) or {}).get("misses")]
+    counts = {}
+    for s in shown:
+        m = result.summary[s]["misses"]
+        counts[s] = (m.get("by_category") or {}).get(category) or {} if category else m.get("fates") or {}
+    fig = go.Figure()
+    for fate in Fate:
+        totals = [sum(counts[s].values()) or 1 for s in shown]
+        ys = [counts[s].get(fate, 0) / t for s, t in zip(shown, totals)]
+        fig.add_trace(go.Bar(x=[esc(s) for s in shown], y=ys, name=esc(FATE_LABELS[fate]),
+                             marker_color=FATE_COLORS[fate], customdata=[counts[s].get(fate, 0) for s in shown],
+                             hovertemplate=f"%{{x}} · {esc(FATE_LABELS[fate])}<br>%{{y:.1%}} of gold turns "
+                                           "(%{customdata})<extra></extra>"))
+    k = next((result.summary[s]["misses"].get("k") for s in shown), None)
+    fig.update_layout(barmode="stack", height=380, yaxis=dict(range=[0, 1], tickformat=".0%",
+                                                              title=f"gold turns (k = {k})"), **_LAYOUT)
+    return fig
+
+
+def misses_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
+    """Per system: gold turns by fate, then which signal held back the turns that were on the surface or
+    candidates but missed the top k, and the engine's drop codes of the missed ones."""
+    rows = []
+    for s in systems:
+        m = (result.summary.get(s) or {}).get("misses")
+        if not m:
+            continue
+        row = {"system": s, **{FATE_LABELS[Fate(f)]: n for f, n in (m.get("fates") or {}).items()}}
+        row["held back by"] = ", ".join(f"{k} {v}" for k, v in (m.get("signals") or {}).items()) or "–"
+        row["drops"] = ", ".join(f"{k} {v}" for k, v in (m.get("drops") or {}).items()) or "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def answer_line(answer: dict) -> str:
     """What the answering model said, the keys it cited and the gold answer, as escaped markdown."""
     said = md_escape(answer.get("text") or "") or "*(no answer)*"
@@ -228,6 +274,9 @@ def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
         row |= {m: (summary.get("overall") or {}).get(m) for m in result.metrics}
         row |= {f"cohort {m}": (summary.get("cohort") or {}).get(m) for m in result.metrics[:2]}
         inserts = stage_p50(summary.get("latency_ms"), "insert")
+        structure = summary.get("structure") or {}
+        row["visible ratio"] = structure.get("visible_ratio")
+        row |= {f"Cov({h})": (structure.get("cov") or {}).get(str(h)) for h in COV_SHOWN}
         row["insert p50 (ms)"] = inserts.get("total", sum(inserts.values())) if inserts else None
         row["query p50 (ms)"] = query_p50(summary.get("latency_ms"))
         row["seconds"] = round(seconds.get(s, 0.0), 1)

@@ -23,6 +23,7 @@ from engine.engines import UnknownEngine, engine_class, engine_schema, known_eng
 from engine.eval import reproduction
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
 from engine.eval.metrics import latency_summary, llm_cost_summary, pool_llm_costs
+from engine.eval.misses import tally
 
 FORMAT = "memwb-bench/1"
 EVENT_KIND = "event"
@@ -273,9 +274,10 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                            "memory": _sum_memory([rec["memory"] for rec in recs]),
                            "latency_ms": {"insert": _latency([rec["insert_ms"] for rec in recs]),
                                           "query": _latency([rec["query_ms"] for rec in recs])}})
-        last = _scores([q for q in qs if str(rounds) in q["by_round"]], str(rounds), metrics, categories)
+        at_last = [q for q in qs if str(rounds) in q["by_round"]]
+        last = _scores(at_last, str(rounds), metrics, categories)
         costs = pool_llm_costs(res["llm_costs"] for res in mine)
-        summary[label] = {**last,
+        summary[label] = {**last, "misses": _misses(at_last, ks[0]),
                           "latency_ms": {"insert": _latency([res["latency_ms"]["insert"] for res in mine]),
                                          "query": _latency([res["latency_ms"]["query"] for res in mine])},
                           "llm_tokens": {role: {k: t[k] for k in ("calls", "prompt", "completion")}
@@ -344,6 +346,13 @@ def _scores(asked: list[dict], round_key: str, metrics: list[str], categories: d
             "by_category": {c: {"n": len(sub), **pool(sub)} for c in categories
                             if (sub := [q for q in asked if q["category"] == c])},
             "cohort": {"n": len(cohort), **pool(cohort)}}
+
+
+def _misses(records: list[dict], k: int) -> dict:
+    """Where the gold turns of the questions asked at the last round were lost (engine.eval.misses); {} for a
+    system that ranks nothing (full-history) or a dataset without questions."""
+    followed = [q for q in records if "misses" in q]
+    return {"k": k, **tally(followed)} if followed else {}
 
 
 def _latency(samples: list[dict[str, list[float]]]) -> dict:
