@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.annotation import AnnotationStore, score_case
+from engine.eval.annotation import score_case
 from engine.eval.causal_suite.baselines import retrieval_report
 from engine.eval.causal_suite.rules import check_global, check_question, check_suite
 from engine.eval.causal_suite.suite import Suite, counts, jsonl_category, kind_of, load_suite, shared_stems, tokens
 from engine.retrieval.lexical import BM25
+from engine.store.annotations import AnnotationStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "datasets" / "causal"
@@ -84,7 +85,7 @@ def test_bm25_never_reaches_a_root_cause(suite):
 
 def test_cases_import_through_the_annotation_store(tmp_path, suite):
     sc = suite.split("test")[0]
-    store = AnnotationStore.at(tmp_path / "s.sqlite")
+    store = AnnotationStore.at(tmp_path / "s.sqlite", author="test")
     text = (SUITE / "cases" / "test" / f"{sc.id}.json").read_text(encoding="utf-8")
     assert store.import_json(text, "cases.json", sc.conversation).added == (sc.id,)
     assert store.import_json(text, "cases.json", sc.conversation).unchanged == (sc.id,)
