@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an ablation switch of the engine (repeatable); `memwb schema --engine E` lists them")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("retrieve", help="three-stage retrieval with provenance")
+    p = sub.add_parser("retrieve", help="retrieve with the engine's own stages; every unit with the path that reached it")
     _add_db(p)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
@@ -269,7 +269,7 @@ def cmd_retrieve(args) -> int:
     engine.embedder.warm()
     queries = [{"id": None, "query": args.query}] if args.query is not None else _read_queries(args.queries)
     for q in queries:
-        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k)
+        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k, labels=True)
         if q["id"] is not None:
             result = {"id": q["id"], **result}
         if args.json:
@@ -280,7 +280,7 @@ def cmd_retrieve(args) -> int:
 
 
 def cmd_export(args) -> int:
-    print(json.dumps(_open(args).snapshot(), ensure_ascii=False))
+    print(json.dumps(_open(args).export(labels=True), ensure_ascii=False))
     return 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -37,8 +38,12 @@ def test_retrieve_json_contract(demo_db):
     assert len(res["source_ids"]) == 5 and res["source_ids"][0] == "D5:4"
     for u in res["units"]:
         assert set(u) >= {"id", "visible", "score", "source_ids", "path"}
+        assert re.fullmatch(r"u\d+", u["id"]) and re.fullmatch(r"u\d+", u["anchor"])   # ids as the pages write them
         for hop in u["path"]:
             assert set(hop) == {"from", "to", "type"}
+            assert re.fullmatch(r"u\d+", hop["from"]) and re.fullmatch(r"u\d+", hop["to"])
+    assert all(re.fullmatch(r"u\d+", a["id"]) for a in res["anchors"])
+    assert all(re.fullmatch(r"u\d+", e["id"]) and re.fullmatch(r"u\d+", e["parent"]) for e in res["expansion"])
     archived = [u for u in res["units"] if not u["visible"]]
     assert any(u["source_ids"] == ["D1:4"] and u["path"][-1]["type"] == "version" for u in archived)
     assert set(res["stages"]) >= {"stage1_ms", "stage2_ms", "stage3_ms"}
@@ -62,6 +67,10 @@ def test_export_json(demo_db):
                           "members"}
                for u in data["units"])
     assert {e["type"] for e in data["edges"]} >= {"temporal", "semantic", "version"}
+    ids = {u["id"] for u in data["units"]}
+    assert all(re.fullmatch(r"u\d+", i) for i in ids)                      # ids as the pages write them
+    assert all(e["src"] in ids and e["dst"] in ids for e in data["edges"])
+    assert all(set(u["members"]) <= ids for u in data["units"]) and any(u["members"] for u in data["units"])
 
 
 def test_clear_errors(tmp_path):

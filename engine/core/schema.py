@@ -56,7 +56,8 @@ class EdgeTypeSpec:
 
 @dataclass(frozen=True)
 class PlanField:
-    """One field of an operator's plan, with how to show it: text, list, or segments (list of objects)."""
+    """One field of an operator's plan, with how to show it: text, list, ids (a list of node ids, shown as the
+    pages write them: "u4, u7"), or segments (list of objects)."""
 
     name: str
     label: str

@@ -19,6 +19,7 @@ from engine.core.text import (
     has_negation,
     human_date,
     jaccard,
+    number_change,
     numbers,
     sentence_spans,
     strip_speaker,
@@ -208,7 +209,7 @@ class OfflineBackend(LLMBackend):
         na, nb = numbers(a["raw"]), numbers(b["raw"])
         changed = []
         if na != nb and (na or nb):
-            changed.append(f"numbers {sorted(nb if _is_newer(a, b) else na)} -> {sorted(na if _is_newer(a, b) else nb)}")
+            changed.append(number_change(nb, na) if _is_newer(a, b) else number_change(na, nb))
         if has_negation(a["raw"]) != has_negation(b["raw"]):
             changed.append("negation flips")
         figures = f"same speaker; cosine {cosine:.2f}, content overlap {overlap:.2f}"

@@ -10,7 +10,7 @@ import math
 import re
 from datetime import datetime, timedelta
 
-from engine.core.text import content_tokens, has_negation, jaccard, numbers, words
+from engine.core.text import content_tokens, has_negation, jaccard, number_change, numbers, words
 from engine.llm.pronouns import third_person
 from engine.llm.schemas import SUMMARY_CHARS
 from engine.retrieval.links import CHANGE_WORDS
@@ -157,7 +157,7 @@ def _state_change(old: dict, new: dict) -> str:
         return ""
     na, nb = numbers(old["text"]), numbers(new["text"])
     if na and nb and na != nb:
-        return f"numbers {sorted(na)} -> {sorted(nb)}"
+        return number_change(na, nb)
     if has_negation(old["text"]) != has_negation(new["text"]):
         return "polarity flips"
     return ""

@@ -106,7 +106,7 @@ SCHEMA = EngineSchema(
                                   PlanField("rationale", "Why they are one event")),
                      description="merge a run of temporally adjacent events of one narrative"),
         OperatorSpec(Op.RELATION, "Relation", "steward", ("source event", "target event"), ordered_targets=True,
-                     plan_fields=(PlanField("type", "Relation type"), PlanField("evidence", "Evidence cited", "list"),
+                     plan_fields=(PlanField("type", "Relation type"), PlanField("evidence", "Evidence cited", "ids"),
                                   PlanField("rationale", "Rationale")),
                      description="a typed relation of the closed set between two events, citing evidence"),
     ),
