@@ -345,3 +345,26 @@ def test_a_long_jump_refused_by_an_open_run_says_why_and_a_stale_one_is_dropped(
     at.session_state["replay_jump"] = ("/elsewhere/another-session.sqlite", turn + 30)  # pending for a replaced session
     at.run()
     assert _wb(at).head == turn and "replay_jump" not in at.session_state
+
+
+def test_memloom_settings_read_as_the_paper_writes_them(at):
+    """MemLoom's form labels each knob with the paper's symbol and a plain name from the schema's declaration
+    (no "lam", "tau new", "w1", "theta s", "k sem"), and its group headings as declared ("HDRA", not "Hdra")."""
+    import dataclasses
+
+    from engine.engines import settings_class
+
+    at.selectbox(key="replay_engine").set_value("memloom").run()
+    assert not at.exception
+    fields = dataclasses.fields(settings_class("memloom"))
+    labels = {f.name: at.number_input(key=settings_key("replay", "memloom", f.name)).label for f in fields
+              if isinstance(getattr(settings_class("memloom")(), f.name), (int, float))
+              and not isinstance(getattr(settings_class("memloom")(), f.name), bool)}
+    assert labels["lam"] == "λ — recency decay (per day)" and labels["tau_new"] == "τ_new — new-event threshold"
+    assert labels["w1"] == "w₁ — evidence-count weight" and labels["theta_s"] == "θ_s — topic-link margin"
+    assert labels["k_sem"] == "k_sem — topic links per event" and labels["theta_rel"] == "θ_rel — relation gate"
+    assert labels["seeds"] == "seeds"                                          # a plain name stays itself
+    raw = {"lam", "tau new", "w1", "w2", "w3", "theta s", "k sem", "theta rel", "alpha", "beta", "gamma"}
+    assert not raw & set(labels.values())
+    headings = {m.value for m in at.markdown}
+    assert "**HDRA**" in headings and "**Hdra**" not in headings

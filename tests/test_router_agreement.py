@@ -42,9 +42,9 @@ def test_router_rewrites_real_locomo_turns_without_first_or_second_person_verbs_
     for sample in data:
         conv = sample["conversation"]
         names = (conv["speaker_a"], conv["speaker_b"])
-        subject = re.compile(rf"{clause}({'|'.join(names)}) {plural}\b(?!')", re.I)
+        subject = re.compile(rf"{clause}({'|'.join(names)}) {plural}\b(?!')", re.IGNORECASE)
         inverted = re.compile(rf"{clause}(?:am|are|were|do|have|don't|haven't|aren't|weren't) "
-                              rf"({'|'.join(names)})\b(?!')(?! and)", re.I)
+                              rf"({'|'.join(names)})\b(?!')(?! and)", re.IGNORECASE)
         for key, session in conv.items():
             if not key.startswith("session_") or not isinstance(session, list):
                 continue

@@ -53,7 +53,7 @@ _GOVERNS = {"to", "for", "with", "about", "at", "from", "of", "on", "in", "by", 
             "keeps", "teach", "taught", "take", "took", "meet", "met", "want", "need",
             "support", "encourage", "encouraged", "invite", "invited", "join", "owe", "trust", "believe",
             "bless", "congrats", "congratulate", "hug", "seeing", "meeting", "telling", "helping", "letting",
-            "giving", "making", "getting", "showing", "for", "as", "guide", "guided", "push", "pushed",
+            "giving", "making", "getting", "showing", "as", "guide", "guided", "push", "pushed",
             "motivate", "motivates", "motivated", "allow", "allows", "allowed", "lets", "helps", "gives",
             "brings", "lead", "leads", "offer", "offers", "wishing", "sending"}
 # Words after "you" that show it is no subject here (a noun, a preposition, a determiner ...).
