@@ -215,13 +215,17 @@ def cmd_replay(args) -> int:
                           conversation=conversation.id, source=str(Path(args.input).resolve()),
                           schedule=args.consolidate)
 
+    tty = sys.stderr.isatty()
+
     def progress(done: int, total: int) -> None:
+        """Every 50 turns: redrawn in place on a terminal, one line each into a file or pipe."""
         if not args.quiet and (done % 50 == 0 or done == total):
-            print(f"\r{done}/{total} turns", end="", file=sys.stderr, flush=True)
+            print(f"\r{done}/{total} turns" if tty else f"replay: {done}/{total} turns", end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
 
     since = engine.store.last_seq()
     summary = replay(engine, conversation, schedule, progress)
-    if not args.quiet:
+    if not args.quiet and tty:
         print(file=sys.stderr)
     print(summary.line())
     return _llm_outcome(args.command, engine, since)
