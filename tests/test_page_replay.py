@@ -67,11 +67,14 @@ def test_next_adds_a_node_and_explains_it(engine):
     assert all(f"{s.label} " in header for s in engine_schema(engine).statuses)
     if report.anchors or report.edges:
         assert at.dataframe, "anchors / edges tables"
-    if engine_schema(engine).processes:
-        buffered = str(wb.engine.state.buffered())
-        assert metrics["Buffered after ingest"] == buffered and f"**Buffered** · {buffered}" in header
+    if engine_schema(engine).processes:                  # one word for a process's buffer: queued, per process
+        queued = str(wb.engine.state.buffered())
+        assert metrics["Queued after ingest"] == queued
+        for p in engine_schema(engine).processes:
+            assert f"**Queued for {p.label}** · {len(wb.engine.state.buffer(p.buffer))}" in header
+        assert "**Buffered**" not in header
     else:
-        assert "Buffered after ingest" not in metrics and "Offline process** · none" in header
+        assert "Queued after ingest" not in metrics and "Offline process** · none" in header
 
 
 def test_back_moves_the_cursor_without_changing_the_log(at):

@@ -355,11 +355,12 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
                            "Nearest nodes on the retrieval surface when the turn arrived"))
     if wb.has_processes:
         names = ", ".join(f"{n} {c}" for n, c in effects.buffers.items()) or "empty"
-        metrics.append(("Buffered after ingest", effects.buffer_size,
-                        f"Nodes waiting for an offline process just after this turn was ingested (before any run "
+        metrics.append(("Queued after ingest", effects.buffer_size,
+                        f"Nodes queued for an offline process just after this turn was ingested (before any run "
                         f"that followed); per buffer: {names}"))
-    for col, (label, value, help_text) in zip(st.columns(len(metrics)), metrics):
-        col.metric(label, value, help=help_text)
+    with st.container(horizontal=True):               # each label whole: a metric as wide as its label
+        for label, value, help_text in metrics:
+            st.metric(label, value, help=help_text, width="content")
     if effects.anchors:
         st.markdown("**Anchors** (nodes on the retrieval surface nearest to the new node when it arrived)")
         st.dataframe(pd.DataFrame([

@@ -17,6 +17,12 @@ _KEY = "workbench"
 _NOTES = "workbench_link_notes"       # what the URL asked for that could not be done, shown once
 
 
+def queued_label(process) -> str:
+    """What a process's buffer holds, said one way on every page: "Queued for Off-peak steward" (an engine's
+    status may be called "buffered": MemLoom's real-time buffer of sentence records is another thing)."""
+    return f"Queued for {process.label}"
+
+
 @st.cache_resource(show_spinner="Loading the embedding model…")
 def shared_embedder() -> Embedder:
     """One model per server process; each session's embedder caches into its own database and the
@@ -113,7 +119,7 @@ def header(wb: Workbench) -> None:
     cols[2].markdown(f"**Turn** · {wb.cursor} / {wb.total_turns}"
                      f"{'' if wb.at_head else f' (log head {wb.head})'}  \n"
                      f"**Session** · {md_escape(turn.session) if turn else MISSING}")
-    buffered = f" · **Buffered** · {state.buffered()}" if wb.has_processes else ""
-    cols[3].markdown(f"**Nodes** · {len(state.nodes)} ({status_counts_text(state)}){buffered}  \n"
+    queued = "".join(f" · **{queued_label(p)}** · {len(state.buffer(p.buffer))}" for p in schema.processes)
+    cols[3].markdown(f"**Nodes** · {len(state.nodes)} ({status_counts_text(state)}){queued}  \n"
                      f"{settings_text(wb.engine)}")
     st.divider()
