@@ -1,9 +1,8 @@
 """The Consolidation page through Streamlit's AppTest, on the bundled demo with the real embedder."""
 from __future__ import annotations
 
-from collections import Counter
-
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
