@@ -24,7 +24,6 @@ from workbench.proposal_text import op_label, targets_label
 from workbench.review_view import sort_queue
 from workbench.text import md_escape, table
 
-
 SKIPPED_HELP = ("Closed without being executed: deferred by a reviewer (with a note saying who), or accepted but no "
                 "longer applicable when the run applied.")
 
