@@ -11,6 +11,7 @@ from engine.store.data_paths import DATA_DIRS_ENV
 from engine.engines import engine_schema
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
+from workbench.session_link import NEW_PARAM
 from workbench.settings_form import settings_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +21,7 @@ APP = str(ROOT / "workbench" / "app.py")
 @pytest.fixture
 def at() -> AppTest:
     app = AppTest.from_file(APP, default_timeout=180)
+    app.query_params[NEW_PARAM] = "demo"             # a new demo session, not the last one a test left behind
     app.run()
     assert not app.exception
     return app

@@ -9,7 +9,7 @@ from engine.llm.embedder import Embedder
 from engine.store.catalog import DB_ENV
 from workbench import access
 from workbench.model import Workbench
-from workbench.session_link import SESSION_PARAM, TURN_PARAM, first_workbench, url_params
+from workbench.session_link import NEW_PARAM, SESSION_PARAM, TURN_PARAM, first_workbench, url_params
 from workbench.settings_form import changed_settings
 from workbench.text import MISSING, md_code, md_escape
 
@@ -47,7 +47,7 @@ def sync_url(wb: Workbench) -> None:
     """Keep the URL's session and turn at the workbench's, so a reload or a shared link comes back here."""
     wanted = url_params(wb)
     params = st.query_params
-    for key in (SESSION_PARAM, TURN_PARAM):
+    for key in (SESSION_PARAM, TURN_PARAM, NEW_PARAM):
         if key not in wanted and key in params:
             del params[key]
         elif key in wanted and params.get(key) != wanted[key]:
