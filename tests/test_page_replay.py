@@ -61,6 +61,11 @@ def test_next_adds_a_node_and_explains_it(engine):
     assert "▶ current turn" in html and "D1:2" in html
     assert "Node created" in html and f"u{wb.engine.state.turn_units['D1:2']}" in html
     assert all(f"<code>u{uid}</code>" in html for uid in report.created)
+    schema = engine_schema(engine)
+    for uid in report.created:                  # the kind as the schema labels it and as JSON stores it
+        kind = wb.engine.state.units[uid].kind
+        label = schema.kind(kind).label
+        assert f"kind {label} ({kind}) · " in html if label != kind else f"kind {kind} · " in html
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Nodes created"] == str(len(report.created))
     assert metrics["Edges added"] == str(len(report.edges))

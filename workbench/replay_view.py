@@ -22,7 +22,7 @@ from engine.core.node import TURN_KIND
 from engine.core.oplog import OpKind, RunInfo
 from engine.core.state import MemoryState
 from engine.core.text import seconds_text
-from workbench.graph_style import cosine_text, edge_style, status_tag, visibility_text
+from workbench.graph_style import cosine_text, edge_style, kind_field, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
 from workbench.text import MISSING, md_escape, missing, table
@@ -343,10 +343,9 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
         if unit is None:
             continue
         keywords = " ".join(f'<code>{e(k)}</code>' for k in unit.keywords) or MISSING
-        kind = schema.kind(unit.kind)
         st.html(f'<div style="border:1px solid #e0e0e0;border-radius:6px;padding:8px 10px;margin-bottom:4px">'
                 f'<b>Node created</b> · <code>{e(unit.label)}</code> · {e(visibility_text(unit))} now · '
-                f'kind {e(kind.label if kind else unit.kind)} · sources {e(missing(", ".join(unit.source_ids)))}<br>'
+                f'kind {e(kind_field(schema, unit.kind))} · sources {e(missing(", ".join(unit.source_ids)))}<br>'
                 f'<b>Summary</b>: {e(missing(unit.summary))}<br><b>Keywords</b>: {keywords}</div>')
     metrics = [("Nodes created", len(effects.created), "Nodes the ingest wrote (the turn's own node first)"),
                ("Edges added", len(effects.edges), "Online edges from the new node(s)")]

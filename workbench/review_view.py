@@ -22,7 +22,7 @@ from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from workbench import access
 from workbench import consolidation_actions as actions
-from workbench.graph_style import visibility_text
+from workbench.graph_style import kind_field, visibility_text
 from workbench.model import Workbench
 from workbench.proposal_text import (
     detail_labels,
@@ -131,9 +131,8 @@ def unit_html(state: MemoryState, uid: int, role: str = "", cited: Iterable[int]
     archived = not unit.visible
     border = "2px dashed #999" if archived else "2px solid #4c78a8"
     mark = html.escape(visibility_text(unit))
-    kind = state.schema.kind(unit.kind) if state.schema is not None else None
     meta = " · ".join(x for x in (html.escape(role), mark, html.escape(unit.time),
-                                  f"kind {html.escape(kind.label if kind else unit.kind)}",
+                                  f"kind {html.escape(kind_field(state.schema, unit.kind))}",
                                   f"source {html.escape(missing(sources_text(unit.source_ids)))}") if x)
     text = html.escape(unit.raw or unit.summary).replace("\n", "<br>")
     members = ""

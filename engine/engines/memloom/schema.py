@@ -60,7 +60,8 @@ SCHEMA = EngineSchema(
                 "the timeline and synthesises causal/temporal relations; bounded dual-stream retrieval "
                 "(seeds/memloom.txt §3).",
     node_kinds=(
-        KindSpec(Kind.SENTENCE, "sentence record", "#4e79a7", "one utterance, immutable, addressed by its turn id"),
+        KindSpec(Kind.SENTENCE, "sentence record", "#4e79a7", "one utterance, immutable, addressed by its turn "
+                 "id (stored as kind `turn`, as every engine stores an ingested turn)"),
         KindSpec(Kind.EVENT, "event", "#e15759", "a group of sentence records with a lifecycle", group=True),
     ),
     statuses=(
