@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from test_bench import DEMO, _meeting, bench, result_of
 
-from engine.eval.reproduction import PAPER_ROWS, reproduction_plan
+from engine.eval.reproduction import PAPER_ROWS, SAME_WITHIN, reproduction_plan
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_an_allmem_run_writes_its_paper_rows_beside_the_measured_figures(tmp_pat
     assert split["paper_direction"] == "worse"
     delta = result["summary"]["allmem-no-split"]["overall"]["r@5"] - full["overall"]["r@5"]
     assert split["project_vs_reference"] == pytest.approx(delta, abs=1e-4)
-    assert split["project_direction"] == ("same" if abs(delta) < 1e-9 else "worse" if delta < 0 else "better")
+    assert split["project_direction"] == ("same" if abs(delta) < SAME_WITHIN else "worse" if delta < 0 else "better")
     assert split["agrees"] == (split["project_direction"] == "worse")
     assert rows[("allmem-no-merge", "r@5")]["project"] is None            # not run: not measured
     assert report["measured"] == 3 * 2 + 2 and report["directions_checked"] == 5    # R@5, N@5; VR: full, no-split

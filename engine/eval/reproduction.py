@@ -88,7 +88,10 @@ def measured(result: dict, system: str, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _direction(delta: float | None, lower_is_better: bool, tolerance: float = 1e-9) -> str | None:
+SAME_WITHIN = 5e-4            # half the last digit the report shows: a smaller difference is a tie, not a direction
+
+
+def _direction(delta: float | None, lower_is_better: bool, tolerance: float = SAME_WITHIN) -> str | None:
     if delta is None:
         return None
     if abs(delta) <= tolerance:
