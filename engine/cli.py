@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an ablation switch of the engine (repeatable); `memwb schema --engine E` lists them")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("retrieve", help="three-stage retrieval with provenance")
+    p = sub.add_parser("retrieve", help="retrieve with the engine's own stages; every unit with the path that reached it")
     _add_db(p)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
@@ -228,13 +228,17 @@ def cmd_replay(args) -> int:
                           conversation=conversation.id, source=str(Path(args.input).resolve()),
                           schedule=args.consolidate)
 
+    tty = sys.stderr.isatty()
+
     def progress(done: int, total: int) -> None:
+        """Every 50 turns: redrawn in place on a terminal, one line each into a file or pipe."""
         if not args.quiet and (done % 50 == 0 or done == total):
-            print(f"\r{done}/{total} turns", end="", file=sys.stderr, flush=True)
+            print(f"\r{done}/{total} turns" if tty else f"replay: {done}/{total} turns", end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
 
     since = engine.store.last_seq()
     summary = replay(engine, conversation, schedule, progress)
-    if not args.quiet:
+    if not args.quiet and tty:
         print(file=sys.stderr)
     print(summary.line())
     return _llm_outcome(args.command, engine, since)
@@ -282,7 +286,7 @@ def cmd_retrieve(args) -> int:
     engine.embedder.warm()
     queries = [{"id": None, "query": args.query}] if args.query is not None else _read_queries(args.queries)
     for q in queries:
-        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k)
+        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k, labels=True)
         if q["id"] is not None:
             result = {"id": q["id"], **result}
         if args.json:
@@ -293,7 +297,7 @@ def cmd_retrieve(args) -> int:
 
 
 def cmd_export(args) -> int:
-    print(json.dumps(_open(args).snapshot(), ensure_ascii=False))
+    print(json.dumps(_open(args).export(labels=True), ensure_ascii=False))
     return 0
 
 

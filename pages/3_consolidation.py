@@ -13,7 +13,7 @@ from workbench.audit_view import audit_log
 from workbench.backend_compare_view import compare_panel
 from workbench.review_view import review_queue
 from workbench.run_diff_view import run_diff
-from workbench.state import get_workbench, header
+from workbench.state import get_workbench, header, queued_label
 
 wb = get_workbench()
 header(wb)
@@ -53,8 +53,9 @@ st.caption(f"Offline process **{process.spec.label}**" + (f": {process.spec.desc
 waiting = process.pending()
 open_run = view.open_run()
 cols = st.columns([1, 1, 1, 2])
-cols[0].metric("Buffered nodes", waiting,
-               help=f"Nodes waiting in the `{process.spec.buffer}` buffer for {process.spec.label}.")
+cols[0].metric("Queued nodes", waiting,
+               help=f"Nodes queued in the `{process.spec.buffer}` buffer for {process.spec.label} (the header's "
+                    f"**{queued_label(process.spec)}**).")
 cols[1].metric("Open run", open_run or "none")
 cols[2].metric("Runs (committed / undone)", f"{sum(r.status == 'committed' for r in state.runs.values())} / "
                                             f"{sum(r.status == 'undone' for r in state.runs.values())}")

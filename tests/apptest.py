@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from engine.engines import engine_schema, known_engines
 from engine.session import DEFAULT_ENGINE
 from workbench.model import DEMO_PATH, Workbench
+from workbench.session_link import NEW_PARAM
 
 APP = str(Path(__file__).resolve().parents[1] / "workbench" / "app.py")
 ENGINES = known_engines()
@@ -21,6 +22,7 @@ def start_app(engine: str = DEFAULT_ENGINE) -> tuple[AppTest, Workbench]:
     """Run the app once (the bundled demo) and, for another engine, put the demo opened in that engine into
     the session the way `workbench.state.set_workbench` does."""
     at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params[NEW_PARAM] = "demo"              # a new demo session, not the last one a test left behind
     at.run()
     wb = at.session_state["workbench"]
     if engine != wb.engine_name:

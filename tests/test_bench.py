@@ -103,6 +103,7 @@ def demo_run(tmp_path_factory) -> tuple[Path, dict, str]:
 def test_streaming_run_on_the_demo_writes_the_format(demo_run):
     out, result, stdout = demo_run
     assert result["dataset"] == "locomo" and result["protocol"] == "streaming" and result["rounds"] == 5
+    assert result["embedder"] == "all-MiniLM-L6-v2"                    # the model's name, not its folder's
     assert result["metrics"] == ["r@5", "n@5", "r@10", "n@10"]
     assert list(result["systems"]) == ["naive", "allmem", "allmem-anchors-only"]
     assert result["conversations"] == ["demo"]

@@ -48,7 +48,7 @@ def test_demo_walkthrough(tmp_path):
     assert "What turn D5:9 caused" in texts["replay"]
     assert "Applied\n\n1" in texts["consolidation"]
     assert f"decided by {LOCAL}" in texts["consolidation"].replace("\u2060", "")      # (md_escape's word joiner)
-    assert re.search(r"Deferred or skipped\n\n[1-9]", texts["consolidation"])        # the rest, deferred
+    assert re.search(r"Skipped\n\n[1-9]", texts["consolidation"])        # the rest, deferred
     assert "Nodes created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
     assert "version (ν) · 1" in texts["graph"]
     assert "—version→" in texts["retrieval"] and "[archived]" in texts["retrieval"]
@@ -239,7 +239,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         assert _choices_on_cards(page) == ["Undecided"]          # only the pending proposal is left on the queue
 
         click(page, "Defer the 1 undecided")
-        page.get_by_text(re.compile(rf"{run_id} committed: .*1 deferred with a note")).wait_for()
+        page.get_by_text(re.compile(rf"{run_id} committed: .*1 skipped \(deferred with a note\)")).wait_for()
         stored = Store(db).load_state()
         deferred = stored.proposals[undecided.id]
         assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, LOCAL)

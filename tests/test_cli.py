@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -26,8 +27,27 @@ def memwb(*args, check=True, env=None):
 def demo_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "demo.sqlite"
     out = memwb("replay", DEMO, "--db", db, "--quiet").stdout.strip()
-    assert out.startswith("turns=102 ") and "archived=" in out and "proposals applied=" in out
+    assert out.startswith("turns=102 ") and "off_surface=" in out and "proposals applied=" in out
+    figures = dict(re.findall(r"\b(units|visible|off_surface)=(\d+)", out))
+    assert int(figures["units"]) == int(figures["visible"]) + int(figures["off_surface"])
     return db
+
+
+def test_replay_progress_into_a_pipe_prints_lines_and_nothing_when_quiet(tmp_path):
+    """Without a terminal the progress is one line per 50 turns (no carriage returns run together); --quiet
+    prints none."""
+    proc = memwb("replay", DEMO, "--db", tmp_path / "p.sqlite", "--engine", "naive")
+    assert "\r" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "turns" in line]
+    assert lines == ["replay: 50/102 turns", "replay: 100/102 turns", "replay: 102/102 turns"]
+    quiet = memwb("replay", DEMO, "--db", tmp_path / "q.sqlite", "--engine", "naive", "--quiet")
+    assert "/102 turns" not in quiet.stderr and quiet.stdout.startswith("turns=102 ")
+
+
+def test_diagnostics_count_nodes_off_the_surface_apart_from_the_archived_status(demo_db):
+    data = json.loads(memwb("diagnostics", "--db", demo_db).stdout)
+    assert "archived" not in data and data["visible"] + data["off_surface"] == data["units"]
+    assert data["statuses"].get("archived", 0) <= data["off_surface"]
 
 
 def test_retrieve_json_contract(demo_db):
@@ -37,8 +57,12 @@ def test_retrieve_json_contract(demo_db):
     assert len(res["source_ids"]) == 5 and res["source_ids"][0] == "D5:4"
     for u in res["units"]:
         assert set(u) >= {"id", "visible", "score", "source_ids", "path"}
+        assert re.fullmatch(r"u\d+", u["id"]) and re.fullmatch(r"u\d+", u["anchor"])   # ids as the pages write them
         for hop in u["path"]:
             assert set(hop) == {"from", "to", "type"}
+            assert re.fullmatch(r"u\d+", hop["from"]) and re.fullmatch(r"u\d+", hop["to"])
+    assert all(re.fullmatch(r"u\d+", a["id"]) for a in res["anchors"])
+    assert all(re.fullmatch(r"u\d+", e["id"]) and re.fullmatch(r"u\d+", e["parent"]) for e in res["expansion"])
     archived = [u for u in res["units"] if not u["visible"]]
     assert any(u["source_ids"] == ["D1:4"] and u["path"][-1]["type"] == "version" for u in archived)
     assert set(res["stages"]) >= {"stage1_ms", "stage2_ms", "stage3_ms"}
@@ -62,6 +86,10 @@ def test_export_json(demo_db):
                           "members"}
                for u in data["units"])
     assert {e["type"] for e in data["edges"]} >= {"temporal", "semantic", "version"}
+    ids = {u["id"] for u in data["units"]}
+    assert all(re.fullmatch(r"u\d+", i) for i in ids)                      # ids as the pages write them
+    assert all(e["src"] in ids and e["dst"] in ids for e in data["edges"])
+    assert all(set(u["members"]) <= ids for u in data["units"])
 
 
 def test_clear_errors(tmp_path):
@@ -100,7 +128,7 @@ def test_baseline_engines_replay_retrieve_export(engine, tmp_path):
     """The baselines are engines like any other: same commands, same JSON shapes, no consolidation."""
     db = tmp_path / f"{engine}.sqlite"
     out = memwb("replay", DEMO, "--db", db, "--engine", engine, "--quiet").stdout
-    assert out.startswith("turns=102 units=102 visible=102 archived=0 status[stored=102]") and "runs=0" in out
+    assert out.startswith("turns=102 units=102 visible=102 off_surface=0 status[stored=102]") and "runs=0" in out
     res = json.loads(memwb("retrieve", "--db", db, "--query", "How many half marathons has Maya run?",
                            "--json").stdout)
     assert len(res["source_ids"]) == 5 and "D5:4" in res["source_ids"][:2]

@@ -23,7 +23,7 @@ def test_replay_retrieve_export_on_postgresql_equal_sqlite(make_db, tmp_path):
                             "export": json.loads(memwb("export", "--db", db, "--json").stdout),
                             "diagnostics": json.loads(memwb("diagnostics", "--db", db).stdout)}
     sqlite, postgresql = results["sqlite"], results["postgresql"]
-    assert sqlite["replay"].startswith("turns=102 ") and "archived=" in sqlite["replay"]
+    assert sqlite["replay"].startswith("turns=102 ") and "off_surface=" in sqlite["replay"]
     assert len(sqlite["retrieve"]) == 14 and all(len(r["source_ids"]) == 5 for r in sqlite["retrieve"])
     assert any(not u["visible"] for u in sqlite["export"]["units"])        # consolidation archived some units
     assert postgresql == sqlite

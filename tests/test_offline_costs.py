@@ -48,7 +48,8 @@ def _unit(rows: int, dim: int, seed: int) -> np.ndarray:
 # -- All-Mem's diagnosis and split plan on a 100 KB turn -------------------------------------------------
 def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedder):
     """A 100 KB turn used to give one cut per sentence and hundreds of millions of characters to embed; the
-    diagnosis now embeds at most 32 cuts x 2 sides of 2,000 characters, plus the turn and its neighbours once."""
+    diagnosis now embeds at most 32 cuts x 2 sides of 2,000 characters, the turn and its neighbours once, and
+    at most 12 statement sentences of 2,000 characters of each when it compares them sentence by sentence."""
     backend = make_backend("offline", embedder=embedder)
     embed = Counting(embedder.embed)
     backend.embedder = SimpleNamespace(embed=embed)
@@ -61,9 +62,9 @@ def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedde
     llm = LLM(backend)
     assert llm.call("diagnosis", {"target": target, "context": [neighbour]}).ok
     texts = [t for args in embed.calls for t in args[0]]
-    cut_texts = 2 * offline._MAX_CUTS
-    assert len(texts) <= cut_texts + 2
-    assert sum(map(len, texts)) <= cut_texts * offline._SIDE_CHARS + len(raw) + len(neighbour["raw"])
+    cut_texts, sentences = 2 * offline._MAX_CUTS, 2 * offline._MAX_SENTENCES
+    assert len(texts) <= cut_texts + 2 + sentences
+    assert sum(map(len, texts)) <= (cut_texts + sentences) * offline._SIDE_CHARS + len(raw) + len(neighbour["raw"])
     embed.calls.clear()
     assert llm.call("split_plan", {"node_id": "1", "original_text": raw, "reason": "x"}).ok
     assert sum(len(t) for args in embed.calls for t in args[0]) <= cut_texts * offline._SIDE_CHARS
@@ -137,7 +138,7 @@ def test_router_annotates_every_date_of_a_long_turn_once_in_place():
     assert len(utterance) > 100_000
     assert len(out["dates"]) == 2400
     assert out["rewritten"] == part.replace("Yesterday", "Yesterday (2024-03-08)").replace(
-        "tomorrow", "tomorrow (2024-03-10)").replace(" I ", " Jon ") * 1200
+        "tomorrow", "tomorrow (2024-03-10)").replace(" I call", " Jon calls").replace(" I ", " Jon ") * 1200
     assert out["references"] == [{"mention": "I", "resolved": "Jon"}]
 
 

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from engine.engines import engine_schema
 from engine.store.annotations import AnnotationStore
 from workbench.model import Workbench
+from workbench.session_link import NEW_PARAM
 from workbench.text import MISSING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 def open_page(workbench: Workbench | None = None) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=180)
+    at.query_params[NEW_PARAM] = "demo"              # a new demo session, not the last one a test left behind
     if workbench is not None:
         at.session_state["workbench"] = workbench
     at.run()

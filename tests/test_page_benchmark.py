@@ -52,6 +52,9 @@ def test_a_workspace_run_opens_with_every_chart(workspace):
     at = open_page()
     result = load_result(workspace)
     assert at.selectbox(key="bench_run").value == str(workspace)
+    data = json.loads(Path(workspace).read_text(encoding="utf-8"))         # the picker says what ran, not only when
+    shown = at.selectbox(key="bench_run").options[0]
+    assert shown.endswith(f" · {data['dataset']} · {', '.join(data['systems'])} · {data['protocol']} protocol")
     figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(figures) == 7                 # curves ×2, categories, trade-off, latency ×2, memory
     overall, cohort, categories, tradeoff, inserts, queries, memory = figures

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,11 @@ def diagnose_in_review(turn_id: str = "D5:9") -> tuple[AppTest, Workbench, str, 
     run_id = wb.engine.open_run()
     pending = [p for p in wb.engine.state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
     assert len(pending) >= 3 and {p.gate for p in pending} == {GateVerdict.PASS, GateVerdict.FAIL}
+    made = [p for p in wb.engine.state.proposals.values() if p.run_id == run_id]
+    banner = next(s.value for s in at.success if s.value.startswith(f"{run_id}:"))
+    assert banner.startswith(f"{run_id}: {len(made)} proposals, {len(pending)} waiting for a decision")
+    for status, n in Counter(p.status for p in made if p.status != Status.PENDING).items():
+        assert f"{n} {status} at diagnosis" in banner or f", {n} {status}" in banner   # where the others went
     return at, wb, run_id, pending
 
 
@@ -188,7 +194,9 @@ def test_page_runs_on_a_fresh_demo():
     at, _ = open_page()
     assert any("No open run" in i.value for i in at.info)
     assert at.button(key="run_diagnosis").disabled          # nothing buffered yet
-    assert any(m.label == "Buffered nodes" for m in at.metric)
+    assert any(m.label == "Queued nodes" for m in at.metric)
+    header = " ".join(m.value for m in at.markdown)
+    assert "**Queued for Consolidation (ATC)** · 0" in header
     assert any("Offline process **Consolidation (ATC)**" in c.value for c in at.caption)
 
 

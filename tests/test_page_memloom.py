@@ -264,6 +264,8 @@ def test_accept_one_relation_apply_and_undo(replayed):
         for c in mine:
             assert html.escape(state.nodes[c].raw) in block and f"<b>u{c}</b>" in block
     assert "★ cited" in card
+    plain = re.sub(r"<[^>]+>", "", card)                     # the plan names the evidence as ids, not numbers
+    assert f"Evidence cited: {', '.join(f'u{c}' for c in cited)}" in plain
     key = review_decisions.run_key(wb.db_path.name, run_id)
     at.radio(key=review_decisions.widget_key(key, rel.id)).set_value(review_decisions.ACCEPT).run()
     at.button(key="apply_defer").click().run()               # accept it, defer the rest: the run closes

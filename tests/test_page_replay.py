@@ -11,6 +11,7 @@ from engine.store.data_paths import DATA_DIRS_ENV
 from engine.engines import engine_schema
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
+from workbench.session_link import NEW_PARAM
 from workbench.settings_form import settings_key
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +21,7 @@ APP = str(ROOT / "workbench" / "app.py")
 @pytest.fixture
 def at() -> AppTest:
     app = AppTest.from_file(APP, default_timeout=180)
+    app.query_params[NEW_PARAM] = "demo"             # a new demo session, not the last one a test left behind
     app.run()
     assert not app.exception
     return app
@@ -59,6 +61,11 @@ def test_next_adds_a_node_and_explains_it(engine):
     assert "▶ current turn" in html and "D1:2" in html
     assert "Node created" in html and f"u{wb.engine.state.turn_units['D1:2']}" in html
     assert all(f"<code>u{uid}</code>" in html for uid in report.created)
+    schema = engine_schema(engine)
+    for uid in report.created:                  # the kind as the schema labels it and as JSON stores it
+        kind = wb.engine.state.units[uid].kind
+        label = schema.kind(kind).label
+        assert f"kind {label} ({kind}) · " in html if label != kind else f"kind {kind} · " in html
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Nodes created"] == str(len(report.created))
     assert metrics["Edges added"] == str(len(report.edges))
@@ -67,11 +74,14 @@ def test_next_adds_a_node_and_explains_it(engine):
     assert all(f"{s.label} " in header for s in engine_schema(engine).statuses)
     if report.anchors or report.edges:
         assert at.dataframe, "anchors / edges tables"
-    if engine_schema(engine).processes:
-        buffered = str(wb.engine.state.buffered())
-        assert metrics["Buffered after ingest"] == buffered and f"**Buffered** · {buffered}" in header
+    if engine_schema(engine).processes:                  # one word for a process's buffer: queued, per process
+        queued = str(wb.engine.state.buffered())
+        assert metrics["Queued after ingest"] == queued
+        for p in engine_schema(engine).processes:
+            assert f"**Queued for {p.label}** · {len(wb.engine.state.buffer(p.buffer))}" in header
+        assert "**Buffered**" not in header
     else:
-        assert "Buffered after ingest" not in metrics and "Offline process** · none" in header
+        assert "Queued after ingest" not in metrics and "Offline process** · none" in header
 
 
 def test_back_moves_the_cursor_without_changing_the_log(at):
@@ -345,3 +355,26 @@ def test_a_long_jump_refused_by_an_open_run_says_why_and_a_stale_one_is_dropped(
     at.session_state["replay_jump"] = ("/elsewhere/another-session.sqlite", turn + 30)  # pending for a replaced session
     at.run()
     assert _wb(at).head == turn and "replay_jump" not in at.session_state
+
+
+def test_memloom_settings_read_as_the_paper_writes_them(at):
+    """MemLoom's form labels each knob with the paper's symbol and a plain name from the schema's declaration
+    (no "lam", "tau new", "w1", "theta s", "k sem"), and its group headings as declared ("HDRA", not "Hdra")."""
+    import dataclasses
+
+    from engine.engines import settings_class
+
+    at.selectbox(key="replay_engine").set_value("memloom").run()
+    assert not at.exception
+    fields = dataclasses.fields(settings_class("memloom"))
+    labels = {f.name: at.number_input(key=settings_key("replay", "memloom", f.name)).label for f in fields
+              if isinstance(getattr(settings_class("memloom")(), f.name), (int, float))
+              and not isinstance(getattr(settings_class("memloom")(), f.name), bool)}
+    assert labels["lam"] == "λ — recency decay (per day)" and labels["tau_new"] == "τ_new — new-event threshold"
+    assert labels["w1"] == "w₁ — evidence-count weight" and labels["theta_s"] == "θ_s — topic-link margin"
+    assert labels["k_sem"] == "k_sem — topic links per event" and labels["theta_rel"] == "θ_rel — relation gate"
+    assert labels["seeds"] == "seeds"                                          # a plain name stays itself
+    raw = {"lam", "tau new", "w1", "w2", "w3", "theta s", "k sem", "theta rel", "alpha", "beta", "gamma"}
+    assert not raw & set(labels.values())
+    headings = {m.value for m in at.markdown}
+    assert "**HDRA**" in headings and "**Hdra**" not in headings

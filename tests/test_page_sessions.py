@@ -98,3 +98,22 @@ def test_the_picker_lists_sessions_and_opens_one_at_its_head(tmp_path):
     at.button(key="sessions_open").click().run()
     errors = " ".join(shown_text(str(e.value))[0] for e in at.error)
     assert "which is gone" in errors and at.session_state["workbench"].db_path == first.db_path
+
+
+def test_a_bare_visit_reopens_the_last_demo_session_instead_of_making_another():
+    """`/` without `?session=` reopens the demo session this visitor opened last, at its log head (no
+    demo-allmem-2, -3 ... per visit); `/?new=demo` makes a new one, and the URL then names it."""
+    first = _app()
+    first.button(key="replay_next").click().run()
+    first.button(key="replay_next").click().run()
+    made = first.session_state["workbench"].db_path
+    again = _app()
+    wb = again.session_state["workbench"]
+    assert wb.db_path == made and (wb.cursor, wb.head) == (2, 2)
+    assert "**Turn** · 2 / " in " ".join(m.value for m in again.markdown)
+    assert sorted(p.name for p in sessions_dir().glob("*.sqlite")) == [made.name]
+    fresh = _app(new="demo")
+    other = fresh.session_state["workbench"]
+    assert other.db_path != made and other.head == 0 and "new" not in dict(fresh.query_params)
+    assert dict(fresh.query_params)["session"] == other.db_path.name
+    assert _app().session_state["workbench"].db_path == other.db_path          # now the last one opened

@@ -6,7 +6,9 @@ goes through `html.escape` before it reaches a figure.
 """
 from __future__ import annotations
 
+import functools
 import html
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +38,29 @@ def system_colors(systems: list[str]) -> dict[str, str]:
 
 
 def result_label(path: Path, benchmarks: Path) -> str:
-    """How a run reads in the picker: its folder under the workspace's benchmarks/ (or the path)."""
+    """How a run reads in the picker: its folder under the workspace's benchmarks/ (or the path), then what
+    ran: dataset · systems · protocol, from the file's head."""
     try:
-        return str(path.parent.relative_to(benchmarks))
+        where = str(path.parent.relative_to(benchmarks))
     except ValueError:
-        return str(path)
+        where = str(path)
+    try:
+        stat = path.stat()
+    except OSError:
+        return where
+    return " · ".join(x for x in (where, _run_head(str(path), stat.st_mtime_ns, stat.st_size)) if x)
+
+
+@functools.lru_cache(maxsize=256)
+def _run_head(path: str, mtime_ns: int, size: int) -> str:
+    """dataset · systems · protocol of a result file, read once per version of the file; "" if unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        systems = ", ".join(map(str, data.get("systems") or []))
+        return " · ".join(str(x) for x in (data.get("dataset"), systems, data.get("protocol") and
+                                           f"{data['protocol']} protocol") if x)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ""
 
 
 def run_caption(result: BenchResult) -> str:

@@ -6,6 +6,8 @@ engine raises becomes that message instead of a traceback, and nothing already s
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
@@ -44,8 +46,11 @@ def run_diagnosis(wb: Workbench, process: str | None) -> None:
         props = wb.engine.propose(manual=True, process=process)
         pending = sum(p.status == Status.PENDING for p in props)
         run_id = wb.engine.open_run() or list(wb.engine.state.runs)[-1]
-        flash("success", f"{run_id}: {len(props)} proposals, {pending} waiting for a decision."
-                         + ("" if pending else " Nothing to decide, so the run is closed."))
+        closed = Counter(str(p.status) for p in props if p.status != Status.PENDING)
+        where = ", ".join(f"{n} {status}" for status, n in sorted(closed.items()))
+        flash("success", f"{run_id}: {len(props)} proposals, {pending} waiting for a decision"
+                         + (f"; {where} at diagnosis (each with its note on the {DIFF_TAB} tab)" if closed else "")
+                         + "." + ("" if pending else " Nothing to decide, so the run is closed."))
         st.session_state[TAB_KEY] = QUEUE_TAB
     edit(wb, act)
 
@@ -72,9 +77,10 @@ def apply_decisions(wb: Workbench, run_key: str, gate_mode: bool, defer_rest: bo
         count = {s: sum(p.status == s and (gate_mode or p.id in chosen) for p in done)
                  for s in (Status.APPLIED, Status.REJECTED, Status.SKIPPED, Status.FAILED)}
         said = (f"{count[Status.APPLIED]} applied, {count[Status.REJECTED]} rejected"
-                + (f", {count[Status.SKIPPED]} accepted but no longer applicable" if count[Status.SKIPPED] else "")
+                + (f", {count[Status.SKIPPED]} skipped (accepted but no longer applicable)"
+                   if count[Status.SKIPPED] else "")
                 + (f", {count[Status.FAILED]} failed" if count[Status.FAILED] else "")
-                + (f", {deferred} deferred with a note" if deferred else ""))
+                + (f", {deferred} skipped (deferred with a note)" if deferred else ""))
         if left:
             flash("success", f"{report.run_id}: {said}. {left} proposal(s) still pending: the run stays open until "
                              "you decide them or defer them.")

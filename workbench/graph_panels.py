@@ -14,7 +14,7 @@ from engine.core.state import MemoryState
 from engine.core.walks import lineage
 from workbench.graph_controls import GraphChoice, in_range, keep_valid, state_at
 from workbench.graph_select import select_units
-from workbench.graph_style import edge_style, kind_label, off_surface_word, visibility_text
+from workbench.graph_style import edge_style, kind_field, kind_label, off_surface_word, visibility_text
 from workbench.graph_tables import diff_default, diff_rows, edge_rows
 from workbench.lifecycle_view import (
     LIFECYCLE_KINDS,
@@ -34,12 +34,11 @@ from workbench.text import MISSING, md_code, table
 def unit_detail(state: MemoryState, uid: int) -> None:
     schema = state.schema
     u = state.units[uid]
-    kind = schema.kind(u.kind) if schema else None
     status = schema.status(u.status) if schema else None
     st.markdown(f"#### {u.label} · {visibility_text(u)}")
     if status is not None and status.description:
         st.caption(f"Status **{status.label}**: {status.description}")
-    st.dataframe(table(pd.DataFrame([{"kind": kind.label if kind else u.kind, "status": u.status, "time": u.time,
+    st.dataframe(table(pd.DataFrame([{"kind": kind_field(schema, u.kind), "status": u.status, "time": u.time,
                                       "session": u.session, "source ids": ", ".join(u.source_ids),
                                       "speakers": ", ".join(u.speakers), "made by": u.made_by,
                                       "created at turn": u.created_turn,

@@ -64,6 +64,13 @@ def kind_label(schema: EngineSchema | None, kind: str) -> str:
     return spec.label if spec else kind
 
 
+def kind_field(schema: EngineSchema | None, kind: str) -> str:
+    """A node's kind where a page states it as a field: the schema's label, with the stored name beside it when
+    they differ ("sentence record (turn)"), so the page says what `memwb export --json` says."""
+    label = kind_label(schema, kind)
+    return label if label == kind else f"{label} ({kind})"
+
+
 def kind_color(schema: EngineSchema | None, kind: str) -> str:
     spec = schema.kind(kind) if schema is not None else None
     return spec.color if spec else OTHER_KIND_COLOR
@@ -104,9 +111,8 @@ def unit_title(unit: Unit, schema: EngineSchema | None = None) -> str:
     """Tooltip HTML for a node; every field from the data is escaped."""
     e = html.escape
     raw = unit.raw if len(unit.raw) <= TEXT_LIMIT else unit.raw[:TEXT_LIMIT] + "…"
-    kind = schema.kind(unit.kind) if schema is not None else None
     rows = [
-        f"<b>{e(unit.label)}</b> · {e(visibility_text(unit))} · {e(kind.label if kind else unit.kind)} · "
+        f"<b>{e(unit.label)}</b> · {e(visibility_text(unit))} · {e(kind_field(schema, unit.kind))} · "
         f"made by {e(unit.made_by)}",
         f"<b>Time</b> {e(unit.time)} · <b>Session</b> {e(unit.session)} · <b>Created at turn</b> {unit.created_turn}",
         f"<b>Source ids</b> {e(', '.join(unit.source_ids)) or MISSING}",

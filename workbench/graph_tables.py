@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.core.state import MemoryState
 from engine.core.walks import lineage_types
-from workbench.graph_style import cosine_text, edge_style, status_label, visibility_text
+from workbench.graph_style import cosine_text, edge_style, kind_field, status_label, visibility_text
 from workbench.text import MISSING
 
 
@@ -25,8 +25,7 @@ def diff_rows(diff: dict, old_state: MemoryState, new_state: MemoryState) -> dic
 
     def unit_row(state: MemoryState, uid: int) -> dict:
         u = state.units[uid]
-        kind = schema.kind(u.kind) if schema is not None else None
-        return {"unit": u.label, "visibility": visibility_text(u), "kind": kind.label if kind else u.kind,
+        return {"unit": u.label, "visibility": visibility_text(u), "kind": kind_field(schema, u.kind),
                 "session": u.session, "sources": ", ".join(u.source_ids), "made by": u.made_by,
                 "summary": u.summary}
 

@@ -42,6 +42,12 @@ UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
 PEERS_KEPT = 3                        # scratch peer engines cached per workbench
 
 
+
+def demo_choice() -> tuple[Path, str, str]:
+    """The demo a fresh session opens: its file, engine and label (MEMWB_DEMO and MEMWB_ENGINE override)."""
+    path = Path(os.environ.get("MEMWB_DEMO", DEMO_PATH))
+    return path, os.environ.get("MEMWB_ENGINE") or DEFAULT_ENGINE, "bundled demo" if path == DEMO_PATH else path.name
+
 @dataclass(frozen=True)
 class JumpProgress:
     """Where a jump is: embedding its turn texts, then ingesting them one committed step at a time."""
@@ -135,9 +141,9 @@ class Workbench:
     def demo(cls, **kwargs) -> "Workbench":
         """The conversation a fresh session opens on; MEMWB_DEMO names another single-conversation file
         and MEMWB_ENGINE another engine."""
-        path = Path(os.environ.get("MEMWB_DEMO", DEMO_PATH))
-        kwargs.setdefault("engine", os.environ.get("MEMWB_ENGINE") or DEFAULT_ENGINE)
-        return cls.open(path, None, label="bundled demo" if path == DEMO_PATH else path.name, **kwargs)
+        path, engine, label = demo_choice()
+        kwargs.setdefault("engine", engine)
+        return cls.open(path, None, label=label, **kwargs)
 
     @property
     def owner(self) -> str | None:

@@ -22,7 +22,7 @@ from engine.core.node import TURN_KIND
 from engine.core.oplog import OpKind, RunInfo
 from engine.core.state import MemoryState
 from engine.core.text import seconds_text
-from workbench.graph_style import cosine_text, edge_style, status_tag, visibility_text
+from workbench.graph_style import cosine_text, edge_style, kind_field, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
 from workbench.text import MISSING, md_escape, missing, table
@@ -343,10 +343,9 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
         if unit is None:
             continue
         keywords = " ".join(f'<code>{e(k)}</code>' for k in unit.keywords) or MISSING
-        kind = schema.kind(unit.kind)
         st.html(f'<div style="border:1px solid #e0e0e0;border-radius:6px;padding:8px 10px;margin-bottom:4px">'
                 f'<b>Node created</b> · <code>{e(unit.label)}</code> · {e(visibility_text(unit))} now · '
-                f'kind {e(kind.label if kind else unit.kind)} · sources {e(missing(", ".join(unit.source_ids)))}<br>'
+                f'kind {e(kind_field(schema, unit.kind))} · sources {e(missing(", ".join(unit.source_ids)))}<br>'
                 f'<b>Summary</b>: {e(missing(unit.summary))}<br><b>Keywords</b>: {keywords}</div>')
     metrics = [("Nodes created", len(effects.created), "Nodes the ingest wrote (the turn's own node first)"),
                ("Edges added", len(effects.edges), "Online edges from the new node(s)")]
@@ -355,11 +354,12 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
                            "Nearest nodes on the retrieval surface when the turn arrived"))
     if wb.has_processes:
         names = ", ".join(f"{n} {c}" for n, c in effects.buffers.items()) or "empty"
-        metrics.append(("Buffered after ingest", effects.buffer_size,
-                        f"Nodes waiting for an offline process just after this turn was ingested (before any run "
+        metrics.append(("Queued after ingest", effects.buffer_size,
+                        f"Nodes queued for an offline process just after this turn was ingested (before any run "
                         f"that followed); per buffer: {names}"))
-    for col, (label, value, help_text) in zip(st.columns(len(metrics)), metrics):
-        col.metric(label, value, help=help_text)
+    with st.container(horizontal=True):               # each label whole: a metric as wide as its label
+        for label, value, help_text in metrics:
+            st.metric(label, value, help=help_text, width="content")
     if effects.anchors:
         st.markdown("**Anchors** (nodes on the retrieval surface nearest to the new node when it arrived)")
         st.dataframe(pd.DataFrame([

@@ -18,7 +18,7 @@ from engine.retrieval.explain import Placement, Signals, SourcePlacement
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
-from workbench.graph_style import status_tag, visibility_text
+from workbench.graph_style import kind_field, status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"
@@ -162,16 +162,11 @@ def node_text(state: MemoryState, uid: int) -> str:
     return "" if unit is None else (unit.raw or unit.summary)
 
 
-def _kind_label(state: MemoryState, kind: str) -> str:
-    spec = state.schema.kind(kind) if state.schema is not None else None
-    return spec.label if spec else kind
-
-
 def anchors_frame(state: MemoryState, res: RetrievalResult) -> pd.DataFrame:
     """The seeds (All-Mem's Stage-1 anchors, MemLoom's seed events), ranked, with their score, kind, state,
     how many records a group node holds, and text."""
     rows = [{"rank": i, "unit": unit_ref(state, uid), "score": round(score, 3),
-             "kind": _kind_label(state, state.units[uid].kind), "state": visibility_text(state.units[uid]),
+             "kind": kind_field(state.schema, state.units[uid].kind), "state": visibility_text(state.units[uid]),
              "records": len(state.units[uid].members) or None,
              "source ids": ", ".join(state.units[uid].source_ids), "text": node_text(state, uid)}
             for i, (uid, score) in enumerate(res.anchors, 1) if uid in state.units]

@@ -16,12 +16,13 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.access import Action
+from engine.core.node import node_label
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from workbench import access
 from workbench import consolidation_actions as actions
-from workbench.graph_style import visibility_text
+from workbench.graph_style import kind_field, visibility_text
 from workbench.model import Workbench
 from workbench.proposal_text import (
     detail_labels,
@@ -96,7 +97,7 @@ def cited_nodes(state: MemoryState, p: Proposal) -> list[int]:
     out: list[int] = []
     for f in (spec.plan_fields if spec else ()):
         items = plan.get(f.name)
-        if f.shape != "list" or not isinstance(items, (list, tuple)) or not items:
+        if f.shape not in ("list", "ids") or not isinstance(items, (list, tuple)) or not items:
             continue
         ids = [_as_node_id(v) for v in items]
         if all(i is not None and i in state.units for i in ids):
@@ -130,9 +131,8 @@ def unit_html(state: MemoryState, uid: int, role: str = "", cited: Iterable[int]
     archived = not unit.visible
     border = "2px dashed #999" if archived else "2px solid #4c78a8"
     mark = html.escape(visibility_text(unit))
-    kind = state.schema.kind(unit.kind) if state.schema is not None else None
     meta = " · ".join(x for x in (html.escape(role), mark, html.escape(unit.time),
-                                  f"kind {html.escape(kind.label if kind else unit.kind)}",
+                                  f"kind {html.escape(kind_field(state.schema, unit.kind))}",
                                   f"source {html.escape(missing(sources_text(unit.source_ids)))}") if x)
     text = html.escape(unit.raw or unit.summary).replace("\n", "<br>")
     members = ""
@@ -225,8 +225,10 @@ def plan_blocks(schema: EngineSchema | None, p: Proposal) -> tuple[str, list[tup
             rows = [{"#": i + 1, **{label: _plain(item.get(name, "")) for name, label in zip(names, columns)}}
                     for i, item in enumerate(items) if isinstance(item, dict)]
             tables.append((f.label, pd.DataFrame(rows, columns=["#", *columns])))
-        elif f.shape == "list":
+        elif f.shape in ("list", "ids"):
             items = [str(v) for v in (value or [])]
+            if f.shape == "ids":
+                items = [node_label(i) if (i := _as_node_id(v)) is not None else v for v in items]
             if not items:
                 html_parts.append(text_html(f"{f.label}:", "none"))
             elif all(len(v) <= 40 for v in items):

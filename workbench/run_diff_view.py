@@ -24,6 +24,8 @@ from workbench.proposal_text import op_label, targets_label
 from workbench.review_view import sort_queue
 from workbench.text import md_escape, table
 
+SKIPPED_HELP = ("Closed without being executed: deferred by a reviewer (with a note saying who), or accepted but no "
+                "longer applicable when the run applied.")
 
 def units_frame(state: MemoryState, ids: Iterable[int]) -> pd.DataFrame:
     rows = [{"unit": f"u{u.id}", "state": visibility_text(u), "kind": u.kind,
@@ -100,13 +102,15 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
             review_decisions.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
         off = off_surface_word(state.schema)
         metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
-                   ("Deferred or skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
+                   ("Skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
                    (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
                    ("Edges rewired", len(diff["rewired"]))]
         if run.status == "open":
             metrics.insert(4, ("Still pending", summary.get("pending", 0)))
-        for col, (label, value) in zip(st.columns(len(metrics)), metrics):
-            col.metric(label, value)
+        with st.container(horizontal=True):           # each label whole: a metric as wide as its label
+            for label, value in metrics:
+                st.metric(label, value, width="content",
+                          help=SKIPPED_HELP if label == "Skipped" else None)
         deciders = sorted({p.decided_by for p in state.proposals.values() if p.run_id == run_id and p.decided_by})
         st.caption(f"Status **{run_status(run)}** · decided by "
                    f"**{md_escape(', '.join(deciders)) or 'nobody'}**"

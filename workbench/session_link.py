@@ -3,7 +3,8 @@ the bundled demo.
 
 The URL carries the session's file name in the workspace's sessions folder
 (`?session=demo-allmem-1.sqlite&turn=12`) and the page is its path
-(`/consolidation`), so a reload or a shared link returns to the same place.
+(`/consolidation`), so a reload or a shared link returns to the same place; a bare `/` reopens the demo
+session its visitor opened last (`/?new=demo` opens a new one).
 Plain Python: `workbench.state` feeds it Streamlit's query parameters.
 """
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Callable, Mapping
 from engine.llm.embedder import Embedder
 from engine.loaders import LoaderError
 from engine.session import SessionError
-from engine.store.catalog import resolve_session
+from engine.store.catalog import list_sessions, resolve_session
 from engine.store.log_store import StoreError
-from workbench.model import Workbench
+from workbench.model import Workbench, demo_choice
 
 SESSION_PARAM, TURN_PARAM = "session", "turn"
+NEW_PARAM = "new"                  # `/?new=demo`: a new demo session, not the last one reopened
 _REFUSED = (SessionError, LoaderError, StoreError, ValueError)     # ValueError: a bad name, a changed source
 
 
@@ -26,8 +28,8 @@ def first_workbench(params: Mapping[str, str], db: str | None, embedder: Callabl
                     owner: str | None = None) -> tuple[Workbench, list[str]]:
     """The workbench a fresh browser session opens, and notes on what in the link could not be followed.
 
-    The link's session wins over `db` (the `memwb ui --db` file), which wins over the bundled demo (a new
-    session owned by `owner`); the link's turn then places the cursor (never past the log head: a link does
+    The link's session wins over `db` (the `memwb ui --db` file), which wins over the bundled demo: the demo
+    session `owner` opened last, else a new one (so each visit to `/` does not make another); the link's turn then places the cursor (never past the log head: a link does
     not ingest)."""
     notes: list[str] = []
     wb = None
@@ -42,12 +44,28 @@ def first_workbench(params: Mapping[str, str], db: str | None, embedder: Callabl
             wb = Workbench.resume(Path(db).expanduser(), embedder=embedder())
         except _REFUSED as exc:
             notes.append(f"{db} (memwb ui --db) could not be opened: {exc}. The bundled demo is open instead.")
+    if wb is None and not name and not db and NEW_PARAM not in params:
+        wb = last_demo(owner, embedder)
     if wb is None:
         return Workbench.demo(embedder=embedder(), owner=owner), notes
     turn = params.get(TURN_PARAM)
     if turn is not None:
         notes += place_cursor(wb, turn)
     return wb, notes
+
+
+def last_demo(owner: str | None, embedder: Callable[[], Embedder]) -> Workbench | None:
+    """The demo session (same demo file, engine and label) `owner` opened last, reopened at its log head; None
+    when the workspace holds none that opens."""
+    path, engine, label = demo_choice()
+    mine = [s for s in list_sessions() if s.readable and s.engine == engine and s.label == label
+            and s.owner == owner and s.source and Path(s.source) == path.resolve()]
+    for info in sorted(mine, key=lambda s: (s.last_opened or "", s.name), reverse=True):
+        try:
+            return Workbench.resume(info.path, embedder=embedder())
+        except _REFUSED:
+            continue
+    return None
 
 
 def place_cursor(wb: Workbench, turn: str) -> list[str]:

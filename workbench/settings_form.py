@@ -11,7 +11,8 @@ step, choices, group and whether it is an advanced knob in its `metadata`
 
 grouped by `group`, the `advanced` fields of every group in one expander
 below the rest. Widget keys are `settings_key(prefix, engine, field[, item])`,
-so each engine's choices survive switching the engine picker back and forth.
+so each engine's choices survive switching the engine picker back and forth. A widget's label is the field's
+declared `label` (the paper's symbol and a plain name, "λ — recency decay"), else its name in words.
 """
 from __future__ import annotations
 
@@ -29,8 +30,14 @@ def settings_key(prefix: str, engine: str, name: str, item: str | None = None) -
     return f"{prefix}:{engine}:{name}" + (f":{item}" if item is not None else "")
 
 
-def field_label(name: str) -> str:
-    return name.replace("_", " ")
+def field_label(f: dataclasses.Field) -> str:
+    """The label the schema declares (the paper's symbol and a plain name), else the field name in words."""
+    return f.metadata.get("label") or f.name.replace("_", " ")
+
+
+def group_label(group: str) -> str:
+    """A settings group's heading as declared ("HDRA" stays "HDRA"), first letter raised."""
+    return group[:1].upper() + group[1:]
 
 
 def defaults(settings_cls: type) -> dict[str, Any]:
@@ -68,7 +75,7 @@ def _number(where, label: str, value: int | float, meta: dict, key: str):
 def _widget(where, f: dataclasses.Field, value: Any, prefix: str, engine: str) -> Any:
     """One field's widget(s) in `where`; returns the chosen value."""
     meta = dict(f.metadata)
-    label = field_label(f.name)
+    label = field_label(f)
     key = settings_key(prefix, engine, f.name)
     help_text = meta.get("help") or None
     if isinstance(value, bool):
@@ -124,15 +131,15 @@ def settings_form(engine: str, prefix: str = "settings", where=None) -> dict[str
         if not drawn:
             out.update({f.name: values[f.name] for f in members})
             continue
-        if not (len(drawn) == 1 and field_label(drawn[0].name) == group):
-            where.markdown(f"**{group.capitalize()}**")
+        if not (len(drawn) == 1 and field_label(drawn[0]) == group):
+            where.markdown(f"**{group_label(group)}**")
         _draw(drawn, values, prefix, engine, out, where)
         out.update({f.name: values[f.name] for f in members if f not in drawn})
     if advanced:
         count = sum(len(m) for m in advanced.values())
         with where.expander(f"Advanced settings ({count})", expanded=False):
             for group, members in advanced.items():
-                st.markdown(f"**{group.capitalize()}**")
+                st.markdown(f"**{group_label(group)}**")
                 _draw(members, values, prefix, engine, out, st)
     return out
 

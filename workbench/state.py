@@ -9,12 +9,18 @@ from engine.llm.embedder import Embedder
 from engine.store.catalog import DB_ENV
 from workbench import access
 from workbench.model import Workbench
-from workbench.session_link import SESSION_PARAM, TURN_PARAM, first_workbench, url_params
+from workbench.session_link import NEW_PARAM, SESSION_PARAM, TURN_PARAM, first_workbench, url_params
 from workbench.settings_form import changed_settings
 from workbench.text import MISSING, md_code, md_escape
 
 _KEY = "workbench"
 _NOTES = "workbench_link_notes"       # what the URL asked for that could not be done, shown once
+
+
+def queued_label(process) -> str:
+    """What a process's buffer holds, said one way on every page: "Queued for Off-peak steward" (an engine's
+    status may be called "buffered": MemLoom's real-time buffer of sentence records is another thing)."""
+    return f"Queued for {process.label}"
 
 
 @st.cache_resource(show_spinner="Loading the embedding model…")
@@ -41,7 +47,7 @@ def sync_url(wb: Workbench) -> None:
     """Keep the URL's session and turn at the workbench's, so a reload or a shared link comes back here."""
     wanted = url_params(wb)
     params = st.query_params
-    for key in (SESSION_PARAM, TURN_PARAM):
+    for key in (SESSION_PARAM, TURN_PARAM, NEW_PARAM):
         if key not in wanted and key in params:
             del params[key]
         elif key in wanted and params.get(key) != wanted[key]:
@@ -113,7 +119,7 @@ def header(wb: Workbench) -> None:
     cols[2].markdown(f"**Turn** · {wb.cursor} / {wb.total_turns}"
                      f"{'' if wb.at_head else f' (log head {wb.head})'}  \n"
                      f"**Session** · {md_escape(turn.session) if turn else MISSING}")
-    buffered = f" · **Buffered** · {state.buffered()}" if wb.has_processes else ""
-    cols[3].markdown(f"**Nodes** · {len(state.nodes)} ({status_counts_text(state)}){buffered}  \n"
+    queued = "".join(f" · **{queued_label(p)}** · {len(state.buffer(p.buffer))}" for p in schema.processes)
+    cols[3].markdown(f"**Nodes** · {len(state.nodes)} ({status_counts_text(state)}){queued}  \n"
                      f"{settings_text(wb.engine)}")
     st.divider()

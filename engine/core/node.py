@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 TURN_KIND = "turn"       # the node kind every engine makes for an ingested dataset turn
 
 
+def node_label(node_id: int) -> str:
+    """A node's id as every page and JSON output writes it: "u4"."""
+    return f"u{node_id}"
+
+
 @dataclass
 class Node:
     id: int
@@ -37,7 +42,7 @@ class Node:
 
     @property
     def label(self) -> str:
-        return f"u{self.id}"
+        return node_label(self.id)
 
     @property
     def embed_text(self) -> str:

@@ -56,7 +56,8 @@ class EdgeTypeSpec:
 
 @dataclass(frozen=True)
 class PlanField:
-    """One field of an operator's plan, with how to show it: text, list, or segments (list of objects)."""
+    """One field of an operator's plan, with how to show it: text, list, ids (a list of node ids, shown as the
+    pages write them: "u4, u7"), or segments (list of objects)."""
 
     name: str
     label: str
@@ -192,10 +193,11 @@ class EngineSchema:
 
 def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum: float | None = None,
             maximum: float | None = None, step: float | None = None, choices: tuple | dict | None = None,
-            group: str = "", advanced: bool = False):
-    """A settings dataclass field with what a settings form needs: help text, bounds, choices, group."""
+            group: str = "", advanced: bool = False, label: str = ""):
+    """A settings dataclass field with what a settings form needs: help text, bounds, choices, group, and the
+    label a person reads (the paper's symbol and a plain name, "λ — recency decay"; "" = the field name)."""
     meta = {"help": help, "min": minimum, "max": maximum, "step": step, "choices": choices, "group": group,
-            "advanced": advanced}
+            "advanced": advanced, "label": label}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)

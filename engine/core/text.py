@@ -53,6 +53,11 @@ def numbers(text: str) -> set[str]:
     return found
 
 
+def number_change(old: set[str], new: set[str]) -> str:
+    """A changed figure as a reason reads it: "numbers 3 → 4" (never a Python list)."""
+    return f"numbers {', '.join(sorted(old)) or 'none'} → {', '.join(sorted(new)) or 'none'}"
+
+
 def has_negation(text: str) -> bool:
     ws = words(text)
     return any(w in NEGATIONS or w.endswith("n't") for w in ws)

@@ -64,7 +64,7 @@ def structure(state: MemoryState, max_hops: int = 8) -> dict:
         "turns": state.turn,
         "units": len(state.units),
         "visible": len(state.visible_ids),
-        "archived": len(state.archived_ids),
+        "off_surface": len(state.archived_ids),          # the archived status is counted in "statuses"
         "statuses": state.status_counts(),
         "visible_ratio": surface_ratio(state),
         "median_hop": finite[len(finite) // 2] if finite else None,

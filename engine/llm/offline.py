@@ -20,6 +20,7 @@ from engine.core.text import (
     has_negation,
     human_date,
     jaccard,
+    number_change,
     numbers,
     sentence_spans,
     strip_speaker,
@@ -465,7 +466,7 @@ def _value_change(was: str, now: str) -> str:
     same = jaccard(tw, tn) >= _SAME_PROPOSITION
     nw, nn = numbers(was), numbers(now)
     if same and nw and nn and nw != nn:
-        return f"numbers {sorted(nw)} -> {sorted(nn)}"
+        return number_change(nw, nn)
     if same and _negated(was) != _negated(now):
         return "polarity flips"
     if _plan(was) and _done(now) and tw & tn:

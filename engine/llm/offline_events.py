@@ -10,19 +10,16 @@ import math
 import re
 from datetime import datetime, timedelta
 
-from engine.core.text import content_tokens, has_negation, jaccard, numbers, words
+from engine.core.text import content_tokens, has_negation, jaccard, number_change, numbers, words
+from engine.llm.pronouns import third_person
 from engine.llm.schemas import SUMMARY_CHARS
 from engine.retrieval.links import CHANGE_WORDS
 
 # -- the router ----------------------------------------------------------------------------------
-_FIRST_PERSON = {"i": "{s}", "me": "{s}", "my": "{s}'s", "mine": "{s}'s", "myself": "{s}",
-                 "i'm": "{s} is", "i've": "{s} has", "i'd": "{s} would", "i'll": "{s} will"}
-_SECOND_PERSON = {"you": "{a}", "your": "{a}'s", "yours": "{a}'s", "yourself": "{a}"}
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _UNITS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months": 30, "year": 365, "years": 365}
 _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
           "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "several": 3}
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’]*|[^A-Za-z]+")
 
 
 def _day(d: datetime) -> str:
@@ -80,30 +77,15 @@ def _relative_dates(text: str, now: datetime) -> list[tuple[int, str, str]]:
 
 
 def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict:
-    """Speaker-anchored pronouns, the addressee, and absolute dates; the raw text itself is never edited.
+    """Speaker-anchored pronouns (in the third person, verbs agreeing), the addressee, and absolute dates;
+    the raw text itself is never edited.
 
     One pass over the tokens and one over the date mentions, each date written after its own mention, so
     the cost is linear in the utterance however many pronouns and dates it holds.
     """
     others = [w["speaker"] for w in reversed(window) if w.get("speaker") and w["speaker"] != speaker]
     addressee = others[0] if others and len(set(w["speaker"] for w in window) | {speaker}) == 2 else ""
-    references: list[dict] = []
-    resolved: set[tuple[str, str]] = set()
-    out: list[str] = []
-    for tok in _TOKEN.findall(utterance):
-        key = tok.lower().replace("’", "'")
-        if speaker and key in _FIRST_PERSON:
-            rep = _FIRST_PERSON[key].format(s=speaker)
-        elif addressee and key in _SECOND_PERSON:
-            rep = _SECOND_PERSON[key].format(a=addressee)
-        else:
-            out.append(tok)
-            continue
-        out.append(rep)
-        if (tok, rep) not in resolved:
-            resolved.add((tok, rep))
-            references.append({"mention": tok, "resolved": rep})
-    text = "".join(out)
+    text, references = third_person(utterance, speaker, addressee)
     dates = []
     try:
         now = datetime.fromisoformat(time)
@@ -175,7 +157,7 @@ def _state_change(old: dict, new: dict) -> str:
         return ""
     na, nb = numbers(old["text"]), numbers(new["text"])
     if na and nb and na != nb:
-        return f"numbers {sorted(na)} -> {sorted(nb)}"
+        return number_change(na, nb)
     if has_negation(old["text"]) != has_negation(new["text"]):
         return "polarity flips"
     return ""

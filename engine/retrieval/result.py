@@ -3,10 +3,13 @@
 Stage names come from the engine's schema; `stages` holds milliseconds per
 stage (`<key>_ms`, plus `total_ms`). A path is a list of hops over edges that
 exist in the state the retrieval ran on, starting at the result's seed.
+`to_dict(labels=True)` writes node ids as the pages do ("u4"), for JSON a person reads.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from engine.core.node import node_label
 
 
 @dataclass
@@ -24,8 +27,9 @@ class Hop:
         """The stored edge this hop walks."""
         return (self.dst, self.src, self.type) if self.reverse else (self.src, self.dst, self.type)
 
-    def to_dict(self) -> dict:
-        d = {"from": self.src, "to": self.dst, "type": self.type}
+    def to_dict(self, labels: bool = False) -> dict:
+        name = node_label if labels else int
+        d = {"from": name(self.src), "to": name(self.dst), "type": self.type}
         if self.reverse:
             d["reverse"] = True
         return d
@@ -47,9 +51,11 @@ class RetrievedUnit:
     kind: str
     status: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self, labels: bool = False) -> dict:
         d = asdict(self)
-        d["path"] = [h.to_dict() for h in self.path]
+        d["path"] = [h.to_dict(labels) for h in self.path]
+        if labels:
+            d["id"], d["anchor"] = node_label(self.id), node_label(self.anchor)
         return d
 
 
@@ -64,11 +70,13 @@ class RetrievalResult:
     context: str
     stages: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self, k: int | None = None) -> dict:
+    def to_dict(self, k: int | None = None, labels: bool = False) -> dict:
+        name = node_label if labels else int
+        expansion = [{**e, "id": name(e["id"]), "parent": name(e["parent"])} for e in self.expansion]
         return {"query": self.query, "source_ids": self.source_ids[:k] if k else self.source_ids,
-                "units": [u.to_dict() for u in self.units], "context": self.context,
-                "anchors": [{"id": i, "score": round(s, 6)} for i, s in self.anchors],
-                "expansion": self.expansion, "stages": {k2: round(v, 3) for k2, v in self.stages.items()}}
+                "units": [u.to_dict(labels) for u in self.units], "context": self.context,
+                "anchors": [{"id": name(i), "score": round(s, 6)} for i, s in self.anchors],
+                "expansion": expansion, "stages": {k2: round(v, 3) for k2, v in self.stages.items()}}
 
 
 def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 from engine.core import ops as opspecs
 from engine.core.conversation import Turn
+from engine.core.node import node_label
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.proposal import Proposal, Status
 from engine.core.schema import EngineSchema
@@ -273,9 +274,9 @@ class BaseEngine(DerivedViews, ABC):
     def snapshot(self) -> dict:
         return self.export()
 
-    def export(self) -> dict:
+    def export(self, labels: bool = False) -> dict:
         """Every node with its kind, status and derived visibility, and every edge."""
-        return export_state(self.state)
+        return export_state(self.state, labels)
 
 
 def open_run_message(state: MemoryState, run_id: str, db: str = "DB") -> str:
@@ -286,10 +287,13 @@ def open_run_message(state: MemoryState, run_id: str, db: str = "DB") -> str:
             f"discard {run_id} --db {db}`), or review it on the Consolidation page")
 
 
-def export_state(state: MemoryState) -> dict:
-    units = [{"id": u.id, "kind": u.kind, "status": u.status, "visible": u.visible, "raw": u.raw,
+def export_state(state: MemoryState, labels: bool = False) -> dict:
+    """Every node and edge; with `labels`, ids written as the pages write them ("u4"), for JSON a person reads."""
+    name = node_label if labels else int
+    units = [{"id": name(u.id), "kind": u.kind, "status": u.status, "visible": u.visible, "raw": u.raw,
               "summary": u.summary, "keywords": list(u.keywords), "time": u.time,
-              "source_ids": list(u.source_ids), "members": list(u.members)}
+              "source_ids": list(u.source_ids), "members": [name(m) for m in u.members]}
              for u in sorted(state.nodes.values(), key=lambda u: u.id)]
-    edges = [{"src": e.src, "dst": e.dst, "type": e.type} for e in sorted(state.edges.values(), key=lambda e: e.key)]
+    edges = [{"src": name(e.src), "dst": name(e.dst), "type": e.type}
+             for e in sorted(state.edges.values(), key=lambda e: e.key)]
     return {"units": units, "edges": edges}

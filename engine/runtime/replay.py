@@ -47,7 +47,7 @@ class ReplaySummary:
     turns: int
     units: int
     visible: int
-    archived: int
+    off_surface: int           # nodes off the retrieval surface, whatever their status (`statuses` has "archived")
     statuses: dict[str, int]
     edges: dict[str, int]
     applied: int
@@ -60,7 +60,7 @@ class ReplaySummary:
     def line(self) -> str:
         edges = " ".join(f"{k}={v}" for k, v in self.edges.items()) or "none"
         statuses = " ".join(f"{k}={v}" for k, v in self.statuses.items())
-        return (f"turns={self.turns} units={self.units} visible={self.visible} archived={self.archived} "
+        return (f"turns={self.turns} units={self.units} visible={self.visible} off_surface={self.off_surface} "
                 f"status[{statuses}] "
                 f"edges[{edges}] proposals applied={self.applied} skipped={self.skipped} failed={self.failed} "
                 f"runs={self.runs}" + self.share_note())
@@ -204,6 +204,6 @@ def summarize(engine, ingested: int | None = None, others: int = 0) -> ReplaySum
     st = engine.state
     statuses = [p.status for p in st.proposals.values()]
     return ReplaySummary(turns=st.turn, units=len(st.units), visible=len(st.visible_ids),
-                         archived=len(st.archived_ids), statuses=st.status_counts(), edges=st.edge_counts(),
+                         off_surface=len(st.archived_ids), statuses=st.status_counts(), edges=st.edge_counts(),
                          applied=statuses.count("applied"), skipped=statuses.count("skipped"), failed=statuses.count("failed"),
                          runs=len(st.runs), ingested=st.turn if ingested is None else ingested, others=others)

@@ -52,6 +52,7 @@ class SessionInfo:
     turn: int = 0                     # turns ingested (the log head)
     last_opened: str | None = None
     parent: str | None = None         # name of the session this one branched from
+    owner: str | None = None          # who loaded it (meta OWNER); None when it was made outside the workbench
     depth: int = 0                    # 0 for a session, 1 for its branch, 2 for a branch of that ...
     problem: str | None = None
 
@@ -131,7 +132,8 @@ def read_session(path: Path, name: str | None = None) -> SessionInfo:
     values = {key: _json(value) for key, value in meta.items()}
     return SessionInfo(name, path, source=values.get("source"), label=values.get("label"),
                        conversation=values.get("conversation"), engine=values.get("engine"), schedule=values.get("schedule"), turn=int(turn),
-                       last_opened=values.get(LAST_OPENED), parent=_parent_name(values, path.parent))
+                       last_opened=values.get(LAST_OPENED), parent=_parent_name(values, path.parent),
+                       owner=values.get(OWNER))
 
 
 def list_sessions(folder: Path | None = None) -> list[SessionInfo]:

@@ -13,19 +13,22 @@ class AllMemSettings(EngineSettings):
     write_anchors: int = setting(5, "Top-k visible anchors found for each new unit", minimum=1, maximum=50,
                                  group="online write")
     online_semantic_links: int = setting(3, "σ links a new unit makes to its anchors (\"a few\")", minimum=0,
-                                         maximum=20, group="online write")
+                                         maximum=20, group="online write", label="σ links per new unit")
     semantic_min_cosine: float = setting(0.35, "an anchor needs at least this cosine to get a σ link",
                                          minimum=0.0, maximum=1.0, step=0.05, group="online write")
     # degree caps (App. B.1); version edges are never pruned
-    cap_temporal: int = setting(1, "τ out-degree cap", minimum=1, maximum=5, group="degree caps", advanced=True)
-    cap_semantic: int = setting(6, "σ out-degree cap", minimum=1, maximum=50, group="degree caps", advanced=True)
-    cap_sibling: int = setting(2, "β out-degree cap", minimum=1, maximum=10, group="degree caps", advanced=True)
+    cap_temporal: int = setting(1, "τ out-degree cap", minimum=1, maximum=5, group="degree caps", advanced=True,
+                                label="τ out-degree cap")
+    cap_semantic: int = setting(6, "σ out-degree cap", minimum=1, maximum=50, group="degree caps", advanced=True,
+                                label="σ out-degree cap")
+    cap_sibling: int = setting(2, "β out-degree cap", minimum=1, maximum=10, group="degree caps", advanced=True,
+                               label="β out-degree cap")
     # consolidation (App. C.2)
     theta: dict = setting(help="gate θ per operator: a proposal passes iff its confidence reaches it",
                           factory=lambda: {"split": 0.9, "merge": 0.9, "update": 0.9}, minimum=0.0, maximum=1.0,
-                          step=0.05, group="consolidation")
+                          step=0.05, group="consolidation", label="θ — gate per operator")
     gamma_merge: float = setting(0.7, "merge coherence γ (mean pairwise cosine of the sources)", minimum=0.0,
-                                 maximum=1.0, step=0.05, group="consolidation")
+                                 maximum=1.0, step=0.05, group="consolidation", label="γ — merge coherence")
     diagnosis_anchors: int = setting(5, "anchor neighbourhood diagnosed with each buffered unit", minimum=1,
                                      maximum=20, group="consolidation", advanced=True)
     merge_max: int = setting(4, "most units one Merge may take", minimum=2, maximum=8, group="consolidation",
@@ -36,11 +39,13 @@ class AllMemSettings(EngineSettings):
                                      maximum=20000, group="consolidation", advanced=True)
     # retrieval (App. F.4)
     k: int = setting(10, "Stage-1 anchors: visible units retrieval starts from", minimum=1, maximum=100,
-                     group="retrieval")
-    hops: int = setting(2, "Stage-2 hop limit H_q", minimum=0, maximum=5, group="retrieval")
-    budget: int = setting(40, "Stage-2 candidate budget L", minimum=1, maximum=500, group="retrieval")
+                     group="retrieval", label="k — Stage-1 anchors")
+    hops: int = setting(2, "Stage-2 hop limit H_q", minimum=0, maximum=5, group="retrieval",
+                        label="H_q — Stage-2 hop limit")
+    budget: int = setting(40, "Stage-2 candidate budget L", minimum=1, maximum=500, group="retrieval",
+                          label="L — Stage-2 candidate budget")
     final_k: int = setting(16, "units returned after Stage-3 re-ranking (K)", minimum=1, maximum=100,
-                           group="retrieval")
+                           group="retrieval", label="K — units returned")
     lexical_weight: float = setting(0.5, "weight of z(BM25) fused with z(dense cosine)", minimum=0.0,
                                     maximum=5.0, step=0.1, group="retrieval")
     # Stage 3 prefers up-to-date evidence (All-Mem §4.7): a unit an Update superseded loses this much, in

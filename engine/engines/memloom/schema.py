@@ -60,7 +60,8 @@ SCHEMA = EngineSchema(
                 "the timeline and synthesises causal/temporal relations; bounded dual-stream retrieval "
                 "(seeds/memloom.txt §3).",
     node_kinds=(
-        KindSpec(Kind.SENTENCE, "sentence record", "#4e79a7", "one utterance, immutable, addressed by its turn id"),
+        KindSpec(Kind.SENTENCE, "sentence record", "#4e79a7", "one utterance, immutable, addressed by its turn "
+                 "id (stored as kind `turn`, as every engine stores an ingested turn)"),
         KindSpec(Kind.EVENT, "event", "#e15759", "a group of sentence records with a lifecycle", group=True),
     ),
     statuses=(
@@ -106,7 +107,7 @@ SCHEMA = EngineSchema(
                                   PlanField("rationale", "Why they are one event")),
                      description="merge a run of temporally adjacent events of one narrative"),
         OperatorSpec(Op.RELATION, "Relation", "steward", ("source event", "target event"), ordered_targets=True,
-                     plan_fields=(PlanField("type", "Relation type"), PlanField("evidence", "Evidence cited", "list"),
+                     plan_fields=(PlanField("type", "Relation type"), PlanField("evidence", "Evidence cited", "ids"),
                                   PlanField("rationale", "Rationale")),
                      description="a typed relation of the closed set between two events, citing evidence"),
     ),

@@ -19,51 +19,56 @@ ABLATIONS = {
 class MemLoomSettings(EngineSettings):
     # router (§3.2)
     router_window: int = setting(5, "earlier turns the router sees (H_{t-5:t-1})", minimum=0, maximum=20,
-                                 group="router")
+                                 group="router", label="H — router context (turns)")
     gate_min_tokens: int = setting(3, "gate: an utterance with fewer content words joins the latest event",
                                    minimum=0, maximum=20, group="router")
     # HDRA (§3.3, App. A.3)
-    alpha: float = setting(0.9, "α: weight of g(cos(v_m, c_j))", minimum=0.0, maximum=2.0, step=0.05, group="HDRA")
+    alpha: float = setting(0.9, "α: weight of g(cos(v_m, c_j))", minimum=0.0, maximum=2.0, step=0.05, group="HDRA",
+                           label="α — similarity weight")
     beta: float = setting(0.1, "β: weight of the temporal decay exp(−λΔh)", minimum=0.0, maximum=1.0, step=0.05,
-                          group="HDRA")
-    lam: float = setting(20.0, "λ: decay rate per day of Δh", minimum=0.0, maximum=200.0, step=1.0, group="HDRA")
-    gamma: float = setting(0.1, "γ: short-window gain B_sw", minimum=0.0, maximum=1.0, step=0.05, group="HDRA")
+                          group="HDRA", label="β — recency weight")
+    lam: float = setting(20.0, "λ: decay rate per day of Δh", minimum=0.0, maximum=200.0, step=1.0, group="HDRA",
+                         label="λ — recency decay (per day)")
+    gamma: float = setting(0.1, "γ: short-window gain B_sw", minimum=0.0, maximum=1.0, step=0.05, group="HDRA",
+                           label="γ — short-window gain")
     tau_new: float = setting(0.30, "τ_new: NEW_EVENT when the best S_j is below it", minimum=0.0, maximum=1.0,
-                             step=0.05, group="HDRA")
+                             step=0.05, group="HDRA", label="τ_new — new-event threshold")
     join_window: int = setting(3, "S_join: only events updated within this many turns are joinable",
-                               minimum=1, maximum=1000, group="HDRA")
+                               minimum=1, maximum=1000, group="HDRA", label="S_join — joinable window (turns)")
     short_window: int = setting(2, "B_sw = 1 for an event updated within this many turns", minimum=0, maximum=20,
-                                group="HDRA")
+                                group="HDRA", label="B_sw — short window (turns)")
     # lifecycle (§3.4, App. A.4)
     w1: float = setting(0.5, "maturity weight of the evidence count n", minimum=0.0, maximum=5.0, step=0.1,
-                        group="lifecycle")
+                        group="lifecycle", label="w₁ — evidence-count weight")
     w2: float = setting(1.0, "maturity weight of the participant entropy H(p)", minimum=0.0, maximum=5.0,
-                        step=0.1, group="lifecycle")
+                        step=0.1, group="lifecycle", label="w₂ — participant-entropy weight")
     w3: float = setting(0.25, "maturity weight of log(1 + token mass V)", minimum=0.0, maximum=5.0, step=0.05,
-                        group="lifecycle")
+                        group="lifecycle", label="w₃ — token-mass weight")
     tau_maturity: float = setting(1.2, "τ_maturity: provisional → active when M ≥ τ", minimum=0.0, maximum=20.0,
-                                  step=0.1, group="lifecycle")
+                                  step=0.1, group="lifecycle", label="τ_maturity — maturity threshold")
     close_on_session_shift: bool = setting(True, "close joinable events when a new session starts",
                                            group="lifecycle")
     retention_sessions: int = setting(0, "archive closed events this many sessions old (0 = keep)", minimum=0,
                                       maximum=100, group="lifecycle")
     # steward policy Π_syn (§3.5.2)
     theta_s: float = setting(0.45, "θ_s: cosine margin of topic-track edges", minimum=0.0, maximum=1.0, step=0.05,
-                             group="steward")
-    k_sem: int = setting(3, "k_sem: topic-track breadth per event", minimum=0, maximum=20, group="steward")
+                             group="steward", label="θ_s — topic-link margin")
+    k_sem: int = setting(3, "k_sem: topic-track breadth per event", minimum=0, maximum=20, group="steward",
+                         label="k_sem — topic links per event")
     repair_window: int = setting(6, "Δd: adjacent events looked back over for timeline repair", minimum=0,
-                                 maximum=20, group="steward")
+                                 maximum=20, group="steward", label="Δd — repair look-back (events)")
     repair_hours: float = setting(2.0, "δ_t: most hours between two fragments that may be repaired into one",
-                                  minimum=0.0, maximum=240.0, step=0.5, group="steward")
+                                  minimum=0.0, maximum=240.0, step=0.5, group="steward",
+        label="δ_t — repair gap (hours)")
     relation_candidates: int = setting(10, "earlier events per target offered to relation synthesis", minimum=1,
                                        maximum=50, group="steward")
     relation_budget: int = setting(200, "B_u: most relations one steward run may propose", minimum=1,
-                                   maximum=5000, group="steward")
+                                   maximum=5000, group="steward", label="B_u — relation budget")
     theta_rel: float = setting(0.10, "gate on a relation's confidence (the link model's probability; positives "
                                "are rare, so true links score 0.1-0.6)", minimum=0.0, maximum=1.0, step=0.05,
-                               group="steward")
+                               group="steward", label="θ_rel — relation gate")
     theta_repair: float = setting(0.5, "gate on a timeline repair's confidence", minimum=0.0, maximum=1.0,
-                                  step=0.05, group="steward")
+                                  step=0.05, group="steward", label="θ_repair — repair gate")
     # retrieval (§3.7)
     lexical_weight: float = setting(0.5, "weight of z(BM25) fused with z(dense cosine)", minimum=0.0, maximum=5.0,
                                     step=0.1, group="retrieval")
