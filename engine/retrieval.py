@@ -46,10 +46,17 @@ class RetrievedUnit:
     raw: str
     kind: str
     status: str = ""
+    layer: str = ""                        # the store it was searched in, for an engine with several (RecMem)
+    provenance: list[Hop] = field(default_factory=list)   # hops from it down to what it derives from
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["path"] = [h.to_dict() for h in self.path]
+        for key in ("layer", "provenance"):          # only engines that have them say so
+            if not d[key]:
+                del d[key]
+        if self.provenance:
+            d["provenance"] = [h.to_dict() for h in self.provenance]
         return d
 
 

@@ -177,7 +177,8 @@ class _Run:
         out = {"conversation": self.conv.id, "system": self.task.system, "turns": state.turn, "db": str(db),
                "rounds": self.rounds, "questions": [self.records[q] for q in self.questions if q in self.records],
                "latency_ms": {"insert": self.insert_all, "query": self.query_all},
-               "llm_tokens": _tokens(self.engine.store, self.llm), "structure": structure_figures(state),
+               "llm_tokens": _tokens(self.engine.store, self.llm),
+               "construction": llm_tokens_by_role(self.engine.store), "structure": structure_figures(state),
                "boundaries": None}
         if not self.spec.questions:
             out["boundaries"] = boundary_row(self.task, self.conv, state)
@@ -256,7 +257,7 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
     return {"conversation": conv.id, "system": task.system, "turns": len(conv.turns), "db": None,
             "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
-            "structure": {}, "boundaries": None}
+            "construction": None, "structure": {}, "boundaries": None}
 
 
 def memory_size(state) -> dict:
