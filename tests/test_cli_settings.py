@@ -87,7 +87,7 @@ def test_recmem_command_line_contract(tmp_path):
                        if t == "derived_from")
     res = json.loads(memwb("retrieve", "--db", db, "--query", "How many half marathons has Jon run?", "--json",
                            "--k", "5").stdout)
-    assert len(res["source_ids"]) == 5 and set(res["stages"]) == {"layers", "provenance", "rank", "total"}
+    assert len(res["source_ids"]) == 5 and set(res["stages"]) == {"layers_ms", "provenance_ms", "rank_ms", "total_ms"}
     layers = {u["layer"] for u in res["units"]}
     assert layers <= {"sub-conscious", "episodic", "semantic"} and len(layers) >= 2
     for u in res["units"]:
