@@ -30,6 +30,7 @@ from workbench.graph_view import (
     statuses_of,
     visibility_text,
 )
+from workbench.layers_view import layer_kinds, render_layers
 from workbench.lifecycle_view import (
     LIFECYCLE_KINDS,
     MAX_LANES,
@@ -339,7 +340,12 @@ st.caption("Click a node to inspect it below; hover it for its raw evidence, sum
                if grouped else "Rows are sessions, columns are time; nodes made by an offline process sit under "
                                "their source."))
 
-details, timeline, changes = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"])
+layered = layer_kinds(state)          # kinds that lineage links join into layers (RecMem: fact, episode, unit, ...)
+details, timeline, changes, *layers = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"]
+                                              + (["Layers"] if len(layered) >= 3 else []))
+for tab in layers:
+    with tab:
+        render_layers(state, layered, uid)
 with details:
     if uid is not None:
         unit_detail(state, uid)

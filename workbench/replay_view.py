@@ -23,6 +23,7 @@ from engine.oplog import OpKind, RunInfo
 from engine.state import MemoryState
 from engine.text import seconds_text
 from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
+from workbench.gate_view import render_gate
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
 from workbench.text import MISSING, md_escape, missing, table
@@ -154,6 +155,7 @@ class TurnEffects:
     edges: list[Edge] = field(default_factory=list)
     transitions: list[dict] = field(default_factory=list)    # online status changes: node, was, status, cause
     routing: dict | None = None                              # the turn_ingested record's `routing`, if any
+    gate: list[dict] | None = None                           # its `gate` traces (RecMem's recurrence gate), if any
     attrs: dict[int, dict] = field(default_factory=dict)     # node -> figures (attrs) the ingest wrote
     buffers: dict[str, int] = field(default_factory=dict)    # buffer name -> size right after the ingest
     buffer_size: int = 0                                     # nodes waiting in any buffer right after it
@@ -182,7 +184,7 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
         if op.kind == OpKind.TURN_INGESTED:
             if op.turn == turn_no:
                 effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before,
-                                      routing=p.get("routing"))
+                                      routing=p.get("routing"), gate=p.get("gate"))
         elif op.kind == OpKind.RUN_STARTED:
             if effects is not None:
                 effects.runs_after.append(op.run_id)
@@ -368,6 +370,8 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
              "summary": _unit_text(state, a)} for a, c in effects.anchors]), hide_index=True, width="stretch")
     if effects.routing:
         render_routing(wb, effects)
+    if effects.gate is not None:
+        render_gate(wb, effects)
     if effects.edges:
         st.markdown("**Edges added**")
         st.dataframe(table(pd.DataFrame([

@@ -27,7 +27,7 @@ from engine.schema import EngineSchema, OperatorSpec
 from engine.state import MemoryState
 from workbench.graph_view import edge_style, visibility_text
 from workbench.retrieval_view import ARCHIVED_MARK, VISIBLE_MARK, short  # noqa: F401  (marks re-exported)
-from workbench.text import MISSING, md_code, md_escape, missing
+from workbench.text import MISSING, md_code, md_escape, missing, table
 
 UNDECIDED, ACCEPT, REJECT = "Undecided", "Accept", "Reject"
 CHOICES = (UNDECIDED, ACCEPT, REJECT)
@@ -264,6 +264,17 @@ def detail_text(p: Proposal) -> str:
     return " · ".join(parts)
 
 
+def detail_tables(p: Proposal) -> list[tuple[str, pd.DataFrame]]:
+    """The proposal's tabular details (a list of records, e.g. RecMem's cluster with each unit's cosine), each as
+    a table under its key."""
+    out = []
+    for key, value in p.detail.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            out.append((key, pd.DataFrame([{k: _plain(v) if isinstance(v, (list, tuple, bool)) or v is None else v
+                                            for k, v in row.items()} for row in value])))
+    return out
+
+
 def text_html(label: str, text: str) -> str:
     """A labelled piece of model or conversation text, escaped."""
     body = html.escape(text).replace("\n", "<br>")
@@ -304,6 +315,9 @@ def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool
             if key != "threshold" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 blocks.append(text_html(f"{key.replace('_', ' ').capitalize()}:", f"{value:.3f}"))
         left.markdown("".join(blocks), unsafe_allow_html=True)
+        for key, frame in detail_tables(p):
+            left.markdown(f"**{md_escape(key.replace('_', ' ').capitalize())}** (the proposal's inputs)")
+            left.dataframe(table(frame), hide_index=True, width="stretch")
         with right:
             if p.status != Status.PENDING:
                 st.caption(f"Closed: {p.status}")

@@ -200,9 +200,17 @@ class RecMemEngine(BaseEngine):
     def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
         return explain(self, res, uids)
 
-    def threshold_sweep(self, theta_sims: Iterable[float], theta_counts: Iterable[int]) -> list[SweepCell]:
-        """What each (θ_sim, θ_count) pair would do to this conversation's units so far, with no LLM
-        (`sweep.threshold_sweep`); the other settings are this engine's."""
-        units = sorted((n for n in self.state.nodes.values() if n.kind == Kind.UNIT), key=lambda n: n.id)
-        return threshold_sweep([SweepUnit(u.id, u.time, u.raw, self.vectors[u.id]) for u in units],
-                               theta_sims, theta_counts, self.settings)
+    def threshold_sweep(self, theta_sims: Iterable[float], theta_counts: Iterable[int],
+                        turns: list[Turn] | None = None) -> list[SweepCell]:
+        """What each (θ_sim, θ_count) pair would do, with no LLM (`sweep.threshold_sweep`), to this memory's units
+        so far, or to every exchange of `turns` (a whole loaded conversation); the other settings are this
+        engine's."""
+        if turns is None:
+            units = sorted((n for n in self.state.nodes.values() if n.kind == Kind.UNIT), key=lambda n: n.id)
+            found = [SweepUnit(u.id, u.time, u.raw, self.vectors[u.id]) for u in units]
+        else:
+            closed = [ex for ex in exchanges(turns) if len(ex) > 1 or ex[0] is not turns[-1] or opens_alone(ex[0])]
+            texts = [formatted(ex[0].time, exchange_raw(ex)) for ex in closed]
+            vecs = self.embedder.embed(texts) if texts else []
+            found = [SweepUnit(i, ex[0].time, exchange_raw(ex), v) for i, (ex, v) in enumerate(zip(closed, vecs))]
+        return threshold_sweep(found, theta_sims, theta_counts, self.settings)
