@@ -1,12 +1,16 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
-    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|naive|hybrid]
+    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|recmem|naive|hybrid]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
 7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) and the graph at LoCoMo scale
 (10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
+RecMem's tour (`all`, or `--engine recmem`) opens the demo in RecMem from the settings form (θ_sim 0.6,
+θ_count 3, manual schedule) and takes 13_recmem_replay (the recurrence gate's trace and the threshold sweep),
+14_recmem_consolidation (a cluster with its cosines under review), 15_recmem_graph (the Layers tab) and
+16_recmem_retrieval (results with their layer and provenance chain).
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
 of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
@@ -24,10 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
+from engine.workspace import ENV  # noqa: E402
 from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
                               benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
                               locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
                               walkthrough)
+from workbench.recmem_tour import recmem_walkthrough  # noqa: E402
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -37,8 +43,13 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
     ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
+    engines = {"all": ["allmem", "memloom", "recmem"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
     for engine in engines:
+        if engine == "recmem":
+            with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp, \
+                    running_app(env={ENV: tmp}) as url, browser_page() as page:
+                recmem_walkthrough(page, url, Path(tmp), shots=Path(args.out))
+            continue
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))
