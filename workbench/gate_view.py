@@ -23,6 +23,7 @@ PASS, FAIL = "✓ passes", "✗ below"
 FIRED = {"merge": "merge-first: queued for the merge role",
          "consolidate": "recurrence trigger: the cluster is queued for consolidation",
          "none": "nothing fired: the unit stays in the sub-conscious store (no LLM call)"}
+FIRED_SHORT = {"merge": "merge", "consolidate": "trigger", "none": "none"}
 SWEEP_METRICS = {"calls": "estimated LLM calls", "triggers": "gate triggers", "merges": "merge-first hits",
                  "consolidated_share": "share of units consolidated", "mean_cluster": "mean cluster size",
                  "prompt_tokens": "estimated prompt tokens"}
@@ -117,7 +118,7 @@ def render_gate(wb, effects) -> None:
         cols[1].metric("Nearest episode cosine", "—" if trace.get("episode") is None else
                        f"{trace['episode_cosine']:.3f}", help=f"Against θ_merge {trace['theta_merge']:.2f}: at or "
                                                               "above it the unit goes to the merge role first.")
-        cols[2].metric("Fired", trace["fired"], help=FIRED.get(trace["fired"], ""))
+        cols[2].metric("Fired", FIRED_SHORT.get(trace["fired"], trace["fired"]), help=FIRED.get(trace["fired"], ""))
         if trace.get("neighbours"):
             st.dataframe(table(neighbours_frame(trace, state)), hide_index=True, width="stretch",
                          column_config={"text": st.column_config.TextColumn("text", width="large")})
@@ -163,8 +164,8 @@ def sweep_figure(cells, metric: str, current: tuple[float, int] | None = None) -
         x, y = counts.index(current[1]), sims.index(current[0])
         fig.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5,
                       line={"color": "#e6a100", "width": 3})
-    fig.update_layout(height=90 + 34 * len(sims), margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      xaxis_title="θ_count", yaxis_title="θ_sim",
+    fig.update_layout(height=110 + 34 * len(sims), margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      xaxis={"title": "θ_count", "type": "category"}, yaxis={"title": "θ_sim", "type": "category"},
                       title=f"{SWEEP_METRICS[metric]} per (θ_sim, θ_count), no LLM (outlined: this session's)")
     return fig
 
@@ -190,7 +191,7 @@ def render_sweep(wb) -> None:
         cells = cached[1]
         s = wb.engine.settings
         st.caption(f"All {cells[0].units} exchange units of the loaded conversation, replayed through the same gate "
-                   "ingest runs; an episode's embedding is estimated as its units' centroid, one episode per "
+                   "ingest runs; an episode's embedding is estimated as its latest unit's, one episode per "
                    "trigger, every merge accepted (the estimates are explained in docs/RECMEM.md).")
         st.plotly_chart(sweep_figure(cells, metric, (s.theta_sim, s.theta_count)), width="stretch",
                         key="sweep_heatmap")

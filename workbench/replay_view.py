@@ -192,8 +192,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
                 runs_before.append(op.run_id)
         elif online and op.kind == OpKind.BUFFER_PUSHED:
             pushed_at = op.seq
-            for uid, anchors in p["entries"]:
-                if uid in effects.created and not effects.anchors:
+            for uid, anchors in p["entries"]:      # (a gate's queued cluster is shown with the gate instead)
+                if uid in effects.created and not effects.anchors and effects.gate is None:
                     effects.anchors = [(a, None) for a in anchors]
         elif online and op.kind == OpKind.NODE_CREATED:
             node = p["node"]
