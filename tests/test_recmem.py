@@ -12,13 +12,13 @@ import pytest
 from engine.conversation import Conversation, Turn
 from engine.engines import engine_class
 from engine.explain import Drop
-from engine.llm.base import BackendReply, LLMBackend
 from engine.loaders import load_conversation
 from engine.oplog import OpKind
 from engine.proposal import Status
 from engine.replay import Schedule, replay
 from engine.session import open_session
 from tests.conftest import ROOT
+from tests.test_operators import ScriptedBackend
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 
@@ -179,20 +179,6 @@ def test_review_reject_then_accept_and_undo(reviewed):
     assert all(eng.state.nodes[u].status == "subconscious" for u in units)
 
 
-class Garbage(LLMBackend):
-    """The offline rules, except the named roles, which answer garbage."""
-
-    name = "garbage"
-
-    def __init__(self, inner, roles: dict[str, str]):
-        self.inner, self.roles = inner, roles
-
-    def generate(self, request):
-        if request.role in self.roles:
-            return BackendReply(text=self.roles[request.role])
-        return self.inner.generate(request)
-
-
 def test_merge_role_garbage_fails_closed_and_the_replay_goes_on(tmp_path):
     """A unit near the episode goes to the merge role; garbage from it is JSON_PARSE_FAIL on the proposal, the
     episode and the unit are untouched, the run commits, and ingest goes on."""
@@ -200,7 +186,7 @@ def test_merge_role_garbage_fails_closed_and_the_replay_goes_on(tmp_path):
                        settings={"theta_sim": 0.5, "theta_count": 2, "theta_merge": 0.5})
     replay(eng, app_b(), Schedule.parse("every-1-turns"))
     episode = next(n for n in eng.state.nodes.values() if n.kind == "episode").copy()
-    eng.llm.backend = Garbage(eng.llm.backend, {"episode_merge": "yes, merge them!! {"})
+    eng.llm.backend = ScriptedBackend(eng.llm.backend, {"episode_merge": "yes, merge them!! {"})
     follow = [Turn("D4:1", "user", "I picked up Mia's peanut-free birthday cake from SweetLeaf today.",
                    "2024-05-04T10:00:00", "4", 6),
               Turn("D4:2", "assistant", "Wonderful, I hope Mia loves her nut-free birthday cake!",

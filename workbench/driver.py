@@ -202,7 +202,8 @@ def _look(page, texts: dict, shot, key: str, shot_name: str, page_title: str | N
     shot(shot_name)
 
 
-def _ask_free_query(page, texts: dict, shot, query: str) -> None:
+def ask_free_query(page, texts: dict, shot, query: str, shot_name: str = "4_retrieval") -> None:
+    """Retrieval page: ask `query` as a free query; keep the page's text under "retrieval" and take `shot_name`."""
     open_page(page, "Retrieval")
     page.get_by_text("Free query", exact=True).click()
     wait_idle(page)
@@ -211,7 +212,7 @@ def _ask_free_query(page, texts: dict, shot, query: str) -> None:
     box.press("Enter")
     wait_idle(page, 2500)
     texts["retrieval"] = page.inner_text("body")
-    shot("4_retrieval")
+    shot(shot_name)
 
 
 def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
@@ -249,7 +250,7 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     expect(page.get_by_text(re.compile(r"run-\d+ committed: .*deferred with a note"))).to_be_visible()
     _look(page, texts, shot, "consolidation", "3_consolidation")
     _look(page, texts, shot, "graph", "2_memory_graph", "Memory graph", 2500)
-    _ask_free_query(page, texts, shot, UPDATE_QUERY)
+    ask_free_query(page, texts, shot, UPDATE_QUERY)
 
     open_page(page, "Annotate")
     page.get_by_role("button", name="Import").first.click()
@@ -268,7 +269,7 @@ def baseline_walkthrough(page, url: str, shots: Path | None = None) -> dict[str,
     _look(page, texts, shot, "replay", "1_replay")
     _look(page, texts, shot, "graph", "2_memory_graph", "Memory graph", 2500)
     _look(page, texts, shot, "consolidation", "3_consolidation", "Consolidation")
-    _ask_free_query(page, texts, shot, UPDATE_QUERY)
+    ask_free_query(page, texts, shot, UPDATE_QUERY)
     return texts
 
 

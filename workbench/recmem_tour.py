@@ -13,7 +13,8 @@ from engine.oplog import OpKind
 from engine.proposal import Status
 from engine.sessions import list_sessions
 from engine.store import Store
-from workbench.driver import UPDATE_QUERY, choose_radio, click, jump_to_turn, open_page, tall_screenshot, wait_idle
+from workbench.driver import (UPDATE_QUERY, ask_free_query, choose_radio, click, jump_to_turn, open_page,
+                              tall_screenshot, wait_idle)
 from workbench.review_view import sort_queue
 
 SETTINGS = {"theta sim": "0.60", "theta count": "3", "theta merge": "0.60"}     # the demo is short: see docs
@@ -127,15 +128,7 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     texts["graph"] = page.inner_text("body")
     shot("15_recmem_graph")
 
-    open_page(page, "Retrieval")
-    page.get_by_text("Free query", exact=True).click()
-    wait_idle(page)
-    box = page.get_by_role("textbox", name="Query", exact=True)
-    box.fill(UPDATE_QUERY)
-    box.press("Enter")
-    wait_idle(page, 2500)
-    texts["retrieval"] = page.inner_text("body")
-    shot("16_recmem_retrieval")
+    ask_free_query(page, texts, shot, UPDATE_QUERY, "16_recmem_retrieval")
 
     open_page(page, "Consolidation")
     page.get_by_role("tab", name="Run diff & undo").click()
