@@ -10,7 +10,9 @@ shorter tour of an engine without an offline process (1_ … 4_): give them thei
 RecMem's tour (`all`, or `--engine recmem`) opens the demo in RecMem from the settings form (θ_sim 0.6,
 θ_count 3, manual schedule) and takes 13_recmem_replay (the recurrence gate's trace and the threshold sweep),
 14_recmem_consolidation (a cluster with its cosines under review), 15_recmem_graph (the Layers tab) and
-16_recmem_retrieval (results with their layer and provenance chain).
+16_recmem_retrieval (results with their layer and provenance chain); with LoCoMo on the machine also
+17_recmem_layers: conv-26 replayed into RecMem at its defaults (a few minutes), opened with `memwb ui --db`, its
+Layers tab.
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
 of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
@@ -33,9 +35,23 @@ from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace
                               benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
                               locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
                               walkthrough)
-from workbench.recmem_tour import recmem_walkthrough  # noqa: E402
+from workbench.recmem_tour import locomo_layers_walkthrough, recmem_walkthrough  # noqa: E402
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
+
+
+def recmem_locomo_session(folder: Path) -> Path:
+    """LoCoMo conv-26 replayed into RecMem at its defaults and its own schedule (consolidation at the trigger)."""
+    from engine.engines import engine_schema
+    from engine.loaders import load_conversation
+    from engine.replay import Schedule, replay
+    from engine.session import open_session
+
+    db = folder / "conv-26-recmem.sqlite"
+    engine = open_session(db, engine="recmem", conversation="conv-26", source=str(LOCOMO),
+                          schedule=engine_schema("recmem").schedule)
+    replay(engine, load_conversation(LOCOMO, "conv-26"), Schedule.parse(engine_schema("recmem").schedule))
+    return db
 
 
 def main() -> int:
@@ -49,6 +65,12 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp, \
                     running_app(env={ENV: tmp}) as url, browser_page() as page:
                 recmem_walkthrough(page, url, Path(tmp), shots=Path(args.out))
+            if LOCOMO.exists():
+                with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
+                    db = recmem_locomo_session(Path(tmp))
+                    with running_app(env={ENV: tmp}, via_cli=True, cli_args=["--db", str(db)]) as url, \
+                            browser_page() as page:
+                        locomo_layers_walkthrough(page, url, shots=Path(args.out))
             continue
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:

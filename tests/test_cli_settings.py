@@ -89,7 +89,7 @@ def test_recmem_command_line_contract(tmp_path):
                            "--k", "5").stdout)
     assert len(res["source_ids"]) == 5 and set(res["stages"]) == {"layers_ms", "provenance_ms", "rank_ms", "total_ms"}
     layers = {u["layer"] for u in res["units"]}
-    assert layers <= {"sub-conscious", "episodic", "semantic"} and len(layers) >= 2
+    assert layers <= {"subconscious", "episodic", "semantic"} and len(layers) >= 2
     for u in res["units"]:
         assert u["path"] == [] and units[u["id"]]["visible"]
         for hop in u.get("provenance", []):

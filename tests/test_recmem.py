@@ -128,7 +128,7 @@ def test_last_message_waits_on_the_surface(tmp_path):
     waiting = eng.state.nodes[eng.state.turn_units["D3:1"]]
     assert waiting.status == "waiting" and waiting.visible
     res = eng.retrieve("SweetLeaf birthday cake order", k=3)
-    assert any(r.id == waiting.id and r.layer == "sub-conscious" for r in res.units)
+    assert any(r.id == waiting.id and r.layer == "subconscious" for r in res.units)
 
 
 @pytest.fixture
@@ -241,7 +241,7 @@ def test_provenance_of_a_fact_survives_later_merges(tmp_path):
                         for s in st.nodes[h.dst].source_ids}
             assert messages == set(r.source_ids)
     layers = {r.layer for r in res.units}
-    assert layers == {"sub-conscious", "episodic", "semantic"}
+    assert layers == {"subconscious", "episodic", "semantic"}
 
 
 def test_explain_names_the_layer_that_left_a_node_out(tmp_path):

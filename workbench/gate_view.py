@@ -2,7 +2,7 @@
 
 A turn whose record carries `gate` traces (the engine logs one per exchange unit the turn completed) gets a
 panel per unit: merge-first (the nearest episode's cosine against θ_merge), the recurrence check (each nearest
-sub-conscious unit's cosine against θ_sim, the count |R| against θ_count) and what fired, with the cluster a
+subconscious unit's cosine against θ_sim, the count |R| against θ_count) and what fired, with the cluster a
 trigger queued. The sweep asks the engine what each (θ_sim, θ_count) pair would do to the whole loaded
 conversation without any LLM, and draws it as a heatmap. Everything is read from the log record and the engine's
 methods; nothing here imports an engine.
@@ -22,7 +22,7 @@ from workbench.text import md_code, md_escape, table
 PASS, FAIL = "✓ passes", "✗ below"
 FIRED = {"merge": "merge-first: queued for the merge role",
          "consolidate": "recurrence trigger: the cluster is queued for consolidation",
-         "none": "nothing fired: the unit stays in the sub-conscious store (no LLM call)"}
+         "none": "nothing fired: the unit stays in the subconscious store (no LLM call)"}
 FIRED_SHORT = {"merge": "merge", "consolidate": "trigger", "none": "none"}
 SWEEP_METRICS = {"calls": "estimated LLM calls", "triggers": "gate triggers", "merges": "merge-first hits",
                  "consolidated_share": "share of units consolidated", "mean_cluster": "mean cluster size",
@@ -49,7 +49,7 @@ def gate_sentence(trace: dict) -> str:
     if trace["fired"] != "merge":
         n = len(trace.get("neighbours") or [])
         rel = "≥" if trace["count"] >= trace["theta_count"] else "<"
-        parts.append(f"recurrence: {trace['count'] - 1} of its {n} nearest sub-conscious units pass θ_sim "
+        parts.append(f"recurrence: {trace['count'] - 1} of its {n} nearest subconscious units pass θ_sim "
                      f"{trace['theta_sim']:.2f}, |R| = {trace['count']} (with {unit}) {rel} θ_count "
                      f"{trace['theta_count']}")
     return f"{unit}: " + "; ".join(parts) + f". {FIRED.get(trace['fired'], trace['fired']).capitalize()}."
@@ -76,7 +76,7 @@ def gate_figure(trace: dict) -> go.Figure:
     neighbours = trace.get("neighbours") or []
     cluster = set(trace.get("cluster") or [])
     fig = make_subplots(rows=1, cols=2, column_widths=[0.82, 0.18], horizontal_spacing=0.06,
-                        subplot_titles=(f"nearest sub-conscious units vs θ_sim {trace['theta_sim']:.2f}",
+                        subplot_titles=(f"nearest subconscious units vs θ_sim {trace['theta_sim']:.2f}",
                                         "nearest episode vs θ_merge"))
     labels = [f"u{u}" for u, _ in neighbours]
     fig.add_trace(go.Bar(x=labels, y=[c for _, c in neighbours], name="neighbour cosine",
@@ -104,7 +104,7 @@ def render_gate(wb, effects) -> None:
     traces = effects.gate or []
     if not traces:
         st.info("This message waits for its reply: no exchange unit is complete yet, so no gate ran and no LLM was "
-                "called. The message is searched in the sub-conscious layer meanwhile.", icon=":material/hourglass:")
+                "called. The message is searched in the subconscious layer meanwhile.", icon=":material/hourglass:")
     for trace in traces:
         messages = ", ".join(f"u{m}" for m in trace.get("messages") or [])
         st.markdown(f"Unit **u{trace['unit']}** (messages {md_escape(messages)}, closed by "

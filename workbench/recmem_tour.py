@@ -139,3 +139,17 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     texts["undone"] = page.inner_text("body")
     return {"texts": texts, "db": db, "rejected": [p.id for p in rejected], "accepted": [p.id for p in accepted],
             "run": run, "clusters": [p.id for p in clusters]}
+
+
+def locomo_layers_walkthrough(page, url: str, shots: Path | None = None) -> str:
+    """The Layers tab of a RecMem session holding a whole LoCoMo conversation (start the app with `memwb ui --db`
+    on it): facts, episodes and units of conv-26 along their derived_from links. Screenshot 17_recmem_layers."""
+    page.goto(url)
+    page.get_by_role("button", name="Next ▶").wait_for(timeout=300_000)
+    wait_idle(page, 2000)
+    open_page(page, "Memory graph")
+    page.get_by_role("tab", name="Layers").click()
+    wait_idle(page, 4000)
+    if shots is not None:
+        tall_screenshot(page, shots / "17_recmem_layers.png")
+    return page.inner_text("body")

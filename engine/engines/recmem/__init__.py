@@ -1,4 +1,4 @@
-"""RecMem: recurrence-triggered consolidation over a sub-conscious store of exchanges (seeds/recmem.txt)."""
+"""RecMem: recurrence-triggered consolidation over a subconscious store of exchanges (seeds/recmem.txt)."""
 from engine.engines.recmem.engine import RecMemEngine
 from engine.engines.recmem.schema import ABLATIONS, SCHEMA
 from engine.engines.recmem.settings import PRESETS, RecMemSettings

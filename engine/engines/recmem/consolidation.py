@@ -6,8 +6,8 @@ their cosine), and each of them is followed by a `refine` proposal for the episo
 no LLM: the roles are asked when a plan is previewed or, at the latest, when the proposal is applied, so a
 rejected proposal costs nothing. Applying writes episodes and facts with `derived_from` links (fact → episode,
 citing the units the fact rests on; episode → unit; unit → message) and takes the consolidated units out of the
-sub-conscious store. Every failure is a reason code on its proposal and changes nothing: the units stay
-sub-conscious and the run goes on.
+subconscious store. Every failure is a reason code on its proposal and changes nothing: the units stay
+subconscious and the run goes on.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ class Consolidation(BaseProcess):
                  "cosine": round(float(vecs[u] @ vecs[trigger]), 4), "time": nodes[u].time,
                  "text": _clip(nodes[u].raw)} for u in cluster]
         return Proposal(id=pid, run_id=run_id, op=Op.CONSOLIDATE, targets=cluster, confidence=round(coherence, 4),
-                        reason=f"recurrence: {label(trigger)} and {len(cluster) - 1} sub-conscious unit(s) at cosine "
+                        reason=f"recurrence: {label(trigger)} and {len(cluster) - 1} subconscious unit(s) at cosine "
                                f"≥ θ_sim {s.theta_sim:.2f} (|R| = {len(cluster)} ≥ θ_count {s.theta_count}); "
                                f"confidence is the cluster's mean pairwise cosine",
                         detail={"threshold": s.theta_accept, "coherence": round(coherence, 4),
@@ -261,7 +261,7 @@ class Consolidation(BaseProcess):
         nodes = tx.state.nodes
         bad = [u for u in p.targets if u not in nodes or nodes[u].status != Life.SUBCONSCIOUS]
         if bad:
-            raise PlanFailed(ReasonCode.APPLICABLE_FAIL, f"unit(s) {bad} left the sub-conscious store earlier")
+            raise PlanFailed(ReasonCode.APPLICABLE_FAIL, f"unit(s) {bad} left the subconscious store earlier")
         plan = self._fresh_plan(tx, p, False, lambda: self.episodes_plan(tx.state, p.targets))
         made, gone = [], []
         for ep in plan["episodes"]:
@@ -292,7 +292,7 @@ class Consolidation(BaseProcess):
         if episode not in nodes or nodes[episode].status != Life.EPISODIC:
             raise PlanFailed(ReasonCode.APPLICABLE_FAIL, f"episode {label(episode)} is gone")
         if unit not in nodes or nodes[unit].status != Life.SUBCONSCIOUS:
-            raise PlanFailed(ReasonCode.APPLICABLE_FAIL, f"{label(unit)} left the sub-conscious store earlier")
+            raise PlanFailed(ReasonCode.APPLICABLE_FAIL, f"{label(unit)} left the subconscious store earlier")
         ep = nodes[episode]
         stale = p.plan is not None and p.plan.get("past_memory") != ep.summary     # merged into earlier this run
         plan = self._fresh_plan(tx, p, stale, lambda: self.merge_plan(tx.state, episode, unit))

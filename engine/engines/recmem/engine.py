@@ -1,10 +1,10 @@
-"""The RecMem engine: exchange units in a sub-conscious store, merge-first and the recurrence gate in ingest,
+"""The RecMem engine: exchange units in a subconscious store, merge-first and the recurrence gate in ingest,
 consolidation into episodes and facts as a reviewed process, three-layer retrieval (seeds/recmem.txt §3).
 
 Ingest never calls an LLM. Each message is stored raw; when its exchange closes (`units`) the unit is created,
 embedded with its date, and gated (`gate`): near an episode it is queued for the merge role, with enough
 recurring neighbours it is queued, with its cluster, for consolidation; otherwise it simply stays
-sub-conscious. What the gate saw is the `gate` list of the turn's `turn_ingested` record, and its counters are
+subconscious. What the gate saw is the `gate` list of the turn's `turn_ingested` record, and its counters are
 the `recurrence` engine variable. Queued work waits in the `recurrence` buffer for the consolidation process,
 which a replay runs on its schedule (every turn reproduces the paper: consolidation right at the trigger), or a
 person runs on the Consolidation page; units queued there are not counted again by later gates.
@@ -180,7 +180,7 @@ class RecMemEngine(BaseEngine):
 
     def _gate(self, unit: Node, v: np.ndarray, fresh: list[tuple[Node, np.ndarray]], taken: set[int]
               ) -> gates.GateTrace:
-        """Merge-first and the recurrence gate over the sub-conscious units nobody has queued (those made
+        """Merge-first and the recurrence gate over the subconscious units nobody has queued (those made
         earlier in this ingest included) and the episodes."""
         claimed = self.claimed() | taken
         sub = [u for u in self.store_ids[Life.SUBCONSCIOUS] if u not in claimed]

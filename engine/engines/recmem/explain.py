@@ -2,7 +2,7 @@
 
 A result's signals are its own fused relevance (every result is a pick of its layer, ranked by it). Any other
 node is placed by re-asking the layers: a message inside a unit is not searched (its unit is), a consolidated
-unit left the sub-conscious store (its episode stands for it), a layer switched off by an ablation searched
+unit left the subconscious store (its episode stands for it), a layer switched off by an ablation searched
 nothing, and any other node on the surface ranked below its layer's budget.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from engine.engines.recmem.engine import RecMemEngine
 
 LAYERS_STAGE, _, RANK_STAGE = (s.key for s in SCHEMA.stages)
-BUDGET_NAME = {"sub-conscious": "k_sub", "episodic": "k_epi", "semantic": "k_sem"}
+BUDGET_NAME = {"subconscious": "k_sub", "episodic": "k_epi", "semantic": "k_sem"}
 
 
 def explain(engine: "RecMemEngine", res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
@@ -40,14 +40,14 @@ def explain(engine: "RecMemEngine", res: RetrievalResult, uids: Iterable[int]) -
         if node.status == Life.PAIRED:
             unit = min(state.inc(uid, Rel.DERIVED_FROM), default=None)
             out[uid] = Placement(uid, None, False, None, Drop.FILTERED, LAYERS_STAGE,
-                                 f"a message inside unit u{unit}: the sub-conscious layer ranks exchanges")
+                                 f"a message inside unit u{unit}: the subconscious layer ranks exchanges")
             continue
         signals = Signals(**rel.terms(uid), score=rel.score(uid))
         if node.status == Life.CONSOLIDATED:
             episodes = sorted(e for e in state.inc(uid, Rel.DERIVED_FROM) if state.nodes[e].kind == Kind.EPISODE)
             into = ", ".join(f"u{e}" for e in episodes) or "an episode"
             out[uid] = Placement(uid, None, False, signals, Drop.OFF_SURFACE, LAYERS_STAGE,
-                                 f"consolidated into episode {into}: it left the sub-conscious store, and reaches an "
+                                 f"consolidated into episode {into}: it left the subconscious store, and reaches an "
                                  f"answer only through that episode and its facts")
             continue
         if by_layer is None:

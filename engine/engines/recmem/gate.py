@@ -1,7 +1,7 @@
 """Merge-first, then the recurrence gate (§3.2-3.3), as a pure function of vectors: no LLM, no state.
 
 For a new unit s_i: the nearest episode E* by cosine; if cos(v_i, v_E*) ≥ θ_merge the unit goes to the merge
-role. Otherwise N_i is the |N_i| = factor · θ_count nearest units of the sub-conscious store, s_i included (it is
+role. Otherwise N_i is the |N_i| = factor · θ_count nearest units of the subconscious store, s_i included (it is
 indexed before the store is queried), R_i those with cosine ≥ θ_sim, and at |R_i| ≥ θ_count the cluster
 C_i = R_i (s_i among them) is promoted. Ingest and the threshold sweep both call `gate`, so the sweep counts
 exactly the triggers a replay would make.
@@ -74,7 +74,7 @@ def nearest(v: np.ndarray, ids: list[int], matrix: np.ndarray | None, k: int) ->
 
 def gate(unit: int, v: np.ndarray, p: GateParams, sub_ids: list[int], sub_matrix: np.ndarray | None,
          episode_ids: list[int], episode_matrix: np.ndarray | None) -> GateTrace:
-    """Decide for unit `unit` (vector `v`), given the other sub-conscious units and the episodes it may join."""
+    """Decide for unit `unit` (vector `v`), given the other subconscious units and the episodes it may join."""
     trace = GateTrace(unit=unit, theta_sim=p.theta_sim, theta_count=p.theta_count, theta_merge=p.theta_merge, k=p.k)
     best = nearest(v, episode_ids, episode_matrix, 1)
     if best:

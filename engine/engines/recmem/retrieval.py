@@ -1,4 +1,4 @@
-"""Three-layer retrieval (§3.5): the top k_sub sub-conscious units, k_epi episodes and k_sem facts.
+"""Three-layer retrieval (§3.5): the top k_sub subconscious units, k_epi episodes and k_sem facts.
 
 Every node on the retrieval surface is scored once by the shared relevance (z(dense) + w · z(BM25), z over the
 surface; `no-lexical` keeps the plain cosine, as the paper retrieves); each layer keeps its best, and the

@@ -15,9 +15,9 @@ class Kind:
 
 
 class Life:
-    WAITING = "waiting"            # message: its exchange is not complete yet (searched as sub-conscious)
+    WAITING = "waiting"            # message: its exchange is not complete yet (searched as subconscious)
     PAIRED = "paired"              # message: inside its exchange unit
-    SUBCONSCIOUS = "subconscious"  # unit: in the sub-conscious store S_sub
+    SUBCONSCIOUS = "subconscious"  # unit: in the subconscious store S_sub
     CONSOLIDATED = "consolidated"  # unit: promoted into an episode, left S_sub
     EPISODIC = "episodic"          # episode: in S_epi
     SEMANTIC = "semantic"          # fact: in S_sem
@@ -38,7 +38,7 @@ class Op:
 class Layer:
     """The three stores retrieval reads (§3.5), by the stage key that searches them."""
 
-    SUB, EPI, SEM = "sub-conscious", "episodic", "semantic"
+    SUB, EPI, SEM = "subconscious", "episodic", "semantic"
 
 
 class ReasonCode:
@@ -56,7 +56,7 @@ class ReasonCode:
 
 ABLATIONS = {
     "no-merge": "no merge-first: a unit near an episode still waits for the recurrence trigger (§3.3)",
-    "no-subconscious": "retrieval leaves out the sub-conscious layer (§4.3, w/o subconscious)",
+    "no-subconscious": "retrieval leaves out the subconscious layer (§4.3, w/o subconscious)",
     "no-episodic": "retrieval leaves out the episodic layer (§4.3, w/o episodic)",
     "no-semantic": "retrieval leaves out the semantic layer; no refinement runs (§4.3, w/o semantic)",
     "no-lexical": "dense cosine only in every layer (no BM25 fusion), as the paper retrieves",
@@ -65,21 +65,21 @@ ABLATIONS = {
 SCHEMA = EngineSchema(
     name="recmem",
     label="RecMem",
-    description="Every exchange waits in a sub-conscious store (embedding only, no LLM); only recurrence "
+    description="Every exchange waits in a subconscious store (embedding only, no LLM); only recurrence "
                 "(θ_count units above θ_sim cosine) or a near episode (merge-first) calls the LLM, which writes "
                 "episodes and refines them into atomic facts with provenance; retrieval reads the three layers "
                 "(seeds/recmem.txt §3).",
     node_kinds=(
         KindSpec(Kind.MESSAGE, "message", "#9c9c9c", "one dataset message, raw; paired into an exchange unit"),
         KindSpec(Kind.UNIT, "interaction unit", "#4e79a7", "one exchange (a message and its reply) with its date: "
-                                                           "the sub-conscious record s_i = (v_i, u_i)"),
+                                                           "the subconscious record s_i = (v_i, u_i)"),
         KindSpec(Kind.EPISODE, "episode", "#e15759", "a narrative of how one topic evolved over recurring units"),
         KindSpec(Kind.FACT, "fact", "#59a14f", "one atomic fact recovered from an episode's units"),
     ),
     statuses=(
-        StatusSpec(Life.WAITING, "waiting", True, "a message whose reply has not come: searched as sub-conscious"),
+        StatusSpec(Life.WAITING, "waiting", True, "a message whose reply has not come: searched as subconscious"),
         StatusSpec(Life.PAIRED, "paired", False, "a message inside its exchange unit: reached from the unit"),
-        StatusSpec(Life.SUBCONSCIOUS, "sub-conscious", True, "an exchange in the sub-conscious store S_sub"),
+        StatusSpec(Life.SUBCONSCIOUS, "subconscious", True, "an exchange in the subconscious store S_sub"),
         StatusSpec(Life.CONSOLIDATED, "consolidated", False, "promoted into an episode: left S_sub, reached by "
                                                              "its episode's derived_from link", "#8c8c8c",
                    "square"),
@@ -100,7 +100,7 @@ SCHEMA = EngineSchema(
                            "(merge-first), each new or merged episode → atomic facts (semantic refinement)"),),
     operators=(
         OperatorSpec(Op.CONSOLIDATE, "Episodic consolidation", "consolidation",
-                     ("cluster unit (leaves the sub-conscious store)",), ordered_targets=True,
+                     ("cluster unit (leaves the subconscious store)",), ordered_targets=True,
                      plan_fields=(PlanField("episodes", "Episodes", "segments",
                                             (("text", "episode"), ("units", "cites units"))),),
                      description="a recurrence cluster, in time order, is written into 1-3 episodes (LLM_epi)"),
@@ -125,9 +125,9 @@ SCHEMA = EngineSchema(
     reason_codes=llm_reasons() + (
         ReasonSpec(ReasonCode.LOW_CONF, "confidence below the process's gate θ"),
         ReasonSpec(ReasonCode.MERGE_DECLINED, "the merge role found the unit is not part of the episode: it stays "
-                                              "sub-conscious"),
+                                              "subconscious"),
         ReasonSpec(ReasonCode.NO_EPISODE, "the episode role formed no episode from the cluster: it stays "
-                                          "sub-conscious"),
+                                          "subconscious"),
         ReasonSpec(ReasonCode.CITATION_FAIL, "an episode or fact cites a unit outside its input"),
         ReasonSpec(ReasonCode.APPLICABLE_FAIL, "a target changed earlier in this run (consolidated, or gone)"),
         ReasonSpec(ReasonCode.PARENT_NOT_APPLIED, "the consolidation or merge this refinement follows was not "
@@ -136,7 +136,7 @@ SCHEMA = EngineSchema(
     stages=(
         StageSpec("layers", "Three layers · seeds", "seeds",
                   "Each layer ranked by z(dense) + {lexical_weight} · z(BM25) (z over the retrieval surface): the "
-                  "top {k_sub} sub-conscious units, {k_epi} episodes and {k_sem} facts."),
+                  "top {k_sub} subconscious units, {k_epi} episodes and {k_sem} facts."),
         StageSpec("provenance", "Provenance", "expansion",
                   "Every episode and fact traced down its derived_from links: fact → episode (the units it cites) "
                   "→ unit → message. Nothing is added to the ranking here."),

@@ -21,14 +21,14 @@ class RecMemSettings(EngineSettings):
     preset: str = setting(CUSTOM, "a named preset sets θ_sim, θ_count and θ_merge together (§3.6): locomo "
                           "0.7 / 5, longmemeval 0.6 / 4 (θ_merge = θ_sim); custom keeps the values set",
                           choices=tuple(PRESET_CHOICES), group="recurrence gate")
-    theta_sim: float = setting(0.7, "θ_sim: a sub-conscious neighbour is relevant at cosine ≥ θ_sim (Eq. 5)",
+    theta_sim: float = setting(0.7, "θ_sim: a subconscious neighbour is relevant at cosine ≥ θ_sim (Eq. 5)",
                                minimum=0.0, maximum=1.0, step=0.05, group="recurrence gate")
     theta_count: int = setting(5, "θ_count: consolidate when this many units, the new one included, pass θ_sim",
                                minimum=1, maximum=50, group="recurrence gate")
     theta_merge: float = setting(0.7, "θ_merge: merge-first when the nearest episode has cosine ≥ θ_merge with "
                                  "the new unit (the paper's Eq. 6 uses θ_sim)", minimum=0.0, maximum=1.0,
                                  step=0.05, group="recurrence gate")
-    gate_k_factor: int = setting(2, "the gate retrieves the nearest factor × θ_count sub-conscious units "
+    gate_k_factor: int = setting(2, "the gate retrieves the nearest factor × θ_count subconscious units "
                                  "(N_i, the new one included) before filtering by θ_sim", minimum=1, maximum=10,
                                  group="recurrence gate", advanced=True)
     # the consolidation process (§3.3-3.4)
@@ -38,7 +38,7 @@ class RecMemSettings(EngineSettings):
     k_known: int = setting(10, "k: known facts retrieved by the episode's embedding for fact maintenance "
                            "(Eq. 8, TopK_k(S_sem, Φ(E)))", minimum=0, maximum=50, group="consolidation")
     # retrieval (§3.5)
-    k_sub: int = setting(10, "k_sub: sub-conscious units retrieved", minimum=0, maximum=100, group="retrieval")
+    k_sub: int = setting(10, "k_sub: subconscious units retrieved", minimum=0, maximum=100, group="retrieval")
     k_epi: int = setting(5, "k_epi: episodes retrieved", minimum=0, maximum=100, group="retrieval")
     k_sem: int = setting(10, "k_sem: facts retrieved (the paper couples k_sem = 2 · k_epi)", minimum=0,
                          maximum=100, group="retrieval")
@@ -64,5 +64,5 @@ class RecMemSettings(EngineSettings):
 
     @property
     def gate_k(self) -> int:
-        """|N_i|: how many sub-conscious units (the new one included) the gate looks at."""
+        """|N_i|: how many subconscious units (the new one included) the gate looks at."""
         return self.gate_k_factor * self.theta_count

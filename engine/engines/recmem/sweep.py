@@ -1,7 +1,7 @@
 """The threshold sweep: what each (θ_sim, θ_count) pair would do to a conversation, without any LLM.
 
 The conversation's units are replayed through the same gate ingest uses (`gate.gate`), in order, for every pair
-of the grid. A trigger takes its cluster out of the sub-conscious store; a merge-first hit adds the unit to its
+of the grid. A trigger takes its cluster out of the subconscious store; a merge-first hit adds the unit to its
 episode. Without a model there is no episode text, so an episode's embedding is estimated as that of its latest
 unit (the trigger, then each unit merged into it), and each trigger is counted as one episode. Of the estimates
 tried on LoCoMo conv-26 at θ_sim 0.7, θ_count 5 (a replay there made 10 triggers and 74 merge-first hits) the
@@ -48,7 +48,7 @@ class SweepCell:
     triggers: int = 0
     merges: int = 0
     cluster_sizes: list[int] = field(default_factory=list)
-    consolidated: int = 0              # units that left the sub-conscious store
+    consolidated: int = 0              # units that left the subconscious store
     calls: int = 0                     # estimated LLM calls
     prompt_tokens: int = 0             # estimated prompt tokens of those calls
 
@@ -100,7 +100,7 @@ def _replay(units: list[SweepUnit], matrix: np.ndarray, tokens: list[int], p: Ga
             known: int, refine: bool) -> SweepCell:
     cell = SweepCell(theta_sim=p.theta_sim, theta_count=p.theta_count, theta_merge=p.theta_merge, units=len(units))
     position = {u.id: i for i, u in enumerate(units)}
-    sub: list[int] = []                       # positions of sub-conscious units
+    sub: list[int] = []                       # positions of subconscious units
     episodes: list[list[int]] = []            # positions of each episode's units
     estimates: list[np.ndarray] = []          # each episode's estimated embedding: its latest unit's
     for i, u in enumerate(units):
