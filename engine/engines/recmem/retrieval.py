@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from engine.engines.recmem.schema import Layer, Life, Rel
+from engine.engines.recmem.schema import Kind, Layer, Life, Rel
 from engine.relevance import Relevance
 from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
 
@@ -113,4 +113,21 @@ def _result(engine: "RecMemEngine", uid: int, score: float, layer: str, chain: l
     return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(rel.dense(uid), 6),
                          lexical=round(rel.lexical.get(uid, 0.0), 6), anchor=uid, hop=0, path=[],
                          source_ids=list(u.source_ids), time=u.time, raw=u.raw or u.summary, kind=u.kind,
-                         status=u.status, layer=layer, provenance=chain)
+                         status=u.status, layer=layer, provenance=chain,
+                         source_scores=source_scores(engine, u, chain, rel))
+
+
+def source_scores(engine: "RecMemEngine", node, chain: list[Hop], rel: Relevance) -> dict[str, float]:
+    """For an episode or a fact (many turns), each turn's relevance: that of the unit on its provenance chain
+    holding it, so the turns of one result rank by how well their own exchange matches the query."""
+    if len(node.source_ids) < 2:
+        return {}
+    state = engine.state
+    out: dict[str, float] = {}
+    for h in chain:
+        unit = state.nodes[h.dst]
+        if unit.kind == Kind.UNIT:
+            score = round(rel.score(unit.id), 6)
+            for sid in unit.source_ids:
+                out[sid] = max(out.get(sid, score), score)
+    return out
