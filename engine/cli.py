@@ -18,8 +18,9 @@ from collections import Counter
 from pathlib import Path
 
 from engine.engines import engine_schema, known_engines, settings_class
-from engine.interface import RunError, open_run_message
-from engine.text import seconds_text
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
+from engine.core.text import seconds_text
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -151,8 +152,8 @@ def default_schedule(engine: str) -> str:
 
 def cmd_replay(args) -> int:
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
-    from engine.schema import parse_settings
+    from engine.runtime.replay import Schedule, replay
+    from engine.core.schema import parse_settings
     from engine.session import open_session
 
     consolidate = args.consolidate or default_schedule(args.engine)
@@ -190,7 +191,7 @@ def _llm_outcome(command: str, engine, since: int) -> int:
     """Report the LLM calls logged after seq `since` that failed, by error code; 1 when every call failed.
 
     A dead endpoint or a wrong key makes every call fail closed, which alone would look like a quiet run."""
-    from engine.oplog import OpKind
+    from engine.core.oplog import OpKind
 
     calls = [op.payload for op in engine.store.ops(kinds=[OpKind.LLM_CALL], after_seq=since)]
     failed = [c for c in calls if c.get("error_code")]
@@ -307,14 +308,14 @@ def _open(args, warn: bool = True):
 
 
 def cmd_diagnostics(args) -> int:
-    from engine.diagnostics import structure
+    from engine.eval.diagnostics import structure
 
     print(json.dumps(structure(_open(args).state), indent=1))
     return 0
 
 
 def cmd_dump(args) -> int:
-    from engine.dump import dump
+    from engine.store.dump import dump
 
     report = dump(args.db, sys.stdout.buffer, embeddings=args.embeddings)
     sys.stdout.buffer.flush()
@@ -323,7 +324,7 @@ def cmd_dump(args) -> int:
 
 
 def cmd_load(args) -> int:
-    from engine.dump import load
+    from engine.store.dump import load
 
     stream = sys.stdin.buffer if args.file == "-" else None
     print(load("stdin" if stream else args.file, args.db, stream=stream).line())
@@ -331,7 +332,7 @@ def cmd_load(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from engine.integrity import check_database
+    from engine.eval.integrity import check_database
 
     report = check_database(args.db)
     for finding in report.findings:
@@ -344,7 +345,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from engine.schema import settings_fields
+    from engine.core.schema import settings_fields
 
     described = {**engine_schema(args.engine).to_dict(), "settings": settings_fields(settings_class(args.engine))}
     print(json.dumps(described, indent=1, ensure_ascii=False))
@@ -407,7 +408,7 @@ class ProgressBar:
 
 
 def cmd_ui(args) -> int:
-    from engine.sessions import DB_ENV, read_session
+    from engine.store.catalog import DB_ENV, read_session
 
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),

@@ -1,8 +1,8 @@
 """Metrics of a benchmark (DESIGN §7): retrieval against turn-level gold evidence, answers against gold
 answers, attribution of answers to evidence, latency and LLM tokens.
 
-Event-boundary metrics (Pk, WindowDiff, ΔB) live in `engine.segmentation`; structure diagnostics
-(Cov(H), H0.95, surface ratio) in `engine.diagnostics`.
+Event-boundary metrics (Pk, WindowDiff, ΔB) live in `engine.eval.segmentation`; structure diagnostics
+(Cov(H), H0.95, surface ratio) in `engine.eval.diagnostics`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Sequence
 
 from engine.llm.base import LLMCall, estimate_prompt_tokens, estimate_tokens
-from engine.oplog import OpKind, OpRecord
+from engine.core.oplog import OpKind, OpRecord
 
 
 def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:

@@ -12,8 +12,8 @@ import streamlit as st
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.session import SessionError
-from engine.store import StoreError
-from engine.workspace import workspace_dir
+from engine.store.log_store import StoreError
+from engine.store.workspace import workspace_dir
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
 from workbench.model import Workbench

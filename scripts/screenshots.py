@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
-from engine.workspace import ENV  # noqa: E402
+from engine.store.workspace import ENV  # noqa: E402
 from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
                               benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
                               locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
@@ -44,7 +44,7 @@ def recmem_locomo_session(folder: Path) -> Path:
     """LoCoMo conv-26 replayed into RecMem at its defaults and its own schedule (consolidation at the trigger)."""
     from engine.engines import engine_schema
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     db = folder / "conv-26-recmem.sqlite"

@@ -13,7 +13,7 @@ import pytest
 from engine.bench.protocol import plan, ready_after, thresholds
 from engine.bench.runner import BenchConfig, figures, run_benchmark
 from engine.cli import main
-from engine.conversation import Conversation, Question, Turn
+from engine.core.conversation import Conversation, Question, Turn
 from engine.engines import ENGINES, engine_class
 from engine.loaders import load_conversation, load_conversations
 from tests.conftest import ROOT
@@ -175,7 +175,7 @@ def test_static_protocol_asks_every_question_once_after_everything(tmp_path):
 
 
 def test_answers_are_scored_against_the_gold_answer_and_evidence_with_a_full_history_ceiling(tmp_path):
-    from engine.metrics import attribution_auditability, bleu1, rouge_l, token_f1
+    from engine.eval.metrics import attribution_auditability, bleu1, rouge_l, token_f1
 
     bench("--dataset", "locomo", TINY, "--engines", "naive", "--answer", "offline", "--out", tmp_path)
     result = result_of(tmp_path)
@@ -331,8 +331,8 @@ def test_a_failed_task_is_reported_with_its_inputs_and_the_others_kept(tmp_path,
 def test_construction_cost_per_conversation_for_every_system(tmp_path):
     """Each system's LLM calls and tokens of building memory: counted from the calls its session logged, by role and
     per conversation, in result.json, summary.md and the printed tables; each system on its own schedule."""
-    from engine.metrics import llm_tokens_by_role, llm_totals
-    from engine.store import Store
+    from engine.eval.metrics import llm_tokens_by_role, llm_totals
+    from engine.store.log_store import Store
 
     out = tmp_path / "cost"
     proc = bench("--dataset", "locomo", DEMO, "--engines", "naive,allmem,recmem", "--protocol", "static",

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from engine.engines import known_engines, settings_class
-from engine.schema import settings_fields
-from engine.store import Store
+from engine.core.schema import settings_fields
+from engine.store.log_store import Store
 from tests.test_cli import DEMO, memwb
 
 TINY = DEMO.parent.parent / "fixtures" / "tiny.jsonl"

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from apptest import DEMO_SETTINGS, shown_text, start_app
-from engine.oplog import OpKind
-from engine.proposal import Status
+from engine.core.oplog import OpKind
+from engine.core.proposal import Status
 from workbench.gate_view import gate_sentence
 
 pytestmark = pytest.mark.slow

@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from engine.conversation import Conversation, Turn
+from engine.core.conversation import Conversation, Turn
 from engine.engines import engine_class
-from engine.explain import Drop
+from engine.retrieval.explain import Drop
 from engine.loaders import load_conversation
-from engine.oplog import OpKind
-from engine.proposal import Status
-from engine.replay import Schedule, replay
+from engine.core.oplog import OpKind
+from engine.core.proposal import Status
+from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
 from tests.conftest import ROOT
 from tests.test_operators import ScriptedBackend
@@ -299,7 +299,7 @@ def test_presets_and_bounds():
 def test_an_episodes_turns_rank_by_their_own_exchange(tmp_path):
     """The turns of one episode share its score; they are ranked by the relevance of the unit each is in (the
     result's `source_scores`), then by id, not by id alone."""
-    from engine.retrieval import RetrievedUnit, rank_sources
+    from engine.retrieval.result import RetrievedUnit, rank_sources
 
     def unit(uid, score, sources, scores=None):
         return RetrievedUnit(id=uid, visible=True, score=score, dense=0.0, lexical=0.0, anchor=uid, hop=0, path=[],

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.text import md_code, md_escape, table
 
 PASS, FAIL = "✓ passes", "✗ below"

@@ -16,7 +16,7 @@ from collections import defaultdict
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.graph_view import kind_color, status_style
 
 JITTER = 0.12               # nodes of one band alternate this far above and below its line

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.oplog import OpKind
-from engine.proposal import Status
-from engine.sessions import list_sessions
-from engine.store import Store
+from engine.core.oplog import OpKind
+from engine.core.proposal import Status
+from engine.store.catalog import list_sessions
+from engine.store.log_store import Store
 from workbench.driver import (UPDATE_QUERY, ask_free_query, choose_radio, click, jump_to_turn, open_page,
                               tall_screenshot, wait_idle)
 from workbench.review_view import sort_queue

@@ -20,7 +20,7 @@ from engine.bench.summary import summary_markdown
 from engine.bench.sweep import run_tasks
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
-from engine.metrics import construction_cost, latency_summary
+from engine.eval.metrics import construction_cost, latency_summary
 
 FORMAT = "memwb-bench/1"
 EVENT_KIND = "event"
@@ -116,7 +116,7 @@ def _system(label: str, engine: str, ablations: tuple[str, ...], overrides: dict
 
 def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
     """Everything wrong with `config`, raised as one `BenchInputError` before anything runs."""
-    from engine.replay import Schedule
+    from engine.runtime.replay import Schedule
 
     spec = dataset(config.dataset)
     if config.protocol not in PROTOCOLS:
@@ -152,7 +152,7 @@ def system_schedule(config: BenchConfig, spec: DatasetSpec, engine: str) -> str:
 
 
 def default_out() -> Path:
-    from engine.workspace import workspace_dir
+    from engine.store.workspace import workspace_dir
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     base = workspace_dir() / "benchmarks"
@@ -221,7 +221,7 @@ def command_line(config: BenchConfig) -> str:
 
 def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[System], outcomes: list,
              out: Path) -> dict:
-    from engine.embedder import Embedder
+    from engine.llm.embedder import Embedder
 
     ks = list(config.ks)
     metrics = spec.metric_names(ks) + (ANSWER_METRICS if config.answer else [])
@@ -267,7 +267,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         for src in found:
             n = _turns_of(done, src.conversation)
             if n is not None:
-                from engine.segmentation import fixed_windows
+                from engine.core.segments import fixed_windows
 
                 boundaries.append(boundary_figures(src.path, src.conversation, f"fixed-{FIXED_WINDOW}", n,
                                                    fixed_windows(n, FIXED_WINDOW)))
@@ -356,7 +356,7 @@ def _sum_tokens(items: list[dict]) -> dict:
 
 
 def _construction(results: list[dict]) -> dict | None:
-    """The engine's construction cost per conversation (`engine.metrics.construction_cost`); None for a system
+    """The engine's construction cost per conversation (`engine.eval.metrics.construction_cost`); None for a system
     that builds no memory (the full-history ceiling)."""
     tallies = {res["conversation"]: res["construction"] for res in results if res.get("construction") is not None}
     return construction_cost(tallies) if tallies else None

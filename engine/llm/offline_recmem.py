@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.llm.offline_events import rewrite
 from engine.llm.schemas import EPISODE_CHARS, EPISODES, FACT_CHARS, FACTS
-from engine.text import containment, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans
+from engine.core.text import containment, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans
 
 THREAD_COSINE = 0.3         # a unit below this content cosine to every thread's centroid opens a new thread
 TOPIC_WORD = 0.02           # what one informative word adds to a sentence's cosine with its topic

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.edge import Edge
+from engine.core.edge import Edge
 from engine.engines.recmem.schema import Kind, Life, Op, ReasonCode, Rel
-from engine.interface import BaseProcess
+from engine.runtime.process import BaseProcess
 from engine.llm.offline import keywords_of
-from engine.node import Node, parse_id
-from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
-from engine.state import MemoryState
-from engine.text import strip_speaker
-from engine.tx import Tx
+from engine.core.node import Node, parse_id
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.state import MemoryState
+from engine.core.text import strip_speaker
+from engine.core.tx import Tx
 
 if TYPE_CHECKING:
     from engine.engines.recmem.engine import RecMemEngine

@@ -15,8 +15,8 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.conversation import Turn
-from engine.edge import Edge
+from engine.core.conversation import Turn
+from engine.core.edge import Edge
 from engine.engines.recmem import gate as gates
 from engine.engines.recmem.consolidation import BUFFER, Consolidation
 from engine.engines.recmem.explain import explain
@@ -25,13 +25,15 @@ from engine.engines.recmem.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.recmem.settings import RecMemSettings
 from engine.engines.recmem.sweep import SweepCell, SweepUnit, threshold_sweep
 from engine.engines.recmem.units import ASSISTANT_OPENS, REPLY, SESSION_END, exchange_raw, exchanges, formatted, opens_alone
-from engine.explain import Placement
-from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
+from engine.retrieval.explain import Placement
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.process import BaseProcess
+from engine.runtime.reports import IngestReport
 from engine.llm.offline import keywords_of
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord
-from engine.retrieval import RetrievalResult
-from engine.tx import Tx
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.retrieval.result import RetrievalResult
+from engine.core.tx import Tx
 
 COUNTERS = "recurrence"           # the engine variable holding the gate's counters
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from engine.engines.recmem.retrieval import ABLATION, budgets, layer_ranks, relevance
 from engine.engines.recmem.schema import SCHEMA, Kind, Life, Rel
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
-from engine.retrieval import RetrievalResult
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
+from engine.retrieval.result import RetrievalResult
 
 if TYPE_CHECKING:
     from engine.engines.recmem.engine import RecMemEngine

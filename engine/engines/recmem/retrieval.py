@@ -14,8 +14,8 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.engines.recmem.schema import Kind, Layer, Life, Rel
-from engine.relevance import Relevance
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.retrieval.relevance import Relevance
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
 
 if TYPE_CHECKING:
     from engine.engines.recmem.engine import RecMemEngine

@@ -2,8 +2,8 @@
 consolidation process and its operators, the three-layer retrieval."""
 from __future__ import annotations
 
-from engine.proposal import LLMReason
-from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
+from engine.core.proposal import LLMReason
+from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
 

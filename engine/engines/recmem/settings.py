@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.engines.recmem.schema import ABLATIONS
-from engine.schema import EngineSettings, setting
+from engine.core.schema import EngineSettings, setting
 
 # The paper's recommendations (§3.6): (θ_sim, θ_count), with merge-first at θ_sim (Eq. 6).
 PRESETS = {"locomo": (0.7, 5), "longmemeval": (0.6, 4)}

@@ -9,8 +9,8 @@ previous message, so streaming ingest and a batch pass over a conversation (`exc
 """
 from __future__ import annotations
 
-from engine.conversation import Turn
-from engine.text import human_date
+from engine.core.conversation import Turn
+from engine.core.text import human_date
 
 ASSISTANT = "assistant"
 REPLY, SESSION_END, ASSISTANT_OPENS = "reply", "session end", "assistant opens"     # why an exchange closed
