@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from apptest import shown_text, start_app
 from engine.store.workspace import ENV
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result

@@ -13,12 +13,20 @@ import json
 import math
 from collections import Counter
 
-from engine.llm.embedder import Embedder
+from engine.core.text import (
+    STOPWORDS,
+    content_tokens,
+    has_negation,
+    human_date,
+    jaccard,
+    numbers,
+    sentence_spans,
+    strip_speaker,
+    words,
+)
 from engine.llm import offline_answer, offline_events, offline_recmem
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
-from engine.core.text import (
-    STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
-)
+from engine.llm.embedder import Embedder
 
 # Words that make a sentence lean on the one before it (also as "it's", "they're"): splitting there would
 # cut a narrative.
