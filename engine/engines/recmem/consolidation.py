@@ -12,11 +12,11 @@ subconscious and the run goes on.
 from __future__ import annotations
 
 from itertools import combinations
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.core.edge import Edge
+from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.runtime.process import BaseProcess
 from engine.llm.offline import keywords_of
@@ -25,9 +25,6 @@ from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.core.state import MemoryState
 from engine.core.text import strip_speaker
 from engine.core.tx import Tx
-
-if TYPE_CHECKING:
-    from engine.engines.recmem.engine import RecMemEngine
 
 BUFFER = "recurrence"
 CLUSTER_TEXT = 160          # characters of a unit's text shown in a proposal's cluster table
@@ -44,7 +41,7 @@ def label(uid: int) -> str:
 
 
 class Consolidation(BaseProcess):
-    engine: "RecMemEngine"
+    engine: RecMemContext
 
     # -- diagnosis: proposals from the buffer, no LLM ------------------------------------------------
     def diagnose(self, run_id: str, manual: bool) -> list[Proposal]:

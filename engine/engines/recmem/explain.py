@@ -7,21 +7,19 @@ nothing, and any other node on the surface ranked below its layer's budget.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
+from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.retrieval import ABLATION, budgets, layer_ranks, relevance
 from engine.engines.recmem.schema import SCHEMA, Kind, Life, Rel
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
 from engine.retrieval.result import RetrievalResult
 
-if TYPE_CHECKING:
-    from engine.engines.recmem.engine import RecMemEngine
-
 LAYERS_STAGE, _, RANK_STAGE = (s.key for s in SCHEMA.stages)
 BUDGET_NAME = {"subconscious": "k_sub", "episodic": "k_epi", "semantic": "k_sem"}
 
 
-def explain(engine: "RecMemEngine", res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+def explain(engine: RecMemContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     state = engine.state
     rel = relevance(engine, res.query)
     ranks = candidate_ranks(res)

@@ -11,14 +11,11 @@ ranking is what R@K and the pages need). Every result carries its layer and its 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Layer, Life, Rel
 from engine.retrieval.relevance import Relevance
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
-
-if TYPE_CHECKING:
-    from engine.engines.recmem.engine import RecMemEngine
 
 LAYERS = (Layer.SUB, Layer.EPI, Layer.SEM)
 ABLATION = {Layer.SUB: "no-subconscious", Layer.EPI: "no-episodic", Layer.SEM: "no-semantic"}
@@ -35,18 +32,18 @@ def layer_of(node) -> str | None:
     return None
 
 
-def budgets(engine: "RecMemEngine") -> dict[str, int]:
+def budgets(engine: RecMemContext) -> dict[str, int]:
     s = engine.settings
     k = {Layer.SUB: s.k_sub, Layer.EPI: s.k_epi, Layer.SEM: s.k_sem}
     return {layer: 0 if s.has(ABLATION[layer]) else k[layer] for layer in LAYERS}
 
 
-def relevance(engine: "RecMemEngine", query: str) -> Relevance:
+def relevance(engine: RecMemContext, query: str) -> Relevance:
     s = engine.settings
     return Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight)
 
 
-def layer_ranks(engine: "RecMemEngine", rel: Relevance) -> dict[int, tuple[str, int, float]]:
+def layer_ranks(engine: RecMemContext, rel: Relevance) -> dict[int, tuple[str, int, float]]:
     """Every surface node's layer, rank within its layer (1-based) and score."""
     seen = {layer: 0 for layer in LAYERS}
     out = {}
@@ -75,7 +72,7 @@ def provenance(state, uid: int) -> list[Hop]:
     return hops
 
 
-def retrieve(engine: "RecMemEngine", query: str, k: int | None = None) -> RetrievalResult:
+def retrieve(engine: RecMemContext, query: str, k: int | None = None) -> RetrievalResult:
     t0 = time.perf_counter()
     rel = relevance(engine, query)
     quota = budgets(engine)
@@ -107,7 +104,7 @@ def retrieve(engine: "RecMemEngine", query: str, k: int | None = None) -> Retrie
                                    "rank_ms": (t3 - t2) * 1e3, "total_ms": (t3 - t0) * 1e3})
 
 
-def _result(engine: "RecMemEngine", uid: int, score: float, layer: str, chain: list[Hop], rel: Relevance
+def _result(engine: RecMemContext, uid: int, score: float, layer: str, chain: list[Hop], rel: Relevance
             ) -> RetrievedUnit:
     u = engine.state.nodes[uid]
     return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(rel.dense(uid), 6),
@@ -117,7 +114,7 @@ def _result(engine: "RecMemEngine", uid: int, score: float, layer: str, chain: l
                          source_scores=source_scores(engine, u, chain, rel))
 
 
-def source_scores(engine: "RecMemEngine", node, chain: list[Hop], rel: Relevance) -> dict[str, float]:
+def source_scores(engine: RecMemContext, node, chain: list[Hop], rel: Relevance) -> dict[str, float]:
     """For an episode or a fact (many turns), each turn's relevance: that of the unit on its provenance chain
     holding it, so the turns of one result rank by how well their own exchange matches the query."""
     if len(node.source_ids) < 2:
