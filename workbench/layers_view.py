@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.core.state import MemoryState
-from workbench.graph_view import kind_color, status_style
+from workbench.graph_style import kind_color, status_style
 
 JITTER = 0.12               # nodes of one band alternate this far above and below its line
 TEXT = 240                  # characters of a node's text in its hover
