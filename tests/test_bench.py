@@ -340,6 +340,7 @@ def test_construction_cost_per_conversation_for_every_system(tmp_path):
     result = result_of(out)
     assert {s: v["schedule"] for s, v in result["systems"].items()} == \
         {"naive": "every-3-sessions", "allmem": "every-3-sessions", "recmem": "every-1-turns"}
+    assert "schedule every-3-sessions (recmem: every-1-turns)," in (out / "summary.md").read_text(encoding="utf-8")
     for task in result["tasks"]:
         cost = result["summary"][task["system"]]["construction"]
         logged = llm_tokens_by_role(Store(out / task["db"]))

@@ -489,11 +489,11 @@ def test_recmem_consolidation_accepted_rejected_and_undone(tmp_path):
     applied = store.load_state(upto_seq=run.last_seq)             # the session as the apply left it
     for pid in tour["rejected"]:
         p = applied.proposals[pid]
-        assert (p.status, p.decided_by) == (Status.REJECTED, "human")
+        assert (p.status, p.decided_by) == (Status.REJECTED, LOCAL)
     rejected_cluster = applied.proposals[tour["rejected"][0]]
     assert all(applied.nodes[u].status == "subconscious" for u in rejected_cluster.targets)
     accepted = [applied.proposals[pid] for pid in tour["accepted"]]
-    assert all(p.status == Status.APPLIED and p.decided_by == "human" for p in accepted)
+    assert all(p.status == Status.APPLIED and p.decided_by == LOCAL for p in accepted)
     episodes = [e for p in accepted if p.op == "consolidate" for e in p.detail["episodes"]]
     assert episodes and all(applied.nodes[e].kind == "episode" for e in episodes)
     for p in accepted:

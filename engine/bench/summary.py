@@ -163,9 +163,12 @@ def tables(result: dict) -> str:
 def summary_markdown(result: dict) -> str:
     tasks = result["tasks"]
     seconds = sum(t["seconds"] for t in tasks)
+    own = {label: s["schedule"] for label, s in result["systems"].items()
+           if s.get("schedule") and s["schedule"] != result["schedule"]}          # systems on their engine's own
+    schedule = result["schedule"] + (f" ({', '.join(f'{k}: {v}' for k, v in own.items())})" if own else "")
     head = [f"# Benchmark: {result['dataset']} ({result['protocol']})", "",
             f"`{result['command']}`", "",
             f"{len(result['conversations'])} conversation(s), {len(result['systems'])} system(s), "
-            f"{len(tasks)} task(s) in {seconds:.0f} s of task time; schedule {result['schedule']}, "
+            f"{len(tasks)} task(s) in {seconds:.0f} s of task time; schedule {schedule}, "
             f"embedder {result['embedder']}, rounds {result['rounds']}, K {', '.join(map(str, result['ks']))}.", ""]
     return "\n".join(head) + tables(result) + "\n" + "\n".join(latency_table(result)) + "\n"
