@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.core.access import LOOPBACK, Role
 from engine.core.redact import redact
 from engine.core.text import seconds_text
-from engine.engines import engine_schema, known_engines
+from engine.engines import engine_schema, known_engines, settings_class
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
 
@@ -41,10 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"memory engine (default allmem): {', '.join(known_engines())}")
     p.add_argument("--llm", default="offline", choices=["offline", "openai", "recorded"])
     p.add_argument("--records", help="for --llm recorded: database or JSONL file holding the recorded calls")
-    p.add_argument("--consolidate", default="every-3-sessions",
-                   help="every-3-sessions (default, as in All-Mem), every-N-sessions, every-N-turns or manual")
+    p.add_argument("--consolidate",
+                   help="every-N-sessions, every-N-turns or manual; default: the engine's own schedule (RecMem: "
+                        "every-1-turns, consolidation at the trigger), else every-3-sessions (as in All-Mem)")
     p.add_argument("--ablation", action="append", default=[],
                    help="an ablation switch of the engine (repeatable); `memwb schema --engine E` lists them")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="set one of the engine's settings (repeatable), checked against its type and bounds; "
+                        "`memwb schema --engine E` lists them")
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("retrieve", help="retrieve with the engine's own stages; every unit with the path that reached it")
@@ -216,17 +220,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def default_schedule(engine: str) -> str:
+    """The schedule a replay uses unless told: the engine's own, else All-Mem's every 3 sessions."""
+    return engine_schema(engine).schedule or "every-3-sessions"
+
+
 def cmd_replay(args) -> int:
     from engine.loaders import load_conversation
     from engine.runtime.replay import Schedule, replay
+    from engine.core.schema import parse_settings
     from engine.session import open_session
 
-    schedule = Schedule.parse(args.consolidate)
+    consolidate = args.consolidate or default_schedule(args.engine)
+    schedule = Schedule.parse(consolidate)
+    settings = parse_settings(settings_class(args.engine), args.set, args.engine)
+    if args.ablation or "ablations" in settings:
+        settings["ablations"] = sorted(set(args.ablation) | set(settings.get("ablations", [])))
     conversation = load_conversation(args.input, args.conversation)
-    settings = {"ablations": sorted(set(args.ablation))} if args.ablation else None
-    engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings, records=args.records,
+    engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings or None, records=args.records,
                           conversation=conversation.id, source=str(Path(args.input).resolve()),
-                          schedule=args.consolidate)
+                          schedule=consolidate)
 
     tty = sys.stderr.isatty()
 
@@ -241,7 +254,16 @@ def cmd_replay(args) -> int:
     if not args.quiet and tty:
         print(file=sys.stderr)
     print(summary.line())
+    print(f"settings: {settings_line(engine.settings)}")
     return _llm_outcome(args.command, engine, since)
+
+
+def settings_line(settings) -> str:
+    """The settings a memory was made with that differ from its engine's defaults (all stored in the database)."""
+    defaults = type(settings)().to_dict()
+    changed = {k: v for k, v in settings.to_dict().items() if v != defaults.get(k)}
+    return " ".join(f"{k}={json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v}"
+                    for k, v in changed.items()) or "defaults"
 
 
 def _llm_outcome(command: str, engine, since: int) -> int:
@@ -402,7 +424,10 @@ def cmd_check(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    print(json.dumps(engine_schema(args.engine).to_dict(), indent=1, ensure_ascii=False))
+    from engine.core.schema import settings_fields
+
+    described = {**engine_schema(args.engine).to_dict(), "settings": settings_fields(settings_class(args.engine))}
+    print(json.dumps(described, indent=1, ensure_ascii=False))
     return 0
 
 

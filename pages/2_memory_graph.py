@@ -14,6 +14,7 @@ from workbench.graph_controls import CANVAS, controls, group_words, on_graph_cli
 from workbench.graph_panels import diff_panel, lifecycle_panel, unit_detail
 from workbench.graph_style import FOLDED, OPENED
 from workbench.graph_view import draw_graph
+from workbench.layers_view import layer_kinds, render_layers
 from workbench.state import get_workbench, header
 
 HEIGHT = 720
@@ -53,7 +54,12 @@ st.caption("Click a node to inspect it below; hover it for its raw evidence, sum
               f"click an open one, {OPENED}, to fold it); the members' edges end on them."
               if drawing.folding else ""))
 
-details, timeline, changes = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"])
+layered = layer_kinds(state)          # kinds that lineage links join into layers (RecMem: fact, episode, unit, ...)
+details, timeline, changes, *layers = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"]
+                                              + (["Layers"] if len(layered) >= 3 else []))
+for tab in layers:
+    with tab:
+        render_layers(state, layered, choice.inspected)
 with details:
     if choice.inspected is not None:
         unit_detail(state, choice.inspected)

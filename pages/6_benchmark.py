@@ -168,6 +168,18 @@ left, right = st.columns(2)
 left.plotly_chart(bv.latency_figure(result, systems, "insert"), width="stretch", key="bench_latency_insert")
 right.plotly_chart(bv.latency_figure(result, systems, "query"), width="stretch", key="bench_latency_query")
 
+st.markdown("#### Construction cost per conversation")
+costs = bv.construction_frame(result, systems)
+if costs.empty:
+    st.caption("This result has no construction figures (memwb bench writes them per system since they were added).")
+else:
+    st.caption("What building each conversation's memory cost in LLM use: the engine's own calls while ingesting "
+               "and consolidating, answering excluded (mean over conversations; tokens as the backend reports them, "
+               "estimated by the offline backend).")
+    left, right = st.columns([2, 3])
+    left.dataframe(table(costs), hide_index=True, width="stretch")
+    right.plotly_chart(bv.construction_figure(result, systems), width="stretch", key="bench_construction")
+
 st.markdown("#### Memory growth per round")
 st.plotly_chart(bv.memory_figure(result, systems), width="stretch", key="bench_memory")
 

@@ -1,6 +1,6 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
-    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|naive|hybrid]
+    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|recmem|naive|hybrid]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
 7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) and the graph at LoCoMo scale
@@ -9,6 +9,12 @@ engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybri
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
 `all` also takes 13_locomo_memloom_graph: conv-26 played to its end in MemLoom, the steward's relations applied by
 the gate, every session drawn with its events folded (`--engine locomo` takes only 10_ and 13_).
+RecMem's tour (`all`, or `--engine recmem`) opens the demo in RecMem from the settings form (θ_sim 0.6,
+θ_count 3, manual schedule) and takes 15_recmem_replay (the recurrence gate's trace and the threshold sweep),
+16_recmem_consolidation (a cluster with its cosines under review), 17_recmem_graph (the Layers tab) and
+18_recmem_retrieval (results with their layer and provenance chain); with LoCoMo on the machine also
+19_recmem_layers: conv-26 replayed into RecMem at its defaults (a few minutes), opened with `memwb ui --db`, its
+Layers tab.
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
 of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
@@ -26,12 +32,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
+from engine.store.workspace import ENV  # noqa: E402
 from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
                               benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
                               locomo_events_walkthrough, locomo_graph_walkthrough, memloom_walkthrough,
-                              progress_walkthrough, running_app, walkthrough)
+                              locomo_layers_walkthrough, progress_walkthrough, recmem_walkthrough, running_app,
+                              walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
+
+
+def recmem_locomo_session(folder: Path) -> Path:
+    """LoCoMo conv-26 replayed into RecMem at its defaults and its own schedule (consolidation at the trigger)."""
+    from engine.engines import engine_schema
+    from engine.loaders import load_conversation
+    from engine.runtime.replay import Schedule, replay
+    from engine.session import open_session
+
+    db = folder / "conv-26-recmem.sqlite"
+    engine = open_session(db, engine="recmem", conversation="conv-26", source=str(LOCOMO),
+                          schedule=engine_schema("recmem").schedule)
+    replay(engine, load_conversation(LOCOMO, "conv-26"), Schedule.parse(engine_schema("recmem").schedule))
+    return db
 
 
 def main() -> int:
@@ -39,9 +61,20 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
     ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", "locomo", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom"], "progress": [], "benchmark": [], "locomo": []}.get(args.engine,
-                                                                                               [args.engine])
+    engines = {"all": ["allmem", "memloom", "recmem"], "progress": [], "benchmark": [],
+               "locomo": []}.get(args.engine, [args.engine])
     for engine in engines:
+        if engine == "recmem":
+            with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp, \
+                    running_app(env={ENV: tmp}) as url, browser_page() as page:
+                recmem_walkthrough(page, url, Path(tmp), shots=Path(args.out))
+            if LOCOMO.exists():
+                with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
+                    db = recmem_locomo_session(Path(tmp))
+                    with running_app(env={ENV: tmp}, via_cli=True, cli_args=["--db", str(db)]) as url, \
+                            browser_page() as page:
+                        locomo_layers_walkthrough(page, url, shots=Path(args.out))
+            continue
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))

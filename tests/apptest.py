@@ -16,6 +16,10 @@ ENGINES = known_engines()
 BASELINES = [name for name in ENGINES if name != DEFAULT_ENGINE]
 WITH_PROCESS = [name for name in ENGINES if engine_schema(name).processes]
 WITHOUT_PROCESS = [name for name in ENGINES if not engine_schema(name).processes]
+# Settings under which an engine's offline process has work early in the 102-turn demo. RecMem consolidates only
+# on recurrence, and at its LoCoMo defaults (θ_sim 0.7, θ_count 5) so short a conversation rightly triggers
+# nothing; at 0.6 / 3 its gate fires by turn 21 (and merge-first once an episode exists).
+DEMO_SETTINGS = {"recmem": {"theta_sim": 0.6, "theta_count": 3, "theta_merge": 0.6}}
 
 
 def start_app(engine: str = DEFAULT_ENGINE) -> tuple[AppTest, Workbench]:
@@ -27,7 +31,7 @@ def start_app(engine: str = DEFAULT_ENGINE) -> tuple[AppTest, Workbench]:
     wb = at.session_state["workbench"]
     if engine != wb.engine_name:
         wb = Workbench.open(DEMO_PATH, None, engine=engine, label="bundled demo",
-                           embedder=wb.engine.embedder)
+                           embedder=wb.engine.embedder, settings=DEMO_SETTINGS.get(engine))
         at.session_state["workbench"] = wb
         at.run()
     assert not at.exception

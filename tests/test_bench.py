@@ -326,3 +326,32 @@ def test_a_failed_task_is_reported_with_its_inputs_and_the_others_kept(tmp_path,
     assert failed["error"]["inputs"]["engine"] == "broken" and failed["error"]["inputs"]["conversation"] == "tiny"
     assert result["summary"]["naive"]["overall"]["r@5"] is not None
     assert "broken: RuntimeError: disk on fire" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_construction_cost_per_conversation_for_every_system(tmp_path):
+    """Each system's LLM calls and tokens of building memory: counted from the calls its session logged, by role and
+    per conversation, in result.json, summary.md and the printed tables; each system on its own schedule."""
+    from engine.eval.metrics import llm_tokens_by_role, llm_totals
+    from engine.store.log_store import Store
+
+    out = tmp_path / "cost"
+    proc = bench("--dataset", "locomo", DEMO, "--engines", "naive,allmem,recmem", "--protocol", "static",
+                 "--out", out)
+    result = result_of(out)
+    assert {s: v["schedule"] for s, v in result["systems"].items()} == \
+        {"naive": "every-3-sessions", "allmem": "every-3-sessions", "recmem": "every-1-turns"}
+    assert "schedule every-3-sessions (recmem: every-1-turns)," in (out / "summary.md").read_text(encoding="utf-8")
+    for task in result["tasks"]:
+        cost = result["summary"][task["system"]]["construction"]
+        logged = llm_tokens_by_role(Store(out / task["db"]))
+        assert cost["conversations"] == 1 and cost["by_conversation"]["demo"] == llm_totals(logged)
+        assert cost["by_role"] == {role: {k: float(v) for k, v in r.items()} for role, r in logged.items()}
+        assert cost["per_conversation"] == {k: float(v) for k, v in llm_totals(logged).items()}
+    assert result["summary"]["naive"]["construction"]["per_conversation"]["calls"] == 0
+    allmem = result["summary"]["allmem"]["construction"]
+    assert allmem["per_conversation"]["calls"] > 0 and allmem["per_conversation"]["prompt"] > 0
+    assert "descriptor" in allmem["by_role"] or "diagnosis" in allmem["by_role"]
+    for text in (proc.stdout, (out / "summary.md").read_text(encoding="utf-8")):
+        table = text.split("**construction cost per conversation**")[1]
+        assert all(f"| {s} | 1 |" in table for s in ("naive", "allmem", "recmem"))

@@ -468,3 +468,43 @@ def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn
     assert read_session(db).turn == head                      # opening it ingested nothing
     made = list((tmp_path / "sessions").glob("*.sqlite"))      # only the demo session the app started on, unread
     assert len(made) == 1 and read_session(made[0]).turn == 0
+
+
+def test_recmem_consolidation_accepted_rejected_and_undone(tmp_path):
+    """RecMem opened from the settings form (θ_sim 0.6, θ_count 3, manual schedule): the gate's trace on Replay;
+    on Consolidation one recurrence cluster rejected and the other accepted card by card, then the run undone.
+    The session database says what each step did."""
+    from workbench.driver import recmem_walkthrough
+
+    with running_app(env={ENV: str(tmp_path)}) as url, browser_page() as page:
+        tour = recmem_walkthrough(page, url, tmp_path)
+    texts, db = tour["texts"], tour["db"]
+    store = Store(db)
+    settings = store.meta()["settings"]
+    assert (settings["theta_sim"], settings["theta_count"], settings["theta_merge"]) == (0.6, 3, 0.6)
+    assert "Recurrence gate" in texts["replay"] and "|R| vs θ_count" in texts["replay"]
+    assert "Recurrence trigger" in texts["replay"] and "θ_count" in texts["replay"]
+    assert "Cluster (the proposal's inputs)" in texts["consolidation"]
+    run = store.load_state().runs[tour["run"]]
+    applied = store.load_state(upto_seq=run.last_seq)             # the session as the apply left it
+    for pid in tour["rejected"]:
+        p = applied.proposals[pid]
+        assert (p.status, p.decided_by) == (Status.REJECTED, LOCAL)
+    rejected_cluster = applied.proposals[tour["rejected"][0]]
+    assert all(applied.nodes[u].status == "subconscious" for u in rejected_cluster.targets)
+    accepted = [applied.proposals[pid] for pid in tour["accepted"]]
+    assert all(p.status == Status.APPLIED and p.decided_by == LOCAL for p in accepted)
+    episodes = [e for p in accepted if p.op == "consolidate" for e in p.detail["episodes"]]
+    assert episodes and all(applied.nodes[e].kind == "episode" for e in episodes)
+    for p in accepted:
+        if p.op == "consolidate":
+            members = {u for e in p.detail["episodes"] for u in applied.nodes[e].members}
+            assert members <= set(p.targets) and all(applied.nodes[u].status == "consolidated" for u in members)
+    facts = [n for n in applied.nodes.values() if n.kind == "fact"]
+    assert facts and all((f.id, applied.nodes[f.id].attrs["episode"], "derived_from") in applied.edges
+                         for f in facts)
+    assert "Layers" in texts["graph"] and "derives from" in texts["retrieval"]
+    final = store.load_state()
+    assert final.runs[tour["run"]].status == "undone"
+    assert not [n for n in final.nodes.values() if n.kind in ("episode", "fact")]
+    assert all(n.status == "subconscious" for n in final.nodes.values() if n.kind == "unit")

@@ -7,7 +7,7 @@ import pytest
 
 from engine.llm import LLM, RecordedBackend
 from engine.llm.base import LLMCall
-from engine.llm.decisions import compare, decision_rows, decisions, differ_by_key
+from engine.llm.decisions import compare, decision_rows, decisions, differ_by_key, label
 from engine.llm.prompts import payload_of, render
 from engine.eval.metrics import llm_cost_summary, llm_cost_tally, llm_tokens_by_role, pool_llm_costs
 
@@ -67,12 +67,21 @@ def test_a_prompt_gives_back_its_payload() -> None:
          "rationale": ""},
         {"type": "NONE", "source_id": "3", "target_id": "5", "confidence": 1, "evidence": [], "rationale": ""}]},
      {("CAUSAL_FOLLOW", "2", "5")}),
+    ("episode_extraction", {"episodes": [{"text": "cake", "units": ["u3", "u1"]}, {"text": "x", "units": ["u2"]}]},
+     {("episode", "u1", "u3"), ("episode", "u2")}),
+    ("episode_merge", {"should_merge": "no", "merged_memory": "", "confidence": 0.4}, {("merge", False)}),
     ("split_plan", {"do_split": False, "segments": [{}], "split_rationale": ""}, {("split", False, 1)}),
     ("answer", {"answer": " ", "evidence_keys": ["D1:2"]}, {("answers", False), ("cites", "D1:2")}),
     ("descriptor", {"summary": "s", "keywords": []}, None),
 ])
 def test_what_a_reply_decides(role: str, data: dict, expected) -> None:
     assert decisions(role, data) == (None if expected is None else frozenset(expected))
+
+
+def test_recmem_decisions_read_as_a_reviewer_says_them() -> None:
+    assert label("episode_merge", ("merge", True)) == "merge into the episode"
+    assert label("episode_merge", ("merge", False)) == "keep apart from the episode"
+    assert label("episode_extraction", ("episode", "u1", "u3")) == "episode of u1 + u3"
 
 
 def test_two_recordings_compared_on_the_same_inputs() -> None:

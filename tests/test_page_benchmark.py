@@ -56,8 +56,8 @@ def test_a_workspace_run_opens_with_every_chart(workspace):
     shown = at.selectbox(key="bench_run").options[0]
     assert shown.endswith(f" · {data['dataset']} · {', '.join(data['systems'])} · {data['protocol']} protocol")
     figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(figures) == 7                 # curves ×2, categories, trade-off, latency ×2, memory
-    overall, cohort, categories, tradeoff, inserts, queries, memory = figures
+    assert len(figures) == 8                 # curves ×2, categories, trade-off, latency ×2, construction, memory
+    overall, cohort, categories, tradeoff, inserts, queries, construction, memory = figures
     for fig, scope in ((overall, "overall"), (cohort, "cohort")):
         for system in ("allmem", "naive"):
             lines = [t for t in fig["data"] if t["legendgroup"] == system]
@@ -74,6 +74,17 @@ def test_a_workspace_run_opens_with_every_chart(workspace):
     assert {t["name"] for t in inserts["data"]} == {"embed", "anchor", "link", "write"}
     assert {t["name"] for t in memory["data"]} >= {"unit · visible", "unit · archived", "semantic", "turn · stored"}
     assert [t["y"] for t in memory["data"] if t["name"] == "turn · stored"] == [[46, 80]]
+    assert [(t["name"], t["x"], t["y"]) for t in construction["data"]] == [
+        ("descriptor · prompt", ["allmem"], [12880.0]), ("descriptor · completion", ["allmem"], [2300.0]),
+        ("diagnosis · prompt", ["allmem"], [28350.0]), ("diagnosis · completion", ["allmem"], [3020.0])]
+    costs = next(d.value for d in at.dataframe if "calls per role" in d.value.columns)
+    assert costs.to_dict("records") == [
+        {"system": "allmem", "conversations": 1, "LLM calls": 57.0, "prompt tokens": 41230.0,
+         "output tokens": 5320.0, "total tokens": 46550.0, "calls per role": "descriptor 46, diagnosis 11"},
+        {"system": "naive", "conversations": 1, "LLM calls": 0.0, "prompt tokens": 0.0, "output tokens": 0.0,
+         "total tokens": 0.0, "calls per role": "none"}]
+    summary = next(d.value for d in at.dataframe if "build LLM calls / conv" in d.value.columns)
+    assert list(summary["build tokens / conv"]) == [46550.0, 0.0]
 
     assert any(b.label == "Run benchmark" for b in at.get("form_submit_button"))
 
@@ -226,7 +237,7 @@ def test_a_record_missing_a_field_is_named(tmp_path, workspace, monkeypatch):
     at.text_input(key="bench_path").input(str(tmp_path / "nothing.json")).run()
     assert shown_text(at.error[0].value)[0] == f"no benchmark result at {tmp_path / 'nothing.json'}"
     at.text_input(key="bench_path").input(str(Path(workspace).parent)).run()   # a run folder opens too
-    assert not at.error and len(at.get("plotly_chart")) == 7
+    assert not at.error and len(at.get("plotly_chart")) == 8
 
 
 def test_names_from_the_file_reach_plotly_as_text():
@@ -285,7 +296,7 @@ def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
         else at.text_input(key="bench_path").value
     result = load_result(shown)
     assert result.systems == ["naive"] and result.data["rounds"] == 2
-    assert len(at.get("plotly_chart")) == 8          # the seven above, and where the misses were lost
+    assert len(at.get("plotly_chart")) == 9          # the seven above, construction cost, and where the misses were lost
 
 
 def _misses_chart(at: AppTest) -> dict:

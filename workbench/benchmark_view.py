@@ -298,9 +298,58 @@ def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
         row |= {f"Cov({h})": (structure.get("cov") or {}).get(str(h)) for h in COV_SHOWN}
         row["insert p50 (ms)"] = inserts.get("total", sum(inserts.values())) if inserts else None
         row["query p50 (ms)"] = query_p50(summary.get("latency_ms"))
+        cost = construction(result, s)
+        row["build LLM calls / conv"] = cost["calls"] if cost else None
+        row["build tokens / conv"] = cost["total"] if cost else None
         row["seconds"] = round(seconds.get(s, 0.0), 1)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def construction(result: BenchResult, system: str) -> dict | None:
+    """A system's mean LLM calls and tokens per conversation of building memory; None when it builds none or
+    the result predates the figure."""
+    cost = result.summary.get(system, {}).get("construction")
+    return cost.get("per_conversation") if isinstance(cost, dict) else None
+
+
+def construction_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
+    """Per system: conversations, mean LLM calls, prompt, output and total tokens per conversation, calls per role."""
+    rows = []
+    for s in systems:
+        cost = result.summary.get(s, {}).get("construction")
+        if not isinstance(cost, dict):
+            continue
+        mean = cost["per_conversation"]
+        rows.append({"system": s, "conversations": cost.get("conversations"), "LLM calls": mean.get("calls"),
+                     "prompt tokens": mean.get("prompt"), "output tokens": mean.get("completion"),
+                     "total tokens": mean.get("total"),
+                     "calls per role": ", ".join(f"{role} {r.get('calls', 0):g}"
+                                                 for role, r in (cost.get("by_role") or {}).items()) or "none"})
+    return pd.DataFrame(rows, columns=["system", "conversations", "LLM calls", "prompt tokens", "output tokens",
+                                       "total tokens", "calls per role"])
+
+
+def construction_figure(result: BenchResult, systems: list[str]) -> go.Figure:
+    """Prompt and output tokens of building one conversation's memory, per system and LLM role (stacked), with
+    the calls in the hover."""
+    fig = go.Figure()
+    colors: dict[str, str] = {}
+    for s in systems:
+        cost = result.summary.get(s, {}).get("construction")
+        if not isinstance(cost, dict):
+            continue
+        for role, r in (cost.get("by_role") or {}).items():
+            color = colors.setdefault(role, STACK[len(colors) % len(STACK)])
+            for part, opacity in (("prompt", 1.0), ("completion", 0.55)):
+                group = f"{role} · {part}"
+                fig.add_trace(go.Bar(x=[esc(s)], y=[r.get(part, 0)], name=esc(group), legendgroup=group,
+                                     marker_color=color, opacity=opacity, showlegend=_first(fig, group),
+                                     hovertemplate=f"{esc(s)} · {esc(role)}: %{{y:,.0f}} {part} tokens, "
+                                                   f"{r.get('calls', 0):g} calls per conversation<extra></extra>"))
+    fig.update_layout(barmode="stack", height=360, yaxis_title="tokens per conversation",
+                      title="Construction cost: LLM tokens per conversation, by role", **_LAYOUT)
+    return fig
 
 
 def boundaries_frame(result: BenchResult) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from engine.core.node import TURN_KIND
 from engine.core.oplog import OpKind, RunInfo
 from engine.core.state import MemoryState
 from engine.core.text import seconds_text
+from workbench.gate_view import render_gate
 from workbench.graph_style import cosine_text, edge_style, kind_field, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)
@@ -154,6 +155,7 @@ class TurnEffects:
     edges: list[Edge] = field(default_factory=list)
     transitions: list[dict] = field(default_factory=list)    # online status changes: node, was, status, cause
     routing: dict | None = None                              # the turn_ingested record's `routing`, if any
+    gate: list[dict] | None = None                           # its `gate` traces (RecMem's recurrence gate), if any
     attrs: dict[int, dict] = field(default_factory=dict)     # node -> figures (attrs) the ingest wrote
     buffers: dict[str, int] = field(default_factory=dict)    # buffer name -> size right after the ingest
     buffer_size: int = 0                                     # nodes waiting in any buffer right after it
@@ -182,7 +184,7 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
         if op.kind == OpKind.TURN_INGESTED:
             if op.turn == turn_no:
                 effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before,
-                                      routing=p.get("routing"))
+                                      routing=p.get("routing"), gate=p.get("gate"))
         elif op.kind == OpKind.RUN_STARTED:
             if effects is not None:
                 effects.runs_after.append(op.run_id)
@@ -190,8 +192,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
                 runs_before.append(op.run_id)
         elif online and op.kind == OpKind.BUFFER_PUSHED:
             pushed_at = op.seq
-            for uid, anchors in p["entries"]:
-                if uid in effects.created and not effects.anchors:
+            for uid, anchors in p["entries"]:      # (a gate's queued cluster is shown with the gate instead)
+                if uid in effects.created and not effects.anchors and effects.gate is None:
                     effects.anchors = [(a, None) for a in anchors]
         elif online and op.kind == OpKind.NODE_CREATED:
             node = p["node"]
@@ -368,6 +370,8 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
              "summary": _unit_text(state, a)} for a, c in effects.anchors]), hide_index=True, width="stretch")
     if effects.routing:
         render_routing(wb, effects)
+    if effects.gate is not None:
+        render_gate(wb, effects)
     if effects.edges:
         st.markdown("**Edges added**")
         st.dataframe(table(pd.DataFrame([

@@ -18,7 +18,7 @@ from engine.retrieval.explain import Placement, Signals, SourcePlacement
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
-from workbench.graph_style import kind_field, status_tag, visibility_text
+from workbench.graph_style import kind_field, kind_label, status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"
@@ -93,7 +93,30 @@ def path_text(state: MemoryState, r: RetrievedUnit, seed: str = "anchor", seeds:
     straight from its real-time buffer, reads `direct u137` instead.
     """
     word = "direct" if seeds is not None and r.anchor not in set(seeds) else seed
-    return " ".join([f"{word} {unit_ref(state, r.anchor)}", *(hop_text(state, h) for h in r.path)])
+    line = " ".join([f"{word} {unit_ref(state, r.anchor)}", *(hop_text(state, h) for h in r.path)])
+    if getattr(r, "layer", ""):
+        line += f" · {r.layer} layer"
+    chain = provenance_text(state, r)
+    return f"{line} · derives from {chain}" if chain else line
+
+
+def provenance_text(state: MemoryState, r: RetrievedUnit) -> str:
+    """A result's provenance chain level by level: `u12 (episode) → u3, u9 (unit) → u1, u2, u7, u8 (message)`."""
+    hops = getattr(r, "provenance", None) or []
+    depth = {r.id: 0}
+    levels: dict[int, list[int]] = {}
+    for h in hops:
+        depth[h.dst] = depth.get(h.src, 0) + 1
+        levels.setdefault(depth[h.dst], [])
+        if h.dst not in levels[depth[h.dst]]:
+            levels[depth[h.dst]].append(h.dst)
+    parts = []
+    for _, ids in sorted(levels.items()):
+        kinds = {state.units[i].kind for i in ids if i in state.units}
+        kind = kind_label(state.schema, next(iter(kinds))) if len(kinds) == 1 else "nodes"
+        shown = ", ".join(unit_ref(state, i) for i in ids[:6]) + (f", … ({len(ids)})" if len(ids) > 6 else "")
+        parts.append(f"{shown} ({kind})")
+    return " → ".join(parts)
 
 
 def paths_block(state: MemoryState, units: Sequence[RetrievedUnit], gold: Sequence[str] = (), seed: str = "anchor",
@@ -115,7 +138,7 @@ def paths_block(state: MemoryState, units: Sequence[RetrievedUnit], gold: Sequen
 def path_edges(units: Iterable[RetrievedUnit]) -> list[tuple[int, int, str]]:
     """The stored (src, dst, type) edge of every hop on the results' paths, for highlighting on the graph; a
     reverse hop names the edge it walked backwards (`Hop.edge_key`)."""
-    return list(dict.fromkeys(_edge_key(h) for r in units for h in r.path))
+    return list(dict.fromkeys(_edge_key(h) for r in units for h in [*r.path, *getattr(r, "provenance", [])]))
 
 
 def _edge_key(h) -> tuple[int, int, str]:
@@ -147,8 +170,9 @@ def hops_frame(state: MemoryState, r: RetrievedUnit) -> pd.DataFrame:
 
 
 def path_units(units: Iterable[RetrievedUnit]) -> list[int]:
-    """Every unit on the results' paths, anchors included: the graph's focus."""
-    return list(dict.fromkeys(u for r in units for u in (r.anchor, *(h.dst for h in r.path), r.id)))
+    """Every unit on the results' paths and provenance chains, anchors included: the graph's focus."""
+    return list(dict.fromkeys(u for r in units for u in (r.anchor, *(h.dst for h in r.path), r.id,
+                                                           *(h.dst for h in getattr(r, "provenance", [])))))
 
 
 def reaches_archived(units: Iterable[RetrievedUnit]) -> bool:

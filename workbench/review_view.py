@@ -149,6 +149,17 @@ def unit_html(state: MemoryState, uid: int, role: str = "", cited: Iterable[int]
             f'<span style="font-size:.85em;opacity:.75">{meta}</span><br>{text}{members}</div>')
 
 
+def detail_tables(p: Proposal) -> list[tuple[str, pd.DataFrame]]:
+    """The proposal's tabular details (a list of records, e.g. RecMem's cluster with each unit's cosine), each as
+    a table under its key."""
+    out = []
+    for key, value in p.detail.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            out.append((key, pd.DataFrame([{k: _plain(v) if isinstance(v, (list, tuple, bool)) or v is None else v
+                                            for k, v in row.items()} for row in value])))
+    return out
+
+
 def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool, on_plan) -> None:
     """One review card: evidence on the left, the decision and plan button on the right."""
     schema = state.schema
@@ -183,6 +194,9 @@ def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool
             if key != "threshold" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 blocks.append(text_html(f"{key.replace('_', ' ').capitalize()}:", f"{value:.3f}"))
         left.markdown("".join(blocks), unsafe_allow_html=True)
+        for key, frame in detail_tables(p):
+            left.markdown(f"**{md_escape(key.replace('_', ' ').capitalize())}** (the proposal's inputs)")
+            left.dataframe(table(frame), hide_index=True, width="stretch")
         with right:
             if p.status != Status.PENDING:
                 st.caption(f"Closed: {p.status}")

@@ -22,7 +22,7 @@ from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
 from engine.eval import reproduction
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
-from engine.eval.metrics import latency_summary, llm_cost_summary, pool_llm_costs
+from engine.eval.metrics import construction_cost, latency_summary, llm_cost_summary, pool_llm_costs
 from engine.eval.misses import tally
 
 FORMAT = "memwb-bench/1"
@@ -155,6 +155,13 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
     return spec, found, systems
 
 
+def system_schedule(config: BenchConfig, spec: DatasetSpec, engine: str) -> str:
+    """`--schedule` when given, else the engine's own schedule (RecMem consolidates at the trigger), else the
+    dataset's."""
+    own = engine_schema(engine).schedule if engine in known_engines() else ""
+    return config.schedule or own or spec.schedule
+
+
 def default_out() -> Path:
     from engine.store.workspace import workspace_dir
 
@@ -173,12 +180,12 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     out = Path(config.out).resolve() if config.out else default_out()     # absolute: a worker's cwd may differ
     sessions = out / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
-    schedule = config.schedule or spec.schedule
     ks = tuple(config.ks)
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
-                       rounds=config.rounds, ks=ks, schedule=schedule, workdir=str(sessions), answer=config.answer,
-                       llm=config.llm, answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS)
+                       rounds=config.rounds, ks=ks, schedule=system_schedule(config, spec, s.engine),
+                       workdir=str(sessions), answer=config.answer, llm=config.llm,
+                       answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS)
              for src in found for s in systems]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
@@ -283,10 +290,12 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                           "llm_tokens": {role: {k: t[k] for k in ("calls", "prompt", "completion")}
                                          for role, t in costs.items()},
                           "llm_costs": llm_cost_summary(costs),
+                          "construction": _construction(mine),
                           "structure": _mean_structure([res["structure"] for res in mine])}
     boundaries = None
     systems_out = {s.label: {"engine": None if s.engine == FULL_HISTORY else s.engine, "settings": s.settings,
-                             "ablations": list(s.ablations)} for s in systems}
+                             "ablations": list(s.ablations), "schedule": system_schedule(config, spec, s.engine)}
+                   for s in systems}
     if not spec.questions:
         boundaries = [res["boundaries"] for res in (o.result for o in done)]
         for src in found:
@@ -299,7 +308,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         baseline = f"fixed-{FIXED_WINDOW}"
         systems_out[baseline] = {"engine": None, "settings": {"window": FIXED_WINDOW}, "ablations": []}
         summary[baseline] = {"overall": {}, "by_category": {}, "cohort": {}, "latency_ms": {"insert": {}, "query": {}},
-                             "llm_tokens": {}, "llm_costs": {}, "structure": {}}
+                             "llm_tokens": {}, "llm_costs": {}, "construction": None, "structure": {}}
         for label in summary:
             rows = [b for b in boundaries if b["system"] == label]
             summary[label]["overall"] = {m: _mean([b[m] for b in rows]) for m in metrics}
@@ -375,6 +384,13 @@ def _sum_memory(items: list[dict]) -> dict:
         for etype, n in m["edges"].items():
             edges[etype] = edges.get(etype, 0) + n
     return {"nodes": nodes, "edges": edges}
+
+
+def _construction(results: list[dict]) -> dict | None:
+    """The engine's construction cost per conversation (`engine.eval.metrics.construction_cost`); None for a system
+    that builds no memory (the full-history ceiling)."""
+    tallies = {res["conversation"]: res["construction"] for res in results if res.get("construction") is not None}
+    return construction_cost(tallies) if tallies else None
 
 
 def _mean_structure(items: list[dict]) -> dict:

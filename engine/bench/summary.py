@@ -136,6 +136,26 @@ def latency_table(result: dict) -> list[str]:
             *_table(["system", *(f"{side} {stage}" for side, stage in columns)], rows), ""]
 
 
+def construction_table(result: dict) -> list[str]:
+    """Per system, the mean LLM calls and prompt / output tokens of building one conversation's memory, and the
+    calls per role (RecMem's headline: construction cost, App. Tables 1-2)."""
+    rows = []
+    for label in systems(result):
+        cost = result["summary"].get(label, {}).get("construction")
+        if cost is None:
+            continue
+        mean = cost["per_conversation"]
+        roles = ", ".join(f"{role} {r['calls']:g}" for role, r in cost["by_role"].items()) or "none"
+        rows.append([label, cost["conversations"], *(f"{mean[k]:,.1f}" for k in ("calls", "prompt", "completion",
+                                                                                  "total")), roles])
+    if not rows:
+        return []
+    return ["**construction cost per conversation** (the engine's own LLM calls while building memory, mean over "
+            "conversations; tokens as the backend reports them, else estimated)", "",
+            *_table(["system", "conversations", "LLM calls", "prompt tokens", "output tokens", "total tokens",
+                     "calls per role"], rows), ""]
+
+
 def boundaries_table(result: dict) -> list[str]:
     """QMSum: each meeting's figures per system."""
     rows = [[b["meeting"], b["system"], b["turns"], b["gold_boundaries"], b["boundaries"], b["pk"],
@@ -175,6 +195,7 @@ def tables(result: dict) -> str:
     else:
         lines += boundaries_table(result)
     lines += costs_tables(result)
+    lines += construction_table(result)
     failed = errors(result)
     if failed:
         lines += ["**failed tasks**", "", *failed, ""]
@@ -184,9 +205,12 @@ def tables(result: dict) -> str:
 def summary_markdown(result: dict) -> str:
     tasks = result["tasks"]
     seconds = sum(t["seconds"] for t in tasks)
+    own = {label: s["schedule"] for label, s in result["systems"].items()
+           if s.get("schedule") and s["schedule"] != result["schedule"]}          # systems on their engine's own
+    schedule = result["schedule"] + (f" ({', '.join(f'{k}: {v}' for k, v in own.items())})" if own else "")
     head = [f"# Benchmark: {result['dataset']} ({result['protocol']})", "",
             f"`{result['command']}`", "",
             f"{len(result['conversations'])} conversation(s), {len(result['systems'])} system(s), "
-            f"{len(tasks)} task(s) in {seconds:.0f} s of task time; schedule {result['schedule']}, "
+            f"{len(tasks)} task(s) in {seconds:.0f} s of task time; schedule {schedule}, "
             f"embedder {result['embedder']}, rounds {result['rounds']}, K {', '.join(map(str, result['ks']))}.", ""]
     return "\n".join(head) + tables(result) + "\n" + "\n".join(latency_table(result)) + "\n"

@@ -198,6 +198,7 @@ class _Run:
                "latency_ms": {"insert": self.insert_all, "query": self.query_all},
                "llm_tokens": _tokens(self.engine.store, self.llm),
                "llm_costs": _costs(self.engine.store, self.llm, self.engine.embedder),
+               "construction": llm_tokens_by_role(self.engine.store),
                "structure": structure_figures(state), "boundaries": None}
         if not self.spec.questions:
             out["boundaries"] = boundary_row(self.task, self.conv, state)
@@ -289,7 +290,8 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
     return {"conversation": conv.id, "system": task.system, "turns": len(conv.turns), "db": None,
             "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
-            "llm_costs": _costs(None, llm, embedder), "structure": {}, "boundaries": None}
+            "llm_costs": _costs(None, llm, embedder), "construction": None,
+            "structure": {}, "boundaries": None}
 
 
 def memory_size(state) -> dict:

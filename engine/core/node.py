@@ -74,4 +74,11 @@ class Node:
         return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in names})
 
 
+def parse_id(value) -> int | None:
+    """A node reference as a model writes it ("u12", "12" or 12) as an id; None if it names no id."""
+    text = str(value).strip()
+    text = text[1:] if text[:1] in ("u", "U") else text
+    return int(text) if text.isdigit() else None
+
+
 Unit = Node     # the All-Mem paper's word for a node; kept so engine code reads like the paper

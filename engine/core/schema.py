@@ -136,6 +136,7 @@ class EngineSchema:
     stages: tuple[StageSpec, ...] = ()
     llm_roles: tuple[str, ...] = ()
     ablations: dict[str, str] = field(default_factory=dict)
+    schedule: str = ""          # the offline schedule the engine's paper runs on ("" = the dataset's or the CLI's)
 
     # -- look-ups ------------------------------------------------------------------
     @property
@@ -203,6 +204,96 @@ def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum
     return field(default=default, metadata=meta)
 
 
+class SettingError(ValueError):
+    """A setting that does not exist, or a value of the wrong type or out of its bounds."""
+
+
+def _kind(value: Any) -> str:
+    return "bool" if isinstance(value, bool) else type(value).__name__
+
+
+def settings_fields(settings_cls: type) -> list[dict]:
+    """Every setting of an engine as plain values: name, type, default, help, bounds, choices, group (what
+    `memwb schema` lists and `--set` checks against)."""
+    defaults = settings_cls()
+    out = []
+    for f in fields(settings_cls):
+        m = f.metadata
+        value = getattr(defaults, f.name)
+        choices = m.get("choices")
+        out.append({"name": f.name, "type": _kind(value), "default": value, "help": m.get("help", ""),
+                    "min": m.get("min"), "max": m.get("max"), "group": m.get("group", ""),
+                    "choices": list(choices) if choices else None})
+    return out
+
+
+def _parse_value(spec: dict, text: str) -> Any:
+    """`text` as the setting's type: a number, a bool, a choice, a comma-separated list of choices, or for a
+    dict setting `key:value,...` pairs over its default keys."""
+    kind, name = spec["type"], spec["name"]
+    text = text.strip()
+    try:
+        if kind == "bool":
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "list":
+            return [x.strip() for x in text.split(",") if x.strip()]
+        if kind == "dict":
+            out = dict(spec["default"])
+            for pair in (x for x in text.split(",") if x.strip()):
+                key, sep, value = pair.partition(":")
+                if not sep or key.strip() not in out:
+                    raise SettingError(f"setting {name} takes key:value pairs with keys {', '.join(out)}; got "
+                                       f"{pair.strip()!r}")
+                out[key.strip()] = type(out[key.strip()])(value)
+            return out
+    except SettingError:
+        raise
+    except ValueError:
+        raise SettingError(f"setting {name} takes a {kind} value, not {text!r}") from None
+    return text
+
+
+def check_setting(spec: dict, value: Any) -> None:
+    """Raise SettingError naming the setting when `value` is out of its bounds or not one of its choices."""
+    name, low, high, choices = spec["name"], spec["min"], spec["max"], spec["choices"]
+    items = value.values() if isinstance(value, dict) else [value] if isinstance(value, (int, float)) and \
+        not isinstance(value, bool) else []
+    for v in items:
+        if (low is not None and v < low) or (high is not None and v > high):
+            raise SettingError(f"setting {name}={value} is out of range: it takes {low} to {high}")
+    picked = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    bad = [v for v in picked if choices and v not in choices]
+    if bad:
+        raise SettingError(f"setting {name} takes {', '.join(map(str, choices))}, not {', '.join(bad)}")
+
+
+def parse_settings(settings_cls: type, assignments: list[str], engine: str = "") -> dict:
+    """`NAME=VALUE` assignments (the CLI's `--set`) as a settings dict, each checked against the setting's type,
+    bounds and choices; an unknown name is refused with the valid names."""
+    specs = {s["name"]: s for s in settings_fields(settings_cls)}
+    out: dict[str, Any] = {}
+    for item in assignments:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SettingError(f"--set takes NAME=VALUE, not {item!r}")
+        if name not in specs:
+            raise SettingError(f"unknown setting {name!r}{f' for engine {engine}' if engine else ''}; valid "
+                               f"settings: {', '.join(specs)} (`memwb schema --engine {engine or 'NAME'}` describes "
+                               f"them)")
+        value = _parse_value(specs[name], text)
+        check_setting(specs[name], value)
+        out[name] = value
+    return out
+
+
 class EngineSettings:
     """Mixin for an engine's settings dataclass: dict round trip and ablation look-up."""
 
@@ -217,8 +308,13 @@ class EngineSettings:
 
     @classmethod
     def from_dict(cls, data: dict):
+        """Settings from a dict (stored, or from a form or `--set`); every value within its bounds."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        given = {k: v for k, v in data.items() if k in names}
+        for spec in settings_fields(cls):
+            if spec["name"] in given:
+                check_setting(spec, given[spec["name"]])
+        return cls(**given)
 
     def check_ablations(self, known: dict[str, str]) -> None:
         unknown = [a for a in getattr(self, "ablations", ()) if a not in known]

@@ -27,6 +27,7 @@ ENGINES: dict[str, EngineLoader] = {
     "naive": _from("engine.engines.rag", "NaiveEngine"),
     "hybrid": _from("engine.engines.rag", "HybridEngine"),
     "memloom": _from("engine.engines.memloom", "MemLoomEngine"),
+    "recmem": _from("engine.engines.recmem", "RecMemEngine"),
 }
 
 

@@ -303,6 +303,28 @@ def llm_tokens_by_role(source: Any, after_seq: int | None = None, upto_seq: int 
             for role, t in llm_cost_tally(source, after_seq=after_seq, upto_seq=upto_seq).items()}
 
 
+def llm_totals(by_role: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Calls, prompt, completion and total tokens over every role of an `llm_tokens_by_role` tally."""
+    out = {key: sum(int(r.get(key, 0)) for r in by_role.values()) for key in ("calls", "prompt", "completion")}
+    out["total"] = out["prompt"] + out["completion"]
+    return out
+
+
+def construction_cost(by_conversation: Mapping[str, Mapping[str, Mapping[str, int]]]) -> dict:
+    """What building the memory cost in LLM use (RecMem's headline figure), from each conversation's
+    `llm_tokens_by_role` tally of the engine's own logged calls (ingest and offline runs, no answering):
+    the mean per conversation overall (`per_conversation`) and per role (`by_role`), and each conversation's
+    totals (`by_conversation`)."""
+    n = len(by_conversation)
+    roles = sorted({role for tally in by_conversation.values() for role in tally})
+    by_role = {role: {key: round(sum(int(t.get(role, {}).get(key, 0)) for t in by_conversation.values()) / n, 1)
+                      for key in ("calls", "prompt", "completion")} for role in roles} if n else {}
+    totals = {conv: llm_totals(tally) for conv, tally in by_conversation.items()}
+    mean = {key: round(sum(t[key] for t in totals.values()) / n, 1) if n else 0.0
+            for key in ("calls", "prompt", "completion", "total")}
+    return {"conversations": n, "per_conversation": mean, "by_role": by_role, "by_conversation": totals}
+
+
 def _call_dict(record: Any) -> Mapping[str, Any] | None:
     """The call dict of a log record, call dict or LLMCall; None for a log record of another kind."""
     if isinstance(record, LLMCall):

@@ -21,7 +21,8 @@ from engine.llm.base import LLM, LLMCall
 from engine.llm.prompts import payload_of
 
 FAILED = ("failed",)
-DECISION_ROLES = ("diagnosis", "split_plan", "router", "relation_synthesis", "event_merge", "answer")
+DECISION_ROLES = ("diagnosis", "split_plan", "router", "relation_synthesis", "event_merge", "episode_extraction",
+                  "episode_merge", "answer")
 
 
 def decisions(role: str, data: Mapping | None) -> frozenset[tuple] | None:
@@ -45,6 +46,10 @@ def decisions(role: str, data: Mapping | None) -> frozenset[tuple] | None:
                          if r["type"] != "NONE")
     if role == "event_merge":
         return frozenset({("merge", bool(data["merge"]))})
+    if role == "episode_extraction":          # RecMem: which units each episode groups
+        return frozenset(("episode", *sorted(str(u) for u in e["units"])) for e in data["episodes"])
+    if role == "episode_merge":
+        return frozenset({("merge", data["should_merge"] == "yes")})
     return frozenset({("answers", bool(str(data["answer"]).strip())),
                       *(("cites", str(k)) for k in data["evidence_keys"])})
 
@@ -64,6 +69,10 @@ def label(role: str, decision: tuple) -> str:
         return f"split into {rest[1]} segments" if rest[0] else "no split"
     if role == "event_merge":
         return "merge the two events" if rest[0] else "keep the events apart"
+    if role == "episode_merge":
+        return "merge into the episode" if rest[0] else "keep apart from the episode"
+    if role == "episode_extraction":
+        return "episode of " + " + ".join(rest)
     if role == "answer" and head == "answers":
         return "answers" if rest[0] else "abstains"
     return f"{head}: {rest[0]}"

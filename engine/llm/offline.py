@@ -26,7 +26,7 @@ from engine.core.text import (
     strip_speaker,
     words,
 )
-from engine.llm import offline_answer, offline_events
+from engine.llm import offline_answer, offline_events, offline_recmem
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
 from engine.llm.embedder import Embedder
 
@@ -232,6 +232,15 @@ class OfflineBackend(LLMBackend):
 
     def _event_merge(self, p: dict) -> dict:
         return offline_events.judge_merge(p)
+
+    def _episode_extraction(self, p: dict) -> dict:
+        return offline_recmem.extract_episodes(p, self.embedder)
+
+    def _episode_merge(self, p: dict) -> dict:
+        return offline_recmem.merge_episode(p, self.embedder)
+
+    def _fact_refinement(self, p: dict) -> dict:
+        return offline_recmem.refine_facts(p, self.embedder)
 
     def _answer(self, p: dict) -> dict:
         return offline_answer.answer(p["question"], p.get("passages", []), self.embedder)

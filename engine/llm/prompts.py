@@ -53,6 +53,36 @@ _TASKS = {
         "EARLIER and LATER are adjacent events. Decide whether they are one narrative that the online "
         "router cut in two (merge=true) or two distinct happenings. Never merge states from different "
         "times or contradicting statements. If merging, write the merged `summary` and `keywords`."),
+    "episode_extraction": (
+        "UNITS are exchanges between the speakers (each with its id and date), in time order; they recur on one "
+        "broad theme but may hold a few sub-topics over days or weeks. Write 1-3 episodes, preferring fewer: "
+        "each a short paragraph (3-6 sentences) telling how ONE sub-topic evolved for the speakers themselves "
+        "(their goals, plans, decisions, preferences, what was explained to them), in time order with "
+        "connectives such as initially, later, eventually. Anchor every relative time expression to a date "
+        "(\"the day before 2023-05-08\"); never write yesterday or next week alone. Summarise long stories or "
+        "examples in a clause. Do not list every stable fact: another step extracts facts. In `units` list the "
+        "ids of the units each episode is drawn from, only ids from UNITS. With no coherent episode, return an "
+        "empty `episodes` list."),
+    "episode_merge": (
+        "NEW is a recent exchange and PAST an episode stored earlier. Decide whether NEW continues the same "
+        "ongoing situation, goal or problem of the same people as PAST (follow-up details, corrections, "
+        "outcomes), not merely the same domain or a generic explanation; when unsure, answer no. If yes, set "
+        "should_merge to \"yes\" and write `merged_memory`: one compact paragraph keeping the important details "
+        "of both in time order (later, afterwards, as a result), dates kept as given and relative ones anchored "
+        "to a date, nothing invented. If no, should_merge is \"no\" and merged_memory empty. `confidence` is "
+        "your probability that they are one episode."),
+    "fact_refinement": (
+        "EPISODE is a narrative written from the raw exchanges in UNITS; KNOWN are facts already stored about "
+        "the topic. Extract fewer than 10 NEW, high-utility facts about the speakers, one self-contained "
+        "sentence each (no ambiguous pronouns), preferring concrete details of UNITS that EPISODE leaves out or "
+        "compresses. Each fact has a `type`: USER_EVENT (something a speaker did, asked, attended, started or "
+        "decided; anchor it to a date, \"On 2023-05-22, ...\"), USER_CONSTRAINT_OR_PREFERENCE (a stable "
+        "preference, constraint or recurring plan), TIME_ANCHORED_UPDATE (a change of a state, with the new "
+        "value, the old one if known, and a date), or ENTITY_RELATION (a specific relation between named "
+        "entities that matters to a speaker). A fact that says what a KNOWN fact says is not new: put it in "
+        "`dropped` with that fact's id in `known` and your `similarity`. A fact that changes a KNOWN fact is a "
+        "TIME_ANCHORED_UPDATE whose `updates` is that fact's id (else \"\"). `units` lists the ids of the units "
+        "each fact rests on, only ids from UNITS. No generic advice, nothing beyond what the inputs support."),
     "answer": (
         "Answer the QUESTION using only the PASSAGES, which are excerpts of an earlier conversation in time "
         "order; each has the `keys` of the turns it comes from and the `time` it was said. Write a short "

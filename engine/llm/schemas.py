@@ -69,6 +69,21 @@ RELATION_SYNTHESIS = _obj({"relations": {"type": "array", "items": _obj({
 EVENT_MERGE = _obj({"merge": {"type": "boolean"}, "confidence": _CONF, "summary": _STR, "keywords": _STR_LIST,
                     "rationale": _STR})
 
+# RecMem (seeds/recmem.txt App. F): the paper's fields (`episodes`, `should_merge`, `merged_memory`, `facts`),
+# with the unit ids each episode and fact rests on (its provenance) and the candidates refinement dropped as known.
+EPISODE_EXTRACTION = _obj({"episodes": {"type": "array", "items": _obj({"text": _STR, "units": _STR_LIST})}})
+
+EPISODE_MERGE = _obj({"should_merge": {"type": "string", "enum": ["yes", "no"]}, "merged_memory": _STR,
+                      "confidence": _CONF})
+
+FACT_TYPES = ["USER_EVENT", "USER_CONSTRAINT_OR_PREFERENCE", "TIME_ANCHORED_UPDATE", "ENTITY_RELATION"]
+
+FACT_REFINEMENT = _obj({
+    "facts": {"type": "array", "items": _obj({"text": _STR, "type": {"type": "string", "enum": FACT_TYPES},
+                                              "units": _STR_LIST, "updates": _STR})},
+    "dropped": {"type": "array", "items": _obj({"text": _STR, "known": _STR, "similarity": _CONF})},
+})
+
 # What an answering model says about a question, and the evidence keys (source turn ids) it read it in.
 ANSWER = _obj({"answer": _STR, "evidence_keys": _STR_LIST})
 
@@ -79,6 +94,10 @@ SEGMENTS = 16
 SEGMENT_CHARS = 100_000            # a segment is a substring of one turn: the loaders' per-turn default
 ANSWER_CHARS = 2_000               # a short answer, never the evidence again
 CITATIONS = 64                     # evidence keys one answer may cite
+EPISODES = 3                       # "prefer 1-3 episodes" (App. F, Fig. 7)
+EPISODE_CHARS = 4_000              # a short paragraph; a merged episode grows, but stays compact
+FACTS = 10                         # "output less than 10 facts" (Fig. 9)
+FACT_CHARS = 600                   # one fact per sentence
 KEY_CHARS = 200                    # a turn id (LoCoMo `D3:7`, LongMemEval session ids, causal suite keys)
 
 
@@ -111,6 +130,9 @@ CAPS: dict[str, tuple[Cap, ...]] = {
     "merge_plan": (*_described("summary", "keywords"), Cap("salient_points", max_chars=SUMMARY_CHARS, max_items=8)),
     "update_plan": _described("updated_summary", "updated_keywords"),
     "event_merge": _described("summary", "keywords"),
+    "episode_extraction": (Cap("episodes", max_items=EPISODES), Cap("episodes.text", max_chars=EPISODE_CHARS)),
+    "episode_merge": (Cap("merged_memory", max_chars=EPISODE_CHARS),),
+    "fact_refinement": (Cap("facts", max_items=FACTS), Cap("facts.text", max_chars=FACT_CHARS)),
     "answer": (Cap("answer", max_chars=ANSWER_CHARS), Cap("evidence_keys", max_chars=KEY_CHARS, max_items=CITATIONS)),
 }
 
@@ -123,6 +145,9 @@ SCHEMAS: dict[str, dict] = {
     "split_plan": SPLIT_PLAN,
     "merge_plan": MERGE_PLAN,
     "update_plan": UPDATE_PLAN,
+    "episode_extraction": EPISODE_EXTRACTION,
+    "episode_merge": EPISODE_MERGE,
+    "fact_refinement": FACT_REFINEMENT,
     "answer": ANSWER,
 }
 ROLES = tuple(SCHEMAS)

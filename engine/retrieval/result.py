@@ -50,12 +50,20 @@ class RetrievedUnit:
     raw: str
     kind: str
     status: str = ""
+    layer: str = ""                        # the store it was searched in, for an engine with several (RecMem)
+    provenance: list[Hop] = field(default_factory=list)   # hops from it down to what it derives from
+    source_scores: dict[str, float] = field(default_factory=dict)   # relevance of each of several sources
 
     def to_dict(self, labels: bool = False) -> dict:
         d = asdict(self)
         d["path"] = [h.to_dict(labels) for h in self.path]
         if labels:
             d["id"], d["anchor"] = node_label(self.id), node_label(self.anchor)
+        for key in ("layer", "provenance", "source_scores"):          # only engines that have them say so
+            if not d[key]:
+                del d[key]
+        if self.provenance:
+            d["provenance"] = [h.to_dict(labels) for h in self.provenance]
         return d
 
 
@@ -80,14 +88,18 @@ class RetrievalResult:
 
 
 def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
-    """Key_src(s) = (-best(s), first(s), s) over the whole candidate ranking (All-Mem Eq. 37-39)."""
+    """Key_src(s) = (-best(s), first(s), s) over the whole candidate ranking (All-Mem Eq. 37-39); the sources of one
+    result that carries `source_scores` (a RecMem episode: the relevance of the unit each turn is in) are ordered
+    by them before their ids."""
     best: dict[str, float] = {}
     first: dict[str, int] = {}
+    within: dict[str, float] = {}
     for rank, r in enumerate(candidates):
         for sid in r.source_ids:
             best[sid] = max(best.get(sid, -1e18), r.score)
-            first.setdefault(sid, rank)
-    return sorted(best, key=lambda sid: (-best[sid], first[sid], sid))
+            if sid not in first:
+                first[sid], within[sid] = rank, r.source_scores.get(sid, 0.0)
+    return sorted(best, key=lambda sid: (-best[sid], first[sid], -within[sid], sid))
 
 
 def materialize(units: list[RetrievedUnit]) -> str:

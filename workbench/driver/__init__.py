@@ -38,8 +38,10 @@ from workbench.driver.graph import (
     overlapping_labels,
     redrawn_frame,
 )
+from workbench.driver.recmem import locomo_layers_walkthrough, recmem_walkthrough
 from workbench.driver.server import ROOT, free_port, running_app, wait_until_up
 from workbench.driver.tours import (
+    ask_free_query,
     baseline_walkthrough,
     benchmark_walkthrough,
     locomo_events_walkthrough,
@@ -52,11 +54,12 @@ from workbench.driver.tours import (
 )
 
 __all__ = [
-    "BENCH_FIXTURE", "CAUSAL_QUESTION", "CHROMIUM", "LOCOMO", "ROOT", "UPDATE_QUERY", "baseline_walkthrough",
+    "BENCH_FIXTURE", "CAUSAL_QUESTION", "CHROMIUM", "LOCOMO", "ROOT", "UPDATE_QUERY", "ask_free_query",
+    "baseline_walkthrough",
     "bench_demo_workspace", "bench_fixture_workspace", "benchmark_walkthrough", "browser_page", "causal_root",
     "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "folded_groups", "free_port",
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
-    "locomo_events_walkthrough", "locomo_graph_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
-    "open_page", "overlapping_labels", "progress_walkthrough", "redrawn_frame", "routing_showcase_turn",
+    "locomo_events_walkthrough", "locomo_graph_walkthrough", "locomo_layers_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
+    "open_page", "overlapping_labels", "progress_walkthrough", "recmem_walkthrough", "redrawn_frame", "routing_showcase_turn",
     "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "wait_until_up", "walkthrough",
 ]

@@ -57,7 +57,8 @@ def progress_walkthrough(page, url: str, shots: Path | None = None, shown_turn: 
     return texts
 
 
-def _ask_free_query(page, texts: dict, shot, query: str) -> None:
+def ask_free_query(page, texts: dict, shot, query: str, shot_name: str = "4_retrieval") -> None:
+    """Retrieval page: ask `query` as a free query; keep the page's text under "retrieval" and take `shot_name`."""
     open_page(page, "Retrieval")
     page.get_by_text("Free query", exact=True).click()
     wait_idle(page)
@@ -66,7 +67,7 @@ def _ask_free_query(page, texts: dict, shot, query: str) -> None:
     box.press("Enter")
     wait_idle(page, 2500)
     texts["retrieval"] = page.inner_text("body")
-    shot("4_retrieval")
+    shot(shot_name)
 
 
 def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
@@ -106,7 +107,7 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     open_page(page, "Memory graph")
     graph_frame(page)                                         # drawn, however long the rerun took
     look(page, texts, shot, "graph", "2_memory_graph", wait_ms=1000)
-    _ask_free_query(page, texts, shot, UPDATE_QUERY)
+    ask_free_query(page, texts, shot, UPDATE_QUERY)
 
     open_page(page, "Annotate")
     page.get_by_role("button", name="Import").first.click()
@@ -127,7 +128,7 @@ def baseline_walkthrough(page, url: str, shots: Path | None = None) -> dict[str,
     graph_frame(page)                                         # drawn, however long the rerun took
     look(page, texts, shot, "graph", "2_memory_graph", wait_ms=1000)
     look(page, texts, shot, "consolidation", "3_consolidation", "Consolidation")
-    _ask_free_query(page, texts, shot, UPDATE_QUERY)
+    ask_free_query(page, texts, shot, UPDATE_QUERY)
     return texts
 
 
