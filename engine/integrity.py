@@ -37,7 +37,7 @@ from sqlmodel import Session, select
 from engine.conversation import IMAGE_NOTE, Turn
 from engine.diagnostics import retired_orphans
 from engine.engines import engine_schema
-from engine.node import TURN_KIND, Node
+from engine.node import Node
 from engine.oplog import OpKind, OpRecord
 from engine.proposal import Status
 from engine.state import CHECKPOINT_FORMAT, MemoryState
@@ -283,7 +283,7 @@ def _raw_text(state: MemoryState, scan: _LogScan, report: CheckReport) -> None:
     for turn_id, (sha, seq) in scan.hashes.items():
         uid = state.turn_units.get(turn_id)
         node = state.nodes.get(uid) if uid is not None else None
-        if node is None or node.kind != TURN_KIND:
+        if node is None or node.kind != state.turn_kind:
             continue
         report.hashed_turns += 1
         if not any(t.content_hash == sha for t in readings(node, turn_id)):

@@ -46,6 +46,7 @@ class RetrievedUnit:
     raw: str
     kind: str
     status: str = ""
+    factors: dict[str, float] = field(default_factory=dict)   # a multiplicative re-rank's parts (GAM: P_sem, β)
 
     def to_dict(self) -> dict:
         d = asdict(self)

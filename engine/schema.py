@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from engine.node import TURN_KIND
+
 
 @dataclass(frozen=True)
 class KindSpec:
@@ -131,6 +133,7 @@ class EngineSchema:
     stages: tuple[StageSpec, ...] = ()
     llm_roles: tuple[str, ...] = ()
     ablations: dict[str, str] = field(default_factory=dict)
+    turn_kind: str = TURN_KIND          # the kind an ingested dataset turn becomes (GAM: its `event` units)
 
     # -- look-ups ------------------------------------------------------------------
     @property

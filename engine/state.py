@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from engine import ops as opspecs
 from engine.edge import Edge
-from engine.node import Node
+from engine.node import TURN_KIND, Node
 from engine.oplog import OpRecord, RunInfo
 from engine.proposal import Proposal
 from engine.schema import EngineSchema
@@ -51,6 +51,11 @@ class MemoryState:
     @property
     def initial_status(self) -> str:
         return self.schema.initial_status if self.schema else ""
+
+    @property
+    def turn_kind(self) -> str:
+        """The node kind a dataset turn becomes, which `turn_units` maps turn ids to."""
+        return self.schema.turn_kind if self.schema else TURN_KIND
 
     # -- reading -----------------------------------------------------------
     @property

@@ -51,7 +51,7 @@ import pyvis
 from pyvis.edge import Edge
 from pyvis.network import Network
 
-from engine.node import TURN_KIND, Node
+from engine.node import Node
 from engine.schema import EngineSchema
 from engine.state import MemoryState
 from workbench.text import MISSING, missing
@@ -209,7 +209,7 @@ def _anchor(state: MemoryState, unit: Unit) -> int:
 
     Turns often share a timestamp (LoCoMo dates a whole session), so columns follow turns, not times.
     """
-    if unit.kind == TURN_KIND or not unit.source_ids:
+    if unit.kind == state.turn_kind or not unit.source_ids:
         return unit.id
     return state.turn_units.get(unit.source_ids[-1], unit.id)
 

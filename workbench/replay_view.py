@@ -18,7 +18,6 @@ import streamlit as st
 
 from engine.conversation import Turn
 from engine.edge import Edge
-from engine.node import TURN_KIND
 from engine.oplog import OpKind, RunInfo
 from engine.state import MemoryState
 from engine.text import seconds_text
@@ -174,6 +173,7 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
     if turn_no < 1:
         return None
     effects, runs_before, turn_node, pushed_at = None, [], False, None
+    turn_kind = view.state.turn_kind
     for op in view.store.ops(kinds=_EFFECT_KINDS, turns=(turn_no - 1, turn_no)):   # only this turn's window
         if op.turn > turn_no:
             break
@@ -198,8 +198,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
             effects.created.append(node["id"])
             if node.get("attrs"):
                 effects.attrs[node["id"]] = dict(node["attrs"])
-            if effects.unit_id is None or (node.get("kind") == TURN_KIND and not turn_node):
-                effects.unit_id, turn_node = node["id"], node.get("kind") == TURN_KIND
+            if effects.unit_id is None or (node.get("kind") == turn_kind and not turn_node):
+                effects.unit_id, turn_node = node["id"], node.get("kind") == turn_kind
         elif online and op.kind == OpKind.EDGE_ADDED:
             effects.edges.append(Edge(**p["edge"]))
         elif online and op.kind == OpKind.NODE_UPDATED and isinstance(p.get("changes", {}).get("attrs"), dict):
