@@ -195,8 +195,14 @@ def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum
     return field(default=default, metadata=meta)
 
 
+class SettingError(ValueError):
+    """A setting outside its declared bounds or choices; `code` is the reason code a record carries."""
+
+    code = "SETTING_OUT_OF_RANGE"
+
+
 class EngineSettings:
-    """Mixin for an engine's settings dataclass: dict round trip and ablation look-up."""
+    """Mixin for an engine's settings dataclass: dict round trip, ablation look-up and bounds."""
 
     ablations: list
 
@@ -211,6 +217,23 @@ class EngineSettings:
     def from_dict(cls, data: dict):
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def check_bounds(self) -> None:
+        """Raise `SettingError` naming the first field outside its `setting(...)` bounds or choices."""
+        for f in fields(self):
+            meta, value = f.metadata, getattr(self, f.name)
+            if not meta or isinstance(value, (list, dict)):
+                continue
+            low, high, choices = meta.get("min"), meta.get("max"), meta.get("choices")
+            if (low is not None or high is not None) and (isinstance(value, bool)
+                                                          or not isinstance(value, (int, float))):
+                raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is not a number")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if (low is not None and value < low) or (high is not None and value > high):
+                    raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is outside {low}..{high}")
+            elif choices and value not in choices:
+                raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is not one of "
+                                   f"{', '.join(map(str, choices))}")
 
     def check_ablations(self, known: dict[str, str]) -> None:
         unknown = [a for a in getattr(self, "ablations", ()) if a not in known]

@@ -37,6 +37,13 @@ over the same ``n`` items; lower is better for Pk and WindowDiff:
 
 Baselines: `no_boundaries` (the whole meeting one event) and `fixed_windows`
 (a new segment every ``size`` turns, the chunk-based baseline).
+
+Detection: `texttiling` is an embedding TextTiling (Hearst, 1997, with sentence
+vectors in place of term counts): the similarity of the mean vectors of the
+``window`` items before and after each gap, its depth against the nearest
+peaks on either side, and boundaries at the deepest gaps reaching a threshold,
+no two closer than ``min_segment`` items. GAM's offline boundary detector is
+this function (its parameters fit on QMSum train by `scripts/fit_gam.py`).
 """
 from __future__ import annotations
 
@@ -44,11 +51,14 @@ import heapq
 import math
 from collections.abc import Hashable, Sequence
 
+import numpy as np
+
 __all__ = [
     "boundaries_from_labels",
     "boundaries_from_ranges",
     "check_boundaries",
     "delta_b",
+    "depth_scores",
     "delta_b_rate",
     "evaluate",
     "fixed_windows",
@@ -56,6 +66,7 @@ __all__ = [
     "no_boundaries",
     "pk",
     "segments_from_boundaries",
+    "texttiling",
     "window_diff",
     "window_size",
 ]
@@ -238,6 +249,59 @@ def fixed_windows(n: int, size: int = 50) -> Boundaries:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"window size must be a positive integer, got {size!r}")
     return list(range(size, n, size))
+
+
+def gap_similarities(vectors: np.ndarray, window: int) -> np.ndarray:
+    """Cosine of the mean unit vectors of the `window` items before and after each gap (gap i lies between
+    items i and i+1; n-1 gaps), near the ends over the items there are."""
+    n = len(vectors)
+    if n < 2:
+        return np.zeros(0)
+    prefix = np.vstack([np.zeros((1, vectors.shape[1])), np.cumsum(vectors, axis=0)])
+    sims = np.empty(n - 1)
+    for i in range(n - 1):
+        left = prefix[i + 1] - prefix[max(0, i + 1 - window)]
+        right = prefix[min(n, i + 1 + window)] - prefix[i + 1]
+        norm = float(np.linalg.norm(left) * np.linalg.norm(right))
+        sims[i] = float(left @ right) / norm if norm else 0.0
+    return sims
+
+
+def depth_scores(vectors: np.ndarray, window: int) -> np.ndarray:
+    """TextTiling depth of each gap: how far its similarity lies below the highest similarity reached by
+    climbing from it to the left and to the right (0 where it is no valley)."""
+    sims = gap_similarities(vectors, window)
+    depth = np.zeros(len(sims))
+    for i, here in enumerate(sims):
+        left = right = here
+        j = i
+        while j > 0 and sims[j - 1] >= left:
+            j -= 1
+            left = sims[j]
+        j = i
+        while j < len(sims) - 1 and sims[j + 1] >= right:
+            j += 1
+            right = sims[j]
+        depth[i] = (left - here) + (right - here)
+    return depth
+
+
+def texttiling(vectors: np.ndarray, window: int, threshold: float, min_segment: int) -> Boundaries:
+    """Boundaries (segment starts, see the module doc) of `vectors`: the deepest gaps whose depth reaches
+    `threshold`, taken deepest first (ties: the earlier gap) while every segment keeps `min_segment` items."""
+    n = len(vectors)
+    depth = depth_scores(vectors, window)
+    starts: list[int] = []
+    for gap in sorted(range(len(depth)), key=lambda g: (-round(float(depth[g]), 9), g)):
+        if depth[gap] < threshold or depth[gap] <= 0:
+            break
+        start = gap + 1
+        edges = [0, *starts, n]
+        if start < min_segment or n - start < min_segment or \
+                any(abs(start - e) < min_segment for e in edges[1:-1]):
+            continue
+        starts.append(start)
+    return sorted(starts)
 
 
 def _check_n(n: int) -> None:

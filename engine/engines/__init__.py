@@ -26,6 +26,7 @@ ENGINES: dict[str, EngineLoader] = {
     "naive": _from("engine.engines.rag", "NaiveEngine"),
     "hybrid": _from("engine.engines.rag", "HybridEngine"),
     "memloom": _from("engine.engines.memloom", "MemLoomEngine"),
+    "gam": _from("engine.engines.gam", "GamEngine"),
 }
 
 

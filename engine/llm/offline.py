@@ -187,6 +187,21 @@ class OfflineBackend(LLMBackend):
     def _answer(self, p: dict) -> dict:
         return offline_answer.answer(p["question"], p.get("passages", []), self.embedder)
 
+    def _boundary_detection(self, p: dict) -> dict:
+        from engine.llm import offline_topics      # it uses this module's keywords_of
+
+        return offline_topics.detect_boundaries(p, self.embedder)
+
+    def _topic_summary(self, p: dict) -> dict:
+        from engine.llm import offline_topics
+
+        return offline_topics.summarize(p, self.embedder)
+
+    def _topic_relation(self, p: dict) -> dict:
+        from engine.llm import offline_topics
+
+        return offline_topics.relate(p)
+
     # -- rules -----------------------------------------------------------------
     def compare(self, a: dict, b: dict, cosine: float) -> tuple[str, float, str] | None:
         """Merge (same static fact) or Update (same subject, changed value) between two statements."""

@@ -69,6 +69,13 @@ RELATION_SYNTHESIS = _obj({"relations": {"type": "array", "items": _obj({
 EVENT_MERGE = _obj({"merge": {"type": "boolean"}, "confidence": _CONF, "summary": _STR, "keywords": _STR_LIST,
                     "rationale": _STR})
 
+# GAM (seeds/gam.txt App. E): topic boundaries over the episodic buffer (E.3), a topic node's dual-granularity
+# descriptor (E.2), and the relation between two topics with its confidence (E.1). Indices and the relation label
+# are checked against the buffer and the closed set by the engine, which gives each failure its reason code.
+BOUNDARY_DETECTION = _obj({"boundaries": {"type": "array", "items": {"type": "integer"}}})
+TOPIC_SUMMARY = DESCRIPTOR
+TOPIC_RELATION = _obj({"relation": _STR, "confidence": _CONF})
+
 # What an answering model says about a question, and the evidence keys (source turn ids) it read it in.
 ANSWER = _obj({"answer": _STR, "evidence_keys": _STR_LIST})
 
@@ -112,6 +119,8 @@ CAPS: dict[str, tuple[Cap, ...]] = {
     "update_plan": _described("updated_summary", "updated_keywords"),
     "event_merge": _described("summary", "keywords"),
     "answer": (Cap("answer", max_chars=ANSWER_CHARS), Cap("evidence_keys", max_chars=KEY_CHARS, max_items=CITATIONS)),
+    "topic_summary": _described("summary", "keywords"),
+    "topic_relation": (Cap("relation", max_chars=KEYWORD_CHARS),),
 }
 
 SCHEMAS: dict[str, dict] = {
@@ -124,5 +133,8 @@ SCHEMAS: dict[str, dict] = {
     "merge_plan": MERGE_PLAN,
     "update_plan": UPDATE_PLAN,
     "answer": ANSWER,
+    "boundary_detection": BOUNDARY_DETECTION,
+    "topic_summary": TOPIC_SUMMARY,
+    "topic_relation": TOPIC_RELATION,
 }
 ROLES = tuple(SCHEMAS)

@@ -1,0 +1,103 @@
+"""Offline rules for GAM's roles: topic boundaries, a topic's descriptor, and the relation of two topics.
+
+Deterministic and explainable. Boundaries come from an embedding TextTiling over the buffer
+(`engine.segmentation.texttiling`, parameters in the payload). The descriptor is extractive: the segment's
+salient words and its one or two most central utterances. A relation's confidence is a calibrated
+probability that two topics belong together, σ(a·cos + b) of their summaries' cosine (a and b fit on QMSum
+train topic spans by `scripts/fit_gam.py`), and its label comes from cue words between the two summaries.
+"""
+from __future__ import annotations
+
+import math
+
+from engine.links import cue_of
+from engine.llm.offline import keywords_of
+from engine.segmentation import texttiling
+from engine.text import content_tokens, human_date, words
+
+SUMMARY_UTTERANCES = 2          # the summary's most central utterances
+SUMMARY_WORDS = 30              # words kept of each
+MIN_CONTENT = 4                 # content words an utterance needs to stand for its segment
+KEYWORDS = 8
+CONTRADICTION_CUES = ("actually", "no longer", "not anymore", "anymore", "instead", "changed", "turns out",
+                      "wrong", "cancelled", "canceled", "quit", "stopped", "not true", "never")
+SUPPORT_CUES = ("agree", "agreed", "exactly", "confirm", "confirmed", "indeed", "still", "again", "as well",
+                "too", "same")
+
+
+def detect_boundaries(payload: dict, embedder) -> dict:
+    """{"boundaries": [i, ...]}: a boundary at i is a change of topic between utterance i and i+1."""
+    utterances = payload["utterances"]
+    if len(utterances) < 2:
+        return {"boundaries": []}
+    tiling = payload.get("tiling", {})
+    vectors = embedder.embed([u["text"] for u in utterances])
+    starts = texttiling(vectors, int(tiling.get("window", 6)), float(tiling.get("depth_threshold", 0.25)),
+                        int(payload.get("min_segment", 1)))
+    return {"boundaries": [s - 1 for s in starts]}
+
+
+def summarize(payload: dict, embedder) -> dict:
+    """Keywords of the whole segment and a summary of its one or two most central utterances, in time order."""
+    utterances = payload["utterances"]
+    texts = [u["text"] for u in utterances]
+    keywords = segment_keywords(texts)
+    if not utterances:
+        return {"summary": "", "keywords": keywords}
+    vectors = embedder.embed(texts)
+    centroid = vectors.mean(axis=0)
+    substantive = [i for i, t in enumerate(texts) if len(content_tokens(t)) >= MIN_CONTENT] or list(range(len(texts)))
+    central = sorted(substantive, key=lambda i: (-round(float(vectors[i] @ centroid), 9), i))[:SUMMARY_UTTERANCES]
+    parts = []
+    for i in sorted(central):
+        body = texts[i].split()
+        clipped = " ".join(body[:SUMMARY_WORDS]) + (" …" if len(body) > SUMMARY_WORDS else "")
+        parts.append(f"{utterances[i].get('speaker') or 'someone'}: {clipped}")
+    date = human_date(utterances[0].get("time", ""))
+    return {"summary": (f"{date} — " if date else "") + " ".join(parts), "keywords": keywords}
+
+
+def segment_keywords(texts: list[str], limit: int = KEYWORDS) -> list[str]:
+    """Each utterance's extractive keywords (`keywords_of`: names and numbers first), ranked over the segment by
+    how many utterances hold them, then first appearance."""
+    count: dict[str, int] = {}
+    first: dict[str, tuple[int, str]] = {}
+    for i, text in enumerate(texts):
+        for k in dict.fromkeys(keywords_of(text, 2 * KEYWORDS)):
+            low = k.lower()
+            count[low] = count.get(low, 0) + 1
+            first.setdefault(low, (i, k))
+    ranked = sorted(count, key=lambda w: (-count[w], first[w][0]))[:limit]
+    return [first[w][1] for w in ranked] or words(" ".join(texts))[:3]
+
+
+def relate(payload: dict) -> dict:
+    """{"relation", "confidence"}: unrelated below an even chance of belonging together, else the type the
+    cue words point to, with the calibrated probability as its confidence."""
+    new, old = payload["memory_1"], payload["memory_2"]
+    cal = payload.get("calibration", {})
+    p = 1.0 / (1.0 + math.exp(-(float(cal.get("a", 12.0)) * float(payload["cosine"]) + float(cal.get("b", -6.0)))))
+    if p < 0.5:
+        return {"relation": "unrelated", "confidence": round(1.0 - p, 4)}
+    return {"relation": relation_type(new, old, payload.get("speakers", [])), "confidence": round(p, 4)}
+
+
+def relation_type(new: dict, old: dict, speakers: list[str]) -> str:
+    """contradict > causal > coreference > support > semantic, from the two topics' summaries and keywords:
+    a change cue in the new summary with two content words in common contradicts; a cause cue with one in
+    common is causal; a shared name that is not a speaker's is the same entity; an agreement cue supports."""
+    a, b = f"{new['summary']} {' '.join(new['keywords'])}", f"{old['summary']} {' '.join(old['keywords'])}"
+    people = {s.lower() for s in speakers}
+    shared = (set(content_tokens(a)) & set(content_tokens(b))) - {p for s in people for p in content_tokens(s)}
+    low = f" {' '.join(words(new['summary']))} "
+    if len(shared) >= 2 and any(f" {cue} " in low for cue in CONTRADICTION_CUES):
+        return "contradict"
+    if shared and cue_of(new["summary"]):
+        return "causal"
+    names = {k.lower() for k in new["keywords"] if k[:1].isupper()} & {k.lower() for k in old["keywords"]
+                                                                      if k[:1].isupper()}
+    if names - people:
+        return "coreference"
+    if shared and any(f" {cue} " in low for cue in SUPPORT_CUES):
+        return "support"
+    return "semantic"
