@@ -57,6 +57,7 @@ __all__ = [
     "boundaries_from_labels",
     "boundaries_from_ranges",
     "check_boundaries",
+    "deepest_gaps",
     "delta_b",
     "depth_scores",
     "delta_b_rate",
@@ -287,10 +288,14 @@ def depth_scores(vectors: np.ndarray, window: int) -> np.ndarray:
 
 
 def texttiling(vectors: np.ndarray, window: int, threshold: float, min_segment: int) -> Boundaries:
-    """Boundaries (segment starts, see the module doc) of `vectors`: the deepest gaps whose depth reaches
-    `threshold`, taken deepest first (ties: the earlier gap) while every segment keeps `min_segment` items."""
-    n = len(vectors)
-    depth = depth_scores(vectors, window)
+    """Boundaries (segment starts, see the module doc) of `vectors` by their gaps' TextTiling depth."""
+    return deepest_gaps(depth_scores(vectors, window), threshold, min_segment)
+
+
+def deepest_gaps(depth: np.ndarray, threshold: float, min_segment: int) -> Boundaries:
+    """Segment starts at the deepest gaps whose depth reaches `threshold`, taken deepest first (ties: the
+    earlier gap) while every segment keeps `min_segment` items (gap i starts a segment at i+1)."""
+    n = len(depth) + 1
     starts: list[int] = []
     for gap in sorted(range(len(depth)), key=lambda g: (-round(float(depth[g]), 9), g)):
         if depth[gap] < threshold or depth[gap] <= 0:

@@ -176,7 +176,7 @@ class Consolidation(BaseProcess):
                 continue
             created.append(self._topic(tx, p, [nodes[t] for t in p.targets]))
             archived += p.targets
-            tx.update_proposal(p.id, status=Status.APPLIED, note=f"applied ({p.decided_by})")
+            tx.update_proposal(p.id, status=Status.APPLIED, note=f"{p.note} applied ({p.decided_by})".lstrip())
         if not any(q.run_id == tx.run_id and q.status == Status.PENDING for q in tx.state.proposals.values()):
             self._settle(tx)
         if created:

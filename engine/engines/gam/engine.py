@@ -48,6 +48,11 @@ class GamEngine(BaseEngine):
         detector's fit script replays the same policy through the registry."""
         return plan_trigger(n, starts, trigger, token_counts, settings)
 
+    @staticmethod
+    def token_counter(name: str):
+        """text -> token count for a `tokenizer` setting (`tokens.counter`), for scripts replaying the policy."""
+        return tokens.counter(name)
+
     # -- views ------------------------------------------------------------------------------------
     def embed_text(self, node: Node) -> str:
         """An event is embedded as its dated descriptor; a topic as c_sum (summary ‖ keywords)."""
@@ -64,7 +69,7 @@ class GamEngine(BaseEngine):
             self.embedder.embed(texts[start:start + 256])
 
     def count_tokens(self, text: str) -> int:
-        return tokens.counter(self.settings.tokenizer)(text)
+        return self.token_counter(self.settings.tokenizer)(text)
 
     # -- episodic buffering -----------------------------------------------------------------------
     @writes

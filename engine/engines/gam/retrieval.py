@@ -109,7 +109,7 @@ class Scoring:
         time_on = self.time_query and has_temporal(node.raw)
         role_on = bool(self.named & set(node.speakers))
         conf_on = uid in consistent(engine, uid)
-        return {"P_sem": sigmoid(s.psem_slope * (self.events.fused[uid] - s.psem_center)),
+        return {"P_sem": round(sigmoid(s.psem_slope * (self.events.fused[uid] - s.psem_center)), 6),
                 "β_time": s.beta_time if time_on and not off else 1.0,
                 "β_role": s.beta_role if role_on and not off else 1.0,
                 "β_conf": s.beta_conf if conf_on and not off else 1.0}
@@ -201,4 +201,4 @@ def _result(engine: "GamEngine", sc: Scoring, score: float, factors: dict[str, f
     return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(sc.events.dense[uid], 6),
                          lexical=round(sc.events.lexical[uid], 6), anchor=anchor, hop=len(path), path=path,
                          source_ids=list(u.source_ids), time=u.time, raw=u.raw, kind=u.kind, status=u.status,
-                         factors={name: round(value, 6) for name, value in factors.items()})
+                         factors=dict(factors))
