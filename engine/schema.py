@@ -38,7 +38,8 @@ class StatusSpec:
 @dataclass(frozen=True)
 class EdgeTypeSpec:
     """A typed, directed edge. Lower `priority` is expanded first; `recovery` links lead off the surface;
-    `lineage` links are the ones every off-surface node must stay reachable along."""
+    `lineage` links are the ones every off-surface node must stay reachable along; a `weighted` edge's
+    confidence is its weight."""
 
     name: str
     label: str
@@ -50,6 +51,7 @@ class EdgeTypeSpec:
     recovery: bool = False
     lineage: bool = False
     description: str = ""
+    weighted: bool = False     # the edge's confidence is its weight: drawn wider the more confident (GAM's relations)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from workbench.lifecycle_view import (
 )
 from workbench.model import Workbench
 from workbench.state import get_workbench, header
+from workbench.topic_view import has_network, network_label, render_network
 from workbench.text import MISSING, md_code, table
 
 HEIGHT = 640
@@ -339,7 +340,11 @@ st.caption("Click a node to inspect it below; hover it for its raw evidence, sum
                if grouped else "Rows are sessions, columns are time; nodes made by an offline process sit under "
                                "their source."))
 
-details, timeline, changes = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"])
+network = [network_label(state)] if has_network(state) else []
+details, timeline, changes, *rest = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns", *network])
+for tab in rest:
+    with tab:
+        render_network(state)
 with details:
     if uid is not None:
         unit_detail(state, uid)

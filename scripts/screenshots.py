@@ -3,7 +3,8 @@
     python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|naive|hybrid]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
-7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) and the graph at LoCoMo scale
+7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation), the GAM tour (13_gam_replay,
+14_gam_consolidation, 15_gam_graph, 16_gam_retrieval; `--engine gam` takes only that one) and the graph at LoCoMo scale
 (10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
@@ -25,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
 from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
-                              benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
+                              benchmark_walkthrough, browser_page, first_miss, gam_session, gam_walkthrough,
+                              locomo_conversation_file,
                               locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
                               walkthrough)
 
@@ -37,8 +39,15 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
     ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
+    engines = {"all": ["allmem", "memloom", "gam"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
     for engine in engines:
+        if engine == "gam":                 # the tour opens a prepared session: topic edges wait for a person
+            work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
+            db = gam_session(work / "sessions")
+            with running_app(env={"MEMWB_WORKSPACE": str(work)}, via_cli=True, cli_args=["--db", str(db)]) as url, \
+                    browser_page() as page:
+                gam_walkthrough(page, url, db, shots=Path(args.out))
+            continue
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))

@@ -555,3 +555,117 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     wait_idle(page, 1500)
     texts["retrieval"] = page.inner_text("body")
     return texts
+
+
+GAM_SHOWCASE_TURN = 64           # the demo after its fourth session: four topics, three of them waiting to be linked
+GAM_QUERY = "When did Jon run the Bridges half marathon?"
+
+
+def gam_session(workdir: Path, embedder=None) -> Path:
+    """A GAM session on the demo whose topic edges wait for a person (link_review person), stepped to
+    `GAM_SHOWCASE_TURN`: the database the GAM tour opens with `memwb ui --db`."""
+    from workbench.model import DEMO_PATH, Workbench
+
+    wb = Workbench.open(DEMO_PATH, None, engine="gam", settings={"link_review": "person"}, workdir=workdir,
+                        embedder=embedder)
+    wb.jump(GAM_SHOWCASE_TURN)
+    return wb.db_path
+
+
+def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict:
+    """The GAM tour on a `gam_session` database opened with `memwb ui --db`: the session-end trigger with the
+    detector's boundaries and the buffer gauge (13_gam_replay); a topic edge reviewed with its segment, accepted
+    (14_gam_consolidation), undone, and rejected on a second diagnosis; the topic network with a topic expanded
+    into its archived events (15_gam_graph); a question's provenance from anchor topic through the cross edge,
+    with each factor of the re-rank (16_gam_retrieval). Returns the pages' texts and what the database held
+    after each decision."""
+    from playwright.sync_api import expect
+
+    from engine.proposal import GateVerdict, Status
+    from engine.store import Store
+    from workbench.review_view import sort_queue
+
+    def shot(name: str, max_height: int = 4200) -> None:
+        if shots is not None:
+            tall_screenshot(page, shots / f"{name}.png", max_height)
+
+    def open_run():
+        state = Store(db).load_state()
+        run_id = next(r.run_id for r in state.open_runs())
+        return run_id, sort_queue(p for p in state.proposals.values() if p.run_id == run_id
+                                  and p.status == Status.PENDING)
+
+    def decide(pid: int, queue: list, choice: str) -> None:
+        radio = page.get_by_test_id("stRadio").filter(has_text="Decision").nth([p.id for p in queue].index(pid))
+        radio.get_by_text(choice, exact=True).click()
+        wait_idle(page)
+        page.get_by_role("button", name=re.compile(r"^Apply and defer the \d+ undecided")).click()
+        wait_idle(page, 1500)
+
+    texts: dict = {}
+    page.goto(url)
+    page.get_by_text(f"Database · {db.name}").wait_for(timeout=180_000)
+    wait_idle(page)
+    jump_to_turn(page, demo_turn_after("D2:1"))                  # behind the head: the log tells what happened
+    expect(page.get_by_text("Detector boundaries", exact=False).first).to_be_visible()
+    page.wait_for_timeout(1500)
+    texts["replay"] = page.inner_text("body")
+    shot("13_gam_replay")
+    jump_to_turn(page, GAM_SHOWCASE_TURN)                        # back to the head before editing
+
+    open_page(page, "Consolidation")
+    page.get_by_test_id("stSelectbox").filter(has_text="Offline process").click()
+    page.get_by_role("option", name=re.compile(r"^Topic linking")).click()
+    wait_idle(page)
+    click(page, "Run diagnosis")
+    run_id, queue = open_run()
+    chosen = next(p for p in queue if p.gate == GateVerdict.PASS)
+    edge = (chosen.targets[0], chosen.targets[1], chosen.plan["relation"])
+    texts.update(run=run_id, chosen=chosen.id, edge=edge, queue=page.inner_text("body"))
+    shot("14_gam_consolidation", 3000)
+    decide(chosen.id, queue, "Accept")
+    expect(page.get_by_text(re.compile(rf"{run_id} committed: 1 applied")).first).to_be_visible()
+    texts["accepted"] = Store(db).load_state()
+    click(page, f"Undo last run ({run_id})…")
+    click(page, "Yes, undo")
+    expect(page.get_by_text(f"{run_id} undone").first).to_be_visible()
+    texts["undone"] = Store(db).load_state()
+    page.get_by_role("tab", name="Review queue").click()
+    wait_idle(page)
+    click(page, "Run diagnosis")
+    again, queue = open_run()
+    same = next(p for p in queue if p.targets == chosen.targets)
+    decide(same.id, queue, "Reject")
+    expect(page.get_by_text(re.compile(rf"{again} committed: 0 applied, 1 rejected")).first).to_be_visible()
+    texts.update(again=again, rejected_id=same.id, rejected=Store(db).load_state())
+    # accept it once more so the graph and retrieval show a topic edge
+    click(page, "Run diagnosis")
+    third, queue = open_run()
+    decide(next(p for p in queue if p.targets == chosen.targets).id, queue, "Accept")
+
+    open_page(page, "Memory graph")
+    page.get_by_role("tab", name="Topic network").click()
+    wait_idle(page)
+    expanded = page.get_by_test_id("stMultiSelect").filter(has_text="Expanded")
+    expanded.click()
+    page.get_by_role("option").first.click()
+    page.keyboard.press("Escape")
+    wait_idle(page, 2500)
+    texts["graph"] = page.inner_text("body")
+    shot("15_gam_graph", 2600)
+
+    open_page(page, "Retrieval")
+    page.get_by_text("Free query", exact=True).click()
+    wait_idle(page)
+    box = page.get_by_role("textbox", name="Query", exact=True)
+    box.fill(GAM_QUERY)
+    box.press("Enter")
+    wait_idle(page, 2500)
+    page.get_by_role("tab", name="Multi-factor re-rank").click()
+    wait_idle(page, 1000)
+    texts["ranking"] = page.inner_text("body")
+    page.get_by_role("tab", name="Provenance paths").click()
+    wait_idle(page, 2500)
+    texts["retrieval"] = page.inner_text("body")
+    shot("16_gam_retrieval")
+    return texts

@@ -83,7 +83,7 @@ def edge_style(etype: str, schema: EngineSchema | None = None) -> dict:
     if spec is None:
         return {**UNKNOWN_EDGE_STYLE, "label": etype or UNKNOWN_EDGE_STYLE["label"]}
     return {"color": spec.color, "dashes": spec.dashes, "width": spec.width, "opacity": spec.opacity,
-            "label": spec.label}
+            "label": spec.label, "weighted": spec.weighted}
 
 
 def edge_types_of(state: MemoryState) -> list[str]:
@@ -359,12 +359,18 @@ def cosine_text(value: float | None) -> str:
 def edge_title(edge, schema: EngineSchema | None = None) -> str:
     e = html.escape
     conf = "" if edge.confidence is None else f" · cosine {cosine_text(edge.confidence)}"
-    if edge.confidence is not None and getattr(edge, "evidence", None):       # a synthesised relation
+    weighted = getattr(edge, "evidence", None) or edge_style(edge.type, schema).get("weighted")
+    if edge.confidence is not None and weighted:        # a synthesised relation, or a weight
         conf = f" · confidence {cosine_text(edge.confidence)}"
     cited = getattr(edge, "evidence", None) or []
     cites = f"<br>cites {e(', '.join(f'u{c}' for c in cited))}" if cited else ""
     return (f"<b>{e(edge_style(edge.type, schema)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
             f"made by {e(str(edge.made_by))} at turn {edge.created_turn}{conf}{cites}")
+
+
+def weighted_width(width: float, confidence: float) -> float:
+    """A weighted edge's width: its type's width at confidence 0.5, up to twice that at 1."""
+    return round(width * (0.25 + 1.5 * max(0.0, min(1.0, confidence))), 2)
 
 
 def status_style(schema: EngineSchema | None, status: str) -> tuple[str, str]:
@@ -452,7 +458,7 @@ def build_graph_html(state: MemoryState, *, highlight_edges: Iterable[tuple[int,
                             edge_types=edge_types, visible_only=visible_only, sessions=sessions, search=search,
                             focus=focus, max_nodes=max_nodes, statuses=statuses, edge_labels=edge_labels,
                             expand=expand, group=group, hops=hops, expand_highlighted=expand_highlighted)
-    return _document(net, height_px, _summary_line(drawing, max_nodes, off_surface_word(state.schema)),
+    return graph_document(net, height_px, _summary_line(drawing, max_nodes, off_surface_word(state.schema)),
                      legend_html(state.schema, grouped=drawing.grouped))
 
 
@@ -596,6 +602,8 @@ def _add_edge(net: Network, options: dict) -> None:
 def _edge_options(state: MemoryState, key, edge, positions, path, labels, large: bool) -> dict:
     style = edge_style(edge.type, state.schema)
     width, opacity = style["width"], style["opacity"]
+    if style.get("weighted") and edge.confidence is not None:
+        width = weighted_width(width, edge.confidence)
     if path:
         width, opacity = (5, 1.0) if key in path else (width, 0.2)
     (x1, y1), (x2, y2) = positions[edge.src], positions[edge.dst]
@@ -808,7 +816,8 @@ def _vis_assets() -> str:
     return f"<style>{css}</style><script>{js}</script>"
 
 
-def _document(net: Network, height_px: int, summary: str, legend: str) -> str:
+def graph_document(net: Network, height_px: int, summary: str, legend: str) -> str:
+    """The self-contained HTML page of a vis-network drawing (vis-network inlined), its legend and summary line."""
     nodes, edges, _, _, _, options = net.get_network_data()
     script = _SCRIPT % {"nodes": _json(nodes), "edges": _json(edges), "options": options}
     return (
