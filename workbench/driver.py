@@ -599,7 +599,8 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
         radio = page.get_by_test_id("stRadio").filter(has_text="Decision").nth([p.id for p in queue].index(pid))
         radio.get_by_text(choice, exact=True).click()
         wait_idle(page)
-        page.get_by_role("button", name=re.compile(r"^Apply and defer the \d+ undecided")).click()
+        defer = page.get_by_role("button", name=re.compile(r"^Apply and defer the \d+ undecided"))
+        (defer if defer.count() else page.get_by_role("button", name=re.compile(r"^Apply decisions \("))).first.click()
         wait_idle(page, 1500)
 
     texts: dict = {}
