@@ -48,7 +48,7 @@ from engine.session import open_session  # noqa: E402
 from engine.text import strip_speaker  # noqa: E402
 
 DEFAULT_DIR = ROOT.parent / "shared" / "data" / "qmsum" / "train"
-GRID = {"tiling_window": [2, 4, 6, 8, 12], "depth_threshold": [round(0.05 * i, 2) for i in range(1, 13)],
+GRID = {"tiling_window": [4, 8, 12, 16, 24], "depth_threshold": [round(0.1 * i, 2) for i in range(1, 13)],
         "min_segment": [5, 10, 20, 40],
         "tail": [("keep", 0.5), ("keep", 0.75), ("cut", 0.5)]}
 
@@ -62,6 +62,7 @@ class Meeting:
         self.vectors = embedder.embed([strip_speaker(t.raw)[1] for t in self.conv.turns])
         self.tokens = [count(t.raw) for t in self.conv.turns]
         self.sessions = [t.session for t in self.conv.turns]
+        self.prefix = np.concatenate([[0], np.cumsum(self.tokens)])
         self.depths: dict[tuple, np.ndarray] = {}
 
     def depth(self, buffer: list[int], window: int) -> np.ndarray:
@@ -91,7 +92,7 @@ def simulate(m: Meeting, settings, plan) -> list[tuple[int, int]]:
         if buffer and m.sessions[buffer[-1]] != m.sessions[i]:
             trigger("session_end")
         buffer.append(i)
-        if sum(m.tokens[j] for j in buffer) > settings.t_max:
+        if m.prefix[buffer[-1] + 1] - m.prefix[buffer[0]] > settings.t_max:      # the buffer is a run of turns
             trigger("overflow")
     trigger("session_end")
     return topics
@@ -194,8 +195,10 @@ def main() -> int:
     engine = engine_class("gam")
     Settings = settings_class("gam")
     base = Settings()
-    meetings = [Meeting(p, embedder, engine.token_counter(base.tokenizer))
-                for p in sorted(Path(args.dir).glob("*.json"))]
+    meetings = []
+    for path in sorted(Path(args.dir).glob("*.json")):
+        meetings.append(Meeting(path, embedder, engine.token_counter(base.tokenizer)))
+        print(f"  {path.stem}: {meetings[-1].n} turns embedded ({time.perf_counter() - started:.0f}s)", flush=True)
     print(f"{len(meetings)} train meetings, {sum(m.n for m in meetings)} turns, "
           f"{statistics.fmean(len(m.gold) for m in meetings):.2f} gold boundaries per meeting", flush=True)
     results = []

@@ -13,7 +13,7 @@ import math
 from engine.links import cue_of
 from engine.llm.offline import keywords_of
 from engine.segmentation import texttiling
-from engine.text import content_tokens, human_date, words
+from engine.text import content_tokens, has_negation, human_date, numbers, words
 
 SUMMARY_UTTERANCES = 2          # the summary's most central utterances
 SUMMARY_WORDS = 30              # words kept of each
@@ -82,17 +82,29 @@ def relate(payload: dict) -> dict:
     return {"relation": relation_type(new, old, payload.get("speakers", [])), "confidence": round(p, 4)}
 
 
+def _body(summary: str) -> str:
+    """A summary without its leading date ("8 May 2023 — …"), whose numbers are no statement's."""
+    head, sep, rest = summary.partition(" — ")
+    return rest if sep and any(ch.isdigit() for ch in head) else summary
+
+
 def relation_type(new: dict, old: dict, speakers: list[str]) -> str:
-    """contradict > causal > coreference > support > semantic, from the two topics' summaries and keywords:
-    a change cue in the new summary with two content words in common contradicts; a cause cue with one in
-    common is causal; a shared name that is not a speaker's is the same entity; an agreement cue supports."""
+    """contradict > causal > coreference > support > semantic, from the two topics' summaries and keywords.
+
+    Both need two content words in common (speakers' names aside): contradict a change cue in the new summary
+    ("actually", "no longer", "instead", …) with a flipped negation or changed numbers against the old one;
+    causal a cause cue ("because", "so we", "had to", …). A shared name that is not a speaker's is the same
+    entity (coreference); an agreement cue with a word in common supports; anything else is semantic."""
     a, b = f"{new['summary']} {' '.join(new['keywords'])}", f"{old['summary']} {' '.join(old['keywords'])}"
     people = {s.lower() for s in speakers}
     shared = (set(content_tokens(a)) & set(content_tokens(b))) - {p for s in people for p in content_tokens(s)}
-    low = f" {' '.join(words(new['summary']))} "
-    if len(shared) >= 2 and any(f" {cue} " in low for cue in CONTRADICTION_CUES):
+    said, before = _body(new["summary"]), _body(old["summary"])
+    low = f" {' '.join(words(said))} "
+    changed = has_negation(said) != has_negation(before) or (numbers(said) and numbers(before)
+                                                            and numbers(said) != numbers(before))
+    if len(shared) >= 2 and changed and any(f" {cue} " in low for cue in CONTRADICTION_CUES):
         return "contradict"
-    if shared and cue_of(new["summary"]):
+    if len(shared) >= 2 and cue_of(said):
         return "causal"
     names = {k.lower() for k in new["keywords"] if k[:1].isupper()} & {k.lower() for k in old["keywords"]
                                                                       if k[:1].isupper()}
