@@ -10,7 +10,8 @@
    wins (ties: fewer boundaries). Fixed 50-turn windows and one segment per meeting are printed beside it.
 2. Relation calibration. With the winning detector, each meeting's topics get the offline summary role's
    c_sum; every (later, earlier) pair of topics of a meeting is labelled related when both segments' majority
-   gold topic is the same, and σ(a·cos + b) of their c_sum cosine is fit by logistic regression.
+   gold topic is the same, and σ(a·cos + c·ln distance + b) of their c_sum cosine and their distance in the
+   sequence of topics (1 = consecutive) is fit by logistic regression (AUCs printed per feature).
 3. Check. The real engine replays `--check` train meetings with the fitted settings; its topic boundaries must
    equal the simulation's (printed).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -48,7 +50,7 @@ from engine.session import open_session  # noqa: E402
 from engine.text import strip_speaker  # noqa: E402
 
 DEFAULT_DIR = ROOT.parent / "shared" / "data" / "qmsum" / "train"
-GRID = {"tiling_window": [4, 8, 12, 16, 24], "depth_threshold": [round(0.1 * i, 2) for i in range(1, 13)],
+GRID = {"tiling_window": [8, 16, 24, 32, 48], "depth_threshold": [round(0.1 * i, 2) for i in range(1, 13)],
         "min_segment": [5, 10, 20, 40],
         "tail": [("keep", 0.5), ("keep", 0.75), ("cut", 0.5)]}
 
@@ -127,19 +129,26 @@ def majority_topic(path: Path, a: int, b: int) -> int:
     return best[0] if best[1] > 0 else -1
 
 
-def logistic(x: np.ndarray, y: np.ndarray, steps: int = 100) -> tuple[float, float]:
-    """Maximum-likelihood (a, b) of P(y=1) = σ(a·x + b), Newton's method with a tiny ridge."""
-    w = np.zeros(2)
-    X = np.stack([x, np.ones_like(x)], axis=1)
+def logistic(features: np.ndarray, y: np.ndarray, steps: int = 100) -> np.ndarray:
+    """Maximum-likelihood weights (one per feature column, then the bias) of P(y=1) = σ(X·w + b), Newton's
+    method with a tiny ridge."""
+    X = np.hstack([features, np.ones((len(features), 1))])
+    w = np.zeros(X.shape[1])
     for _ in range(steps):
         p = 1.0 / (1.0 + np.exp(-(X @ w)))
         grad = X.T @ (p - y) + 1e-3 * w
-        hess = (X * (p * (1 - p))[:, None]).T @ X + 1e-3 * np.eye(2)
+        hess = (X * (p * (1 - p))[:, None]).T @ X + 1e-3 * np.eye(X.shape[1])
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.abs(step).max() < 1e-9:
             break
-    return float(w[0]), float(w[1])
+    return w
+
+
+def auc(x: np.ndarray, y: np.ndarray) -> float:
+    """The chance a related pair scores above an unrelated one (ties half)."""
+    pos, neg = x[y == 1], x[y == 0]
+    return float(np.mean([(v > neg).mean() + 0.5 * (v == neg).mean() for v in pos])) if len(pos) and len(neg) else 0.5
 
 
 def calibrate(meetings: list[Meeting], settings, plan, embedder: Embedder) -> dict:
@@ -156,17 +165,22 @@ def calibrate(meetings: list[Meeting], settings, plan, embedder: Embedder) -> di
             texts.append(f"{call.data['summary']} || {', '.join(call.data['keywords'])}")
         vecs = embedder.embed(texts)
         for j, i in itertools.combinations(range(len(topics)), 2):
-            xs.append(float(vecs[i] @ vecs[j]))
+            xs.append((float(vecs[i] @ vecs[j]), math.log(i - j)))       # (cosine, ln topic distance)
             ys.append(1.0 if labels[i] == labels[j] and labels[i] >= 0 else 0.0)
     x, y = np.array(xs), np.array(ys)
-    a, b = logistic(x, y)
-    p = 1.0 / (1.0 + np.exp(-(a * x + b)))
-    return {"a": round(a, 3), "b": round(b, 3), "pairs": len(xs), "related": int(y.sum()),
-            "cosine_related_mean": round(float(x[y == 1].mean()), 4) if y.any() else None,
-            "cosine_unrelated_mean": round(float(x[y == 0].mean()), 4) if (y == 0).any() else None,
+    a, c, b = logistic(x, y)
+    p = 1.0 / (1.0 + np.exp(-(x @ np.array([a, c]) + b)))
+    distance = np.exp(x[:, 1]).round().astype(int)
+    return {"a": round(float(a), 3), "c": round(float(c), 3), "b": round(float(b), 3), "pairs": len(xs),
+            "related": int(y.sum()), "base_rate": round(float(y.mean()), 4),
+            "auc_cosine": round(auc(x[:, 0], y), 4), "auc_distance": round(auc(-x[:, 1], y), 4),
+            "auc_model": round(auc(p, y), 4),
+            "cosine_related_mean": round(float(x[y == 1, 0].mean()), 4) if y.any() else None,
+            "cosine_unrelated_mean": round(float(x[y == 0, 0].mean()), 4) if (y == 0).any() else None,
+            "related_rate_by_distance": {str(d): round(float(y[distance == d].mean()), 3) for d in (1, 2, 3, 4, 5)
+                                         if (distance == d).any()},
             "accuracy_at_0.5": round(float(((p >= 0.5) == (y == 1)).mean()), 4),
-            "log_loss": round(float(-np.mean(y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12))), 4),
-            "base_rate": round(float(y.mean()), 4)}
+            "log_loss": round(float(-np.mean(y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12))), 4)}
 
 
 def check(meetings: list[Meeting], fitted: dict, embedder: Embedder, plan, settings) -> list[dict]:
@@ -223,9 +237,11 @@ def main() -> int:
     print(f"fitted: {best}")
     print("next best:", *(f"{r[0]} -> {r[1]['objective']:.4f}" for r in results[1:4]), sep="\n  ")
     calibration = calibrate(meetings, fitted, engine.plan_trigger, embedder)
-    print(f"relation calibration on {calibration['pairs']} topic pairs ({calibration['related']} related): "
-          f"a {calibration['a']}, b {calibration['b']}, accuracy {calibration['accuracy_at_0.5']}, "
-          f"log loss {calibration['log_loss']} (base rate {calibration['base_rate']})")
+    print(f"relation calibration on {calibration['pairs']} topic pairs ({calibration['related']} related, base rate "
+          f"{calibration['base_rate']}): σ({calibration['a']}·cos + {calibration['c']}·ln distance + "
+          f"{calibration['b']}); AUC cosine {calibration['auc_cosine']}, distance {calibration['auc_distance']}, "
+          f"model {calibration['auc_model']}; accuracy {calibration['accuracy_at_0.5']}, log loss "
+          f"{calibration['log_loss']}; related rate by distance {calibration['related_rate_by_distance']}")
     checked = check(meetings[: args.check], best, embedder, engine.plan_trigger, fitted)
     for row in checked:
         print(f"check {row['meeting']}: engine {len(row['engine'])} boundaries, simulation "

@@ -3,8 +3,9 @@
 Deterministic and explainable. Boundaries come from an embedding TextTiling over the buffer
 (`engine.segmentation.texttiling`, parameters in the payload). The descriptor is extractive: the segment's
 salient words and its one or two most central utterances. A relation's confidence is a calibrated
-probability that two topics belong together, σ(a·cos + b) of their summaries' cosine (a and b fit on QMSum
-train topic spans by `scripts/fit_gam.py`), and its label comes from cue words between the two summaries.
+probability that two topics belong together, σ(a·cos + c·ln d + b) of their summaries' cosine and their distance
+d in the sequence of topics (1 = consecutive), fit on QMSum train topic spans by `scripts/fit_gam.py`; its label
+comes from cue words between the two summaries.
 """
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ def relate(payload: dict) -> dict:
     cue words point to, with the calibrated probability as its confidence."""
     new, old = payload["memory_1"], payload["memory_2"]
     cal = payload.get("calibration", {})
-    p = 1.0 / (1.0 + math.exp(-(float(cal.get("a", 12.0)) * float(payload["cosine"]) + float(cal.get("b", -6.0)))))
+    logit = (float(cal.get("a", 12.0)) * float(payload["cosine"])
+             + float(cal.get("c", 0.0)) * math.log(max(1, int(payload.get("distance", 1)))) + float(cal.get("b", -6.0)))
+    p = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
     if p < 0.5:
         return {"relation": "unrelated", "confidence": round(1.0 - p, 4)}
     return {"relation": relation_type(new, old, payload.get("speakers", [])), "confidence": round(p, 4)}

@@ -69,7 +69,8 @@ _TASKS = {
         "`relation` is one of: support (one supports the other), contradict (one contradicts the other), "
         "coreference (the same entity or event), causal (one led to the other), semantic (similar meaning), "
         "unrelated (no meaningful relation). `confidence` in [0,1] is how sure you are of that relation; it "
-        "becomes the edge weight. `cosine` is the similarity of their summaries."),
+        "becomes the edge weight. `cosine` is the similarity of their summaries; `distance` counts the topics "
+        "from MEMORY_2 to MEMORY_1 in time (1: MEMORY_2 came right before)."),
     "answer": (
         "Answer the QUESTION using only the PASSAGES, which are excerpts of an earlier conversation in time "
         "order; each has the `keys` of the turns it comes from and the `time` it was said. Write a short "

@@ -239,18 +239,19 @@ class Linking(BaseProcess):
             sims = np.stack([eng.vectors[c] for c in earlier]) @ zt
             ranked = sorted(zip(earlier, sims.tolist()), key=lambda cs: (-round(cs[1], 9), -cs[0]))
             for rank, (c, cos) in enumerate(ranked[:s.link_candidates], 1):
-                out.append(self._relate(made, t, c, cos, rank, speakers, manual))
+                distance = topics.index(t) - topics.index(c)
+                out.append(self._relate(made, t, c, cos, distance, rank, speakers, manual))
         return out
 
-    def _relate(self, made: _Proposals, t: int, c: int, cos: float, rank: int, speakers: list[str],
+    def _relate(self, made: _Proposals, t: int, c: int, cos: float, distance: int, rank: int, speakers: list[str],
                 manual: bool) -> Proposal:
         eng, s = self.engine, self.engine.settings
         state = eng.state
         new, old = state.nodes[t], state.nodes[c]
         call = eng.llm.call("topic_relation", {
-            "memory_1": _memory(new), "memory_2": _memory(old), "cosine": round(cos, 4),
-            "calibration": {"a": s.relation_a, "b": s.relation_b}, "speakers": speakers})
-        detail = {"cosine": round(cos, 4), "threshold": s.tau}
+            "memory_1": _memory(new), "memory_2": _memory(old), "cosine": round(cos, 4), "distance": distance,
+            "calibration": {"a": s.relation_a, "c": s.relation_c, "b": s.relation_b}, "speakers": speakers})
+        detail = {"cosine": round(cos, 4), "distance": distance, "threshold": s.tau}
         segment = [str(e) for e in new.members]
         if not call.ok:
             p = made.make(Op.RELATE, [t, c], 0.0, call.error or "", None, detail)

@@ -59,10 +59,13 @@ class GamSettings(EngineSettings):
                                    maximum=50, group="linking")
     tau: float = setting(0.5, "τ: an edge only when the relation's confidence is above it", minimum=0.0,
                          maximum=1.0, step=0.05, group="linking")
-    relation_a: float = setting(12.0, "a: calibrated relatedness σ(a·cos + b) of two topics' summaries",
-                                minimum=0.0, maximum=100.0, step=0.5, group="linking")
-    relation_b: float = setting(-6.0, "b: calibrated relatedness σ(a·cos + b) of two topics' summaries",
-                                minimum=-100.0, maximum=100.0, step=0.5, group="linking")
+    relation_a: float = setting(12.0, "a: offline relatedness σ(a·cos + c·ln d + b), weight of the summaries' "
+                                      "cosine", minimum=-100.0, maximum=100.0, step=0.1, group="linking")
+    relation_c: float = setting(-1.0, "c: offline relatedness σ(a·cos + c·ln d + b), weight of the log distance "
+                                      "d in the sequence of topics (1 = consecutive)", minimum=-100.0, maximum=100.0,
+                                step=0.1, group="linking")
+    relation_b: float = setting(-6.0, "b: offline relatedness σ(a·cos + c·ln d + b), the bias", minimum=-100.0,
+                                maximum=100.0, step=0.1, group="linking")
     link_review: str = setting("gate", "who decides topic edges: the gate at τ inside the trigger (the paper), "
                                        "or a person later (they wait in the linking buffer)",
                                choices={"gate": "the gate decides in the consolidation state",
