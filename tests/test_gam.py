@@ -12,7 +12,6 @@ from engine.engines.gam.buffering import plan_trigger, validate
 from engine.engines.gam.schema import CONSOLIDATION, EPISODIC_BUFFER, LINKING, Kind, Life, Op, ReasonCode, Rel
 from engine.engines.gam.settings import GamSettings
 from engine.engines.gam.tokens import counter
-from engine.llm.base import BackendReply, LLMBackend
 from engine.loaders import load_conversation
 from engine.oplog import OpKind
 from engine.proposal import GateVerdict, Status
@@ -21,6 +20,7 @@ from engine.segmentation import depth_scores, texttiling
 from engine.session import open_session
 from engine.store import Store
 from tests.conftest import BACKENDS, ROOT, turn
+from tests.test_operators import ScriptedBackend as Scripted     # answers the named roles with fixed text
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 
@@ -52,20 +52,6 @@ def conversation(*sessions):
 
 def gam(make_db, **settings):
     return open_session(make_db(), engine="gam", settings=settings or None)
-
-
-class Scripted(LLMBackend):
-    """Answers the named roles with fixed text, the rest with the wrapped backend: a faulty model."""
-
-    name = "scripted"
-
-    def __init__(self, inner, replies: dict[str, str]):
-        self.inner, self.replies = inner, replies
-
-    def generate(self, request):
-        if request.role in self.replies:
-            return BackendReply(text=self.replies[request.role])
-        return self.inner.generate(request)
 
 
 def records(eng, key: str) -> list[dict]:
@@ -123,7 +109,7 @@ def test_overflow_triggers_at_t_max_tokens_of_the_named_tokenizer(make_db):
             assert trigger["trigger"] == "overflow" and f"{before} tokens > T_max 80" in trigger["cause"]
             kept = eng.state.buffer(EPISODIC_BUFFER)
             total = sum(eng.state.nodes[i].attrs["tokens"] for i in kept)
-            assert eng.state.engine_state["buffer_tokens"] == total <= 0.5 * 80
+            assert eng.state.engine_state["buffer_tokens"] == total <= 0.75 * 80
         else:
             assert not report.details["triggers"]
             total = before
@@ -244,7 +230,7 @@ def test_topic_edges_are_proposals_a_person_accepts_rejects_and_undoes(make_db):
 
 
 def test_the_gate_links_only_above_tau_and_never_unrelated(make_db):
-    eng = linked_demo(make_db, tau=0.6)
+    eng = linked_demo(make_db)
     props = eng.process(LINKING).run().proposals
     edges = {k: e for k, e in eng.state.edges.items() if e.type in Rel.TOPIC}
     assert edges
@@ -252,7 +238,7 @@ def test_the_gate_links_only_above_tau_and_never_unrelated(make_db):
         label = (p.plan or {}).get("relation")
         key = (p.targets[0], p.targets[1], label)
         if p.status == Status.APPLIED:
-            assert label in Rel.TOPIC and p.confidence > 0.6 and edges[key].confidence == p.confidence
+            assert label in Rel.TOPIC and p.confidence > 0.5 and edges[key].confidence == p.confidence
         else:
             assert key not in edges
             assert p.reason_code in (ReasonCode.LOW_CONF, ReasonCode.UNRELATED, ReasonCode.DUPLICATE)

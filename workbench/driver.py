@@ -202,7 +202,8 @@ def _look(page, texts: dict, shot, key: str, shot_name: str, page_title: str | N
     shot(shot_name)
 
 
-def _ask_free_query(page, texts: dict, shot, query: str) -> None:
+def _ask_free_query(page, texts: dict, shot, query: str, shot_name: str = "4_retrieval") -> None:
+    """Retrieval page: type a free query, keep the page's text under "retrieval" and take its screenshot."""
     open_page(page, "Retrieval")
     page.get_by_text("Free query", exact=True).click()
     wait_idle(page)
@@ -211,7 +212,7 @@ def _ask_free_query(page, texts: dict, shot, query: str) -> None:
     box.press("Enter")
     wait_idle(page, 2500)
     texts["retrieval"] = page.inner_text("body")
-    shot("4_retrieval")
+    shot(shot_name)
 
 
 def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
@@ -655,18 +656,8 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     texts["graph"] = page.inner_text("body")
     shot("15_gam_graph", 2600)
 
-    open_page(page, "Retrieval")
-    page.get_by_text("Free query", exact=True).click()
-    wait_idle(page)
-    box = page.get_by_role("textbox", name="Query", exact=True)
-    box.fill(GAM_QUERY)
-    box.press("Enter")
-    wait_idle(page, 2500)
+    _ask_free_query(page, texts, shot, GAM_QUERY, "16_gam_retrieval")       # the provenance paths tab
     page.get_by_role("tab", name="Multi-factor re-rank").click()
     wait_idle(page, 1000)
     texts["ranking"] = page.inner_text("body")
-    page.get_by_role("tab", name="Provenance paths").click()
-    wait_idle(page, 2500)
-    texts["retrieval"] = page.inner_text("body")
-    shot("16_gam_retrieval")
     return texts

@@ -33,7 +33,7 @@ def detect_boundaries(payload: dict, embedder) -> dict:
         return {"boundaries": []}
     tiling = payload.get("tiling", {})
     vectors = embedder.embed([u["text"] for u in utterances])
-    starts = texttiling(vectors, int(tiling.get("window", 6)), float(tiling.get("depth_threshold", 0.25)),
+    starts = texttiling(vectors, int(tiling.get("window", 24)), float(tiling.get("depth_threshold", 0.3)),
                         int(payload.get("min_segment", 1)))
     return {"boundaries": [s - 1 for s in starts]}
 
@@ -77,8 +77,8 @@ def relate(payload: dict) -> dict:
     cue words point to, with the calibrated probability as its confidence."""
     new, old = payload["memory_1"], payload["memory_2"]
     cal = payload.get("calibration", {})
-    logit = (float(cal.get("a", 12.0)) * float(payload["cosine"])
-             + float(cal.get("c", 0.0)) * math.log(max(1, int(payload.get("distance", 1)))) + float(cal.get("b", -6.0)))
+    logit = (float(cal.get("a", 1.0)) * float(payload["cosine"])
+             + float(cal.get("c", 0.0)) * math.log(max(1, int(payload.get("distance", 1)))) + float(cal.get("b", 0.0)))
     p = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
     if p < 0.5:
         return {"relation": "unrelated", "confidence": round(1.0 - p, 4)}

@@ -42,29 +42,29 @@ class GamSettings(EngineSettings):
                                     choices=TAILS_SESSION, group="buffer")
     overflow_tail: str = setting("keep", "on an overflow, the segment after the last boundary",
                                  choices=TAILS_OVERFLOW, group="buffer")
-    tail_keep_share: float = setting(0.5, "on an overflow, the tail is kept only up to this share of T_max "
+    tail_keep_share: float = setting(0.75, "on an overflow, the tail is kept only up to this share of T_max "
                                           "tokens (so the next overflow is at least the rest away)",
                                      minimum=0.0, maximum=0.95, step=0.05, group="buffer")
     manual_tail: str = setting("flush", "on a manual trigger, the segment after the last boundary",
                                choices=TAILS_MANUAL, group="buffer")
     # the offline boundary detector f_θ: embedding TextTiling (fit on QMSum train)
-    tiling_window: int = setting(6, "w: utterances averaged on each side of a gap", minimum=1, maximum=50,
+    tiling_window: int = setting(24, "w: utterances averaged on each side of a gap", minimum=1, maximum=50,
                                  group="detector")
-    depth_threshold: float = setting(0.25, "ε proxy: a gap whose depth score reaches this is a boundary",
+    depth_threshold: float = setting(0.3, "ε proxy: a gap whose depth score reaches this is a boundary",
                                      minimum=0.0, maximum=2.0, step=0.01, group="detector")
-    min_segment: int = setting(8, "fewest utterances between two boundaries", minimum=1, maximum=500,
+    min_segment: int = setting(10, "fewest utterances between two boundaries", minimum=1, maximum=500,
                                group="detector")
     # coarse-to-fine topic linking (§3.3, App. A.3)
     link_candidates: int = setting(5, "K: topics by vector similarity offered to the relation role", minimum=1,
                                    maximum=50, group="linking")
     tau: float = setting(0.5, "τ: an edge only when the relation's confidence is above it", minimum=0.0,
                          maximum=1.0, step=0.05, group="linking")
-    relation_a: float = setting(12.0, "a: offline relatedness σ(a·cos + c·ln d + b), weight of the summaries' "
-                                      "cosine", minimum=-100.0, maximum=100.0, step=0.1, group="linking")
-    relation_c: float = setting(-1.0, "c: offline relatedness σ(a·cos + c·ln d + b), weight of the log distance "
+    relation_a: float = setting(0.789, "a: offline relatedness σ(a·cos + c·ln d + b), weight of the summaries' "
+                                      "cosine", minimum=-100.0, maximum=100.0, step=0.001, group="linking")
+    relation_c: float = setting(-1.605, "c: offline relatedness σ(a·cos + c·ln d + b), weight of the log distance "
                                       "d in the sequence of topics (1 = consecutive)", minimum=-100.0, maximum=100.0,
-                                step=0.1, group="linking")
-    relation_b: float = setting(-6.0, "b: offline relatedness σ(a·cos + c·ln d + b), the bias", minimum=-100.0,
+                                step=0.001, group="linking")
+    relation_b: float = setting(-0.392, "b: offline relatedness σ(a·cos + c·ln d + b), the bias", minimum=-100.0,
                                 maximum=100.0, step=0.1, group="linking")
     link_review: str = setting("gate", "who decides topic edges: the gate at τ inside the trigger (the paper), "
                                        "or a person later (they wait in the linking buffer)",
