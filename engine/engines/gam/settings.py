@@ -65,7 +65,7 @@ class GamSettings(EngineSettings):
                                       "d in the sequence of topics (1 = consecutive)", minimum=-100.0, maximum=100.0,
                                 step=0.001, group="linking")
     relation_b: float = setting(-0.392, "b: offline relatedness σ(a·cos + c·ln d + b), the bias", minimum=-100.0,
-                                maximum=100.0, step=0.1, group="linking")
+                                maximum=100.0, step=0.001, group="linking")
     link_review: str = setting("gate", "who decides topic edges: the gate at τ inside the trigger (the paper), "
                                        "or a person later (they wait in the linking buffer)",
                                choices={"gate": "the gate decides in the consolidation state",
