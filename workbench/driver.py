@@ -575,11 +575,11 @@ def gam_session(workdir: Path, embedder=None) -> Path:
 
 def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict:
     """The GAM tour on a `gam_session` database opened with `memwb ui --db`: the session-end trigger with the
-    detector's boundaries and the buffer gauge (13_gam_replay); a topic edge reviewed with its segment, accepted
-    (14_gam_consolidation), undone, and rejected on a second diagnosis; the topic network with a topic expanded
-    into its archived events (15_gam_graph); a question's provenance from anchor topic through the cross edge,
-    with each factor of the re-rank (16_gam_retrieval). Returns the pages' texts and what the database held
-    after each decision."""
+    detector's boundaries and the buffer gauge (13_gam_replay); a topic edge reviewed with its segment and
+    accepted (14_gam_consolidation); the topic network with that edge and a topic expanded into its archived
+    events (15_gam_graph); a question's provenance from anchor topic through the cross edge, with each factor
+    of the re-rank (16_gam_retrieval); then the accepting run undone and the same edge rejected on a second
+    diagnosis. Returns the pages' texts and what the database held after each decision."""
     from playwright.sync_api import expect
 
     from engine.proposal import GateVerdict, Status
@@ -615,10 +615,14 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     shot("13_gam_replay")
     jump_to_turn(page, GAM_SHOWCASE_TURN)                        # back to the head before editing
 
-    open_page(page, "Consolidation")
-    page.get_by_test_id("stSelectbox").filter(has_text="Offline process").click()
-    page.get_by_role("option", name=re.compile(r"^Topic linking")).click()
-    wait_idle(page)
+    def linking() -> None:
+        """The Consolidation page's process picker on the Topic linking process."""
+        open_page(page, "Consolidation")
+        page.get_by_test_id("stSelectbox").filter(has_text="Offline process").click()
+        page.get_by_role("option", name=re.compile(r"^Topic linking")).click()
+        wait_idle(page)
+
+    linking()
     click(page, "Run diagnosis")
     run_id, queue = open_run()
     chosen = next(p for p in queue if p.gate == GateVerdict.PASS)
@@ -628,6 +632,24 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     decide(chosen.id, queue, "Accept")
     expect(page.get_by_text(re.compile(rf"{run_id} committed: 1 applied")).first).to_be_visible()
     texts["accepted"] = Store(db).load_state()
+
+    open_page(page, "Memory graph")                               # the accepted edge on the topic network
+    page.get_by_role("tab", name="Topic network").click()
+    wait_idle(page)
+    page.get_by_test_id("stMultiSelect").filter(has_text="Expanded (drawn with their members)").click()
+    page.get_by_role("option").first.click()
+    page.keyboard.press("Escape")
+    wait_idle(page, 2500)
+    texts["graph"] = page.inner_text("body")
+    shot("15_gam_graph", 2600)
+    _ask_free_query(page, texts, shot, GAM_QUERY, "16_gam_retrieval")       # the provenance paths tab
+    page.get_by_role("tab", name="Multi-factor re-rank").click()
+    wait_idle(page, 1000)
+    texts["ranking"] = page.inner_text("body")
+
+    linking()                                                     # undo the accepted edge, then reject it
+    page.get_by_role("tab", name="Run diff & undo").click()
+    wait_idle(page)
     click(page, f"Undo last run ({run_id})…")
     click(page, "Yes, undo")
     expect(page.get_by_text(f"{run_id} undone").first).to_be_visible()
@@ -640,24 +662,4 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     decide(same.id, queue, "Reject")
     expect(page.get_by_text(re.compile(rf"{again} committed: 0 applied, 1 rejected")).first).to_be_visible()
     texts.update(again=again, rejected_id=same.id, rejected=Store(db).load_state())
-    # accept it once more so the graph and retrieval show a topic edge
-    click(page, "Run diagnosis")
-    third, queue = open_run()
-    decide(next(p for p in queue if p.targets == chosen.targets).id, queue, "Accept")
-
-    open_page(page, "Memory graph")
-    page.get_by_role("tab", name="Topic network").click()
-    wait_idle(page)
-    expanded = page.get_by_test_id("stMultiSelect").filter(has_text="Expanded")
-    expanded.click()
-    page.get_by_role("option").first.click()
-    page.keyboard.press("Escape")
-    wait_idle(page, 2500)
-    texts["graph"] = page.inner_text("body")
-    shot("15_gam_graph", 2600)
-
-    _ask_free_query(page, texts, shot, GAM_QUERY, "16_gam_retrieval")       # the provenance paths tab
-    page.get_by_role("tab", name="Multi-factor re-rank").click()
-    wait_idle(page, 1000)
-    texts["ranking"] = page.inner_text("body")
     return texts
