@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Iterable
 
-from engine.retrieval import rank_sources
+from engine.retrieval.result import rank_sources
 
 if TYPE_CHECKING:
-    from engine.interface import BaseEngine
-    from engine.retrieval import RetrievalResult
+    from engine.runtime.engine import BaseEngine
+    from engine.retrieval.result import RetrievalResult
 
 
 class Drop(StrEnum):

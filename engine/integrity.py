@@ -7,14 +7,14 @@ checkpoints, and everything else is compared against that fold:
 - ``SQLITE_INTEGRITY``: SQLite's own ``PRAGMA integrity_check`` (other databases: skipped).
 - ``FOLD_FAILED``: the log does not fold (an unknown kind, a payload that does not apply).
 - ``FOLD_MISMATCH``: the materialized node/edge/proposal tables differ from the fold
-  (`engine.store.rows_of`), or a checkpoint differs from the fold up to its seq.
+  (`engine.store.log_store.rows_of`), or a checkpoint differs from the fold up to its seq.
 - ``CHECKPOINT_UNREADABLE``: a checkpoint of the current format that cannot be decoded.
 - ``DUPLICATE_NODE_ID`` / ``DUPLICATE_RUN_ID`` / ``DUPLICATE_PROPOSAL_ID``: an id created,
   started or made more than once in the log.
 - ``TURN_INGESTED_TWICE``: two ``turn_ingested`` records for one dataset turn.
 - ``OPEN_RUN``: a run with undecided proposals, which blocks every later run.
 - ``ARCHIVED_UNREACHABLE``: a node moved off the surface that no recovery link of the
-  engine's schema leads to (`engine.diagnostics.retired_orphans`).
+  engine's schema leads to (`engine.eval.diagnostics.retired_orphans`).
 - ``RAW_TEXT_CHANGED``: a turn node whose raw text (with its speaker, time and session)
   no longer hashes to the sha256 logged when the turn was ingested. The hash is
   `Turn.content_hash`, over what the turn node keeps: speaker, text, time, session and
@@ -34,14 +34,16 @@ from pathlib import Path
 
 from sqlmodel import Session, select
 
-from engine.conversation import IMAGE_NOTE, Turn
-from engine.diagnostics import retired_orphans
+from engine.core.conversation import IMAGE_NOTE, Turn
+from engine.eval.diagnostics import retired_orphans
 from engine.engines import engine_schema
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import Status
-from engine.state import CHECKPOINT_FORMAT, MemoryState
-from engine.store import CheckpointRow, Store, rows_of
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.proposal import Status
+from engine.core.state import CHECKPOINT_FORMAT, MemoryState
+from engine.store.log_store import Store
+from engine.store.tables import CheckpointRow, rows_of
+from engine.core.ops import apply
 
 SHOWN = 10          # details listed per finding kind before "… and N more"
 
@@ -113,7 +115,7 @@ def check_store(store: Store, shown_db: str | None = None) -> CheckReport:
             try:
                 scan.see(op)
                 if folded:
-                    state.apply(op)
+                    apply(state, op)
             except Exception as exc:          # any failure is a finding, named with its record
                 if folded:
                     report.add(Code.FOLD_FAILED, f"the log does not fold at seq {op.seq} ({op.kind}): "

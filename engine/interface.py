@@ -22,22 +22,22 @@ from typing import Any, ClassVar, Iterable, Iterator, Protocol, runtime_checkabl
 
 import numpy as np
 
-from engine import ops as opspecs
-from engine.conversation import Turn
-from engine.edge import Edge
-from engine.embedder import Embedder
-from engine.explain import Placement
-from engine.index import VisibleIndex
-from engine.lexical import BM25
+from engine.core import ops as opspecs
+from engine.core.conversation import Turn
+from engine.core.edge import Edge
+from engine.llm.embedder import Embedder
+from engine.retrieval.explain import Placement
+from engine.retrieval.index import VisibleIndex
+from engine.retrieval.lexical import BM25
 from engine.llm.base import LLM, LLMCall
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import GateVerdict, Proposal, Status
-from engine.retrieval import RetrievalResult
-from engine.schema import EngineSchema, ProcessSpec
-from engine.state import MemoryState
-from engine.store import Store
-from engine.tx import Tx
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.retrieval.result import RetrievalResult
+from engine.core.schema import EngineSchema, ProcessSpec
+from engine.core.state import MemoryState
+from engine.store.log_store import Store
+from engine.core.tx import Tx
 
 
 @dataclass
@@ -160,7 +160,7 @@ class BaseEngine:
 
     def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
         """Why each unit ranked where it did in `res` (retrieved from this state), or which stage dropped
-        it (`engine.explain`)."""
+        it (`engine.retrieval.explain`)."""
         raise NotImplementedError
 
     # -- derived views (vectors, the surface index, BM25) ---------------------------------
@@ -285,7 +285,7 @@ class BaseEngine:
     @staticmethod
     def ingested(turn: Turn, **details) -> dict:
         """The `turn_ingested` payload: where the turn sits and its content hash (what a later replay of
-        the file is checked against, `engine.replay.check_replayable`), plus the engine's own details."""
+        the file is checked against, `engine.runtime.replay.check_replayable`), plus the engine's own details."""
         return {"turn_id": turn.id, "index": turn.index, "session": turn.session, "sha256": turn.content_hash,
                 **details}
 

@@ -11,13 +11,13 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from engine.edge import Edge
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord, RunInfo
-from engine.proposal import Proposal
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord, RunInfo
+from engine.core.proposal import Proposal
 
 if TYPE_CHECKING:
-    from engine.state import MemoryState
+    from engine.core.state import MemoryState
 
 
 class UnknownOpKind(ValueError):

@@ -7,9 +7,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from engine.conversation import Conversation, Turn
-from engine.interface import RunError, open_run_message
-from engine.oplog import OpKind
+from engine.core.conversation import Conversation, Turn
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
+from engine.core.oplog import OpKind
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class ReplayMismatch(ValueError):
 def check_replayable(engine, conversation: Conversation) -> None:
     """Refuse to continue a memory from a conversation that no longer matches what it ingested.
 
-    Replay resumes at position `engine.state.turn` of the file, so every turn before it must be the stored
+    Replay resumes at position `engine.core.state.turn` of the file, so every turn before it must be the stored
     one: same conversation, same turn id at the same position and, where the `turn_ingested` record carries
     one, the same content hash (records written before hashes were stored are not compared). Raises before
     anything is ingested, naming the first turn that differs.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from engine.node import TURN_KIND
+from engine.core.node import TURN_KIND
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class ReasonSpec:
 
 def llm_reasons() -> tuple[ReasonSpec, ...]:
     """The reason codes of the LLM boundary, which every engine that calls an LLM declares."""
-    from engine.proposal import LLMReason
+    from engine.core.proposal import LLMReason
 
     return (ReasonSpec(LLMReason.JSON_PARSE_FAIL, "the LLM's output is not JSON"),
             ReasonSpec(LLMReason.SCHEMA_FAIL, "the LLM's JSON does not fit the role's schema"),

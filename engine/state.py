@@ -1,7 +1,7 @@
 """In-memory memory state, changed only by applying operation records.
 
 Engines never mutate nodes or edges directly: they build `OpRecord`s, and the
-state (and the store) apply them through the op specs of `engine.ops`. That
+state (and the store) apply them through the op specs of `engine.core.ops`. That
 keeps the log the single truth and makes the state at any point a pure fold.
 The state knows its engine's schema only for two things: which statuses are on
 the retrieval surface (`visible`), and which transitions are legal.
@@ -13,12 +13,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from engine import ops as opspecs
-from engine.edge import Edge
-from engine.node import TURN_KIND, Node
-from engine.oplog import OpRecord, RunInfo
-from engine.proposal import Proposal
-from engine.schema import EngineSchema
+from engine.core import ops as opspecs
+from engine.core.edge import Edge
+from engine.core.node import TURN_KIND, Node
+from engine.core.oplog import OpRecord, RunInfo
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema
+from engine.core.ops import apply
 
 CHECKPOINT_FORMAT = 1
 
@@ -162,7 +163,7 @@ class MemoryState:
                 break
             if upto_seq is not None and op.seq > upto_seq:
                 break
-            state.apply(op)
+            apply(state, op)
         return state
 
     # -- checkpoints ---------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.graph_canvas import clicked_node, graph_canvas
 from workbench.graph_view import (
     BAND_PREFIX,

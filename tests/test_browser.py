@@ -9,10 +9,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from conftest import ROOT, locomo_or_skip
-from engine.proposal import GateVerdict, Status
-from engine.sessions import list_sessions, read_session
-from engine.store import Store
-from engine.workspace import ENV
+from engine.core.proposal import GateVerdict, Status
+from engine.store.catalog import list_sessions, read_session
+from engine.store.log_store import Store
+from engine.store.workspace import ENV
 from workbench.review_view import sort_queue
 from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, demo_turn_after, gam_session,
                               gam_walkthrough, jump_to_turn, locomo_conversation_file, locomo_graph_walkthrough,

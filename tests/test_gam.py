@@ -13,12 +13,12 @@ from engine.engines.gam.schema import CONSOLIDATION, EPISODIC_BUFFER, LINKING, K
 from engine.engines.gam.settings import GamSettings
 from engine.engines.gam.tokens import counter
 from engine.loaders import load_conversation
-from engine.oplog import OpKind
-from engine.proposal import GateVerdict, Status
-from engine.schema import SettingError
-from engine.segmentation import depth_scores, texttiling
+from engine.core.oplog import OpKind
+from engine.core.proposal import GateVerdict, Status
+from engine.core.schema import SettingError
+from engine.eval.segmentation import depth_scores, texttiling
 from engine.session import open_session
-from engine.store import Store
+from engine.store.log_store import Store
 from tests.conftest import BACKENDS, ROOT, turn
 from tests.test_operators import ScriptedBackend as Scripted     # answers the named roles with fixed text
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from engine.proposal import GateVerdict, Status
-from engine.store import Store
+from engine.core.proposal import GateVerdict, Status
+from engine.store.log_store import Store
 from tests.apptest import open_app_page, start_app
 from workbench import review_view as rv
 from workbench.model import DEMO_PATH, Workbench

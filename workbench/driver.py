@@ -299,7 +299,7 @@ def causal_root() -> str:
 def routing_showcase_turn(engine: str = "memloom", upto: str = "D6:6") -> int:
     """The demo turn (up to `upto`) whose routing decision shows the most: an FSM transition, then the most
     candidates (up to 6), then the latest. Read from the log of a scratch replay, so the tour follows the engine."""
-    from engine.oplog import OpKind
+    from engine.core.oplog import OpKind
     from workbench.model import DEMO_PATH, Workbench
 
     wb = Workbench.open(DEMO_PATH, None, engine=engine, workdir=Path(tempfile.mkdtemp(prefix="memwb-showcase-")))
@@ -476,7 +476,7 @@ def bench_fixture_workspace(workspace: Path, embedder=None) -> Path:
     import json
 
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
     from workbench.model import DEMO_PATH
 
@@ -582,8 +582,8 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     diagnosis. Returns the pages' texts and what the database held after each decision."""
     from playwright.sync_api import expect
 
-    from engine.proposal import GateVerdict, Status
-    from engine.store import Store
+    from engine.core.proposal import GateVerdict, Status
+    from engine.store.log_store import Store
     from workbench.review_view import sort_queue
 
     def shot(name: str, max_height: int = 4200) -> None:

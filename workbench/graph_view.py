@@ -51,9 +51,9 @@ import pyvis
 from pyvis.edge import Edge
 from pyvis.network import Network
 
-from engine.node import Node
-from engine.schema import EngineSchema
-from engine.state import MemoryState
+from engine.core.node import Node
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 from workbench.text import MISSING, missing
 
 Unit = Node

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.text import md_escape, table
 
 PHASE_LABELS = {"episodic": "episodic buffering", "consolidating": "semantic consolidation"}

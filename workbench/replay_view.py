@@ -16,11 +16,11 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from engine.conversation import Turn
-from engine.edge import Edge
-from engine.oplog import OpKind, RunInfo
-from engine.state import MemoryState
-from engine.text import seconds_text
+from engine.core.conversation import Turn
+from engine.core.edge import Edge
+from engine.core.oplog import OpKind, RunInfo
+from engine.core.state import MemoryState
+from engine.core.text import seconds_text
 from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
 from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
                                       routing_sentence)

@@ -1,6 +1,6 @@
 """Retrieval-page helpers: stage tables, the expansion tree, provenance paths, gold marks.
 
-Pure functions from a RetrievalResult (any engine's: `engine.retrieval`) and
+Pure functions from a RetrievalResult (any engine's: `engine.retrieval.result`) and
 the state it ran on to tables and text, so the page stays layout and the
 rendering is testable without a browser. Which of them a page shows follows
 the engine schema's stages (`StageSpec.shows`: seeds, expansion, ranking,
@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from engine.explain import Placement, Signals, SourcePlacement
-from engine.retrieval import RetrievalResult, RetrievedUnit
-from engine.schema import EngineSchema
-from engine.state import MemoryState
+from engine.retrieval.explain import Placement, Signals, SourcePlacement
+from engine.retrieval.result import RetrievalResult, RetrievedUnit
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 from workbench.graph_view import status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 

@@ -14,7 +14,7 @@ import html
 import streamlit as st
 from pyvis.network import Network
 
-from engine.state import MemoryState
+from engine.core.state import MemoryState
 from workbench.graph_canvas import clicked_node, graph_canvas
 from workbench.graph_view import (ARCHIVED_GREY, LABEL_HALO, edge_style, edge_title, graph_document, kind_color,
                                   legend_html, status_style, unit_title, weighted_width)

@@ -20,16 +20,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engine.answer import answer_question, passages_from_turns, passages_from_units
+from engine.eval.answer import answer_question, passages_from_turns, passages_from_units
 from engine.bench.datasets import Source, dataset, load_source, question_types
 from engine.bench.protocol import STATIC, Checkpoint, plan
-from engine.conversation import Conversation, Question
-from engine.diagnostics import structure
-from engine.metrics import (attribution_auditability, bleu1, exact_match, llm_tokens_by_role, rouge_l,
+from engine.core.conversation import Conversation, Question
+from engine.eval.diagnostics import structure
+from engine.eval.metrics import (attribution_auditability, bleu1, exact_match, llm_tokens_by_role, rouge_l,
                             token_f1)
-from engine.oplog import OpKind
-from engine.replay import Schedule, step
-from engine.segmentation import boundaries_from_labels, evaluate, turn_labels
+from engine.core.oplog import OpKind
+from engine.runtime.replay import Schedule, step
+from engine.core.segments import boundaries_from_labels
+from engine.eval.segmentation import evaluate, turn_labels
 
 FULL_HISTORY = "full-history"            # the answering ceiling: no memory, every ingested turn as context
 ANSWER_METRICS = ["f1", "bleu1", "rouge_l", "em", "aa"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Callable
 
-from engine.schema import EngineSchema
+from engine.core.schema import EngineSchema
 
 EngineLoader = Callable[[], type]
 

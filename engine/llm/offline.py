@@ -13,10 +13,10 @@ import json
 import math
 from collections import Counter
 
-from engine.embedder import Embedder
+from engine.llm.embedder import Embedder
 from engine.llm import offline_answer, offline_events
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
-from engine.text import (
+from engine.core.text import (
     STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
 )
 

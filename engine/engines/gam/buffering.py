@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.engines.gam.schema import ReasonCode, Trigger
-from engine.segmentation import segments_from_boundaries
+from engine.core.segments import segments_from_boundaries
 
 
 @dataclass(frozen=True)

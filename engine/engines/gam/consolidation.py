@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.edge import Edge
+from engine.core.edge import Edge
 from engine.engines.gam.buffering import Detection, plan_trigger, validate
 from engine.engines.gam.schema import (CONSOLIDATION, EPISODIC_BUFFER, LINKING, Kind, Life, Op, Phase, ReasonCode,
                                        Rel, Trigger)
-from engine.interface import BaseProcess
-from engine.node import Node
-from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
-from engine.text import content_tokens, strip_speaker
-from engine.tx import Tx
+from engine.runtime.process import BaseProcess
+from engine.core.node import Node
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.text import content_tokens, strip_speaker
+from engine.core.tx import Tx
 
 if TYPE_CHECKING:
     from engine.engines.gam.engine import GamEngine

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from engine.engines.gam.retrieval import TOPIC_EDGES, Scoring, anchor_ranking, buffer_ranking, scoring
 from engine.engines.gam.schema import SCHEMA, Kind, Life, Rel
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
-from engine.retrieval import RetrievalResult, RetrievedUnit
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
+from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
 if TYPE_CHECKING:
     from engine.engines.gam.engine import GamEngine

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.engines.gam.schema import Kind, Life, Rel
-from engine.lexical import at
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
-from engine.text import words
+from engine.retrieval.lexical import at
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.core.text import words
 
 if TYPE_CHECKING:
     from engine.engines.gam.engine import GamEngine

@@ -9,8 +9,8 @@ its nearest earlier topics.
 from __future__ import annotations
 
 from engine.engines.gam.settings import ABLATIONS
-from engine.proposal import LLMReason
-from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
+from engine.core.proposal import LLMReason
+from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.schema import EngineSettings, setting
+from engine.core.schema import EngineSettings, setting
 
 ABLATIONS = {
     "no-expansion": "anchors only: no first-order neighbours over topic relation edges (Eq. 9 without the union)",
