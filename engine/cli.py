@@ -17,9 +17,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from engine.core.text import seconds_text
 from engine.engines import engine_schema, known_engines
-from engine.interface import RunError, open_run_message
-from engine.text import seconds_text
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -116,8 +117,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", metavar="BACKEND",
                    help="answer every question with this LLM backend (offline or openai) from each system's "
                         "results, score F1, BLEU-1, ROUGE-L, EM and AA, and add the full-history ceiling")
+    p.add_argument("--answer-budget", type=int, metavar="TOKENS",
+                   help="estimated tokens of passages one answer reads at most (default 32000); the full-history "
+                        "ceiling keeps the newest turns that fit, so a small local model's context is not exceeded")
+    p.add_argument("--llm", default="offline", choices=["offline", "openai"],
+                   help="LLM backend of the engines' own roles (default offline); with openai the per-role costs "
+                        "and how often the model decides otherwise than the offline rules are printed")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
+
+    p = sub.add_parser("llm", help="the local model server: install, serve, where; what a session's LLM calls cost",
+                       description="`install` builds and installs llama-cpp-python's OpenAI-compatible server and "
+                                   "the SmolLM2-135M-Instruct GGUF model (scripts/install_llm.sh); `serve` runs it "
+                                   "on 127.0.0.1 until Ctrl-C or SIGTERM and prints the settings that point "
+                                   "--llm openai at it; `where` prints the model file; `costs --db DB` prints "
+                                   "calls, tokens, latency, schema-valid rate per role, and with --compare "
+                                   "offline how often another backend decides otherwise on the same input.")
+    llm = p.add_subparsers(dest="llm_command", required=True)
+    q = llm.add_parser("install", help="build and install the server and the model (several minutes, once)")
+    q = llm.add_parser("serve", help="serve the model on 127.0.0.1 until Ctrl-C or SIGTERM")
+    q.add_argument("--port", type=int, default=8089, help="port on 127.0.0.1 (default 8089)")
+    q.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    q.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
+    q.add_argument("--log", help="append the server's own output to this file")
+    llm.add_parser("where", help="print the GGUF model file the server would load")
+    q = llm.add_parser("costs", help="per-role calls, tokens, latency, schema-valid rate of a session's LLM calls")
+    _add_db(q)
+    q.add_argument("--compare", choices=["offline"], help="ask this backend the same inputs and count how often "
+                                                          "its decision differs")
+    q.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
     p.add_argument("--port", type=int, default=8501)
@@ -142,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_replay(args) -> int:
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     schedule = Schedule.parse(args.consolidate)
@@ -168,7 +196,7 @@ def _llm_outcome(command: str, engine, since: int) -> int:
     """Report the LLM calls logged after seq `since` that failed, by error code; 1 when every call failed.
 
     A dead endpoint or a wrong key makes every call fail closed, which alone would look like a quiet run."""
-    from engine.oplog import OpKind
+    from engine.core.oplog import OpKind
 
     calls = [op.payload for op in engine.store.ops(kinds=[OpKind.LLM_CALL], after_seq=since)]
     failed = [c for c in calls if c.get("error_code")]
@@ -285,14 +313,14 @@ def _open(args, warn: bool = True):
 
 
 def cmd_diagnostics(args) -> int:
-    from engine.diagnostics import structure
+    from engine.eval.diagnostics import structure
 
     print(json.dumps(structure(_open(args).state), indent=1))
     return 0
 
 
 def cmd_dump(args) -> int:
-    from engine.dump import dump
+    from engine.store.dump import dump
 
     report = dump(args.db, sys.stdout.buffer, embeddings=args.embeddings)
     sys.stdout.buffer.flush()
@@ -301,7 +329,7 @@ def cmd_dump(args) -> int:
 
 
 def cmd_load(args) -> int:
-    from engine.dump import load
+    from engine.store.dump import load
 
     stream = sys.stdin.buffer if args.file == "-" else None
     print(load("stdin" if stream else args.file, args.db, stream=stream).line())
@@ -309,7 +337,7 @@ def cmd_load(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from engine.integrity import check_database
+    from engine.eval.integrity import check_database
 
     report = check_database(args.db)
     for finding in report.findings:
@@ -341,7 +369,8 @@ def cmd_bench(args) -> int:
     config = BenchConfig(dataset=args.dataset, source=args.input, engines=names(args.engines) or None,
                          ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
-                         out=args.out, ray=args.ray, answer=args.answer,
+                         out=args.out, ray=args.ray, answer=args.answer, llm=args.llm,
+                         answer_budget=args.answer_budget,
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)
@@ -382,7 +411,7 @@ class ProgressBar:
 
 
 def cmd_ui(args) -> int:
-    from engine.sessions import DB_ENV, read_session
+    from engine.store.catalog import DB_ENV, read_session
 
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
@@ -400,7 +429,30 @@ def cmd_ui(args) -> int:
     return subprocess.call(cmd, env=env)
 
 
-COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
+def cmd_llm(args) -> int:
+    from engine.llm import server
+
+    if args.llm_command == "install":
+        script = Path(__file__).resolve().parents[1] / "scripts" / "install_llm.sh"
+        env = {**os.environ, "MEMWB_VENV": os.environ.get("MEMWB_VENV") or str(Path(sys.executable).parents[1])}
+        return subprocess.call(["bash", str(script)], env=env)
+    if args.llm_command == "where":
+        print(server.model_path())
+        return 0
+    if args.llm_command == "serve":
+        return server.serve(args.port, args.ctx, args.threads, Path(args.log) if args.log else None,
+                            announce=lambda line: print(line, flush=True))
+    from engine.eval.llm_costs import cost_table, decisions_line, session_costs_and_decisions
+
+    costs, decided = session_costs_and_decisions(_open(args, warn=False), compare=args.compare)
+    if args.json:
+        print(json.dumps({**costs, **({"decisions": decided} if decided else {})}, indent=1))
+    else:
+        print(cost_table(costs) + (f"\n\n{decisions_line(decided)}" if decided else ""))
+    return 0
+
+
+COMMANDS = {"llm": cmd_llm, "replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
             "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
             "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "ui": cmd_ui}
 

@@ -10,20 +10,21 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.conversation import Conversation
-from engine.embedder import Embedder
+from engine.core.conversation import Conversation
+from engine.core.errors import WorkbenchError
+from engine.core.oplog import OpKind
 from engine.engines import UnknownEngine, engine_class
-from engine.interface import BaseEngine
 from engine.llm import LLM, DeferredBackend, make_backend
-from engine.oplog import OpKind
-from engine.replay import Schedule, prefetch_turns, replay
-from engine.store import Store
+from engine.llm.embedder import Embedder
+from engine.runtime.engine import BaseEngine
+from engine.runtime.replay import Schedule, prefetch_turns, replay
+from engine.store.log_store import Store
 
 DEFAULT_ENGINE = "allmem"
 LLM_BACKENDS = ("offline", "openai", "recorded")
 
 
-class SessionError(Exception):
+class SessionError(WorkbenchError):
     pass
 
 

@@ -7,10 +7,18 @@ import streamlit as st
 
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
-from engine.store import StoreError
-from engine.workspace import workspace_dir
-from workbench.model import (DEMO_PATH, LOCOMO_PATH, UPLOAD_LIMIT_BYTES, JumpCancelled, JumpProgress, Workbench,
-                             list_conversations)
+from engine.store.log_store import StoreError
+from engine.store.workspace import workspace_dir
+from workbench.llm_cost_view import session_costs_panel
+from workbench.model import (
+    DEMO_PATH,
+    LOCOMO_PATH,
+    UPLOAD_LIMIT_BYTES,
+    JumpCancelled,
+    JumpProgress,
+    Workbench,
+    list_conversations,
+)
 from workbench.replay_view import JumpClock, render_effects, transcript_html, turn_effects
 from workbench.session_picker import session_picker
 from workbench.settings_form import settings_form
@@ -307,3 +315,4 @@ with left:
     st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.head, wb.view.state))
 with right:
     render_effects(wb, turn_effects(wb.view, wb.cursor, wb.last_ingest))
+session_costs_panel(wb)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.interface import RunError, UndoError
-from engine.proposal import GateVerdict, Status
-from engine.store import StoreError
+from engine.core.proposal import GateVerdict, Status
+from engine.runtime.errors import RunError, UndoError
+from engine.store.log_store import StoreError
 from workbench import review_view as rv
+from workbench.backend_compare_view import compare_panel
 from workbench.graph_view import build_graph_html, diff_states, off_surface_word
 from workbench.state import get_workbench, header
 from workbench.text import md_escape, table
 
 PAGE_SIZE = 10
 GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
-QUEUE_TAB, DIFF_TAB, AUDIT_TAB = "Review queue", "Run diff & undo", "Audit log"
+QUEUE_TAB, DIFF_TAB, AUDIT_TAB, COMPARE_TAB = "Review queue", "Run diff & undo", "Audit log", "Compare backends"
 TAB_KEY = "consolidation_tab"
 
 wb = get_workbench()
@@ -347,7 +348,8 @@ with cols[3]:
     elif not waiting:
         st.caption("The buffer is empty: step the replay forward to add nodes.")
 
-queue_tab, diff_tab, audit_tab = st.tabs([QUEUE_TAB, DIFF_TAB, AUDIT_TAB], key=TAB_KEY, on_change="rerun")
+queue_tab, diff_tab, audit_tab, compare_tab = st.tabs([QUEUE_TAB, DIFF_TAB, AUDIT_TAB, COMPARE_TAB], key=TAB_KEY,
+                                                      on_change="rerun")
 if queue_tab.open:
     with queue_tab:
         review_queue(state, open_run)
@@ -357,3 +359,6 @@ if diff_tab.open:
 if audit_tab.open:
     with audit_tab:
         audit_log(view, state)
+if compare_tab.open:
+    with compare_tab:
+        compare_panel(wb)

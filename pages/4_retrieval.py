@@ -7,9 +7,9 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.engines import engine_schema, known_engines
-from engine.explain import explain_sources
-from engine.metrics import recall_at_k
-from engine.retrieval import rank_sources
+from engine.eval.metrics import recall_at_k
+from engine.retrieval.explain import explain_sources
+from engine.retrieval.result import rank_sources
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
 from workbench.progress import peer_with_progress

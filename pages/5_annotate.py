@@ -1,7 +1,7 @@
 """Annotate: SCDS-style diagnostic cases over the loaded conversation, scored against the memory."""
 import streamlit as st
 
-from engine.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
+from engine.eval.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
 from workbench import annotate_view as av
 from workbench.state import get_workbench, header
 from workbench.text import MISSING, md_code, md_escape, table
@@ -31,7 +31,7 @@ with bar[1].popover("New case", icon=":material/add:", width="stretch"):
     st.text_input("title", key="annotate_new_title")
     st.button("Create case", key="annotate_create", on_click=av.create_case, args=(store, conv.id), type="primary")
 with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
-    upload = st.file_uploader("Cases JSON (format: engine/annotation.py)", type=["json"], key="annotate_upload")
+    upload = st.file_uploader("Cases JSON (format: engine/eval/annotation.py)", type=["json"], key="annotate_upload")
     demo = av.bundled_cases(wb)
     if demo:
         st.button("Load the bundled demo cases", key="annotate_demo", on_click=av.import_bundled,

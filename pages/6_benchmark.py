@@ -12,10 +12,11 @@ import streamlit as st
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.session import SessionError
-from engine.store import StoreError
-from engine.workspace import workspace_dir
+from engine.store.log_store import StoreError
+from engine.store.workspace import workspace_dir
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
+from workbench.llm_cost_view import bench_costs_section
 from workbench.model import Workbench
 from workbench.state import get_workbench, header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape, table
@@ -150,6 +151,8 @@ if result.boundaries:
                "negative: over-merging). fixed-50 is the fixed-window baseline.")
     st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
 
+
+bench_costs_section(result)
 
 # -- questions -------------------------------------------------------------------------------------------------
 st.markdown("#### Questions")

@@ -29,7 +29,7 @@ LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 
 def step(args) -> int:
     """One measured step in this process: prints {"seconds", "peak_rss_mb", ...} as JSON."""
-    from engine.dump import dump, load
+    from engine.store.dump import dump, load
 
     start = time.perf_counter()
     if args.step == "dump":
@@ -96,8 +96,8 @@ def main() -> int:
     if args.step:
         return step(args)
 
-    from engine.dump import dump
-    from engine.integrity import check_database
+    from engine.eval.integrity import check_database
+    from engine.store.dump import dump
 
     work = Path(tempfile.mkdtemp(prefix="memwb-dump-"))
     db = Path(args.db) if args.db else work / f"{args.conversation}.sqlite"

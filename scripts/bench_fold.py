@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
+
 from engine.loaders import load_conversation  # noqa: E402
-from engine.replay import Schedule, replay  # noqa: E402
+from engine.runtime.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
-from engine.store import rows_of  # noqa: E402
+from engine.store.tables import rows_of  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 

@@ -31,13 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
-from engine.edge import Edge  # noqa: E402
+
+from engine.core.edge import Edge  # noqa: E402
+from engine.core.node import Node  # noqa: E402
+from engine.core.oplog import OpKind, OpRecord  # noqa: E402
+from engine.core.ops import apply  # noqa: E402
+from engine.core.state import MemoryState  # noqa: E402
 from engine.engines import engine_schema  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
-from engine.node import Node  # noqa: E402
-from engine.oplog import OpKind, OpRecord  # noqa: E402
-from engine.state import MemoryState  # noqa: E402
-from engine.store import Store  # noqa: E402
+from engine.store.log_store import Store  # noqa: E402
 from workbench.driver import browser_page  # noqa: E402
 from workbench.graph_view import build_graph_html  # noqa: E402
 
@@ -62,8 +64,8 @@ def locomo_state(path: Path, size: int) -> MemoryState:
         session = sessions.setdefault((conv_id, t.session), str(len(sessions) + 1))
         node = Node(id=uid, raw=t.raw, summary=t.text[:120], keywords=[], time=t.time, kind="turn",
                     source_ids=[t.id], speakers=[t.speaker], session=session, created_turn=uid)
-        state.apply(OpRecord(OpKind.NODE_CREATED, {"node": node.payload()}))
-        state.apply(OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": "visible", "was": node.status,
+        apply(state, OpRecord(OpKind.NODE_CREATED, {"node": node.payload()}))
+        apply(state, OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": "visible", "was": node.status,
                                                      "cause": {}}))
     vectors = TfidfVectorizer().fit_transform([t.raw for _, t in turns])
     sims = (vectors @ vectors.T).tocsr()

@@ -108,11 +108,11 @@ PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (
 
 
 def instrument(meter: RoleMeter, engine) -> None:
-    from engine.embedder import Embedder
-    from engine.interface import BaseEngine
-    from engine.links import LinkScorer
     from engine.llm.base import LLM
+    from engine.llm.embedder import Embedder
     from engine.llm.offline import OfflineBackend
+    from engine.retrieval.links import LinkScorer
+    from engine.runtime.engine import BaseEngine
 
     meter.wrap(LLM, "call", by_first_arg=True)
     meter.wrap(Embedder, "embed", "embedder")
@@ -149,7 +149,7 @@ def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:
 def run_engine(name: str, path: Path, work: Path) -> dict:
     """Replay and consolidate in this process, metered; the figures of one engine."""
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     meter = RoleMeter()

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
-from engine.embedder import Embedder, _load_model  # noqa: E402
+
+from engine.llm.embedder import Embedder, _load_model  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"

@@ -22,11 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
-from engine.conversation import Conversation, Turn  # noqa: E402
+
+from engine.core.conversation import Conversation, Turn  # noqa: E402
+from engine.eval.metrics import latency_summary  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.loaders.qmsum import load_qmsum  # noqa: E402
-from engine.metrics import latency_summary  # noqa: E402
-from engine.replay import Schedule, step  # noqa: E402
+from engine.runtime.replay import Schedule, step  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"

@@ -33,7 +33,7 @@ os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-bench-workspace-"
 
 from results import write_json  # noqa: E402
 
-from engine.embedder import Embedder  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from workbench.model import LOCOMO_PATH, Workbench  # noqa: E402
 

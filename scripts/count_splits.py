@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
-from engine.embedder import Embedder  # noqa: E402
+
+from engine.core.proposal import GateVerdict, Status  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversation, load_conversations  # noqa: E402
-from engine.proposal import GateVerdict, Status  # noqa: E402
-from engine.replay import Schedule, replay  # noqa: E402
+from engine.runtime.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -1,7 +1,7 @@
 """Event boundaries against QMSum's human topic segmentation: Pk, WindowDiff and ΔB.
 
 Every meeting of the directory is replayed into each event engine; a turn's
-segment is the event holding it (`engine.segmentation.turn_labels`), and a
+segment is the event holding it (`engine.eval.segmentation.turn_labels`), and a
 boundary falls wherever that changes. Fixed 50-turn windows and no boundary
 at all are scored beside them (Pk rewards under-segmentation: one segment per
 meeting scores about 0.37 here, so read WindowDiff and ΔB beside it). Prints
@@ -23,11 +23,12 @@ sys.path.insert(0, str(ROOT))
 
 from results import parse_overrides, write_json  # noqa: E402
 
-from engine.embedder import Embedder  # noqa: E402
+from engine.core.segments import boundaries_from_labels, fixed_windows, no_boundaries  # noqa: E402
+from engine.eval.segmentation import evaluate, turn_labels  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.loaders.qmsum import gold_boundaries  # noqa: E402
-from engine.replay import Schedule, replay  # noqa: E402
-from engine.segmentation import boundaries_from_labels, evaluate, fixed_windows, no_boundaries, turn_labels  # noqa: E402
+from engine.runtime.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 DEFAULT_DIR = ROOT.parent / "shared" / "data" / "qmsum" / "test"

@@ -22,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import parse_overrides, write_json  # noqa: E402
-from engine.embedder import Embedder  # noqa: E402
+
+from engine.eval.metrics import chain_recall, recall_at_k, strict_chain_recall  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
-from engine.metrics import chain_recall, recall_at_k, strict_chain_recall  # noqa: E402
-from engine.replay import Schedule, replay  # noqa: E402
+from engine.runtime.replay import Schedule, replay  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 SUITE = ROOT / "datasets" / "causal"

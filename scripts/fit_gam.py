@@ -3,7 +3,7 @@
 1. Detector. For every setting of the grid (TextTiling window w, depth threshold, minimum segment, the overflow
    tail policy), the stream of each train meeting is replayed through GAM's buffer exactly as the engine does it:
    utterances accumulate until the buffer passes T_max tokens (the engine's tokenizer), the detector
-   (`engine.eval.segmentation.texttiling` over the utterances' embeddings, what the offline detector role runs) cuts
+   (`engine.core.tiling.texttiling` over the utterances' embeddings, what the offline detector role runs) cuts
    the buffer, and `GamEngine.plan_trigger` (through the registry) decides which segments become topics and what
    stays; the meeting's end is a session end. The boundaries are scored against the human topic segmentation
    (Pk and WindowDiff, window from the gold segmentation); the setting with the lowest mean (Pk + WindowDiff) / 2
@@ -38,16 +38,17 @@ sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
 
-from engine.llm.embedder import Embedder  # noqa: E402
+from engine.core.segments import boundaries_from_labels, fixed_windows, no_boundaries  # noqa: E402
+from engine.core.text import strip_speaker  # noqa: E402
+from engine.core.tiling import deepest_gaps, depth_scores  # noqa: E402
 from engine.engines import engine_class, settings_class  # noqa: E402
+from engine.eval.segmentation import evaluate, turn_labels  # noqa: E402
 from engine.llm import LLM, make_backend  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.loaders.qmsum import gold_boundaries  # noqa: E402
 from engine.runtime.replay import Schedule, replay  # noqa: E402
-from engine.core.segments import boundaries_from_labels  # noqa: E402                                  fixed_windows, no_boundaries, turn_labels
-from engine.eval.segmentation import deepest_gaps, depth_scores, evaluate  # noqa: E402                                  fixed_windows, no_boundaries, turn_labels
 from engine.session import open_session  # noqa: E402
-from engine.core.text import strip_speaker  # noqa: E402
 
 DEFAULT_DIR = ROOT.parent / "shared" / "data" / "qmsum" / "train"
 GRID = {"tiling_window": [8, 16, 24, 32, 48], "depth_threshold": [round(0.1 * i, 2) for i in range(1, 13)],

@@ -1,9 +1,9 @@
-"""Fit the link model of `engine/links.py` on the causal suite's validation split, and report both splits.
+"""Fit the link model of `engine/retrieval/links.py` on the causal suite's validation split, and report both splits.
 
 Positives: each gold chain's consecutive turns (earlier -> later); negatives: every
 other earlier turn of the same scenario. Logistic regression with a small L2
 penalty, fit by Newton's method in numpy. Prints the weights to paste into
-`engine/links.py` and, per split, how often the true predecessor of a chain
+`engine/retrieval/links.py` and, per split, how often the true predecessor of a chain
 turn ranks first / in the top 3 among all earlier turns.
 
     python scripts/fit_links.py
@@ -18,10 +18,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.embedder import Embedder  # noqa: E402
-from engine.links import BIAS, FEATURES, WEIGHTS, LinkScorer, Utterance  # noqa: E402
+from engine.core.text import strip_speaker  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
-from engine.text import strip_speaker  # noqa: E402
+from engine.retrieval.links import BIAS, FEATURES, WEIGHTS, LinkScorer, Utterance  # noqa: E402
 
 SUITE = ROOT / "datasets" / "causal"
 
@@ -75,7 +75,7 @@ def main() -> int:
     print("  (" + ", ".join(FEATURES) + ")")
     for split in ("validation", "test"):
         X, y, g = (Xv, yv, gv) if split == "validation" else pairs(split, embedder)
-        for label, (ww, bb) in (("fit now", (w, b)), ("in engine/links.py", (WEIGHTS, BIAS))):
+        for label, (ww, bb) in (("fit now", (w, b)), ("in engine/retrieval/links.py", (WEIGHTS, BIAS))):
             r = ranks(X, y, g, ww, bb)
             print(f"{split:10} {label:20} links={len(r)} top1={np.mean(r == 1):.3f} top3={np.mean(r <= 3):.3f} "
                   f"median rank={np.median(r):.1f}")

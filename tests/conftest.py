@@ -37,7 +37,7 @@ if "MEMWB_WORKSPACE" not in os.environ:          # never the user's own workspac
     import tempfile
     os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-test-workspace-")
 
-from engine.conversation import Turn  # noqa: E402
+from engine.core.conversation import Turn  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

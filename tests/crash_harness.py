@@ -14,9 +14,9 @@ import sys
 import time
 
 from engine.cli import main
-from engine.interface import process_classes
-from engine.oplog import OpKind
-from engine.store import Store
+from engine.core.oplog import OpKind
+from engine.engines import process_classes
+from engine.store.log_store import Store
 
 PAUSE = float(os.environ.get("MEMWB_CRASH_PAUSE", "0.3"))
 

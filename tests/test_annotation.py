@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.annotation import (
+from engine.eval.annotation import (
     AnnotationStore,
     Case,
     CaseQuestion,
@@ -17,9 +17,9 @@ from engine.annotation import (
     score_case,
     summarize,
 )
+from engine.eval.metrics import recall_at_k
 from engine.loaders import LoaderError, load_conversation
-from engine.metrics import recall_at_k
-from engine.replay import Schedule, replay
+from engine.runtime.replay import Schedule, replay
 from engine.session import open_session, scratch_engine
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,12 +10,12 @@ import pytest
 from conftest import turn
 from test_llm_openai import FakeServer, Scripted, completion
 
-from engine.answer import Answer, Passage, answer_question, fit, passages_from_turns, passages_from_units
-from engine.embedder import Embedder
+from engine.eval.answer import Answer, Passage, answer_question, fit, passages_from_turns, passages_from_units
+from engine.eval.metrics import attribution_auditability, llm_tokens_by_role, token_f1
 from engine.llm import LLM, BackendReply, LLMBackend, LLMRequest, OpenAIBackend, make_backend
+from engine.llm.embedder import Embedder
 from engine.llm.offline_answer import answer as offline_answer
 from engine.llm.schemas import ANSWER_CHARS, SCHEMAS
-from engine.metrics import attribution_auditability, llm_tokens_by_role, token_f1
 
 KITTEN = Passage(("D1:1",), "Maya: I adopted a kitten named Miso from the shelter.", "2024-01-01T10:01:00")
 SISTER = Passage(("D1:2",), "Maya: My sister Lena lives in Porto. She works as a nurse.", "2024-01-01T10:02:00")
@@ -181,6 +181,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
 def _openai(server: FakeServer, **kw) -> LLM:
     kw.setdefault("max_retries", 0)
     kw.setdefault("timeout", 5.0)
+    kw.setdefault("structured_output", "json_schema")      # the scripted server answers in order: no probe first
     return LLM(OpenAIBackend("fake-model", base_url=server.base_url, api_key="test-key", sleep=lambda _s: None, **kw))
 
 

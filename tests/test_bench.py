@@ -13,7 +13,7 @@ import pytest
 from engine.bench.protocol import plan, ready_after, thresholds
 from engine.bench.runner import BenchConfig, figures, run_benchmark
 from engine.cli import main
-from engine.conversation import Conversation, Question, Turn
+from engine.core.conversation import Conversation, Question, Turn
 from engine.engines import ENGINES, engine_class
 from engine.loaders import load_conversation, load_conversations
 from tests.conftest import ROOT
@@ -23,7 +23,7 @@ TINY = ROOT / "datasets" / "fixtures" / "tiny.jsonl"
 LME = ROOT / "datasets" / "fixtures" / "longmemeval_tiny.json"
 CAUSAL = ROOT / "datasets" / "causal" / "validation.jsonl"
 
-TOP_KEYS = ["format", "command", "dataset", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
+TOP_KEYS = ["format", "command", "dataset", "llm", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
             "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries"]
 
 
@@ -175,7 +175,7 @@ def test_static_protocol_asks_every_question_once_after_everything(tmp_path):
 
 
 def test_answers_are_scored_against_the_gold_answer_and_evidence_with_a_full_history_ceiling(tmp_path):
-    from engine.metrics import attribution_auditability, bleu1, rouge_l, token_f1
+    from engine.eval.metrics import attribution_auditability, bleu1, rouge_l, token_f1
 
     bench("--dataset", "locomo", TINY, "--engines", "naive", "--answer", "offline", "--out", tmp_path)
     result = result_of(tmp_path)

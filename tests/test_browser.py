@@ -7,17 +7,32 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-
 from conftest import ROOT, locomo_or_skip
+
 from engine.core.proposal import GateVerdict, Status
 from engine.store.catalog import list_sessions, read_session
 from engine.store.log_store import Store
 from engine.store.workspace import ENV
-from workbench.review_view import sort_queue
-from workbench.driver import (CHROMIUM, baseline_walkthrough, browser_page, click, demo_turn_after, gam_session,
-                              gam_walkthrough, jump_to_turn, locomo_conversation_file, locomo_graph_walkthrough,
-                              memloom_walkthrough, open_page, running_app, start_long_jump, wait_idle, walkthrough)
+from workbench.driver import (
+    CHROMIUM,
+    baseline_walkthrough,
+    browser_page,
+    click,
+    demo_turn_after,
+    gam_session,
+    gam_walkthrough,
+    jump_to_turn,
+    locomo_conversation_file,
+    locomo_graph_walkthrough,
+    memloom_walkthrough,
+    open_page,
+    running_app,
+    start_long_jump,
+    wait_idle,
+    walkthrough,
+)
 from workbench.model import DEMO_PATH, Workbench
+from workbench.review_view import sort_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
@@ -376,6 +391,7 @@ def test_a_long_jump_shows_progress_and_cancel_keeps_the_turns_done(tmp_path):
     stops it between committed steps, the stored log holds exactly the turns the header shows, and it stays
     so (the jump does not resume)."""
     from conftest import locomo_or_skip
+
     from engine.loaders import load_conversation
 
     locomo_or_skip()

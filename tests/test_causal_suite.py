@@ -11,14 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from engine.annotation import AnnotationStore, score_case
-from engine.lexical import BM25
+from engine.eval.annotation import AnnotationStore, score_case
+from engine.eval.causal_suite.baselines import retrieval_report
+from engine.eval.causal_suite.rules import check_global, check_question, check_suite
+from engine.eval.causal_suite.suite import Suite, counts, jsonl_category, kind_of, load_suite, shared_stems, tokens
+from engine.retrieval.lexical import BM25
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "datasets" / "causal"
 
 
-def _checker():
+def _command_line():
+    """The script (its `main`): the library is imported directly above."""
     spec = importlib.util.spec_from_file_location("check_causal_suite", ROOT / "scripts" / "check_causal_suite.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module          # dataclasses look their module up while the class is built
@@ -26,27 +30,27 @@ def _checker():
     return module
 
 
-check = _checker()
+check = _command_line()
 
 
 @pytest.fixture(scope="module")
 def suite():
-    return check.load_suite(SUITE)
+    return load_suite(SUITE)
 
 
 def _chain_questions(suite):
     return [(sc, q) for sc in suite.scenarios for q in sc.case.questions
-            if check.kind_of(q, check._jsonl_category(sc, q)) == "chain"]
+            if kind_of(q, jsonl_category(sc, q)) == "chain"]
 
 
 # -- the shipped suite ----------------------------------------------------------------------------
 def test_every_rule_holds(suite):
     assert suite.problems == []
-    assert check.check_suite(suite) == []
+    assert check_suite(suite) == []
 
 
 def test_counts_meet_the_brief(suite):
-    c = check.counts(suite)
+    c = counts(suite)
     assert c["all"]["scenarios"] >= 14 and c["all"]["questions"] >= 46
     assert 5 <= c["validation"]["scenarios"] <= 6
     assert c["all"]["kinds"]["chain"] / c["all"]["questions"] >= 0.6
@@ -72,7 +76,7 @@ def test_bm25_never_reaches_a_root_cause(suite):
             scores = index.scores(query)
             return [turns[i].id for i in sorted(scores, key=lambda i: (-scores[i], i))]
 
-        chains = {q.sample_id for q in sc.case.questions if check.kind_of(q, check._jsonl_category(sc, q)) == "chain"}
+        chains = {q.sample_id for q in sc.case.questions if kind_of(q, jsonl_category(sc, q)) == "chain"}
         for score in score_case(sc.case, {"bm25": retrieve}, k=10):
             if score.sample_id in chains:
                 assert score.scr == 0.0, score.sample_id
@@ -90,18 +94,18 @@ def test_cases_import_through_the_annotation_store(tmp_path, suite):
 
 # -- the checker catches violations ----------------------------------------------------------------
 def test_stem_aware_overlap():
-    assert check.shared_stems("She missed the deadline", "Why did she miss deadlines?") == {"miss", "deadline"}
-    assert check.shared_stems("Tomas rebuilt the lines", "Why was Tomas's defence moved?")      # possessive
-    assert check.shared_stems("She is defending in May", "When is the defence?")                # same first 5 letters
-    assert check.shared_stems("The compressor died", "Why was the thesis late?") == set()
+    assert shared_stems("She missed the deadline", "Why did she miss deadlines?") == {"miss", "deadline"}
+    assert shared_stems("Tomas rebuilt the lines", "Why was Tomas's defence moved?")      # possessive
+    assert shared_stems("She is defending in May", "When is the defence?")                # same first 5 letters
+    assert shared_stems("The compressor died", "Why was the thesis late?") == set()
 
 
 def test_root_cause_sharing_a_word_with_the_question_is_flagged(suite):
     sc, q = _chain_questions(suite)[0]
     root = sc.turn(q.gold_causal_structure.supporting_evidence_keys[0])
-    word = next(w for w in root.text.split() if check.tokens(w))
+    word = next(w for w in root.text.split() if tokens(w))
     leaky = replace(q, query_text=f"{q.query_text} ({word})")
-    assert any("shares content words" in p for p in check.check_question(sc, leaky, 1))
+    assert any("shares content words" in p for p in check_question(sc, leaky, 1))
 
 
 def test_root_cause_in_the_effect_session_is_flagged(suite):
@@ -109,12 +113,12 @@ def test_root_cause_in_the_effect_session_is_flagged(suite):
     keys = q.gold_causal_structure.supporting_evidence_keys
     effect = sc.turn(keys[-1])
     near = next(t for t in sc.conversation.turns if t.session == effect.session and t.index < effect.index
-                and not check.shared_stems(t.text, q.query_text))
+                and not shared_stems(t.text, q.query_text))
     case = copy.deepcopy(sc.case)
     pointer = case.include(near)                                # the suite's cases cite only evidence/distractors
     chain = replace(q.gold_causal_structure, supporting_evidence_keys=[pointer, keys[-1]])
     short = replace(q, gold_evidence_keys=[pointer, keys[-1]], gold_causal_structure=chain)
-    problems = check.check_question(replace(sc, case=case), short, 1)
+    problems = check_question(replace(sc, case=case), short, 1)
     assert any("not a whole session apart" in p for p in problems)
     assert any("unrelated talk" in p for p in problems)
 
@@ -122,16 +126,16 @@ def test_root_cause_in_the_effect_session_is_flagged(suite):
 def test_missing_distractor_and_bad_chain_length_are_flagged(suite):
     sc, q = _chain_questions(suite)[0]
     odd = replace(q, query_text="Which xylophone quartet zebra?", metadata={**q.metadata, "distractor_keys": []})
-    assert any("no lexical distractor" in p for p in check.check_question(sc, odd, 1))
+    assert any("no lexical distractor" in p for p in check_question(sc, odd, 1))
     keys = q.gold_causal_structure.supporting_evidence_keys
     one = replace(q.gold_causal_structure, supporting_evidence_keys=keys[-1:])
-    assert any("chain of 1 turns" in p for p in check.check_question(sc, replace(q, gold_causal_structure=one), 1))
+    assert any("chain of 1 turns" in p for p in check_question(sc, replace(q, gold_causal_structure=one), 1))
 
 
 def test_scenario_in_both_splits_is_flagged(suite):
     twin = replace(suite.split("validation")[0], split="test")
-    doubled = check.Suite(scenarios=[*suite.scenarios, twin])
-    assert any("both splits" in p for p in check.check_global(doubled))
+    doubled = Suite(scenarios=[*suite.scenarios, twin])
+    assert any("both splits" in p for p in check_global(doubled))
 
 
 def test_broken_cases_file_and_shape_problems_are_reported(tmp_path):
@@ -145,12 +149,12 @@ def test_broken_cases_file_and_shape_problems_are_reported(tmp_path):
     first = json.loads(lines[0])
     first["time"] = "2030-01-01T00:00:00"                 # the first turn now sorts last
     (copy / "test.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
-    problems = check.check_suite(check.load_suite(copy))
+    problems = check_suite(load_suite(copy))
     assert any("import failed" in p and "t999" in p for p in problems)
     assert any("turn numbers do not increase" in p for p in problems)
 
 
 def test_retrieval_report_without_dense(suite):
-    report = check.retrieval_report(suite, k=5, dense=False)["bm25"]
+    report = retrieval_report(suite, k=5, dense=False)["bm25"]
     assert report["chain_questions"] >= 28 and report["root"] == 0.0 and report["chain"] == 0.0
     assert report["effect"] > 0.9                        # the focal turn is the one the question is about

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from engine.loaders import load_conversation
-from engine.replay import Schedule
+from engine.runtime.replay import Schedule
 from engine.session import open_session
 from tests.conftest import BACKENDS
 from tests.writers import SCHEDULE, assert_whole, demo_prefix, export, finish, memwb, replay_args, turns_in

@@ -11,12 +11,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from engine.embedder import Embedder, _load_model
-from engine.embedding_cache import SharedEmbeddingCache
+from engine.llm.embedder import Embedder, _load_model
 from engine.loaders import load_conversation
-from engine.replay import Schedule, replay
+from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from engine.workspace import embedding_cache_path
+from engine.store.embedding_cache import SharedEmbeddingCache
+from engine.store.workspace import embedding_cache_path
 from tests.conftest import ROOT, locomo_or_skip
 
 
@@ -78,7 +78,7 @@ def test_the_default_cache_is_the_workspace_file_and_siblings_share_it(workspace
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from engine.embedding_cache import SharedEmbeddingCache
+    from engine.store.embedding_cache import SharedEmbeddingCache
     cache = SharedEmbeddingCache(sys.argv[1])
     start = int(sys.argv[2])
     for batch in range(40):

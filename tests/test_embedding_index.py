@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.embedder import Embedder
-from engine.index import VisibleIndex
-from engine.store import Store
+from engine.llm.embedder import Embedder
+from engine.retrieval.index import VisibleIndex
+from engine.store.log_store import Store
 
 
 def test_embedder_is_real_normalised_and_cached(tmp_path):

@@ -12,15 +12,17 @@ from dataclasses import replace as changed
 
 import pytest
 
-from engine.conversation import Conversation
+from engine.core.conversation import Conversation
+from engine.core.oplog import OpKind
+from engine.core.ops import fold
+from engine.core.state import MemoryState
 from engine.engines import engine_class, engine_schema, known_engines
-from engine.interface import BaseEngine, MemoryEngine, UndoError
 from engine.loaders import load_conversation
-from engine.oplog import OpKind
-from engine.replay import ReplayMismatch, Schedule, check_replayable, replay
+from engine.runtime.engine import BaseEngine
+from engine.runtime.errors import UndoError
+from engine.runtime.replay import ReplayMismatch, Schedule, check_replayable, replay
 from engine.session import open_session
-from engine.state import MemoryState
-from engine.store import rows_of
+from engine.store.tables import rows_of
 from tests.conftest import BACKENDS, ROOT, fresh_databases
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -67,7 +69,7 @@ def test_registry_gives_engines_that_implement_the_interface():
 
 def test_replay_fills_memory_as_the_schema_says(replayed, demo):
     eng, schema = replayed, replayed.schema
-    assert isinstance(eng, MemoryEngine)
+    assert isinstance(eng, BaseEngine)
     st = eng.state
     assert st.turn == TURNS and st.turn_ids == [t.id for t in demo.turns]
     assert set(st.turn_units) == {t.id for t in demo.turns}
@@ -92,7 +94,7 @@ def test_at_turn_equals_a_fresh_fold(replayed):
     eng = replayed
     for t in (1, 9, 17, 30, TURNS):
         view = eng.at(upto_turn=t)
-        fresh = MemoryState.fold(eng.store.ops(), schema=eng.schema, upto_turn=t)
+        fresh = fold(eng.store.ops(), schema=eng.schema, upto_turn=t)
         assert comparable(view.state) == comparable(fresh)
         assert comparable(eng.store.load_state(upto_turn=t, checkpoints=False)) == comparable(fresh)
         assert view.state.turn == t and sorted(view.index.ids) == view.state.visible_ids

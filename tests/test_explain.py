@@ -8,9 +8,9 @@ import pytest
 
 from engine.engines import known_engines
 from engine.engines.allmem.schema import EdgeType
-from engine.explain import Drop, explain_sources
 from engine.loaders import load_conversation
-from engine.relevance import Relevance
+from engine.retrieval.explain import Drop, explain_sources
+from engine.retrieval.relevance import Relevance
 from engine.session import open_session, scratch_engine
 from tests.conftest import turn
 from tests.test_retrieval import add_edges, small_bank

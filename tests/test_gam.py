@@ -8,19 +8,19 @@ import math
 
 import pytest
 
-from engine.engines.gam.buffering import plan_trigger, validate
-from engine.engines.gam.schema import CONSOLIDATION, EPISODIC_BUFFER, LINKING, Kind, Life, Op, ReasonCode, Rel
-from engine.engines.gam.settings import GamSettings
-from engine.engines.gam.tokens import counter
-from engine.loaders import load_conversation
 from engine.core.oplog import OpKind
 from engine.core.proposal import GateVerdict, Status
 from engine.core.schema import SettingError
-from engine.eval.segmentation import depth_scores, texttiling
+from engine.core.tiling import depth_scores, texttiling
+from engine.engines.gam.buffering import plan_trigger, validate
+from engine.engines.gam.schema import EPISODIC_BUFFER, LINKING, Kind, Life, Op, ReasonCode, Rel
+from engine.engines.gam.settings import GamSettings
+from engine.engines.gam.tokens import counter
+from engine.loaders import load_conversation
 from engine.session import open_session
 from engine.store.log_store import Store
 from tests.conftest import BACKENDS, ROOT, turn
-from tests.test_operators import ScriptedBackend as Scripted     # answers the named roles with fixed text
+from tests.test_operators import ScriptedBackend as Scripted  # answers the named roles with fixed text
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 

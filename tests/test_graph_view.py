@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import re
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.node import Node as Unit
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.ops import apply
+from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.node import Node as Unit
-from engine.oplog import OpKind, OpRecord
-from engine.state import MemoryState
 from workbench.graph_view import (
     GROUP_ABOVE,
     SUMMARY_PER_GROUP,
@@ -49,15 +50,15 @@ def _add(state: MemoryState, *items) -> MemoryState:
     """Apply nodes and edges through the same op handlers the engine's log uses."""
     for item in items:
         if isinstance(item, Unit):
-            state.apply(OpRecord(OpKind.NODE_CREATED, {"node": item.payload()}))
+            apply(state, OpRecord(OpKind.NODE_CREATED, {"node": item.payload()}))
         else:
-            state.apply(OpRecord(OpKind.EDGE_ADDED, {"edge": item.to_dict()}))
+            apply(state, OpRecord(OpKind.EDGE_ADDED, {"edge": item.to_dict()}))
     return state
 
 
 def _set_status(state: MemoryState, uid: int, status: str, cause: dict | None = None) -> None:
     was = state.nodes[uid].status
-    state.apply(OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": status, "was": was, "cause": cause or {}}))
+    apply(state, OpRecord(OpKind.STATUS_CHANGED, {"node": uid, "status": status, "was": was, "cause": cause or {}}))
 
 
 def _archive(state: MemoryState, uid: int) -> None:
@@ -319,9 +320,9 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
     _add(new, _unit(7, "Maya: Lena, a nurse in Porto", "2", kind="merged"), Edge(7, 4, "version"))
     _archive(new, 4)
     _set_status(new, 3, "visible", cause={"undo_of": 1})          # back on the surface (an undo)
-    new.apply(OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
+    apply(new, OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
     _add(new, Edge(6, 7, "semantic", confidence=0.9))
-    new.apply(OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
+    apply(new, OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
     d = diff_states(old, new)
     assert d["added_units"] == [7]
     assert d["archived_units"] == [4]

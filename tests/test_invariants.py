@@ -5,12 +5,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.proposal import Status
 from engine.engines.allmem.executor import Executor
-from engine.diagnostics import version_orphans
 from engine.engines.allmem.schema import EdgeType
-from engine.proposal import Status
+from engine.eval.diagnostics import version_orphans
 from engine.session import open_session
-from engine.store import rows_of
+from engine.store.tables import rows_of
 from tests.conftest import turn
 
 POOL = [

@@ -23,6 +23,7 @@ from engine.llm import (
     BACKENDS,
     LLM,
     LLMCall,
+    NotRecorded,
     OpenAIBackend,
     RecordedBackend,
     dump_calls_jsonl,
@@ -134,9 +135,12 @@ def server() -> Iterator[FakeServer]:
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MEMWB_OPENAI_BASE_URL", "OPENAI_BASE_URL", "MEMWB_OPENAI_API_KEY", "OPENAI_API_KEY",
-                 "MEMWB_OPENAI_MODEL", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES"):
+                 "MEMWB_OPENAI_MODEL", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES", "MEMWB_OPENAI_MAX_TOKENS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    # The scripted servers here answer requests in order, so no negotiation probe may come first: the
+    # tests of negotiation itself (below) lift this.
+    monkeypatch.setenv("MEMWB_OPENAI_STRUCTURED", "json_schema")
 
 
 def backend(base_url: str, sleeps: list[float] | None = None, **kw: Any) -> OpenAIBackend:
@@ -275,17 +279,22 @@ def test_recorded_calls_replay_without_server(tmp_path: Path) -> None:
                 before.prompt_tokens, before.completion_tokens)
         assert [a.model for a in again[:2]] == [b.model for b in originals[:2]] == ["fake-model-1"] * 2
 
-    missing = LLM(RecordedBackend(records)).call("descriptor", {"text": "never asked"})
+    with pytest.raises(NotRecorded, match=r"no recorded call for role 'descriptor'; prompt: .*never asked"):
+        LLM(RecordedBackend(records)).call("descriptor", {"text": "never asked"})
+    missing = LLM(RecordedBackend(records, strict=False)).call("descriptor", {"text": "never asked"})
     assert missing.error_code == "NOT_RECORDED"
-    assert "descriptor" in missing.error
+    assert "descriptor" in missing.error and "never asked" in missing.error
 
 
-def test_last_recorded_call_wins() -> None:
-    first = LLM(RecordedBackend([])).call("descriptor", PAYLOAD)
+def test_repeated_calls_replay_in_their_order_and_one_more_is_loud() -> None:
+    first = LLM(RecordedBackend([], strict=False)).call("descriptor", PAYLOAD)
     older = LLMCall(**{**first.to_dict(), "response": json.dumps({"summary": "old", "keywords": []}),
                        "error_code": None, "error": None})
     newer = LLMCall(**{**older.to_dict(), "response": json.dumps(GOOD)})
-    assert LLM(RecordedBackend([older, newer])).call("descriptor", PAYLOAD).data == GOOD
+    replay = LLM(RecordedBackend([older, newer]))
+    assert [replay.call("descriptor", PAYLOAD).data["summary"] for _ in range(2)] == ["old", GOOD["summary"]]
+    with pytest.raises(NotRecorded, match=r"recorded 2 times and is asked once more"):
+        replay.call("descriptor", PAYLOAD)
 
 
 def test_settings_come_from_environment(monkeypatch: pytest.MonkeyPatch, server: FakeServer) -> None:
@@ -362,9 +371,9 @@ def test_memloom_steward_on_the_openai_backend(monkeypatch: pytest.MonkeyPatch, 
                                                tmp_path: Path) -> None:
     """Router and relation synthesis go through the LLM role with its JSON schema; every call is recorded;
     the steward's contract rejects a type outside the closed set with its reason code."""
+    from engine.core.oplog import OpKind
     from engine.loaders import load_conversation
-    from engine.oplog import OpKind
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
@@ -414,8 +423,8 @@ def _split(*texts: str) -> dict:
 def test_output_caps_give_their_own_reason_codes(server: FakeServer) -> None:
     """Summary length, keyword count and length, Split segment count and length, and repeated segments are
     refused after the schema passes, each with a reason code that proposals keep."""
+    from engine.core.proposal import call_reason_code
     from engine.llm.schemas import KEYWORD_CHARS, KEYWORDS, SEGMENT_CHARS, SEGMENTS, SUMMARY_CHARS
-    from engine.proposal import call_reason_code
 
     cases = [
         ("descriptor", {**GOOD, "summary": "s" * SUMMARY_CHARS}, None, None),
@@ -492,7 +501,7 @@ def _demo_turns(path: Path, n: int) -> Path:
 def test_duplicate_split_segments_fail_the_proposal_and_change_nothing(monkeypatch: pytest.MonkeyPatch,
                                                                        server: FakeServer, tmp_path: Path) -> None:
     from engine.loaders import load_conversation
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     monkeypatch.setenv("MEMWB_OPENAI_BASE_URL", server.base_url)
@@ -519,9 +528,9 @@ def test_credentials_in_the_base_url_never_reach_the_store(monkeypatch: pytest.M
                                                            tmp_path: Path) -> None:
     """A base URL with user:password reaches the server, but call records, errors and proposals keep only
     ``http://***@host``; the database file holds neither the user nor the password."""
+    from engine.core.oplog import OpKind
     from engine.loaders import load_conversation
-    from engine.oplog import OpKind
-    from engine.replay import Schedule, replay
+    from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
     secret_url = _with_credentials(server.base_url)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine.conversation import Conversation
+from engine.core.conversation import Conversation
 from engine.loaders import LoaderError, load_conversation, load_conversations
 from engine.loaders.locomo import normalise_evidence, parse_locomo_time
 from engine.loaders.longmemeval import parse_longmemeval_time

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.oplog import OpKind
+from engine.core.oplog import OpKind
+from engine.core.ops import fold
 from engine.session import open_session
-from engine.state import MemoryState
 from tests.conftest import BACKENDS
 from tests.test_operators import SISTER_A, SISTER_B, UPDATE_NEW, UPDATE_OLD, ingest
 
@@ -65,7 +65,7 @@ def test_branch_keeps_history_up_to_a_point(make_engine, make_db, target):
     state = other.load_state()
     assert not state.runs and all(u.visible for u in state.units.values())
     assert other.get_meta("branched_from")["seq"] == seq
-    assert MemoryState.fold(eng.store.ops(), upto_seq=seq).units.keys() == state.units.keys()
+    assert fold(eng.store.ops(), upto_seq=seq).units.keys() == state.units.keys()
 
 
 def test_recorded_backend_replays_a_session_without_a_model(make_engine, make_db):
@@ -81,7 +81,7 @@ def test_recorded_backend_replays_a_session_without_a_model(make_engine, make_db
 
 @pytest.mark.parametrize("target", BACKENDS, ids=[f"into-{b}" for b in BACKENDS])
 def test_branch_carries_annotation_cases(make_engine, make_db, target):
-    from engine.annotation import AnnotationStore
+    from engine.eval.annotation import AnnotationStore
     from engine.loaders import load_conversation
     from tests.conftest import ROOT
 
@@ -104,13 +104,13 @@ def test_reopening_with_the_same_partial_settings_resumes(db_url):
 
 
 def test_every_op_kind_is_declared_once_and_unknown_kinds_stop_the_fold(make_engine):
-    from engine import ops
-    from engine.oplog import OpRecord
+    from engine.core import ops
+    from engine.core.oplog import OpRecord
 
     declared = {v for k, v in vars(OpKind).items() if k.isupper()}
     assert declared == set(ops.SPECS)
     with pytest.raises(ops.UnknownOpKind, match="op kind 'unit_teleported'"):
-        MemoryState.fold([OpRecord(kind="unit_teleported", payload={}, turn=1, seq=1)])
+        fold([OpRecord(kind="unit_teleported", payload={}, turn=1, seq=1)])
     eng = make_engine()
     ingest(eng, UPDATE_OLD)
     assert {op.v for op in eng.store.ops()} == {1}           # every stored record names its payload version
@@ -120,22 +120,22 @@ def test_older_payload_versions_are_upcast_on_read(monkeypatch):
     """A kind whose payload changed shape reads old records through its upcast chain."""
     from dataclasses import replace
 
-    from engine import ops
-    from engine.oplog import OpRecord
+    from engine.core import ops
+    from engine.core.oplog import OpRecord
 
     old = ops.SPECS[OpKind.NOTE]
     seen = []
     monkeypatch.setitem(ops.SPECS, OpKind.NOTE, replace(
         old, version=3, apply=lambda s, op: seen.append(op.payload),
         upcast={1: lambda p: {"text": p["msg"]}, 2: lambda p: {**p, "lang": "en"}}))
-    MemoryState.fold([OpRecord(kind=OpKind.NOTE, payload={"msg": "hi"}, seq=1, v=1),
+    fold([OpRecord(kind=OpKind.NOTE, payload={"msg": "hi"}, seq=1, v=1),
                       OpRecord(kind=OpKind.NOTE, payload={"text": "yo", "lang": "fr"}, seq=2, v=3)])
     assert seen == [{"text": "hi", "lang": "en"}, {"text": "yo", "lang": "fr"}]
 
 
 def test_illegal_lifecycle_transition_is_refused(make_engine):
-    from engine.ops import IllegalTransition
-    from engine.tx import Tx
+    from engine.core.ops import IllegalTransition
+    from engine.core.tx import Tx
 
     eng = make_engine()
     uid = ingest(eng, UPDATE_OLD)["D1:1"]
@@ -149,7 +149,8 @@ def test_illegal_lifecycle_transition_is_refused(make_engine):
 def test_old_databases_are_refused_with_a_clear_message(db_url):
     from sqlalchemy import create_engine
 
-    from engine.store import Store, StoreError, database_url
+    from engine.store.database import database_url
+    from engine.store.log_store import Store, StoreError
 
     old = create_engine(database_url(db_url))
     with old.begin() as con:
@@ -161,13 +162,13 @@ def test_old_databases_are_refused_with_a_clear_message(db_url):
 
 
 def test_any_text_round_trips_through_the_store_and_vectors_bit_for_bit(db_url):
-    """NUL (PostgreSQL text cannot hold it: engine/postgres.py escapes it), the escape character itself,
+    """NUL (PostgreSQL text cannot hold it: engine/store/postgres.py escapes it), the escape character itself,
     control characters, RTL and emoji come back identical from the log, the materialized tables and the
     annotation tables; cached vectors come back bit for bit."""
     import numpy as np
 
-    from engine.annotation import AnnotationStore, Case
-    from engine.store import rows_of
+    from engine.eval.annotation import AnnotationStore, Case
+    from engine.store.tables import rows_of
     from tests.conftest import turn
 
     odd = "nul\x00 here, \u2400 and \u24000 and \\0, \x01\x1f\x7f, \u202eRTL\u202c, \U0001f469\u200d\U0001f467"
@@ -210,7 +211,7 @@ def test_messages_name_the_database_without_its_password(db_url, make_db, backen
 
 
 def test_a_server_that_refuses_is_named_without_its_password():
-    from engine.store import Store, StoreError
+    from engine.store.log_store import Store, StoreError
 
     for url in ("postgresql://team:s3cret-pw@127.0.0.1:1/memory",
                 "postgres://127.0.0.1:1/memory?user=team&password=s3cret-pw"):

@@ -9,13 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.oplog import OpKind
+from engine.core.ops import apply
+from engine.core.state import MemoryState
 from engine.engines import engine_schema
 from engine.engines.memloom.retrieval import Relevance, query_intent
 from engine.loaders import load_conversation
-from engine.oplog import OpKind
-from engine.replay import Schedule, replay
+from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from engine.state import MemoryState
 from tests.conftest import ROOT, turn
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -56,7 +57,7 @@ def check_log(eng) -> None:
             if op.kind == OpKind.EDGE_ADDED and p["edge"]["type"] == "evidence" and p["edge"]["src"] in state.nodes:
                 assert state.nodes[p["edge"]["src"]].status not in ("closed", "archived"), \
                     f"evidence pointer from a closed/archived event at seq {op.seq}"
-        state.apply(op)
+        apply(state, op)
 
 
 @pytest.mark.slow
@@ -167,8 +168,8 @@ def test_reader_during_steward_runs_sees_one_whole_snapshot(tmp_path):
 
 def test_turn_labels_name_the_live_event_of_every_turn(tmp_path):
     """The boundary projection: each turn maps to an event holding it that no timeline repair has retired."""
-    from engine.conversation import Conversation
-    from engine.segmentation import turn_labels
+    from engine.core.conversation import Conversation
+    from engine.eval.segmentation import turn_labels
     from tests.conftest import SHARED_DATA
 
     meeting = SHARED_DATA / "qmsum" / "test" / "Bed003.json"

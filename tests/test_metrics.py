@@ -10,8 +10,17 @@ import math
 
 import pytest
 
-from engine.llm.base import LLMCall
-from engine.metrics import (
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.segments import (
+    boundaries_from_labels,
+    boundaries_from_ranges,
+    check_boundaries,
+    fixed_windows,
+    labels_from_boundaries,
+    no_boundaries,
+    segments_from_boundaries,
+)
+from engine.eval.metrics import (
     attribution_auditability,
     bleu1,
     chain_recall,
@@ -27,22 +36,8 @@ from engine.metrics import (
     strict_chain_recall,
     token_f1,
 )
-from engine.oplog import OpKind, OpRecord
-from engine.segmentation import (
-    boundaries_from_labels,
-    boundaries_from_ranges,
-    check_boundaries,
-    delta_b,
-    delta_b_rate,
-    evaluate,
-    fixed_windows,
-    labels_from_boundaries,
-    no_boundaries,
-    pk,
-    segments_from_boundaries,
-    window_diff,
-    window_size,
-)
+from engine.eval.segmentation import delta_b, delta_b_rate, evaluate, pk, window_diff, window_size
+from engine.llm.base import LLMCall
 
 RANKED = ["a", "b", "c", "d", "e"]
 
@@ -509,8 +504,8 @@ def test_llm_tokens_by_role_reads_a_stores_log(make_engine):
 
 
 def _state(turn: int, visible: list[bool]):
-    from engine.node import Node
-    from engine.state import MemoryState
+    from engine.core.node import Node
+    from engine.core.state import MemoryState
 
     nodes = {i: Node(id=i, raw=f"u{i}", summary="", keywords=[], time="", kind="unit", source_ids=[f"D1:{i}"],
                      visible=v) for i, v in enumerate(visible, start=1)}
@@ -518,7 +513,7 @@ def _state(turn: int, visible: list[bool]):
 
 
 def test_surface_ratio_is_visible_units_per_turn():
-    from engine.diagnostics import structure, surface_ratio
+    from engine.eval.diagnostics import structure, surface_ratio
 
     # 4 turns, 5 units of which 3 on the surface (two merged away): 3/4
     state = _state(4, [True, False, True, False, True])

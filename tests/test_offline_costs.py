@@ -13,15 +13,14 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from engine.embedder import Embedder
+from engine.core.segments import boundaries_from_labels, boundaries_from_ranges
 from engine.engines.memloom.steward import topic_neighbours
-from engine.index import SEARCH_SLACK, VisibleIndex, top_k
-from engine.links import LINK_POOL, LinkScorer, Utterance, strongest_links
-from engine.llm import LLM, make_backend
-from engine.llm import offline
+from engine.llm import LLM, make_backend, offline
+from engine.llm.embedder import Embedder
 from engine.llm.offline_events import rewrite
 from engine.loaders import load_conversation
-from engine.segmentation import boundaries_from_labels, boundaries_from_ranges
+from engine.retrieval.index import SEARCH_SLACK, VisibleIndex, top_k
+from engine.retrieval.links import LINK_POOL, LinkScorer, Utterance, strongest_links
 from workbench.model import DEMO_PATH
 
 
@@ -115,8 +114,8 @@ def _overlaps_exhaustive(merges):
 def test_merge_overlaps_of_a_large_run_resolve_as_the_pairwise_scan_does():
     """Thousands of overlapping Merge proposals (a 10,000-unit buffer stand-in): the units index finds each
     clash directly and names the same, earliest kept merge as scanning every kept one did."""
+    from engine.core.proposal import Proposal, Status
     from engine.engines.allmem.atc import _resolve_merge_overlaps
-    from engine.proposal import Proposal, Status
 
     rng = random.Random(7)
     merges = [Proposal(id=i, run_id="run-0001", op="merge", targets=sorted(rng.sample(range(10_000), 2)),

@@ -1,8 +1,8 @@
 """The offline backend: deterministic, schema-valid, honest confidences."""
 from __future__ import annotations
 
-from engine.embedder import Embedder
 from engine.llm import LLM, make_backend
+from engine.llm.embedder import Embedder
 
 
 def client():

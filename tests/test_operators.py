@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.diagnostics import version_orphans
-from engine.interface import RunError
-from engine.llm.base import BackendReply, LLMBackend
+from engine.core.proposal import GateVerdict, Status
 from engine.engines.allmem.schema import EdgeType, Op, ReasonCode
-from engine.proposal import GateVerdict, Status
+from engine.eval.diagnostics import version_orphans
+from engine.llm.base import BackendReply, LLMBackend
+from engine.runtime.errors import RunError
 from tests.conftest import turn
 
 UPDATE_OLD = turn(1, "Maya", "I've run 3 half marathons so far, all of them along the river course.", "1", 1)

@@ -5,11 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
+from apptest import ENGINES, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from apptest import ENGINES, shown_text, start_app
-from engine.annotation import AnnotationStore
 from engine.engines import engine_schema
+from engine.eval.annotation import AnnotationStore
 from workbench.model import Workbench
 from workbench.text import MISSING
 

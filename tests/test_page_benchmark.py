@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from apptest import shown_text, start_app
-from engine.workspace import ENV
+from engine.store.workspace import ENV
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
 from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace

@@ -5,14 +5,14 @@ import json
 from pathlib import Path
 
 import pytest
+from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
 from streamlit.testing.v1 import AppTest
 
-from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
+from engine.core.node import Node as Unit
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.node import Node as Unit
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import GateVerdict, Proposal, Status
-from engine.state import MemoryState
 from workbench import review_view as rv
 from workbench.model import Workbench
 

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
+from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from apptest import shown_text, start_app
-from engine.annotation import AnnotationStore
+from engine.eval.annotation import AnnotationStore
 from workbench.driver import demo_turn_after
 from workbench.model import Workbench
 from workbench.text import MISSING, md_code, md_escape

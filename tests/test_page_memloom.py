@@ -8,11 +8,11 @@ import json
 import re
 
 import pytest
-
 from apptest import start_app
+
+from engine.core.oplog import OpKind
+from engine.core.proposal import GateVerdict, Status
 from engine.engines import engine_schema
-from engine.oplog import OpKind
-from engine.proposal import GateVerdict, Status
 from workbench import retrieval_view as rv
 from workbench import review_view as reviews
 from workbench.lifecycle_view import cause_text

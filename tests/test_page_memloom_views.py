@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.ops import apply
+from engine.core.proposal import Proposal
+from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import Proposal
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit
-from engine.state import MemoryState
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 from workbench import lifecycle_view as lv
 from workbench import retrieval_view as rv
 from workbench import review_view as reviews
@@ -62,7 +63,7 @@ def _state() -> MemoryState:
     state = MemoryState(schema=SCHEMA)
     for op in _log():
         if op.kind != OpKind.NODE_RETRACTED:
-            state.apply(op)
+            apply(state, op)
     return state
 
 
@@ -191,10 +192,10 @@ def _path_state() -> MemoryState:
     for n in (_node(3, "turn", "grounded", raw="Ana: the landlord sold the building"),
               _node(7, "event", "closed", members=[3]), _node(12, "event", "active", members=[13]),
               _node(13, "turn", "grounded", raw="Ana: I missed two deadlines")):
-        state.apply(OpRecord(OpKind.NODE_CREATED, {"node": n.payload()}))
+        apply(state, OpRecord(OpKind.NODE_CREATED, {"node": n.payload()}))
     for e in (Edge(7, 12, "CAUSAL_FOLLOW", "run-0001", 0.8, 5, evidence=[3, 13]), Edge(7, 3, "evidence"),
               Edge(12, 13, "evidence")):
-        state.apply(OpRecord(OpKind.EDGE_ADDED, {"edge": e.to_dict()}))
+        apply(state, OpRecord(OpKind.EDGE_ADDED, {"edge": e.to_dict()}))
     return state
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
 from engine.engines import engine_schema
-from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 from workbench.settings_form import settings_key
@@ -220,8 +220,8 @@ def test_missing_path_is_reported(at, tmp_path):
 
 # -- the helpers behind the page ---------------------------------------------------------------------------
 def test_transcript_escapes_text_and_marks_the_cursor():
-    from engine.conversation import Turn
-    from engine.state import MemoryState
+    from engine.core.conversation import Turn
+    from engine.core.state import MemoryState
     from workbench.replay_view import transcript_html
 
     turns = [Turn(f"D1:{i}", "<b>Ana</b>", f"<script>alert({i})</script>", f"2024-01-01T10:0{i}:00", "1", i)
@@ -293,8 +293,8 @@ def test_jump_clock_times_each_phase():
 
 
 def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_below_it():
-    from engine.conversation import Turn
-    from engine.state import MemoryState
+    from engine.core.conversation import Turn
+    from engine.core.state import MemoryState
     from workbench.replay_view import transcript_html
 
     turns = [Turn(f"D1:{i}", "Ana", "long " * 400, f"2024-01-01T10:0{i}:00", "1", i) for i in range(1, 9)]

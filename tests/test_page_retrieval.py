@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from apptest import ENGINES, open_app_page, shown_text
 from streamlit.testing.v1 import AppTest
 
-from apptest import ENGINES, open_app_page, shown_text
+from engine.core.node import Node as Unit
+from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.explain import explain_sources
-from engine.node import Node as Unit
-from engine.retrieval import Hop, RetrievedUnit
-from engine.state import MemoryState
+from engine.retrieval.explain import explain_sources
+from engine.retrieval.result import Hop, RetrievedUnit
 from tests.test_retrieval import small_bank
 from workbench import retrieval_view as rv
 from workbench.model import Workbench

@@ -4,10 +4,10 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from apptest import APP, shown_text
 from streamlit.testing.v1 import AppTest
 
-from apptest import APP, shown_text
-from engine.workspace import ENV, sessions_dir
+from engine.store.workspace import ENV, sessions_dir
 from workbench.model import DEMO_PATH, Workbench
 
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from engine.core.segments import fixed_windows, no_boundaries
+from engine.eval.segmentation import delta_b, pk, window_diff
 from engine.loaders import LoaderError, load_conversation, load_conversations
 from engine.loaders.qmsum import gold_boundaries, load_qmsum, synthetic_time, topic_segments
-from engine.segmentation import delta_b, fixed_windows, no_boundaries, pk, window_diff
 
 ROOT = Path(__file__).resolve().parents[1]
 QMSUM = ROOT.parent / "shared" / "data" / "qmsum" / "test"

@@ -12,11 +12,11 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from engine.core.text import content_tokens
 from engine.loaders import load_conversation
-from engine.relevance import Relevance
-from engine.replay import Schedule, replay
+from engine.retrieval.relevance import Relevance
+from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from engine.text import content_tokens
 from tests.conftest import locomo_or_skip
 
 SESSIONS = 7      # conv-26's first sessions: two consolidation runs, so some units are archived

@@ -1,10 +1,10 @@
 """Three-stage retrieval: expansion order, budgets, paths, ablations, provenance."""
 from __future__ import annotations
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.oplog import OpKind
+from engine.core.tx import Tx
 from engine.engines.allmem.schema import EdgeType
-from engine.oplog import OpKind
-from engine.tx import Tx
 from tests.conftest import turn
 from tests.test_operators import RIVER, UPDATE_NEW, UPDATE_OLD, ingest
 
@@ -94,7 +94,7 @@ def test_no_lexical_is_pure_cosine(make_engine):
 
 def test_temporal_links_chain_turns_that_share_a_session_time(make_engine):
     """LoCoMo stamps every turn of a session with one time: tau must still link each turn to the one before."""
-    from engine.conversation import Turn
+    from engine.core.conversation import Turn
 
     eng = make_engine()
     for i in range(1, 5):

@@ -5,10 +5,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from engine.interface import RunError
-from engine.oplog import OpKind, OpRecord
+from engine.core.oplog import OpKind, OpRecord
+from engine.runtime.errors import RunError
 from engine.session import open_session
-from engine.store import StaleView, Store, StoreError
+from engine.store.log_store import StaleView, Store, StoreError
 from tests.conftest import BACKENDS, turn
 from tests.writers import finish, memwb, replay_args
 

@@ -8,10 +8,16 @@ import sqlite3
 import pytest
 
 from engine.loaders import load_conversation
-from engine.replay import Schedule, replay
+from engine.runtime.replay import Schedule, replay
 from engine.session import SessionError, open_session
-from engine.sessions import (LAST_OPENED, SessionNameError, list_sessions, new_session_path, read_session,
-                             resolve_session)
+from engine.store.catalog import (
+    LAST_OPENED,
+    SessionNameError,
+    list_sessions,
+    new_session_path,
+    read_session,
+    resolve_session,
+)
 from workbench.model import DEMO_PATH, Workbench
 
 

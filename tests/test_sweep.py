@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from engine.bench.sweep import TaskOutcome, run_tasks, worker_env
-from engine.embedder import Embedder
+from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation
-from engine.replay import Schedule, replay
+from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +191,7 @@ def test_memwb_bench_on_ray_gives_the_serial_figures_on_the_8_dev_conversations(
     a local Ray with 2 workers gives every figure and per-question record of the serial run. The serial run
     fills the workspace's embedding cache, which the Ray workers then read."""
     from engine.bench.runner import BenchConfig, figures, run_benchmark
-    from engine.workspace import ENV
+    from engine.store.workspace import ENV
 
     monkeypatch.setenv(ENV, str(tmp_path / "workspace"))
     runs = {}

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from engine.engines import engine_schema, known_engines
-from engine.interface import BaseEngine, RunError
+from engine.runtime.engine import BaseEngine
+from engine.runtime.errors import RunError
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 

@@ -9,10 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.integrity import check_database
-from engine.oplog import OpKind
+from engine.core.oplog import OpKind
+from engine.eval.integrity import check_database
 from engine.session import open_session
-from engine.store import Store
+from engine.store.log_store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -12,7 +12,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from engine.annotation import (
+from engine.core.conversation import Conversation, Turn
+from engine.engines import engine_schema
+from engine.eval.annotation import (
     AnnotationStore,
     Case,
     CaseQuestion,
@@ -21,8 +23,6 @@ from engine.annotation import (
     Retriever,
     score_case,
 )
-from engine.conversation import Conversation, Turn
-from engine.engines import engine_schema
 from engine.loaders import LoaderError
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
 from workbench.progress import peer_with_progress

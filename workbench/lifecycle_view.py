@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.oplog import OpKind, OpRecord
-from engine.schema import EngineSchema
-from engine.state import MemoryState
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
 from workbench.text import MISSING
 
 LIFECYCLE_KINDS = (OpKind.NODE_CREATED, OpKind.STATUS_CHANGED, OpKind.NODE_RETRACTED)

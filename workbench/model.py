@@ -14,7 +14,7 @@ cursor is behind the head (say, consolidating at turn 20 when the log is at
 edit happens there, so the original history stays intact.
 
 Session databases (branches too) go into the workspace's sessions folder
-(`engine.workspace.sessions_dir`), where the session picker lists them; a
+(`engine.store.workspace.sessions_dir`), where the session picker lists them; a
 branch's meta names its parent session. `Workbench.resume` reopens any of them.
 """
 from __future__ import annotations
@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.conversation import Conversation
-from engine.embedder import Embedder
+from engine.core.conversation import Conversation
 from engine.engines import engine_class, engine_schema, known_engines
-from engine.interface import BaseEngine
+from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation, load_conversations
-from engine.replay import Schedule, check_replayable, prefetch_turns, step
+from engine.runtime.engine import BaseEngine
+from engine.runtime.replay import Schedule, check_replayable, prefetch_turns, step
 from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
-from engine.sessions import PARENT, mark_opened, new_session_path, read_session, session_name
+from engine.store.catalog import PARENT, mark_opened, new_session_path, read_session, session_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"

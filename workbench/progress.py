@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.core.text import seconds_text
 from engine.engines import engine_schema
-from engine.interface import BaseEngine
-from engine.text import seconds_text
+from engine.runtime.engine import BaseEngine
 from workbench.model import JumpProgress, Workbench
 from workbench.replay_view import JumpClock
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from engine.retrieval.explain import Placement, Signals, SourcePlacement
-from engine.retrieval.result import RetrievalResult, RetrievedUnit
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
+from engine.retrieval.explain import Placement, Signals, SourcePlacement
+from engine.retrieval.result import RetrievalResult, RetrievedUnit
 from workbench.graph_view import status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 

@@ -21,10 +21,10 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from engine.oplog import OpKind, OpRecord
-from engine.proposal import GateVerdict, Proposal, Status
-from engine.schema import EngineSchema, OperatorSpec
-from engine.state import MemoryState
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.schema import EngineSchema, OperatorSpec
+from engine.core.state import MemoryState
 from workbench.graph_view import edge_style, visibility_text
 from workbench.retrieval_view import ARCHIVED_MARK, VISIBLE_MARK, short  # noqa: F401  (marks re-exported)
 from workbench.text import MISSING, md_code, md_escape, missing

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from engine.embedder import Embedder
+from engine.llm.embedder import Embedder
 from engine.loaders import LoaderError
 from engine.session import SessionError
-from engine.sessions import resolve_session
-from engine.store import StoreError
+from engine.store.catalog import resolve_session
+from engine.store.log_store import StoreError
 from workbench.model import Workbench
 
 SESSION_PARAM, TURN_PARAM = "session", "turn"

@@ -1,6 +1,6 @@
 """The session picker: every database in the workspace, branches under their session, and an Open button.
 
-The rows come from `engine.sessions.list_sessions` (read-only); opening one
+The rows come from `engine.store.catalog.list_sessions` (read-only); opening one
 reopens it at its log head through `Workbench.resume`, which says so when the
 source file it was replayed from is gone.
 """
@@ -12,13 +12,13 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from engine.embedder import Embedder
 from engine.engines import UnknownEngine, engine_schema
+from engine.llm.embedder import Embedder
 from engine.loaders import LoaderError
 from engine.session import SessionError
-from engine.sessions import SessionInfo, list_sessions
-from engine.store import StoreError
-from engine.workspace import sessions_dir
+from engine.store.catalog import SessionInfo, list_sessions
+from engine.store.log_store import StoreError
+from engine.store.workspace import sessions_dir
 from workbench.model import Workbench
 from workbench.text import MISSING, md_code, md_escape, table
 

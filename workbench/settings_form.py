@@ -2,7 +2,7 @@
 
 Every field of an engine's settings dataclass carries its help text, bounds,
 step, choices, group and whether it is an advanced knob in its `metadata`
-(`engine.schema.setting`). The form draws one widget per field from that:
+(`engine.core.schema.setting`). The form draws one widget per field from that:
 
 - int / float: a number input with the field's min, max, step and help;
 - dict (say All-Mem's gate θ per operator): one number input per key;

@@ -5,8 +5,8 @@ import os
 
 import streamlit as st
 
-from engine.embedder import Embedder
-from engine.sessions import DB_ENV
+from engine.llm.embedder import Embedder
+from engine.store.catalog import DB_ENV
 from workbench.model import Workbench
 from workbench.session_link import SESSION_PARAM, TURN_PARAM, first_workbench, url_params
 from workbench.settings_form import changed_settings

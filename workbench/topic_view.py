@@ -16,8 +16,18 @@ from pyvis.network import Network
 
 from engine.core.state import MemoryState
 from workbench.graph_canvas import clicked_node, graph_canvas
-from workbench.graph_view import (ARCHIVED_GREY, LABEL_HALO, edge_style, edge_title, graph_document, kind_color,
-                                  legend_html, status_style, unit_title, weighted_width)
+from workbench.graph_view import (
+    ARCHIVED_GREY,
+    LABEL_HALO,
+    edge_style,
+    edge_title,
+    graph_document,
+    kind_color,
+    legend_html,
+    status_style,
+    unit_title,
+    weighted_width,
+)
 
 X_GAP, ROWS, ROW_GAP = 170, 3, 110          # group nodes in time order, zig-zagging over three rows
 MEMBER_COLUMNS, MEMBER_GAP = 4, 46          # an expanded group's members, in a small grid below it

@@ -13,15 +13,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.conversation import Conversation, Question
+from engine.core.conversation import Conversation, Question
+from engine.core.errors import WorkbenchError
+from engine.eval.metrics import chain_recall, ndcg_at_k, recall_at_k, strict_chain_recall
 from engine.loaders import LoaderError, load_conversations
 from engine.loaders.locomo import is_locomo
 from engine.loaders.longmemeval import is_longmemeval
 from engine.loaders.qmsum import is_qmsum
-from engine.metrics import chain_recall, ndcg_at_k, recall_at_k, strict_chain_recall
 
 
-class BenchInputError(ValueError):
+class BenchInputError(WorkbenchError, ValueError):
     """Bad input to a benchmark (dataset, file, engine, ablation): said in one line, nothing run."""
 
 

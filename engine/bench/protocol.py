@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.conversation import Conversation, Question
+from engine.core.conversation import Conversation, Question
 
 STREAMING, STATIC = "streaming", "static"
 PROTOCOLS = (STREAMING, STATIC)

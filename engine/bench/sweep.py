@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from engine.embedder import Embedder, model_loads
-from engine.workspace import ENV as WORKSPACE_ENV, workspace_dir
+from engine.llm.embedder import Embedder, model_loads
+from engine.store.workspace import ENV as WORKSPACE_ENV
+from engine.store.workspace import workspace_dir
 
 T = TypeVar("T")
 Run = Callable[[T, Embedder], dict]

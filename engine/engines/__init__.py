@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Callable
 
+from engine.core.errors import WorkbenchError
 from engine.core.schema import EngineSchema
 
 EngineLoader = Callable[[], type]
@@ -30,7 +31,7 @@ ENGINES: dict[str, EngineLoader] = {
 }
 
 
-class UnknownEngine(ValueError):
+class UnknownEngine(WorkbenchError, ValueError):
     pass
 
 
@@ -61,5 +62,18 @@ def settings_class(name: str) -> type:
     return engine_class(name).Settings
 
 
-__all__ = ["ENGINES", "UnknownEngine", "engine_class", "engine_schema", "known_engines", "register_engine",
-           "settings_class"]
+def process_classes() -> list[type]:
+    """Every offline process class of every registered engine (each engine loaded through the registry), for
+    tools that instrument processes without importing an engine's package."""
+    from engine.runtime.process import BaseProcess  # here: the registry stays light to import
+
+    for name in known_engines():
+        engine_class(name)
+
+    def below(cls: type) -> list[type]:
+        return [sub for direct in cls.__subclasses__() for sub in (direct, *below(direct))]
+    return below(BaseProcess)
+
+
+__all__ = ["ENGINES", "UnknownEngine", "engine_class", "engine_schema", "known_engines", "process_classes",
+           "register_engine", "settings_class"]

@@ -17,10 +17,11 @@ from typing import Callable
 
 import jsonschema
 
+from engine.core.errors import WorkbenchError
+from engine.core.proposal import LLMReason
+from engine.core.redact import redact
 from engine.llm.prompts import render
-from engine.llm.redact import redact
 from engine.llm.schemas import CAPS, SCHEMAS, Cap
-from engine.proposal import LLMReason
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,17 @@ class BackendReply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model: str = ""
+    params: dict = field(default_factory=dict)     # what the backend asked with (structured-output mode, limits)
+    finish_reason: str | None = None               # the server's: "stop", or "length" for a reply cut short
 
 
-class BackendError(Exception):
+class BackendError(WorkbenchError):
     """A backend could not produce text; `code` becomes the call's error code."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, params: dict | None = None):
         super().__init__(message)
         self.code = code
+        self.params = params or {}
 
 
 @dataclass
@@ -69,6 +73,8 @@ class LLMCall:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
+    params: dict = field(default_factory=dict)
+    finish_reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -124,12 +130,17 @@ class LLM:
             reply = self.backend.generate(request)
         except BackendError as exc:
             record.error_code, record.error = exc.code, redact(str(exc))
+            record.params = dict(exc.params)
         else:
             record.response = reply.text
             record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
             record.model = reply.model or record.model
+            record.params, record.finish_reason = dict(reply.params), reply.finish_reason
             record.data, record.error_code, record.error = parse_and_validate(reply.text, request.schema,
                                                                               CAPS.get(role, ()))
+            if record.error and reply.finish_reason == "length":
+                record.error += (f"; the reply was cut at the output limit"
+                                 f" ({reply.params.get('max_tokens', 'the server default')} tokens)")
         record.model = record.model or self.backend.model       # a deferred backend knows it once built
         record.latency_ms = (time.perf_counter() - started) * 1000.0
         if self.recorder is not None:

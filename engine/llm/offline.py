@@ -13,12 +13,20 @@ import json
 import math
 from collections import Counter
 
-from engine.llm.embedder import Embedder
+from engine.core.text import (
+    content_tokens,
+    has_negation,
+    human_date,
+    jaccard,
+    keywords_of,
+    numbers,
+    sentence_spans,
+    strip_speaker,
+    words,
+)
 from engine.llm import offline_answer, offline_events
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
-from engine.core.text import (
-    STOPWORDS, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans, strip_speaker, words,
-)
+from engine.llm.embedder import Embedder
 
 # Words that make a sentence lean on the one before it (also as "it's", "they're"): splitting there would
 # cut a narrative.
@@ -47,26 +55,9 @@ _UNMARKED, _LEANS = 0.85, 0.5
 # Below this score a rule does not consider the pair a candidate at all (an LLM diagnoser would not
 # propose it either); between it and the gate, proposals are shown to a reviewer as gated out.
 _PROPOSE_FLOOR = 0.5
-_MAX_KEYWORDS = 8
 _MAX_CUTS = 32            # candidate Split points per text
 _SIDE_CHARS = 2000        # characters of each side of a cut that are compared (MiniLM reads ~256 tokens)
 _PREFETCH_TEXTS = 256     # cut sides per embedder call when a whole buffer is prefetched
-
-
-def keywords_of(text: str, limit: int = _MAX_KEYWORDS) -> list[str]:
-    """Extractive keywords: names and numbers first, then longer content words, in text order."""
-    _, body = strip_speaker(text)
-    seen: dict[str, tuple[int, int, str]] = {}
-    for pos, token in enumerate(body.replace("’", "'").split()):
-        word = token.strip(".,!?;:\"'()[]{}").strip()
-        low = word.lower()
-        if len(word) < 3 and not word.isdigit() or low in STOPWORDS or low in seen:
-            continue
-        rank = 0 if word[:1].isupper() and pos > 0 else 1 if any(c.isdigit() for c in word) else 2
-        seen[low] = (rank, pos, word if rank == 0 else low)
-    ordered = sorted(seen.items(), key=lambda kv: (kv[1][0], -len(kv[0]), kv[1][1]))
-    chosen = {w for w, _ in ordered[:limit]}
-    return [v[2] for w, v in sorted(seen.items(), key=lambda kv: kv[1][1]) if w in chosen]
 
 
 def summary_of(text: str, speaker: str = "", time: str = "", max_words: int = 60) -> str:
@@ -188,7 +179,7 @@ class OfflineBackend(LLMBackend):
         return offline_answer.answer(p["question"], p.get("passages", []), self.embedder)
 
     def _boundary_detection(self, p: dict) -> dict:
-        from engine.llm import offline_topics      # it uses this module's keywords_of
+        from engine.llm import offline_topics
 
         return offline_topics.detect_boundaries(p, self.embedder)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine.core.text import content_tokens, sentence_spans, strip_speaker
 from engine.llm.schemas import ANSWER_CHARS, CITATIONS
-from engine.text import content_tokens, sentence_spans, strip_speaker
 
 MAX_SENTENCES = 3
 # MiniLM cosines of unrelated sentence pairs cluster below ~0.15 and of same-topic pairs above ~0.3

@@ -10,9 +10,9 @@ import math
 import re
 from datetime import datetime, timedelta
 
-from engine.links import CHANGE_WORDS
+from engine.core.text import content_tokens, has_negation, jaccard, numbers, words
 from engine.llm.schemas import SUMMARY_CHARS
-from engine.text import content_tokens, has_negation, jaccard, numbers, words
+from engine.retrieval.links import CHANGE_WORDS
 
 # -- the router ----------------------------------------------------------------------------------
 _FIRST_PERSON = {"i": "{s}", "me": "{s}", "my": "{s}'s", "mine": "{s}'s", "myself": "{s}",

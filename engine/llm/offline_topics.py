@@ -1,7 +1,7 @@
 """Offline rules for GAM's roles: topic boundaries, a topic's descriptor, and the relation of two topics.
 
 Deterministic and explainable. Boundaries come from an embedding TextTiling over the buffer
-(`engine.eval.segmentation.texttiling`, parameters in the payload). The descriptor is extractive: the segment's
+(`engine.core.tiling.texttiling`, parameters in the payload). The descriptor is extractive: the segment's
 salient words and its one or two most central utterances. A relation's confidence is a calibrated
 probability that two topics belong together, σ(a·cos + c·ln d + b) of their summaries' cosine and their distance
 d in the sequence of topics (1 = consecutive), fit on QMSum train topic spans by `scripts/fit_gam.py`; its label
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 
+from engine.core.text import content_tokens, has_negation, human_date, keywords_of, numbers, words
+from engine.core.tiling import texttiling
 from engine.retrieval.links import cue_of
-from engine.llm.offline import keywords_of
-from engine.eval.segmentation import texttiling
-from engine.core.text import content_tokens, has_negation, human_date, numbers, words
 
 SUMMARY_UTTERANCES = 2          # the summary's most central utterances
 SUMMARY_WORDS = 30              # words kept of each

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.conversation import Conversation
+from engine.core.conversation import Conversation
 from engine.loaders.errors import LoaderError, decode_json, read_text
 from engine.loaders.jsonl import load_jsonl, looks_like_jsonl, parse_jsonl
 from engine.loaders.locomo import is_locomo, load_locomo, parse_locomo

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from engine.core.errors import WorkbenchError
+
 __all__ = [
     "DEFAULT_MAX_FILE_MB", "DEFAULT_MAX_TURN_CHARS", "LoaderError", "answer_text", "check", "decode_json",
     "max_file_mb", "max_turn_chars", "optional", "read_json", "read_text", "require", "turn_text",
@@ -27,7 +29,7 @@ DEFAULT_MAX_FILE_MB = 64
 DEFAULT_MAX_TURN_CHARS = 100_000
 
 
-class LoaderError(Exception):
+class LoaderError(WorkbenchError):
     """A dataset file could not be turned into conversations.
 
     `path` is the file, `record` locates the bad item inside it (e.g.

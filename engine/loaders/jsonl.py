@@ -20,9 +20,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from engine.conversation import Conversation, Question, Turn
+from engine.core.conversation import Conversation, Question, Turn
 from engine.loaders.errors import (
-    LoaderError, answer_text, check, decode_json, optional, read_text, require, turn_text,
+    LoaderError,
+    answer_text,
+    check,
+    decode_json,
+    optional,
+    read_text,
+    require,
+    turn_text,
 )
 
 __all__ = ["jsonl_lines", "load_jsonl", "looks_like_jsonl", "parse_iso_time", "parse_jsonl"]

@@ -15,9 +15,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.conversation import Conversation, Question, Turn
+from engine.core.conversation import Conversation, Question, Turn
 from engine.loaders.errors import (
-    LoaderError, answer_text, check, optional, parse_list, read_json, require, turn_text,
+    LoaderError,
+    answer_text,
+    check,
+    optional,
+    parse_list,
+    read_json,
+    require,
+    turn_text,
 )
 
 __all__ = ["is_locomo", "load_locomo", "normalise_evidence", "parse_locomo", "parse_locomo_time"]

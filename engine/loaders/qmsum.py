@@ -39,7 +39,7 @@ some overlap (``ES2011a``: 10-97, 84-215, 97-236) and some nest
 (``IS1003d``: 195-206 inside 143-538). A topic may have several spans (a
 meeting returns to a topic). `topic_segments` returns the spans as given;
 `gold_boundaries` resolves them into a partition with the rule documented in
-`engine.segmentation.boundaries_from_ranges`: a turn belongs to the covering
+`engine.core.segments.boundaries_from_ranges`: a turn belongs to the covering
 span that started most recently, and uncovered turns never open a segment
 (they continue the segment before them; those before the first span join
 the first span's segment).
@@ -57,9 +57,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from engine.conversation import Conversation, Question, Turn
+from engine.core.conversation import Conversation, Question, Turn
+from engine.core.segments import boundaries_from_ranges
 from engine.loaders.errors import LoaderError, answer_text, check, optional, read_json, require, turn_text
-from engine.segmentation import boundaries_from_ranges
 
 __all__ = [
     "SECONDS_PER_TURN",
@@ -147,7 +147,7 @@ def gold_boundaries(source: str | Path | Sequence[Sequence[int]], n_turns: int |
     ranges such as `topic_segments` returns. `n_turns` is the meeting length;
     it may be omitted only for a path (the transcript length is used).
     Overlaps, nesting and gaps are resolved by
-    `engine.segmentation.boundaries_from_ranges` (see the module docstring).
+    `engine.core.segments.boundaries_from_ranges` (see the module docstring).
     """
     if isinstance(source, (str, Path)):
         data = read_json(source)

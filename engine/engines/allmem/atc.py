@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import Op, ReasonCode
 from engine.llm.offline import OfflineBackend
-from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
-
-if TYPE_CHECKING:
-    from engine.engines.allmem.engine import AllMemEngine
 
 
 @dataclass
@@ -34,13 +31,13 @@ def coherence(vectors: list[np.ndarray]) -> float:
     return float(np.mean([a @ b for a, b in pairs])) if pairs else 0.0
 
 
-def unit_payload(engine: "AllMemEngine", uid: int) -> dict:
+def unit_payload(engine: AllMemContext, uid: int) -> dict:
     u = engine.state.units[uid]
     return {"id": str(uid), "raw": u.raw, "summary": u.summary, "keywords": list(u.keywords), "time": u.time,
             "speaker": ", ".join(u.speakers), "visible": u.visible}
 
 
-def diagnose(engine: "AllMemEngine", run_id: str, manual: bool) -> list[Proposal]:
+def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]:
     """Diagnose every buffered target and route the resulting proposals."""
     s, state = engine.settings, engine.state
     proposals: list[Proposal] = []
@@ -85,7 +82,7 @@ def _as_id(value: str) -> int:
     return int(text) if text.isdigit() else -1
 
 
-def _route(engine: "AllMemEngine", proposals: list[Proposal], manual: bool) -> None:
+def _route(engine: AllMemContext, proposals: list[Proposal], manual: bool) -> None:
     """Gate, normalise, de-duplicate and resolve overlaps, in place (App. C.2)."""
     s = engine.settings
     for p in proposals:
@@ -109,7 +106,7 @@ def _route(engine: "AllMemEngine", proposals: list[Proposal], manual: bool) -> N
     _resolve_merge_overlaps([p for p in live if p.status == Status.PENDING and p.op == Op.MERGE])
 
 
-def normalise(engine: "AllMemEngine", p: Proposal) -> str:
+def normalise(engine: AllMemContext, p: Proposal) -> str:
     """Norm: canonical ids plus visibility and arity rules; returns the problem or ''."""
     units = engine.state.units
     if p.op == Op.UPDATE:

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from engine.conversation import Turn
-from engine.edge import Edge
+from engine.core.conversation import Turn
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind
+from engine.core.proposal import Proposal
+from engine.core.text import strip_speaker
+from engine.core.tx import Tx
 from engine.engines.allmem import atc
 from engine.engines.allmem.executor import Executor, make_plan
 from engine.engines.allmem.explain import explain
@@ -12,15 +17,12 @@ from engine.engines.allmem.ranking import temporal_key, top_cap
 from engine.engines.allmem.retrieval import retrieve
 from engine.engines.allmem.schema import SCHEMA, EdgeType, Kind, Op
 from engine.engines.allmem.settings import AllMemSettings
-from engine.explain import Placement
-from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
 from engine.llm.offline import OfflineBackend, keywords_of, summary_of
-from engine.node import Node
-from engine.oplog import OpKind
-from engine.proposal import Proposal
-from engine.retrieval import RetrievalResult
-from engine.text import strip_speaker
-from engine.tx import Tx
+from engine.retrieval.explain import Placement
+from engine.retrieval.result import RetrievalResult
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.process import BaseProcess
+from engine.runtime.reports import IngestReport
 
 ATC_BUFFER = "atc"
 

@@ -6,21 +6,17 @@ transaction, so a run commits whole or not at all.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.proposal import Proposal, Status, call_reason_code
+from engine.core.tx import Tx
 from engine.engines.allmem.atc import coherence, unit_payload
+from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.ranking import semantic_key, top_cap
 from engine.engines.allmem.schema import EdgeType, Kind, Life, Op, ReasonCode
-from engine.index import top_k
-from engine.node import Node
-from engine.proposal import Proposal, Status, call_reason_code
-from engine.tx import Tx
-
-if TYPE_CHECKING:
-    from engine.engines.allmem.engine import AllMemEngine
+from engine.retrieval.index import top_k
 
 PLAN_ROLE = {Op.SPLIT: "split_plan", Op.MERGE: "merge_plan", Op.UPDATE: "update_plan"}
 
@@ -29,7 +25,7 @@ class PlanInvalid(Exception):
     pass
 
 
-def plan_payload(engine: "AllMemEngine", p: Proposal) -> dict:
+def plan_payload(engine: AllMemContext, p: Proposal) -> dict:
     units = engine.state.units
     if p.op == Op.SPLIT:
         return {"node_id": str(p.targets[0]), "original_text": units[p.targets[0]].raw, "reason": p.reason}
@@ -42,7 +38,7 @@ def plan_payload(engine: "AllMemEngine", p: Proposal) -> dict:
             "reason": p.reason}
 
 
-def make_plan(engine: "AllMemEngine", p: Proposal) -> tuple[dict | None, str | None, str]:
+def make_plan(engine: AllMemContext, p: Proposal) -> tuple[dict | None, str | None, str]:
     """Ask the LLM for the operator's plan: (plan, reason code on failure, message)."""
     call = engine.llm.call(PLAN_ROLE[p.op], plan_payload(engine, p))
     if call.ok:
@@ -51,7 +47,7 @@ def make_plan(engine: "AllMemEngine", p: Proposal) -> tuple[dict | None, str | N
 
 
 class Executor:
-    def __init__(self, engine: "AllMemEngine", tx: Tx):
+    def __init__(self, engine: AllMemContext, tx: Tx):
         self.engine, self.tx = engine, tx
         self.s = engine.settings
         self.touched: set[int] = set()

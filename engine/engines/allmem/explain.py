@@ -7,20 +7,18 @@ the link types the settings allow (then the candidate budget ran out first)?
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
+from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import SCHEMA
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
-from engine.relevance import Relevance
-from engine.retrieval import RetrievalResult
-
-if TYPE_CHECKING:
-    from engine.engines.allmem.engine import AllMemEngine
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
+from engine.retrieval.relevance import Relevance
+from engine.retrieval.result import RetrievalResult
 
 ANCHORS, EXPANSION, RANKING = (s.key for s in SCHEMA.stages)
 
 
-def explain(engine: "AllMemEngine", res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+def explain(engine: AllMemContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     s = engine.settings
     state = engine.state
     rel = Relevance(engine, res.query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty)
@@ -63,7 +61,7 @@ def explain(engine: "AllMemEngine", res: RetrievalResult, uids: Iterable[int]) -
     return out
 
 
-def _reachable(engine: "AllMemEngine", res: RetrievalResult) -> dict[int, int]:
+def _reachable(engine: AllMemContext, res: RetrievalResult) -> dict[int, int]:
     """What Stage 2 could reach from the anchors over the allowed link types, budget aside."""
     s = engine.settings
     allowed = [t for t in SCHEMA.expansion_order if not (s.has("no-recovery-links") and t in SCHEMA.recovery_types)]

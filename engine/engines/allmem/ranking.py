@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from engine.node import Node as Unit
+from engine.core.node import Node as Unit
 
 
 def semantic_key(z_src: np.ndarray, dst: Unit, z_dst: np.ndarray) -> tuple:

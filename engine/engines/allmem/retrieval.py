@@ -10,19 +10,16 @@ reached from.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import SCHEMA
-from engine.relevance import Relevance
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
-
-if TYPE_CHECKING:
-    from engine.engines.allmem.engine import AllMemEngine
+from engine.retrieval.relevance import Relevance
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
 PRIORITY = {e.name: e.priority for e in SCHEMA.edge_types}
 
 
-def retrieve(engine: "AllMemEngine", query: str, k_sources: int | None = None) -> RetrievalResult:
+def retrieve(engine: AllMemContext, query: str, k_sources: int | None = None) -> RetrievalResult:
     s = engine.settings
     state = engine.state
     t0 = time.perf_counter()

@@ -1,9 +1,19 @@
 """What All-Mem declares: kinds, the visible/archived lifecycle, τ σ ν β edges, ATC's operators and codes."""
 from __future__ import annotations
 
-from engine.proposal import LLMReason
-from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
-                           ReasonSpec, StageSpec, StatusSpec, llm_reasons)
+from engine.core.proposal import LLMReason
+from engine.core.schema import (
+    EdgeTypeSpec,
+    EngineSchema,
+    KindSpec,
+    OperatorSpec,
+    PlanField,
+    ProcessSpec,
+    ReasonSpec,
+    StageSpec,
+    StatusSpec,
+    llm_reasons,
+)
 
 
 class Kind:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.schema import EngineSettings, setting
 from engine.engines.allmem.schema import ABLATIONS
-from engine.schema import EngineSettings, setting
 
 
 @dataclass

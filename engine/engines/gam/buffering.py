@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.engines.gam.schema import ReasonCode, Trigger
 from engine.core.segments import segments_from_boundaries
+from engine.engines.gam.schema import ReasonCode, Trigger
 
 
 @dataclass(frozen=True)

@@ -18,22 +18,28 @@ consolidation state; every switch and trigger is a record with its cause.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from engine.core.edge import Edge
-from engine.engines.gam.buffering import Detection, plan_trigger, validate
-from engine.engines.gam.schema import (CONSOLIDATION, EPISODIC_BUFFER, LINKING, Kind, Life, Op, Phase, ReasonCode,
-                                       Rel, Trigger)
-from engine.runtime.process import BaseProcess
 from engine.core.node import Node
 from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.core.text import content_tokens, strip_speaker
 from engine.core.tx import Tx
-
-if TYPE_CHECKING:
-    from engine.engines.gam.engine import GamEngine
+from engine.engines.gam.buffering import Detection, plan_trigger, validate
+from engine.engines.gam.context import GamContext
+from engine.engines.gam.schema import (
+    CONSOLIDATION,
+    EPISODIC_BUFFER,
+    LINKING,
+    Kind,
+    Life,
+    Op,
+    Phase,
+    ReasonCode,
+    Rel,
+    Trigger,
+)
+from engine.runtime.process import BaseProcess
 
 
 def phase_of(state) -> str:
@@ -88,7 +94,7 @@ class _Proposals:
 
 
 class Consolidation(BaseProcess):
-    engine: "GamEngine"
+    engine: GamContext
 
     def __init__(self, engine, spec):
         super().__init__(engine, spec)
@@ -111,7 +117,7 @@ class Consolidation(BaseProcess):
         n = len(events)
         tokens = [int(e.attrs.get("tokens", 0)) for e in events]
         detection = self.detect(events)
-        plan = eng.plan_trigger(n, detection.starts, trigger["trigger"], tokens, s)
+        plan = plan_trigger(n, detection.starts, trigger["trigger"], tokens, s)
         self.detection = {**trigger, "buffer": [e.id for e in events], "tokens": sum(tokens), "t_max": s.t_max,
                           "tokenizer": s.tokenizer, "boundaries": detection.indices, "answer": detection.raw,
                           "reason_code": detection.code, "message": detection.message, "policy": plan.policy,
@@ -165,7 +171,7 @@ class Consolidation(BaseProcess):
         return p.plan, None, ""
 
     def execute(self, tx: Tx, accepted: list[Proposal]) -> dict:
-        eng, s = self.engine, self.engine.settings
+
         created, archived = [], []
         for p in accepted:
             nodes = tx.state.nodes
@@ -220,7 +226,7 @@ class Consolidation(BaseProcess):
 
 
 class Linking(BaseProcess):
-    engine: "GamEngine"
+    engine: GamContext
 
     def diagnose(self, run_id: str, manual: bool) -> list[Proposal]:
         eng, s = self.engine, self.engine.settings

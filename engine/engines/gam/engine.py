@@ -13,26 +13,23 @@ from typing import Iterable
 
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind
+from engine.core.text import human_date, keywords_of, strip_speaker
+from engine.core.tx import Tx
 from engine.engines.gam import tokens
 from engine.engines.gam.buffering import TriggerPlan, plan_trigger
-from engine.engines.gam.consolidation import (Consolidation, Linking, buffered_events, close_phase, open_phase,
-                                              phase_of)
+from engine.engines.gam.consolidation import Consolidation, Linking, buffered_events, close_phase, open_phase, phase_of
 from engine.engines.gam.explain import explain
 from engine.engines.gam.retrieval import retrieve
-from engine.engines.gam.schema import (CONSOLIDATION, EPISODIC_BUFFER, LINKING, SCHEMA, Kind, Life, Phase, Rel,
-                                       Trigger)
+from engine.engines.gam.schema import CONSOLIDATION, EPISODIC_BUFFER, LINKING, SCHEMA, Kind, Life, Phase, Rel, Trigger
 from engine.engines.gam.settings import GamSettings
 from engine.retrieval.explain import Placement
+from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.errors import RunError
 from engine.runtime.process import BaseProcess
 from engine.runtime.reports import IngestReport, RunReport
-from engine.llm.offline import keywords_of
-from engine.core.node import Node
-from engine.core.oplog import OpKind
-from engine.retrieval.result import RetrievalResult
-from engine.core.text import human_date, strip_speaker
-from engine.core.tx import Tx
 
 TRIGGER = "trigger"          # `opened_by` of a consolidation state a sparse trigger entered
 

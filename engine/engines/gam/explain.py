@@ -8,20 +8,18 @@ never results.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
+from engine.engines.gam.context import GamContext
 from engine.engines.gam.retrieval import TOPIC_EDGES, Scoring, anchor_ranking, buffer_ranking, scoring
 from engine.engines.gam.schema import SCHEMA, Kind, Life, Rel
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
-if TYPE_CHECKING:
-    from engine.engines.gam.engine import GamEngine
-
 ANCHOR, DRILL, RERANK = (s.key for s in SCHEMA.stages)
 
 
-def explain(engine: "GamEngine", res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+def explain(engine: GamContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     s, state = engine.settings, engine.state
     sc = scoring(engine, res.query)
     ranks = candidate_ranks(res)
@@ -52,7 +50,7 @@ def explain(engine: "GamEngine", res: RetrievalResult, uids: Iterable[int]) -> d
     return out
 
 
-def _unreached(engine: "GamEngine", sc: Scoring, res: RetrievalResult, uid: int, cache: dict) -> Placement:
+def _unreached(engine: GamContext, sc: Scoring, res: RetrievalResult, uid: int, cache: dict) -> Placement:
     """An archived event whose topic no anchor was and no topic edge reached."""
     s, state = engine.settings, engine.state
     sig = signals(engine, sc, uid, None)
@@ -73,7 +71,7 @@ def _unreached(engine: "GamEngine", sc: Scoring, res: RetrievalResult, uid: int,
                      f"{where}, and no topic edge joins it to an anchor")
 
 
-def signals(engine: "GamEngine", sc: Scoring, uid: int, r: RetrievedUnit | None) -> Signals:
+def signals(engine: GamContext, sc: Scoring, uid: int, r: RetrievedUnit | None) -> Signals:
     ev = sc.events
     z_dense, z_lexical = ev.z(uid)
     factors = sc.factors(engine, uid)

@@ -22,17 +22,14 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.core.text import words
+from engine.engines.gam.context import GamContext
 from engine.engines.gam.schema import Kind, Life, Rel
 from engine.retrieval.lexical import at
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
-from engine.core.text import words
-
-if TYPE_CHECKING:
-    from engine.engines.gam.engine import GamEngine
 
 TOPIC_EDGES = tuple(t for t in Rel.TOPIC)        # expansion order: the schema's priority order
 _TIME_QUERY = re.compile(r"\b(when|what (date|day|time|year|month)|how long|how many (days|weeks|months|years)|"
@@ -76,7 +73,7 @@ class Relevance:
     stats: tuple[float, float, float, float]          # dense mean, sd, lexical mean, sd
 
     @classmethod
-    def of(cls, engine: "GamEngine", zq: np.ndarray, bm25: np.ndarray, kind: str, weight: float) -> "Relevance":
+    def of(cls, engine: GamContext, zq: np.ndarray, bm25: np.ndarray, kind: str, weight: float) -> "Relevance":
         ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == kind)
         if not ids:
             return cls([], {}, {}, {}, weight, (0.0, 1.0, 0.0, 1.0))
@@ -102,7 +99,7 @@ class Scoring:
     time_query: bool
     named: set[str]
 
-    def factors(self, engine: "GamEngine", uid: int) -> dict[str, float]:
+    def factors(self, engine: GamContext, uid: int) -> dict[str, float]:
         """P_sem and each β_k^I_k of an event, in Eq. 11's order (β = 1 where the indicator is 0)."""
         s, node = engine.settings, engine.state.nodes[uid]
         off = s.has("no-mfr")
@@ -115,7 +112,7 @@ class Scoring:
                 "β_conf": s.beta_conf if conf_on and not off else 1.0}
 
 
-def scoring(engine: "GamEngine", query: str) -> Scoring:
+def scoring(engine: GamContext, query: str) -> Scoring:
     s = engine.settings
     zq = engine.embedder.embed_one(query)
     bm25 = engine.bm25.score_vector(query)
@@ -126,7 +123,7 @@ def scoring(engine: "GamEngine", query: str) -> Scoring:
                    time_sensitive(query), named_speakers(query, speakers))
 
 
-def consistent(engine: "GamEngine", uid: int) -> set[int]:
+def consistent(engine: GamContext, uid: int) -> set[int]:
     """The events of `uid`'s topic that passed the self-consistency check (none for a buffered event)."""
     state = engine.state
     topic = next(iter(sorted(state.inc(uid, Rel.CROSS))), None)
@@ -138,7 +135,7 @@ def anchor_ranking(sc: Scoring) -> list[tuple[int, float]]:
     return sorted(sc.topics.fused.items(), key=lambda p: (-round(p[1], 9), p[0]))
 
 
-def buffer_ranking(engine: "GamEngine", sc: Scoring) -> list[int]:
+def buffer_ranking(engine: GamContext, sc: Scoring) -> list[int]:
     """The active buffer's events by fused relevance, ties by id."""
     live = [i for i in sc.events.ids if engine.state.nodes[i].status == Life.BUFFERED]
     return sorted(live, key=lambda i: (-round(sc.events.fused[i], 9), i))
@@ -159,7 +156,7 @@ def expand(state, anchors: list[int]) -> tuple[dict[int, Hop | None], list[dict]
     return parent, admitted
 
 
-def retrieve(engine: "GamEngine", query: str, k: int | None = None) -> RetrievalResult:
+def retrieve(engine: GamContext, query: str, k: int | None = None) -> RetrievalResult:
     s, state = engine.settings, engine.state
     t0 = time.perf_counter()
     sc = scoring(engine, query)
@@ -195,7 +192,7 @@ def retrieve(engine: "GamEngine", query: str, k: int | None = None) -> Retrieval
                            source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
 
 
-def _result(engine: "GamEngine", sc: Scoring, score: float, factors: dict[str, float], uid: int, anchor: int,
+def _result(engine: GamContext, sc: Scoring, score: float, factors: dict[str, float], uid: int, anchor: int,
             path: list[Hop]) -> RetrievedUnit:
     u = engine.state.nodes[uid]
     return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(sc.events.dense[uid], 6),

@@ -8,10 +8,20 @@ its nearest earlier topics.
 """
 from __future__ import annotations
 
-from engine.engines.gam.settings import ABLATIONS
 from engine.core.proposal import LLMReason
-from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
-                           ReasonSpec, StageSpec, StatusSpec, llm_reasons)
+from engine.core.schema import (
+    EdgeTypeSpec,
+    EngineSchema,
+    KindSpec,
+    OperatorSpec,
+    PlanField,
+    ProcessSpec,
+    ReasonSpec,
+    StageSpec,
+    StatusSpec,
+    llm_reasons,
+)
+from engine.engines.gam.settings import ABLATIONS
 
 
 class Kind:

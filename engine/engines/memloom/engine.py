@@ -5,22 +5,24 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.conversation import Turn
-from engine.edge import Edge
+from engine.core.conversation import Turn
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.text import content_tokens, human_date, strip_speaker
+from engine.core.tx import Tx
 from engine.engines.memloom import online
 from engine.engines.memloom.explain import explain
 from engine.engines.memloom.retrieval import retrieve
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.memloom.settings import MemLoomSettings
 from engine.engines.memloom.steward import Steward
-from engine.explain import Placement
-from engine.interface import BaseEngine, BaseProcess, IngestReport, writes
 from engine.llm.offline import keywords_of
-from engine.node import Node
-from engine.oplog import OpKind, OpRecord
-from engine.retrieval import RetrievalResult
-from engine.text import content_tokens, human_date, strip_speaker
-from engine.tx import Tx
+from engine.retrieval.explain import Placement
+from engine.retrieval.result import RetrievalResult
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.process import BaseProcess
+from engine.runtime.reports import IngestReport
 
 REALTIME, STEWARD = "realtime", "steward"
 
@@ -51,7 +53,7 @@ class MemLoomEngine(BaseEngine):
         return self.embedder.embed_one(strip_speaker(node.raw)[1])
 
     def utterance_vector(self, node: Node) -> np.ndarray:
-        """The raw utterance's embedding: what the steward's link model (engine/links.py) was fit on."""
+        """The raw utterance's embedding: what the steward's link model (engine/retrieval/links.py) was fit on."""
         return self.embedder.embed_one(strip_speaker(node.raw)[1])
 
     def embed_nodes(self, nodes: list[Node]) -> dict[int, np.ndarray]:

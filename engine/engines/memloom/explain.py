@@ -10,20 +10,18 @@ closure have reached it within the hop limit (then the branching cap was spent).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
+from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.retrieval import TRAVERSED, Relevance, buffer_ranking, seed_ranking
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
-from engine.retrieval import RetrievalResult, RetrievedUnit
-
-if TYPE_CHECKING:
-    from engine.engines.memloom.engine import MemLoomEngine
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
+from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
 SEED, TRAVERSE, GROUND = (s.key for s in SCHEMA.stages)
 
 
-def explain(engine: "MemLoomEngine", res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
+def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     s = engine.settings
     state = engine.state
     rel = Relevance(engine, res.query)

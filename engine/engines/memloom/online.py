@@ -12,11 +12,11 @@ from datetime import datetime
 
 import numpy as np
 
+from engine.core.node import Node
+from engine.core.state import MemoryState
+from engine.core.text import words
 from engine.engines.memloom.schema import Kind, Life
 from engine.engines.memloom.settings import MemLoomSettings
-from engine.node import Node
-from engine.state import MemoryState
-from engine.text import words
 
 COMPLETION_CUES = ("that's settled", "all set", "all done", "it's done", "we're done", "that's done",
                    "problem solved", "sorted out", "wrapped up", "case closed", "finished it")

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
-from engine.lexical import at
-from engine.links import has_change
-from engine.retrieval import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
-
-if TYPE_CHECKING:
-    from engine.engines.memloom.engine import MemLoomEngine
+from engine.retrieval.lexical import at
+from engine.retrieval.links import has_change
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
@@ -56,7 +53,7 @@ def query_intent(query: str) -> str:
 class Relevance:
     """z(dense) + w·z(BM25) of every sentence record of the live state, with both signals kept."""
 
-    def __init__(self, engine: "MemLoomEngine", query: str):
+    def __init__(self, engine: MemLoomContext, query: str):
         s = engine.settings
         ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE)
         self.fused: dict[int, float] = {}
@@ -80,7 +77,7 @@ class Relevance:
         self.lexical = {i: float(v) for i, v in zip(ids, lex)}
 
 
-def retrieve(engine: "MemLoomEngine", query: str, k: int | None = None) -> RetrievalResult:
+def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
     s = engine.settings
     t0 = time.perf_counter()
     intent = query_intent(query)
@@ -184,7 +181,7 @@ def seed_ranking(sstate, rel: dict[int, float]) -> list[tuple[int, float]]:
     return sorted(scored, key=lambda p: (-round(p[1], 9), p[0]))
 
 
-def buffer_ranking(engine: "MemLoomEngine", rel: dict[int, float]) -> list[int]:
+def buffer_ranking(engine: MemLoomContext, rel: dict[int, float]) -> list[int]:
     """Stream two: the sentence records no steward run has curated yet, by relevance, ties by id."""
     live = [n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED
             and n.id in rel]

@@ -1,9 +1,19 @@
 """What MemLoom declares: sentence records and events, the event FSM, the relation closure, the steward."""
 from __future__ import annotations
 
-from engine.proposal import LLMReason
-from engine.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
-                           ReasonSpec, StageSpec, StatusSpec, llm_reasons)
+from engine.core.proposal import LLMReason
+from engine.core.schema import (
+    EdgeTypeSpec,
+    EngineSchema,
+    KindSpec,
+    OperatorSpec,
+    PlanField,
+    ProcessSpec,
+    ReasonSpec,
+    StageSpec,
+    StatusSpec,
+    llm_reasons,
+)
 
 
 class Kind:

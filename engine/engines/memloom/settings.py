@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.schema import EngineSettings, setting
+from engine.core.schema import EngineSettings, setting
 
 ABLATIONS = {
     "no-relations": "the steward synthesises no relations (events and evidence pointers only)",

@@ -7,22 +7,18 @@ variable at itself, which is what the curated retrieval stream reads.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from engine.edge import Edge
+from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.text import strip_speaker
+from engine.core.tx import Tx
 from engine.engines.memloom import online
+from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
-from engine.interface import BaseProcess
-from engine.node import Node
-from engine.proposal import GateVerdict, Proposal, Status, call_reason_code
-from engine.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
-from engine.text import strip_speaker
-from engine.tx import Tx
-
-if TYPE_CHECKING:
-    from engine.engines.memloom.engine import MemLoomEngine
+from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
+from engine.runtime.process import BaseProcess
 
 ORDERED = (Rel.CAUSAL_FOLLOW, Rel.TEMPORAL_NEXT, Rel.STATE_SUCCESSOR)   # source must precede target
 # Topic-track neighbours: fresh events per matrix product, and how far a float32 product's cosine may be
@@ -36,7 +32,7 @@ def chronological(events: list[Node]) -> list[Node]:
 
 
 class Steward(BaseProcess):
-    engine: "MemLoomEngine"
+    engine: MemLoomContext
 
     # -- diagnosis: repairs and relations as proposals -------------------------------------------
     def diagnose(self, run_id: str, manual: bool) -> list[Proposal]:
@@ -119,7 +115,7 @@ class Steward(BaseProcess):
                               {"events": len(group)})
 
     def link_scorer(self) -> LinkScorer:
-        """The logic track over every sentence record of the conversation (engine/links.py)."""
+        """The logic track over every sentence record of the conversation (engine/retrieval/links.py)."""
         eng, state = self.engine, self.engine.state
         records = [state.nodes[state.turn_units[t]] for t in state.turn_ids if t in state.turn_units]
         sessions = {sess: i for i, sess in enumerate(dict.fromkeys(r.session for r in records))}

@@ -12,15 +12,16 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from engine.conversation import Turn
-from engine.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
-from engine.interface import BaseEngine, IngestReport, writes
-from engine.node import TURN_KIND, Node
-from engine.oplog import OpKind
-from engine.relevance import Relevance
-from engine.retrieval import RetrievalResult, RetrievedUnit, materialize, rank_sources
-from engine.schema import EngineSchema, EngineSettings, KindSpec, StageSpec, StatusSpec, setting
-from engine.tx import Tx
+from engine.core.conversation import Turn
+from engine.core.node import TURN_KIND, Node
+from engine.core.oplog import OpKind
+from engine.core.schema import EngineSchema, EngineSettings, KindSpec, StageSpec, StatusSpec, setting
+from engine.core.tx import Tx
+from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
+from engine.retrieval.relevance import Relevance
+from engine.retrieval.result import RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.runtime.engine import BaseEngine, writes
+from engine.runtime.reports import IngestReport
 
 STORED = "stored"
 RANK = "rank"              # the one retrieval stage

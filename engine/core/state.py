@@ -1,0 +1,189 @@
+"""In-memory memory state, changed only by applying operation records.
+
+Engines never mutate nodes or edges directly: they build `OpRecord`s, and
+`engine.core.ops` applies them to a state (`apply`, `fold`) through the op
+specs. That keeps the log the single truth and makes the state at any point a
+pure fold; this module holds the state's data and the queries on it, and
+knows nothing of how a record changes it.
+The state knows its engine's schema only for two things: which statuses are on
+the retrieval surface (`visible`), and which transitions are legal.
+"""
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.core.edge import Edge
+from engine.core.node import TURN_KIND, Node
+from engine.core.oplog import RunInfo
+from engine.core.proposal import Proposal
+from engine.core.schema import EngineSchema
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class MemoryState:
+    schema: EngineSchema | None = None
+    nodes: dict[int, Node] = field(default_factory=dict)
+    edges: dict[tuple[int, int, str], Edge] = field(default_factory=dict)
+    out_adj: dict[int, dict[str, set[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    in_adj: dict[int, dict[str, set[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    proposals: dict[int, Proposal] = field(default_factory=dict)
+    buffers: dict[str, dict[int, list[int]]] = field(default_factory=dict)   # name -> node id -> anchor ids
+    engine_state: dict[str, Any] = field(default_factory=dict)              # an engine's own variables
+    runs: dict[str, RunInfo] = field(default_factory=dict)
+    turn: int = 0
+    turn_ids: list[str] = field(default_factory=list)
+    turn_units: dict[str, int] = field(default_factory=dict)       # dataset turn id -> turn node id
+    seq: int = 0
+    next_node_id: int = 1
+    next_proposal_id: int = 1
+
+    # -- the schema's part --------------------------------------------------------
+    def on_surface(self, status: str) -> bool:
+        return self.schema is None or status in self.schema.surface_statuses
+
+    def legal(self, old: str, new: str) -> bool:
+        return self.schema is None or self.schema.legal(old, new)
+
+    @property
+    def initial_status(self) -> str:
+        return self.schema.initial_status if self.schema else ""
+
+    @property
+    def turn_kind(self) -> str:
+        """The node kind a dataset turn becomes, which `turn_units` maps turn ids to."""
+        return self.schema.turn_kind if self.schema else TURN_KIND
+
+    # -- reading -----------------------------------------------------------
+    @property
+    def units(self) -> dict[int, Node]:
+        """All nodes (the All-Mem paper calls them units)."""
+        return self.nodes
+
+    @property
+    def visible_ids(self) -> list[int]:
+        """Nodes on the retrieval surface."""
+        return sorted(uid for uid, u in self.nodes.items() if u.visible)
+
+    @property
+    def archived_ids(self) -> list[int]:
+        """Nodes off the retrieval surface."""
+        return sorted(uid for uid, u in self.nodes.items() if not u.visible)
+
+    @property
+    def next_unit_id(self) -> int:
+        return self.next_node_id
+
+    def buffer(self, name: str) -> dict[int, list[int]]:
+        return self.buffers.get(name, {})
+
+    def buffered(self) -> int:
+        """Nodes waiting in any buffer."""
+        return sum(len(b) for b in self.buffers.values())
+
+    def status_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for u in self.nodes.values():
+            counts[u.status] += 1
+        return dict(sorted(counts.items()))
+
+    def out(self, uid: int, etype: str) -> set[int]:
+        return self.out_adj.get(uid, {}).get(etype, set())
+
+    def inc(self, uid: int, etype: str) -> set[int]:
+        return self.in_adj.get(uid, {}).get(etype, set())
+
+    def out_edges(self, uid: int) -> list[Edge]:
+        adj = self.out_adj.get(uid, {})
+        return [self.edges[(uid, dst, t)] for t, dsts in adj.items() for dst in dsts]
+
+    def in_edges(self, uid: int) -> list[Edge]:
+        adj = self.in_adj.get(uid, {})
+        return [self.edges[(src, uid, t)] for t, srcs in adj.items() for src in srcs]
+
+    def edge_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for (_, _, t) in self.edges:
+            counts[t] += 1
+        return dict(sorted(counts.items()))
+
+    def open_runs(self) -> list[RunInfo]:
+        return [r for r in self.runs.values() if r.status == "open"]
+
+    def last_committed_run(self) -> RunInfo | None:
+        committed = [r for r in self.runs.values() if r.status == "committed"]
+        return max(committed, key=lambda r: r.last_seq) if committed else None
+
+    # -- changing (what the op specs use) -------------------------------------
+    def put_edge(self, e: Edge) -> None:
+        self.edges[e.key] = e
+        self.out_adj[e.src][e.type].add(e.dst)
+        self.in_adj[e.dst][e.type].add(e.src)
+
+    def drop_edge(self, key: tuple[int, int, str]) -> None:
+        if self.edges.pop(key, None) is None:
+            return
+        src, dst, etype = key
+        self.out_adj[src][etype].discard(dst)
+        self.in_adj[dst][etype].discard(src)
+
+    def clone(self) -> "MemoryState":
+        """An independent copy sharing only the schema. Nodes, edges and adjacency (nearly all of a state) are
+        copied by their own types; the rest, small, by deepcopy."""
+        twin = copy.copy(self)
+        rest = {name: value for name, value in vars(self).items()
+                if name not in ("schema", "nodes", "edges", "out_adj", "in_adj")}
+        twin.__dict__.update(copy.deepcopy(rest))
+        twin.nodes = {uid: u.copy() for uid, u in self.nodes.items()}
+        twin.edges = {key: e.copy() for key, e in self.edges.items()}
+        twin.out_adj, twin.in_adj = _copy_adjacency(self.out_adj), _copy_adjacency(self.in_adj)
+        return twin
+
+
+    # -- checkpoints ---------------------------------------------------------
+    def to_dict(self) -> dict:
+        """A plain snapshot of the fold (nodes, edges, proposals, buffers, runs, counters)."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "nodes": [n.payload() for n in self.nodes.values()],
+            "edges": [e.to_dict() for e in self.edges.values()],
+            "proposals": [p.to_dict() for p in self.proposals.values()],
+            "buffers": {name: [[u, a] for u, a in buf.items()] for name, buf in self.buffers.items()},
+            "engine_state": self.engine_state,
+            "runs": [vars(r) for r in self.runs.values()],
+            "turn": self.turn, "turn_ids": self.turn_ids, "turn_units": self.turn_units, "seq": self.seq,
+            "next_node_id": self.next_node_id, "next_proposal_id": self.next_proposal_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, schema: EngineSchema | None = None) -> "MemoryState":
+        if data.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"checkpoint format {data.get('format')!r} is not {CHECKPOINT_FORMAT}")
+        s = cls(schema=schema)
+        for raw in data["nodes"]:
+            n = Node.from_dict(raw)
+            n.visible = s.on_surface(n.status)
+            s.nodes[n.id] = n
+        for e in data["edges"]:
+            s.put_edge(Edge(**e))
+        s.proposals = {p["id"]: Proposal.from_dict(p) for p in data["proposals"]}
+        s.buffers = {name: {u: list(a) for u, a in entries} for name, entries in data["buffers"].items()}
+        s.engine_state = copy.deepcopy(data["engine_state"])
+        s.runs = {r["run_id"]: RunInfo(**r) for r in data["runs"]}
+        s.turn, s.turn_ids, s.seq = data["turn"], list(data["turn_ids"]), data["seq"]
+        s.turn_units = dict(data["turn_units"])
+        s.next_node_id, s.next_proposal_id = data["next_node_id"], data["next_proposal_id"]
+        return s
+
+
+def _copy_adjacency(adj: dict[int, dict[str, set[int]]]) -> dict[int, dict[str, set[int]]]:
+    out: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for uid, by_type in adj.items():
+        row = out[uid]
+        for etype, ids in by_type.items():
+            row[etype] = set(ids)
+    return out

@@ -1,0 +1,174 @@
+"""How likely one utterance continues the story of an earlier one: the steward's logic-track hook.
+
+A causal or state chain in conversation moves from turn to turn through
+shared things: the same rare words, a name or code, the person one turn is
+said by and the next one mentions, a change of state on the earlier side, a
+cue such as "because" on the later side, and closeness in meaning and in
+sessions. `LinkScorer` turns those signals into one logistic score per
+sentence pair, vectorised over every (later, earlier) pair of a
+conversation. The weights were fit by `scripts/fit_links.py` on the
+validation split of the team's causal suite only (consecutive turns of gold
+chains as positives, every other earlier turn as negatives); the script
+prints how often the true predecessor ranks first on both splits.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy import sparse
+
+from engine.core.text import STOPWORDS, content_tokens, words
+
+if TYPE_CHECKING:
+    from engine.core.node import Node
+
+FEATURES = ("cosine", "lexical", "entities", "mention", "same_speaker", "cue", "change", "session_gap")
+WEIGHTS = np.array([2.716, 0.467, 0.474, 0.975, 0.415, 0.104, 0.647, -1.000])
+BIAS = -4.120
+LEXICAL_CAP = 15.0
+# Cost bounds of the steward's candidate search. A target is scored against the LINK_POOL most recent
+# earlier utterances only (a LoCoMo conversation has under 1,000 turns, so there it sees them all; the
+# session-gap weight already discounts older ones), and LINK_ROWS of its own utterances at a time, so
+# one target costs O(its utterances x LINK_POOL) time and O(LINK_ROWS x LINK_POOL) memory however long
+# the conversation is.
+LINK_POOL = 4096
+LINK_ROWS = 256
+
+CAUSE_CUES = ("because", "since", "due to", "after", "now that", "ever since", "as a result", "that's why",
+              "which is why", "thanks to", "owing to", "caused", "led to", "so i", "so we", "so now", "ended up",
+              "couldn't", "had to", "forced")
+CHANGE_WORDS = frozenset("""sold moved move moving quit left leave leaving lost lose fired hired broke broken
+cancelled canceled closed closing stopped started start starting injured hurt sick ill diagnosed
+promoted transferred switched replaced replacing cut cuts raised dropped failed failing
+passed passing died born married divorced retired evicted flooded crashed delayed postponed
+approved rejected denied won bought renting rented shut banned merged split changed
+changing new""".split())
+_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
+_CODE = re.compile(r"\b[A-Za-z]*\d{3,}[A-Za-z]*\b")
+
+
+def cue_of(text: str) -> str:
+    low = " " + " ".join(words(text)) + " "
+    return next((c for c in CAUSE_CUES if f" {c} " in low), "")
+
+
+def has_change(text: str) -> bool:
+    return bool(set(words(text)) & CHANGE_WORDS)
+
+
+@dataclass
+class Utterance:
+    id: int
+    speaker: str
+    text: str
+    session: int          # position of its session in the conversation
+
+
+class LinkScorer:
+    """Pair scores over one conversation's utterances; idf is taken over those utterances.
+
+    Words and entities are sparse indicator matrices: their size grows with the words actually used, not
+    with utterances x vocabulary (super-linear: the vocabulary grows with the conversation too).
+    """
+
+    def __init__(self, utterances: list[Utterance], vectors: np.ndarray):
+        self.items = utterances
+        self.pos = {u.id: i for i, u in enumerate(utterances)}
+        self.vectors = vectors
+        toks = [{t for t in content_tokens(u.text) if len(t) > 3 and not t.isdigit()} for u in utterances]
+        ents = [{m.lower() for m in _NAME.findall(u.text) if m.lower() not in STOPWORDS}
+                | {c.lower() for c in _CODE.findall(u.text)} for u in utterances]
+        n = len(utterances)
+        df = Counter(t for s in toks for t in s)
+        vocab = {t: i for i, t in enumerate(sorted(df))}
+        self.idf = np.array([math.log((n + 1) / (df[t] + 0.5)) for t in sorted(df)])
+        self.tokens = _binary(toks, vocab)
+        evocab = {e: i for i, e in enumerate(sorted({e for s in ents for e in s}))}
+        self.entities = _binary(ents, evocab)
+        speakers = sorted({u.speaker.lower() for u in utterances})
+        self.speaker_id = np.array([speakers.index(u.speaker.lower()) for u in utterances])
+        self.mentions = np.zeros((n, len(speakers)))           # utterance i mentions speaker s by name
+        for i, s in enumerate(ents):
+            for j, sp in enumerate(speakers):
+                self.mentions[i, j] = sp in s
+        self.cue = np.array([bool(cue_of(u.text)) for u in utterances], dtype=float)
+        self.change = np.array([has_change(u.text) for u in utterances], dtype=float)
+        self.session = np.array([u.session for u in utterances], dtype=float)
+        self.token_sets, self.entity_sets = toks, ents
+
+    def features(self, later: list[int], earlier: list[int]) -> np.ndarray:
+        """(len(later), len(earlier), len(FEATURES)) for utterance ids."""
+        L = np.array([self.pos[i] for i in later])
+        E = np.array([self.pos[i] for i in earlier])
+        cos = self.vectors[L] @ self.vectors[E].T
+        lex = np.minimum((self.tokens[L].multiply(self.idf[None, :]) @ self.tokens[E].T).toarray(), LEXICAL_CAP)
+        ent = (self.entities[L] @ self.entities[E].T).toarray()
+        sp_l, sp_e = self.speaker_id[L], self.speaker_id[E]
+        mention = np.maximum(self.mentions[L][:, sp_e], self.mentions[E][:, sp_l].T)
+        same = (sp_l[:, None] == sp_e[None, :]).astype(float)
+        cue = np.repeat(self.cue[L][:, None], len(E), axis=1)
+        change = np.repeat(self.change[E][None, :], len(L), axis=0)
+        gap = np.log1p(np.maximum(self.session[L][:, None] - self.session[E][None, :], 0))
+        return np.stack([cos, lex, ent, mention, same, cue, change, gap], axis=-1)
+
+    def logits(self, later: list[int], earlier: list[int]) -> np.ndarray:
+        """(len(later), len(earlier)) logits, computed `LINK_ROWS` later utterances at a time."""
+        if not later or not earlier:
+            return np.zeros((len(later), len(earlier)))
+        return np.vstack([self.features(later[i:i + LINK_ROWS], earlier) @ WEIGHTS + BIAS
+                          for i in range(0, len(later), LINK_ROWS)])
+
+    def shared(self, a: int, b: int) -> list[str]:
+        """The words and entities two utterances share (the hooks shown to a reviewer)."""
+        i, j = self.pos[a], self.pos[b]
+        return sorted((self.token_sets[i] & self.token_sets[j]) | (self.entity_sets[i] & self.entity_sets[j]))
+
+
+def probability(logit: float) -> float:
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def strongest_links(scorer: LinkScorer, later: list[int], earlier: Sequence["Node"],
+                    window: int = LINK_POOL) -> dict[int, tuple[float, int, int]]:
+    """Each earlier group's (event's) strongest link to the `later` utterances: group id -> (logit, its
+    utterance, the later utterance), the first maximum with later utterances outer and earlier inner.
+
+    Only the last `window` utterances of `earlier` (groups in time order) are scored, so a target's
+    candidates cost O(len(later) x window) whatever the conversation's length; groups wholly before the
+    window are not candidates. The per-group maxima are taken over columns in numpy, not group by group.
+    """
+    groups: list[tuple[int, list[int]]] = []
+    size = 0
+    for e in reversed(earlier):
+        if size >= window:
+            break
+        members = list(e.members)[-(window - size):]
+        groups.append((e.id, members))
+        size += len(members)
+    groups.reverse()
+    if not later or not groups:
+        return {}
+    pool = [m for _, members in groups for m in members]
+    logits = scorer.logits(later, pool)
+    starts = np.cumsum([0] + [len(members) for _, members in groups[:-1]])
+    column_max = logits.max(axis=0)
+    first_row = logits.argmax(axis=0)
+    group_max = np.maximum.reduceat(column_max, starts)
+    width = len(pool)
+    at_max = column_max == np.repeat(group_max, [len(members) for _, members in groups])
+    order = np.where(at_max, first_row * width + np.arange(width), len(later) * width)
+    first = np.minimum.reduceat(order, starts)
+    return {gid: (float(group_max[g]), pool[int(first[g] % width)], later[int(first[g] // width)])
+            for g, (gid, _) in enumerate(groups)}
+
+
+def _binary(sets: list[set], vocab: dict) -> sparse.csr_matrix:
+    rows = [i for i, s in enumerate(sets) for _ in s]
+    cols = [vocab[t] for s in sets for t in s]
+    return sparse.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(sets), len(vocab)))

@@ -1,0 +1,89 @@
+"""The views an engine derives from its fold: node vectors, the FAISS index of the retrieval surface, BM25.
+
+They are caches, never the truth: rebuilt from the state on open, kept in step
+with every committed record (`sync`), and thrown away with the engine. An
+engine chooses what text each node is embedded and indexed by (`embed_text`,
+`lexical_text`, `embed_node`); the rest is shared.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.state import MemoryState
+from engine.llm.embedder import Embedder
+from engine.retrieval.index import VisibleIndex
+from engine.retrieval.lexical import BM25
+
+
+class DerivedViews:
+    """Mixin of `BaseEngine`: `vectors`, `index` (the surface) and `bm25`, derived from `state`."""
+
+    state: MemoryState
+    embedder: Embedder
+
+    def embed_text(self, node: Node) -> str:
+        return node.embed_text
+
+    def lexical_text(self, node: Node) -> str | None:
+        """The text BM25 indexes for a node; None keeps the node out of the lexical index."""
+        return f"{node.raw} {' '.join(node.keywords)}"
+
+    def embed_nodes(self, nodes: list[Node]) -> dict[int, np.ndarray]:
+        """Vectors of many nodes at once (one batch through the embedder)."""
+        vecs = self.embedder.embed([self.embed_text(u) for u in nodes]) if nodes else \
+            np.zeros((0, self.embedder.dim), np.float32)
+        return {u.id: v for u, v in zip(nodes, vecs)}
+
+    def _rebuild_views(self) -> None:
+        nodes = list(self.state.nodes.values())
+        self.vectors: dict[int, np.ndarray] = self.embed_nodes(nodes)
+        self.index = VisibleIndex(self.embedder.dim)
+        visible = [u.id for u in nodes if u.visible]
+        if visible:
+            self.index.add(visible, np.stack([self.vectors[i] for i in visible]))
+        self.bm25 = BM25()
+        for u in nodes:
+            self._index_lexical(u)
+
+    def _index_lexical(self, u: Node) -> None:
+        text = self.lexical_text(u)
+        if text is not None:
+            self.bm25.add(u.id, text)
+
+    def _sync(self, ops: list[OpRecord]) -> None:
+        """Keep vectors, the surface index and BM25 in step with applied ops.
+
+        A created node, a new descriptor or new members (a group node's centroid) re-derive the node's
+        vector, its lexical entry and its place on the surface index."""
+        for op in ops:
+            p = op.payload
+            if op.kind in (OpKind.NODE_CREATED, OpKind.DESCRIPTOR_CHANGED, OpKind.NODE_UPDATED):
+                uid = p["node"]["id"] if op.kind == OpKind.NODE_CREATED else p["node"]
+                u = self.state.nodes.get(uid)
+                if u is None:
+                    continue
+                self.vectors[u.id] = self.embed_node(u)
+                self._index_lexical(u)
+                if u.visible:
+                    self.index.add([u.id], self.vectors[u.id][None, :])
+            elif op.kind == OpKind.STATUS_CHANGED and p["node"] in self.state.nodes:
+                uid = p["node"]
+                if self.state.nodes[uid].visible:
+                    self.index.add([uid], self.vectors[uid][None, :])
+                else:
+                    self.index.remove([uid])
+            elif op.kind == OpKind.NODE_RETRACTED:
+                self.index.remove([p["node"]])
+                self.bm25.remove(p["node"])
+                self.vectors.pop(p["node"], None)
+
+    def embed_node(self, node: Node) -> np.ndarray:
+        return self.embedder.embed_one(self.embed_text(node))
+
+    def vector(self, uid: int) -> np.ndarray:
+        return self.vectors[uid]
+
+    def visible_neighbours(self, uid: int, k: int) -> list[tuple[int, float]]:
+        return [(i, s) for i, s in self.index.search(self.vectors[uid], k + 1) if i != uid][:k]
