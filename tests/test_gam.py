@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -296,3 +298,40 @@ def test_retrieval_anchors_on_topics_drills_down_and_shows_each_factor(make_db):
     placements = eng.explain(res, [top.id, res.candidates[-1].id])
     assert placements[top.id].returned and dict(placements[top.id].signals.factors) == top.factors
     assert any(r.factors["β_conf"] == 1.2 for r in res.candidates)
+
+
+def test_memwb_replays_the_demo_with_gam_and_exports_retrieves_and_checks_it(tmp_path):
+    """The command line as a user runs it: replay offline, then the schema, the export (event and topic nodes, a
+    topic's source_ids the turns of its segment, archived events, cross edges), retrieve --json (every hop of a
+    path an exported edge) and check."""
+    db = tmp_path / "gam.sqlite"
+
+    def memwb(*args) -> str:
+        proc = subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=1200)
+        assert proc.returncode == 0, f"memwb {args} failed ({proc.returncode}):\n{proc.stderr}"
+        return proc.stdout
+
+    assert memwb("replay", DEMO, "--db", db, "--engine", "gam", "--quiet").startswith("turns=102 ")
+    schema = json.loads(memwb("schema", "--engine", "gam"))
+    assert {k["name"] for k in schema["node_kinds"]} == {Kind.EVENT, Kind.TOPIC}
+    export = json.loads(memwb("export", "--db", db, "--json"))
+    units = {u["id"]: u for u in export["units"]}
+    events = [u for u in units.values() if u["kind"] == Kind.EVENT]
+    topics = [u for u in units.values() if u["kind"] == Kind.TOPIC]
+    assert len(events) == 102 and topics and all(u["status"] == Life.ARCHIVED for u in events)
+    edges = {(e["src"], e["dst"], e["type"]) for e in export["edges"]}
+    for t in topics:
+        members = [units[m] for m in t["members"]]
+        assert t["source_ids"] == [sid for m in members for sid in m["source_ids"]]
+        assert all((t["id"], m["id"], Rel.CROSS) in edges for m in members)
+    res = json.loads(memwb("retrieve", "--db", db, "--query", "Where does Maya work now?", "--json"))
+    assert res["units"] and any(u["path"] for u in res["units"])
+    for u in res["units"]:
+        at = u["anchor"]
+        for hop in u["path"]:
+            assert hop["from"] == at and ((hop["from"], hop["to"], hop["type"]) in edges
+                                          or (hop["to"], hop["from"], hop["type"]) in edges)
+            at = hop["to"]
+        assert set(u["factors"]) == {"P_sem", "β_time", "β_role", "β_conf"}
+    assert memwb("check", "--db", db).startswith("ok: ")
