@@ -1,13 +1,16 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
-    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|naive|hybrid]
+    python scripts/screenshots.py [--out screenshots]
+                                  [--engine all|allmem|memloom|gam|naive|hybrid|locomo|progress|benchmark]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
-7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation), the GAM tour (13_gam_replay,
-14_gam_consolidation, 15_gam_graph, 16_gam_retrieval; `--engine gam` takes only that one) and the graph at LoCoMo scale
+7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation), the GAM tour (15_gam_replay,
+16_gam_consolidation, 17_gam_graph, 18_gam_retrieval; `--engine gam` takes only that one) and the graph at LoCoMo scale
 (10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
+`all` also takes 13_locomo_memloom_graph: conv-26 played to its end in MemLoom, the steward's relations applied by
+the gate, every session drawn with its events folded (`--engine locomo` takes only 10_ and 13_).
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
 of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
@@ -25,11 +28,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
-from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
-                              benchmark_walkthrough, browser_page, first_miss, gam_session, gam_walkthrough,
-                              locomo_conversation_file,
-                              locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
-                              walkthrough)
+from workbench.driver import (  # noqa: E402
+    LOCOMO,
+    baseline_walkthrough,
+    bench_demo_workspace,
+    benchmark_walkthrough,
+    browser_page,
+    first_miss,
+    gam_session,
+    gam_walkthrough,
+    locomo_conversation_file,
+    locomo_events_walkthrough,
+    locomo_graph_walkthrough,
+    memloom_walkthrough,
+    progress_walkthrough,
+    running_app,
+    walkthrough,
+)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -37,9 +52,10 @@ TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
-    ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", *known_engines()])
+    ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", "locomo", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom", "gam"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
+    engines = {"all": ["allmem", "memloom", "gam"], "progress": [], "benchmark": [], "locomo": []}.get(
+        args.engine, [args.engine])
     for engine in engines:
         if engine == "gam":                 # the tour opens a prepared session: topic edges wait for a person
             work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
@@ -51,12 +67,13 @@ def main() -> int:
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))
-    if args.engine == "all" and LOCOMO.exists():
-        with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
-            env = {"MEMWB_ENGINE": "allmem", "MEMWB_DEMO": str(locomo_conversation_file(Path(tmp))),
-                   "MEMWB_WORKSPACE": tmp}
-            with running_app(env=env) as url, browser_page() as page:
-                locomo_graph_walkthrough(page, url, shots=Path(args.out))
+    if args.engine in ("all", "locomo") and LOCOMO.exists():
+        for engine, tour in (("allmem", locomo_graph_walkthrough), ("memloom", locomo_events_walkthrough)):
+            with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
+                env = {"MEMWB_ENGINE": engine, "MEMWB_DEMO": str(locomo_conversation_file(Path(tmp))),
+                       "MEMWB_WORKSPACE": tmp}
+                with running_app(env=env) as url, browser_page() as page:
+                    tour(page, url, shots=Path(args.out))
     if args.engine in ("all", "progress"):
         work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
         source = locomo_conversation_file(work)

@@ -62,7 +62,8 @@ def test_breakdown_adds_up_to_the_score_of_every_candidate(replayed, conv, name)
             # multiplicative re-rank's parts make the score (GAM: P_sem of the relevance times each β; the hop that
             # reached an event is its topic edge, else the anchor's cross edge)
             if sig.factors:
-                assert name == "gam" and math.prod(v for _, v in sig.factors) == pytest.approx(r.score, rel=1e-4, abs=1e-6)
+                product = math.prod(v for _, v in sig.factors)
+                assert name == "gam" and product == pytest.approx(r.score, rel=1e-4, abs=1e-6)
                 relations = [h for h in relations if h.type != "cross"] or relations
             elif sig.inherited is None:
                 assert round(sig.relevance, 6) == pytest.approx(r.score, abs=1e-6)

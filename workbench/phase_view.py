@@ -109,7 +109,8 @@ def boundary_figure(state: MemoryState, trigger: dict) -> go.Figure:
     fig.update_layout(height=240, margin={"l": 10, "r": 10, "t": 30, "b": 10}, bargap=0.1, barmode="overlay",
                       xaxis_title="utterance in the buffer (0-based)", yaxis_title="tokens",
                       legend={"orientation": "h", "y": 1.15},
-                      title={"text": f"Detector boundaries over the {len(frame)}-utterance buffer", "font": {"size": 13}})
+                      title={"text": f"Detector boundaries over the {len(frame)}-utterance buffer",
+                             "font": {"size": 13}})
     return fig
 
 

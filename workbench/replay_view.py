@@ -21,7 +21,7 @@ from engine.core.edge import Edge
 from engine.core.oplog import OpKind, RunInfo
 from engine.core.state import MemoryState
 from engine.core.text import seconds_text
-from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
+from workbench.graph_style import cosine_text, edge_style, status_tag, visibility_text
 from workbench.lifecycle_view import (
     attrs_frame,
     cause_text,

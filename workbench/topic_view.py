@@ -16,14 +16,14 @@ from pyvis.network import Network
 
 from engine.core.state import MemoryState
 from workbench.graph_canvas import clicked_node, graph_canvas
-from workbench.graph_view import (
+from workbench.graph_document import document_html
+from workbench.graph_legend import Seen, legend_html
+from workbench.graph_style import (
     ARCHIVED_GREY,
     LABEL_HALO,
     edge_style,
     edge_title,
-    graph_document,
     kind_color,
-    legend_html,
     status_style,
     unit_title,
     weighted_width,
@@ -67,6 +67,7 @@ def build_network_html(state: MemoryState, expanded: set[int] = frozenset(), hei
     schema, kinds = state.schema, weighted_types(state)
     order = groups(state)
     net = Network(directed=True)
+    seen = Seen()
     at: dict[int, tuple[int, int]] = {}
     for i, gid in enumerate(order):
         g = state.nodes[gid]
@@ -74,11 +75,13 @@ def build_network_html(state: MemoryState, expanded: set[int] = frozenset(), hei
         at[gid] = (x, y)
         colour, shape = status_style(schema, g.status)
         words = ", ".join(g.keywords[:3])
+        look = {"shape": shape or "dot", "color": {"background": colour or kind_color(schema, g.kind),
+                                                   "border": "#1a1a1a"}}
+        seen.node(g.kind, g.status, look)
         net.add_node(gid, label=f"u{gid}{' ▾' if gid in expanded else ''}\n{words}", title=unit_title(g, schema),
-                     x=x, y=y, physics=False, shape=shape or "dot", size=12 + min(18, len(g.members) // 2),
+                     x=x, y=y, physics=False, shape=look["shape"], size=12 + min(18, len(g.members) // 2),
                      borderWidth=4 if gid == highlight else 2,
-                     color={"background": colour or kind_color(schema, g.kind),
-                            "border": "#e6a100" if gid == highlight else "#1a1a1a"},
+                     color={**look["color"], "border": "#e6a100" if gid == highlight else "#1a1a1a"},
                      font={"size": 15, "face": "sans-serif", **LABEL_HALO})
     drawn = set(order)
     for gid in order:
@@ -90,9 +93,11 @@ def build_network_html(state: MemoryState, expanded: set[int] = frozenset(), hei
             x = gx + (j % MEMBER_COLUMNS - (MEMBER_COLUMNS - 1) / 2) * MEMBER_GAP
             y = ROWS * ROW_GAP + 60 + (j // MEMBER_COLUMNS) * MEMBER_GAP
             colour, shape = status_style(schema, member.status)
+            look = {"shape": shape or "square",
+                    "color": {"background": colour or kind_color(schema, member.kind), "border": ARCHIVED_GREY}}
+            seen.node(member.kind, member.status, look)
             net.add_node(mid, label=f"u{mid}", title=unit_title(member, schema), x=x, y=y, physics=False,
-                         shape=shape or "square", size=8,
-                         color={"background": colour or kind_color(schema, member.kind), "border": ARCHIVED_GREY},
+                         shape=look["shape"], size=8, color=look["color"],
                          font={"size": 11, "face": "sans-serif", "color": "#555555", **LABEL_HALO})
             drawn.add(mid)
     opened = {m for gid in expanded if gid in state.nodes for m in state.nodes[gid].members}
@@ -109,6 +114,7 @@ def build_network_html(state: MemoryState, expanded: set[int] = frozenset(), hei
         net.add_edge(a, b, title=edge_title(edge, schema), width=width, dashes=bool(style["dashes"]),
                      color={"color": style["color"], "opacity": style["opacity"]},
                      smooth={"enabled": True, "type": "curvedCW", "roundness": 0.2} if not inside else False)
+        seen.edge_types.add(t)
         drawn_edges += 1
     counts = network_stats(state)
     summary = (f"{len(order)} group nodes, {drawn_edges} edges drawn ("
@@ -118,7 +124,8 @@ def build_network_html(state: MemoryState, expanded: set[int] = frozenset(), hei
     net.options = {"physics": {"enabled": False}, "layout": {"improvedLayout": False},
                    "interaction": {"hover": True, "tooltipDelay": 150},
                    "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}}}
-    return graph_document(net, height_px, summary, legend_html(schema))
+    seen.ringed = highlight in drawn
+    return document_html(net, height_px, summary, legend_html(schema, seen))
 
 
 def network_caption(state: MemoryState) -> str:

@@ -136,11 +136,12 @@ class LLM:
             record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
             record.model = reply.model or record.model
             record.params, record.finish_reason = dict(reply.params), reply.finish_reason
-            record.data, record.error_code, record.error = parse_and_validate(reply.text, request.schema,
-                                                                              CAPS.get(role, ()))
-            if record.error and reply.finish_reason == "length":
-                record.error += (f"; the reply was cut at the output limit"
-                                 f" ({reply.params.get('max_tokens', 'the server default')} tokens)")
+            record.data, record.error_code, error = parse_and_validate(reply.text, request.schema,
+                                                                       CAPS.get(role, ()))
+            if error and reply.finish_reason == "length":
+                error += (f"; the reply was cut at the output limit"
+                          f" ({reply.params.get('max_tokens', 'the server default')} tokens)")
+            record.error = redact(error) if error else error       # it may quote a reply that echoes a key
         record.model = record.model or self.backend.model       # a deferred backend knows it once built
         record.latency_ms = (time.perf_counter() - started) * 1000.0
         if self.recorder is not None:

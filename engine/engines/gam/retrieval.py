@@ -9,8 +9,8 @@
    ms-marco-MiniLM-L-6-v2, which cannot be downloaded here; the substitute is σ(slope·(r − center)) of the
    relevance r = z(cosine) + w·z(BM25), the embedder's cosine, z-statistics over every event (`rerank_model` names
    it). Like a cross-encoder's, it is near 0 for an ordinary event (r = 0: 0.018 at the defaults) and 0.5 two
-   standard deviations up, so the β boosts reorder relevant events rather than lift irrelevant ones. Indicators: I_time (a
-   time-sensitive query and a memory with a temporal expression), I_role (the memory's speaker is named in the
+   standard deviations up, so the β boosts reorder relevant events rather than lift irrelevant ones. Indicators:
+   I_time (a time-sensitive query and a memory with a temporal expression), I_role (the memory's speaker is named in the
    query), I_conf (the event passed the self-consistency check when its topic was consolidated).
 
 Every result's path is anchor topic → (topic edge) → cross edge → event, each hop an edge of the state, and its
