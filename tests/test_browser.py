@@ -108,7 +108,7 @@ def test_gam_topic_edge_accepted_undone_and_rejected_is_what_is_stored(tmp_path)
     edge, chosen = seen["edge"], seen["chosen"]
     accepted = seen["accepted"]
     assert edge in accepted.edges and accepted.proposals[chosen].status == Status.APPLIED
-    assert accepted.proposals[chosen].decided_by == "human"
+    assert accepted.proposals[chosen].decided_by == LOCAL
     assert edge not in seen["undone"].edges and seen["undone"].runs[seen["run"]].status == "undone"
     rejected = seen["rejected"]
     assert edge not in rejected.edges and rejected.proposals[seen["rejected_id"]].status == Status.REJECTED

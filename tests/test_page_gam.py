@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+from engine.core.access import local_identity
 from engine.core.proposal import GateVerdict, Status
 from engine.store.log_store import Store
 from tests.apptest import open_app_page, start_app
+from workbench import review_decisions as rd
 from workbench import review_view as rv
 from workbench.model import DEMO_PATH, Workbench
 from workbench.topic_view import build_network_html, groups
@@ -89,13 +91,13 @@ def test_consolidation_reviews_a_topic_edge_with_its_segment_accept_undo_reject(
     text = markdown_text(at)
     assert f"#{chosen.id} · Topic relation" in text and "new topic" in text and "earlier topic" in text
     assert "New topic's segment" in text or "★ cited" in text            # its inputs: the segment's utterances
-    at.radio(key=rv.widget_key(rv.run_key(db.name, run_id), chosen.id)).set_value("Accept").run()
+    at.radio(key=rd.widget_key(rd.run_key(db.name, run_id), chosen.id)).set_value("Accept").run()
     apply(at)
     assert not at.exception
     edge = (chosen.targets[0], chosen.targets[1], chosen.plan["relation"])
     stored = Store(db).load_state()
     assert edge in stored.edges and stored.proposals[chosen.id].status == Status.APPLIED
-    assert stored.proposals[chosen.id].decided_by == "human"
+    assert stored.proposals[chosen.id].decided_by == local_identity().name      # the person at the keyboard
     at.button(key="undo_start").click().run()
     at.button(key="undo_confirm").click().run()
     assert not at.exception
@@ -105,7 +107,7 @@ def test_consolidation_reviews_a_topic_edge_with_its_segment_accept_undo_reject(
     stored = Store(db).load_state()
     again = next(r.run_id for r in stored.open_runs())
     same = next(p for p in stored.proposals.values() if p.run_id == again and p.targets == chosen.targets)
-    at.radio(key=rv.widget_key(rv.run_key(db.name, again), same.id)).set_value("Reject").run()
+    at.radio(key=rd.widget_key(rd.run_key(db.name, again), same.id)).set_value("Reject").run()
     apply(at)
     stored = Store(db).load_state()
     assert edge not in stored.edges and stored.proposals[same.id].status == Status.REJECTED
