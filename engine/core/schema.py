@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from engine.core.node import TURN_KIND
+
 
 @dataclass(frozen=True)
 class KindSpec:
@@ -40,7 +42,8 @@ class StatusSpec:
 @dataclass(frozen=True)
 class EdgeTypeSpec:
     """A typed, directed edge. Lower `priority` is expanded first; `recovery` links lead off the surface;
-    `lineage` links are the ones every off-surface node must stay reachable along."""
+    `lineage` links are the ones every off-surface node must stay reachable along; a `weighted` edge's
+    confidence is its weight."""
 
     name: str
     label: str
@@ -52,6 +55,7 @@ class EdgeTypeSpec:
     recovery: bool = False
     lineage: bool = False
     description: str = ""
+    weighted: bool = False     # the edge's confidence is its weight: drawn wider the more confident (GAM's relations)
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ class EngineSchema:
     llm_roles: tuple[str, ...] = ()
     ablations: dict[str, str] = field(default_factory=dict)
     schedule: str = ""          # the offline schedule the engine's paper runs on ("" = the dataset's or the CLI's)
+    turn_kind: str = TURN_KIND          # the kind an ingested dataset turn becomes (GAM: its `event` units)
 
     # -- look-ups ------------------------------------------------------------------
     @property
@@ -205,7 +210,10 @@ def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum
 
 
 class SettingError(ValueError):
-    """A setting that does not exist, or a value of the wrong type or out of its bounds."""
+    """A setting that does not exist, or a value of the wrong type or out of its bounds; `code` is the reason
+    code a record carries."""
+
+    code = "SETTING_OUT_OF_RANGE"
 
 
 def _kind(value: Any) -> str:
@@ -295,7 +303,7 @@ def parse_settings(settings_cls: type, assignments: list[str], engine: str = "")
 
 
 class EngineSettings:
-    """Mixin for an engine's settings dataclass: dict round trip and ablation look-up."""
+    """Mixin for an engine's settings dataclass: dict round trip, ablation look-up and bounds."""
 
     ablations: list
 
@@ -315,6 +323,23 @@ class EngineSettings:
             if spec["name"] in given:
                 check_setting(spec, given[spec["name"]])
         return cls(**given)
+
+    def check_bounds(self) -> None:
+        """Raise `SettingError` naming the first field outside its `setting(...)` bounds or choices."""
+        for f in fields(self):
+            meta, value = f.metadata, getattr(self, f.name)
+            if not meta or isinstance(value, (list, dict)):
+                continue
+            low, high, choices = meta.get("min"), meta.get("max"), meta.get("choices")
+            if (low is not None or high is not None) and (isinstance(value, bool)
+                                                          or not isinstance(value, (int, float))):
+                raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is not a number")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if (low is not None and value < low) or (high is not None and value > high):
+                    raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is outside {low}..{high}")
+            elif choices and value not in choices:
+                raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is not one of "
+                                   f"{', '.join(map(str, choices))}")
 
     def check_ablations(self, known: dict[str, str]) -> None:
         unknown = [a for a in getattr(self, "ablations", ()) if a not in known]
