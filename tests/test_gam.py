@@ -268,7 +268,7 @@ def test_a_setting_out_of_range_is_refused_with_its_reason_code(make_db):
     for bad in ({"t_max": 10}, {"tau": 1.5}, {"overflow_tail": "maybe"}, {"k": "ten"}):
         with pytest.raises(SettingError, match=ReasonCode.SETTING_OUT_OF_RANGE):
             GamSettings.from_dict(bad)
-    with pytest.raises(SettingError, match="depth_threshold = 3.0 is outside 0.0..2.0"):
+    with pytest.raises(SettingError, match=r"depth_threshold=3.0 is out of range: it takes 0.0 to 2.0"):
         open_session(make_db(), engine="gam", settings={"depth_threshold": 3.0})
 
 

@@ -224,15 +224,15 @@ def settings_fields(settings_cls: type) -> list[dict]:
     """Every setting of an engine as plain values: name, type, default, help, bounds, choices, group (what
     `memwb schema` lists and `--set` checks against)."""
     defaults = settings_cls()
-    out = []
-    for f in fields(settings_cls):
-        m = f.metadata
-        value = getattr(defaults, f.name)
-        choices = m.get("choices")
-        out.append({"name": f.name, "type": _kind(value), "default": value, "help": m.get("help", ""),
-                    "min": m.get("min"), "max": m.get("max"), "group": m.get("group", ""),
-                    "choices": list(choices) if choices else None})
-    return out
+    return [_field_spec(f, getattr(defaults, f.name)) for f in fields(settings_cls)]
+
+
+def _field_spec(f, value: Any) -> dict:
+    m = f.metadata
+    choices = m.get("choices")
+    return {"name": f.name, "type": _kind(value), "default": value, "help": m.get("help", ""),
+            "min": m.get("min"), "max": m.get("max"), "group": m.get("group", ""),
+            "choices": list(choices) if choices else None}
 
 
 def _parse_value(spec: dict, text: str) -> Any:
@@ -275,11 +275,12 @@ def check_setting(spec: dict, value: Any) -> None:
         not isinstance(value, bool) else []
     for v in items:
         if (low is not None and v < low) or (high is not None and v > high):
-            raise SettingError(f"setting {name}={value} is out of range: it takes {low} to {high}")
+            raise SettingError(f"{SettingError.code}: setting {name}={value} is out of range: it takes {low} to {high}")
     picked = value if isinstance(value, list) else [value] if isinstance(value, str) else []
     bad = [v for v in picked if choices and v not in choices]
     if bad:
-        raise SettingError(f"setting {name} takes {', '.join(map(str, choices))}, not {', '.join(bad)}")
+        raise SettingError(f"{SettingError.code}: setting {name} takes {', '.join(map(str, choices))}, not "
+                           f"{', '.join(map(str, bad))}")
 
 
 def parse_settings(settings_cls: type, assignments: list[str], engine: str = "") -> dict:
@@ -325,21 +326,16 @@ class EngineSettings:
         return cls(**given)
 
     def check_bounds(self) -> None:
-        """Raise `SettingError` naming the first field outside its `setting(...)` bounds or choices."""
+        """Raise `SettingError` naming the first field outside its `setting(...)` bounds or choices, or a number
+        setting holding something else."""
         for f in fields(self):
-            meta, value = f.metadata, getattr(self, f.name)
-            if not meta or isinstance(value, (list, dict)):
-                continue
-            low, high, choices = meta.get("min"), meta.get("max"), meta.get("choices")
-            if (low is not None or high is not None) and (isinstance(value, bool)
-                                                          or not isinstance(value, (int, float))):
-                raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is not a number")
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                if (low is not None and value < low) or (high is not None and value > high):
-                    raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is outside {low}..{high}")
-            elif choices and value not in choices:
-                raise SettingError(f"{SettingError.code}: {f.name} = {value!r} is not one of "
-                                   f"{', '.join(map(str, choices))}")
+            value = getattr(self, f.name)
+            spec = _field_spec(f, value)
+            numeric = spec["min"] is not None or spec["max"] is not None
+            if numeric and not isinstance(value, (list, dict)) and (isinstance(value, bool)
+                                                                    or not isinstance(value, (int, float))):
+                raise SettingError(f"{SettingError.code}: {spec['name']} = {value!r} is not a number")
+            check_setting(spec, value)
 
     def check_ablations(self, known: dict[str, str]) -> None:
         unknown = [a for a in getattr(self, "ablations", ()) if a not in known]
