@@ -124,14 +124,9 @@ class Steward(BaseProcess):
             if not region:
                 continue
             n = len(recs)
-            straddle = np.zeros(n + 1, dtype=int)              # events with records on both sides of a gap
-            for e in evs:
-                first, last = span.get(e.id, (0, 0))
-                if last > first:
-                    straddle[first + 1] += 1
-                    straddle[last + 1] -= 1
-            straddle = np.cumsum(straddle)
-            allowed = {b for b in range(start + 1, n) if straddle[b] == 0}
+            # the stretch a run already repaired stays whole; online events after it may be split at a cut
+            frozen = max((span[e.id][1] + 1 for e in region if e.made_by not in ("", "online")), default=start)
+            allowed = range(max(frozen, start + 1), n)
             texts = [strip_speaker(r.raw)[1] for r in recs]
             depth = topic_depths(np.stack([eng.utterance_vector(r) for r in recs]), texts,
                                  [(r.speakers or [""])[0] for r in recs], rule)
@@ -142,15 +137,15 @@ class Steward(BaseProcess):
             for a, b in zip(edges, edges[1:]):
                 if b == n and sizes[n] - sizes[a] < rule.min_size:
                     continue                # too short to be a topic of its own yet: the router's events stand
-                group = [e for e in region if a <= span[e.id][0] < b]
-                inside = [float(depth[g - 1]) for g in sorted(allowed) if a < g < b and depth[g - 1] < rule.threshold]
+                group = [e for e in region if any(a <= pos[m] < b for m in e.members if m in pos)]
+                if not group:
+                    continue
+                members = [r.id for r in recs[a:b] if any(r.id in e.members for e in group)]
+                inside = [float(depth[g - 1]) for g in allowed if a < g < b and depth[g - 1] < rule.threshold]
                 boundary = None if b == n else {"turn": recs[b].source_ids[0], "depth": round(float(depth[b - 1]), 4),
                                                 "threshold": rule.threshold, "session": session}
-                if len(group) > 1:
-                    keep = rule.threshold / (rule.threshold + max(inside, default=0.0)) if rule.threshold else 1.0
-                    out.append(self._merge_proposal(group, keep, boundary, max(inside, default=0.0)))
-                    busy.update(e.id for e in group)
-                elif group and boundary and group[0].status in Life.JOINABLE:
+                whole = len(group) == 1 and set(group[0].members) <= set(members)
+                if whole and boundary and group[0].status in Life.JOINABLE:
                     d = boundary["depth"]
                     out.append(self._proposal(Op.BOUNDARY, [group[0].id], d / (d + rule.threshold) if d else 0.0,
                                               f"topic boundary before turn {boundary['turn']}",
@@ -158,22 +153,30 @@ class Steward(BaseProcess):
                                                "rationale": f"depth {d:.3f} ≥ {rule.threshold:.3f}"},
                                               {"depth": d}))
                     busy.add(group[0].id)
+                elif not whole:
+                    keep = rule.threshold / (rule.threshold + max(inside, default=0.0)) if rule.threshold else 1.0
+                    out.append(self._merge_proposal(group, members, keep, boundary, max(inside, default=0.0)))
+                    busy.update(e.id for e in group)
         return out, busy
 
-    def _merge_proposal(self, group: list[Node], confidence: float, boundary: dict | None,
+    def _merge_proposal(self, group: list[Node], members: list[int], confidence: float, boundary: dict | None,
                         inside: float) -> Proposal:
+        """One stretch between cuts as one event: the `members` (in turn order) of the `group` events that lie in
+        it; an online event the cut passes through gives its records on each side to each side's event."""
         nodes = self.engine.state.nodes
-        texts = [nodes[m].raw for e in group for m in e.members]
+        texts = [nodes[m].raw for m in members]
         keywords = list(dict.fromkeys(k for e in group for k in e.keywords))[:10]
         summary = texts[0] if len(texts) == 1 else f"{texts[0]} … {texts[-1]}"
         ends = (f"; a topic boundary (depth {boundary['depth']:.3f}) ends it before turn {boundary['turn']}"
                 if boundary else "; still open")
+        split = [e.id for e in group if not set(e.members) <= set(members)]
         return self._proposal(Op.REPAIR, [e.id for e in group], confidence,
-                              f"{len(group)} adjacent events of one topic",
+                              f"{len(members)} records of {len(group)} adjacent event(s), one topic",
                               {"summary": summary[:400], "keywords": keywords, "boundary": boundary,
+                               "members": [str(m) for m in members],
                                "rationale": f"no gap between them reaches the boundary depth (deepest "
-                                            f"{inside:.3f}){ends}"},
-                              {"events": len(group)})
+                                            f"{inside:.3f}){ends}" + (f"; the cut splits u{split}" if split else "")},
+                              {"events": len(group), "records": len(members)})
 
     def link_scorer(self) -> LinkScorer:
         """The logic track over every sentence record of the conversation (engine/retrieval/links.py)."""
@@ -274,10 +277,16 @@ class Steward(BaseProcess):
             if nodes[p.targets[0]].status not in Life.JOINABLE:
                 return ReasonCode.LIFECYCLE_FAIL, f"event {p.targets[0]} is already {nodes[p.targets[0]].status}"
             return None
+        if p.op == Op.REPAIR:
+            held = {m for t in p.targets for m in nodes[t].members}
+            members = {_as_id(m) for m in p.plan.get("members", [])}
+            if not members or not members <= held:
+                return ReasonCode.SCHEMA_FAIL, "a repair's records must be records of its events"
+            if len(p.targets) < 2 and held <= members:
+                return ReasonCode.SCHEMA_FAIL, "a repair of one event must split it"
+            return None
         if len(p.targets) < 2:
             return ReasonCode.SCHEMA_FAIL, f"targets {p.targets} are not distinct events"
-        if p.op == Op.REPAIR:
-            return None
         if len(p.targets) != 2:
             return ReasonCode.SCHEMA_FAIL, "a relation joins exactly two events"
         a, b = (nodes[t] for t in p.targets)
@@ -304,9 +313,12 @@ class Steward(BaseProcess):
 
     def execute(self, tx: Tx, accepted: list[Proposal]) -> dict:
         created, archived, touched = [], [], set()
+        drawn: dict[int, list[int]] = {}           # event -> the repaired events that took its records
         for p in accepted:
             nodes = tx.state.nodes
-            stale = [t for t in p.targets if t not in nodes or nodes[t].status == Life.ARCHIVED or t in touched]
+            # a repair may take the other side of an event an earlier repair of this run split
+            stale = [t for t in p.targets if t not in nodes or nodes[t].status == Life.ARCHIVED
+                     or (t in touched and not (p.op == Op.REPAIR and t in drawn))]
             if stale:
                 tx.update_proposal(p.id, status=Status.SKIPPED, reason_code=ReasonCode.APPLICABLE_FAIL,
                                    note=f"event(s) {stale} were retired or changed earlier in this run")
@@ -314,7 +326,8 @@ class Steward(BaseProcess):
             if p.op == Op.REPAIR:
                 new = self._repair(tx, p)
                 created.append(new)
-                archived += p.targets
+                for t in p.targets:
+                    drawn.setdefault(t, []).append(new)
                 touched.update(p.targets)
             elif p.op == Op.BOUNDARY:
                 eid = p.targets[0]
@@ -326,9 +339,16 @@ class Steward(BaseProcess):
                 tx.add_edge(Edge(src, dst, p.plan["type"], tx.run_id or "", p.confidence, tx.turn,
                                  evidence=[int(x) for x in p.plan["evidence"]]))
             tx.update_proposal(p.id, status=Status.APPLIED, note=f"applied ({p.decided_by})")
+        # an event retires once repaired events hold all its records (a split one once both sides are taken)
+        for old, into in drawn.items():
+            taken = {m for e in into for m in tx.state.nodes[e].members}
+            if set(tx.state.nodes[old].members) <= taken:
+                tx.set_status(old, Life.ARCHIVED, {"rule": "timeline_repair", "into": into, "run": tx.run_id})
+                archived.append(old)
         # what this run made or closed is synthesised in the next run (`run` makes it at once)
         waiting = set(tx.state.buffer(self.spec.buffer))
-        later = [e for e in created + [p.targets[0] for p in accepted if p.op == Op.BOUNDARY]
+        later = [e for e in created + [p.targets[0] for p in accepted if p.op == Op.BOUNDARY
+                                       and p.status == Status.APPLIED]
                  if e not in waiting and tx.state.nodes[e].status != Life.ARCHIVED]
         if later:
             tx.push_buffer(self.spec.buffer, [(e, []) for e in later])
@@ -339,19 +359,25 @@ class Steward(BaseProcess):
         return {"created": created, "archived": archived, "rewired": []}
 
     def _repair(self, tx: Tx, p: Proposal) -> int:
-        """ENTR's ⊕: a new event holds the fragments' evidence; the fragments retire into the lineage."""
+        """ENTR's ⊕: a new event holds the stretch's records (all of its events', or one side of an event a cut
+        passes through); the events retire into the lineage once every record of theirs is held (`execute`)."""
         nodes = tx.state.nodes
         parts = [nodes[t] for t in p.targets]
-        a, b = parts[0], parts[-1]
-        members = sorted({m for e in parts for m in e.members}, key=lambda m: (nodes[m].created_turn, m))
+        members = sorted({_as_id(m) for m in p.plan["members"]}, key=lambda m: (nodes[m].created_turn, m))
+        first, last = nodes[members[0]], nodes[members[-1]]
         stats = online.event_stats([nodes[m] for m in members])
         eid = tx.state.next_node_id
         tx.create_node(Node(id=eid, raw="", summary=p.plan["summary"], keywords=list(p.plan["keywords"])[:10],
-                            time=a.time, kind=Kind.EVENT, source_ids=[s for m in members for s in nodes[m].source_ids],
-                            speakers=list(dict.fromkeys(sp for e in parts for sp in e.speakers)), session=a.session,
-                            status=Life.PROVISIONAL, created_turn=tx.turn, made_by=tx.run_id or "",
-                            members=members, attrs={**stats, "last_time": b.attrs.get("last_time", b.time),
-                                                    "last_turn": b.attrs.get("last_turn", b.created_turn)}))
+                            time=first.time, kind=Kind.EVENT,
+                            source_ids=[s for m in members for s in nodes[m].source_ids],
+                            speakers=list(dict.fromkeys(sp for m in members for sp in nodes[m].speakers)),
+                            session=first.session, status=Life.PROVISIONAL, created_turn=tx.turn,
+                            made_by=tx.run_id or "", members=members,
+                            attrs={**stats, "last_time": last.time, "last_turn": last.created_turn}))
+        for old in parts:
+            tx.add_edge(Edge(eid, old.id, Rel.LINEAGE, tx.run_id or "", None, tx.turn))
+        for m in members:                           # evidence first: a closed event takes none
+            tx.add_edge(Edge(eid, m, Rel.EVIDENCE, tx.run_id or "", None, tx.turn))
         cause = {"rule": "timeline_repair", "run": tx.run_id, "of": p.targets}
         was = {e.status for e in parts}
         boundary = p.plan.get("boundary")
@@ -362,11 +388,6 @@ class Steward(BaseProcess):
             tx.update_node(eid, attrs={**tx.state.nodes[eid].attrs, "boundary": boundary})
         elif Life.CLOSED in was:
             tx.set_status(eid, Life.CLOSED, cause)
-        for old in parts:
-            tx.set_status(old.id, Life.ARCHIVED, {"rule": "timeline_repair", "into": eid, "run": tx.run_id})
-            tx.add_edge(Edge(eid, old.id, Rel.LINEAGE, tx.run_id or "", None, tx.turn))
-        for m in members:
-            tx.add_edge(Edge(eid, m, Rel.EVIDENCE, tx.run_id or "", None, tx.turn))
         return eid
 
     def _curate(self, tx: Tx) -> None:
