@@ -109,6 +109,7 @@ def test_a_boundary_closes_an_immature_provisional_event_with_its_cause(tmp_path
     assert eng.schema.legal("provisional", "closed")
     boundary = [p for p in eng.state.proposals.values() if p.op == "boundary"]
     assert [p.targets for p in boundary] == [[event.id]] and boundary[0].status == "applied"
+    assert boundary[0].detail["threshold"] == eng.settings.theta_repair
     check_log(eng)
 
 

@@ -69,8 +69,8 @@ class Steward(BaseProcess):
                   detail: dict) -> Proposal:
         p = Proposal(id=self._next, run_id=self._run, op=op, targets=targets, confidence=round(conf, 4),
                      reason=reason, plan=plan,
-                     detail={**detail, "threshold": self.engine.settings.theta_repair if op == Op.REPAIR
-                             else self.engine.settings.theta_rel},
+                     detail={**detail, "threshold": self.engine.settings.theta_rel if op == Op.RELATION
+                             else self.engine.settings.theta_repair},
                      made_turn=self._turn)
         self._next += 1
         return p
@@ -89,9 +89,9 @@ class Steward(BaseProcess):
 
         A session's undecided stretch starts after the last event a boundary closed. Its gaps are scored by
         `topic_depths` (what is said and who holds the floor, over windows of words) and cut by
-        `deepest_boundaries` under the settings' `DepthRule`, only between online events (where no event
-        has records on both sides). Each stretch between two cuts becomes one event: a REPAIR of its events,
-        or a BOUNDARY closing its only event; the stretch after the last cut stays open and is repaired into
+        `deepest_boundaries` under the settings' `DepthRule`, after the last stretch a run repaired (a cut may
+        pass through an online event: its records on each side go to each side's event). Each stretch between
+        two cuts becomes one event: a REPAIR of its events, or a BOUNDARY closing its only event; the stretch after the last cut stays open and is repaired into
         one event too once it holds `min_size` words (a topic's least size), so what a run merged stays merged
         (a later run decides only what came after it). A chat session shorter than that keeps the router's
         events.
