@@ -12,11 +12,12 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+from engine.core.access import LOOPBACK, Role
+from engine.core.redact import redact
 from engine.core.text import seconds_text
 from engine.engines import engine_schema, known_engines
 from engine.runtime.engine import open_run_message
@@ -117,13 +118,74 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", metavar="BACKEND",
                    help="answer every question with this LLM backend (offline or openai) from each system's "
                         "results, score F1, BLEU-1, ROUGE-L, EM and AA, and add the full-history ceiling")
+    p.add_argument("--answer-budget", type=int, metavar="TOKENS",
+                   help="estimated tokens of passages one answer reads at most (default 32000); the full-history "
+                        "ceiling keeps the newest turns that fit, so a small local model's context is not exceeded")
+    p.add_argument("--llm", default="offline", choices=["offline", "openai"],
+                   help="LLM backend of the engines' own roles (default offline); with openai the per-role costs "
+                        "and how often the model decides otherwise than the offline rules are printed")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
+
+    p = sub.add_parser("llm", help="the local model server: install, serve, where; what a session's LLM calls cost",
+                       description="`install` builds and installs llama-cpp-python's OpenAI-compatible server and "
+                                   "the SmolLM2-135M-Instruct GGUF model (scripts/install_llm.sh); `serve` runs it "
+                                   "on 127.0.0.1 until Ctrl-C or SIGTERM and prints the settings that point "
+                                   "--llm openai at it; `where` prints the model file; `costs --db DB` prints "
+                                   "calls, tokens, latency, schema-valid rate per role, and with --compare "
+                                   "offline how often another backend decides otherwise on the same input.")
+    llm = p.add_subparsers(dest="llm_command", required=True)
+    q = llm.add_parser("install", help="build and install the server and the model (several minutes, once)")
+    q = llm.add_parser("serve", help="serve the model on 127.0.0.1 until Ctrl-C or SIGTERM")
+    q.add_argument("--port", type=int, default=8089, help="port on 127.0.0.1 (default 8089)")
+    q.add_argument("--ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    q.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
+    q.add_argument("--log", help="append the server's own output to this file")
+    llm.add_parser("where", help="print the GGUF model file the server would load")
+    q = llm.add_parser("costs", help="per-role calls, tokens, latency, schema-valid rate of a session's LLM calls")
+    _add_db(q)
+    q.add_argument("--compare", choices=["offline"], help="ask this backend the same inputs and count how often "
+                                                          "its decision differs")
+    q.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
     p.add_argument("--db", help="open this session database (a file `memwb replay` or the workbench wrote)")
+    p.add_argument("--host", default=LOOPBACK, metavar="ADDR",
+                   help=f"address to listen on (default {LOOPBACK}: this machine only); another address, e.g. "
+                        "0.0.0.0, shares the workbench and requires sign-in (see `memwb auth`)")
+    p.add_argument("--sign-in", action="store_true",
+                   help="require sign-in even on loopback (behind a reverse proxy on this machine, or on a machine "
+                        "other people log in to)")
+    p.add_argument("--data-dir", action="append", default=[], metavar="DIR",
+                   help="a folder whose files the pages may open by path (repeatable; added to MEMWB_DATA_DIRS; "
+                        "the workspace and the bundled datasets always are)")
+
+    p = sub.add_parser("auth", help="the workbench's users: add, rotate a token, change a role, remove, list",
+                       description="Users sign in to a workbench shared beyond loopback (`memwb ui --host ADDR`). "
+                                   "A token user gets a generated token (printed once on stdout; only its scrypt "
+                                   "hash is stored, in the workspace's users.json); an --oidc user signs in through "
+                                   "the identity provider of Streamlit's secrets ([auth]) and gets a role here; "
+                                   "'@domain' gives a role to every address of a domain. Roles: viewer (browse, "
+                                   "replay into a private branch, query) and reviewer (also decide, apply, undo, "
+                                   "annotate, run benchmarks).")
+    actions = p.add_subparsers(dest="action", required=True)
+    a = actions.add_parser("add", help="add a user with a role (prints a new token unless --oidc or --password)")
+    a.add_argument("name")
+    a.add_argument("--role", required=True, choices=[r.value for r in Role])
+    how = a.add_mutually_exclusive_group()
+    how.add_argument("--oidc", action="store_true", help="signs in through the identity provider (no token)")
+    how.add_argument("--password", action="store_true", help="type a password instead of getting a token")
+    a = actions.add_parser("rotate", help="replace a user's token (the old one and its sessions stop working)")
+    a.add_argument("name")
+    a.add_argument("--password", action="store_true", help="type a password instead of getting a token")
+    a = actions.add_parser("role", help="change a user's role")
+    a.add_argument("name")
+    a.add_argument("role", choices=[r.value for r in Role])
+    a = actions.add_parser("remove", help="remove a user (their browser sessions are signed out)")
+    a.add_argument("name")
+    actions.add_parser("list", help="every user with their role and how they sign in")
     return parser
 
 
@@ -137,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # one clear line for the user; tracebacks on request
         if os.environ.get("MEMWB_DEBUG"):
             raise
-        print(f"memwb {args.command}: error: {exc}", file=sys.stderr)
+        print(f"memwb {args.command}: error: {redact(str(exc))}", file=sys.stderr)
         return 2
 
 
@@ -342,7 +404,8 @@ def cmd_bench(args) -> int:
     config = BenchConfig(dataset=args.dataset, source=args.input, engines=names(args.engines) or None,
                          ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
-                         out=args.out, ray=args.ray, answer=args.answer,
+                         out=args.out, ray=args.ray, answer=args.answer, llm=args.llm,
+                         answer_budget=args.answer_budget,
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)
@@ -383,11 +446,21 @@ class ProgressBar:
 
 
 def cmd_ui(args) -> int:
+    from engine import serve
+    from engine.core.access import SIGN_IN_ENV, is_loopback
     from engine.store.catalog import DB_ENV, read_session
+    from engine.store.data_paths import DATA_DIRS_ENV
 
     app = Path(__file__).resolve().parents[1] / "workbench" / "app.py"
+    loopback = is_loopback(args.host)
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--browser.gatherUsageStats", "false"]
+           "--server.address", args.host, "--browser.gatherUsageStats", "false",
+           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true"]
+    if loopback:       # a web page elsewhere cannot reach it through DNS rebinding
+        for host in serve.loopback_hosts(args.host):
+            cmd += ["--server.allowedHosts", host]
+    else:              # tracebacks stay in the server's log, not in a remote browser
+        cmd += ["--client.showErrorDetails", "type"]
     if args.headless:
         cmd += ["--server.headless", "true"]
     env = dict(os.environ)
@@ -398,12 +471,95 @@ def cmd_ui(args) -> int:
             print(f"memwb ui: error: cannot open {db}: {problem}", file=sys.stderr)
             return 2
         env[DB_ENV] = str(db)
-    return subprocess.call(cmd, env=env)
+    if args.data_dir:
+        dirs = [str(Path(d).expanduser().resolve()) for d in args.data_dir]
+        env[DATA_DIRS_ENV] = os.pathsep.join(x for x in (env.get(DATA_DIRS_ENV, ""), *dirs) if x)
+    if args.sign_in or not loopback:
+        sign_in = serve.sign_in_methods(app)
+        if not sign_in.any:
+            print(f"memwb ui: error: {sign_in.missing_text(args.host)}", file=sys.stderr)
+            return 2
+        env[SIGN_IN_ENV] = "1"
+        if not loopback:
+            print(f"memwb ui: warning: {serve.exposure_text(args.host, args.port, sign_in)}", file=sys.stderr)
+    return serve.run_server(cmd, env)
 
 
-COMMANDS = {"replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
+def cmd_auth(args) -> int:
+    from engine.store.users import UserBook
+
+    book = UserBook()
+    if args.action == "list":
+        users = book.users()
+        for user in users.values():
+            print(f"{user.name}  {user.role.value}  {'identity provider' if user.oidc else 'token'}")
+        if not users:
+            print(f"no users in {book.path}")
+        return 0
+    if args.action == "role":
+        book.set_role(args.name, Role(args.role))
+        print(f"{args.name}: now a {args.role}", file=sys.stderr)
+        return 0
+    if args.action == "remove":
+        book.remove(args.name)
+        print(f"{args.name}: removed; their browser sessions are signed out", file=sys.stderr)
+        return 0
+    password = _typed_password() if args.password else None
+    if args.action == "add":
+        secret = book.add(args.name, Role(args.role), oidc=args.oidc, password=password)
+        said = f"{args.name}: added as a {args.role}"
+    else:
+        secret = book.rotate(args.name, password)
+        said = f"{args.name}: new secret; the old one no longer signs in"
+    if secret is None:
+        print(f"{said}; signs in through the identity provider ([auth] in Streamlit's secrets)", file=sys.stderr)
+    elif password is None:
+        print(secret)
+        print(f"{said}. The token above is shown only now (only its hash is kept in {book.path}): hand it over "
+              "privately.", file=sys.stderr)
+    else:
+        print(f"{said} with the password typed.", file=sys.stderr)
+    return 0
+
+
+def _typed_password() -> str:
+    """A password from the terminal (asked twice), or one line of standard input when it is not a terminal."""
+    import getpass
+
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        raise ValueError("the two passwords differ; nothing was changed")
+    return first
+
+
+def cmd_llm(args) -> int:
+    from engine.llm import server
+
+    if args.llm_command == "install":
+        script = Path(__file__).resolve().parents[1] / "scripts" / "install_llm.sh"
+        env = {**os.environ, "MEMWB_VENV": os.environ.get("MEMWB_VENV") or str(Path(sys.executable).parents[1])}
+        return subprocess.call(["bash", str(script)], env=env)
+    if args.llm_command == "where":
+        print(server.model_path())
+        return 0
+    if args.llm_command == "serve":
+        return server.serve(args.port, args.ctx, args.threads, Path(args.log) if args.log else None,
+                            announce=lambda line: print(line, flush=True))
+    from engine.eval.llm_costs import cost_table, decisions_line, session_costs_and_decisions
+
+    costs, decided = session_costs_and_decisions(_open(args, warn=False), compare=args.compare)
+    if args.json:
+        print(json.dumps({**costs, **({"decisions": decided} if decided else {})}, indent=1))
+    else:
+        print(cost_table(costs) + (f"\n\n{decisions_line(decided)}" if decided else ""))
+    return 0
+
+
+COMMANDS = {"llm": cmd_llm, "replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
             "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
-            "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "ui": cmd_ui}
+            "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "ui": cmd_ui, "auth": cmd_auth}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("engine.eval", "measuring: metrics, boundary scores, answers, annotations, diagnostics, integrity checks"),
     ("engine.session", "opening a session: a database with the engine, embedder and LLM it was made with"),
     ("engine.bench", "the streaming benchmark, its datasets, tasks and sweeps"),
+    ("engine.serve", "running the workbench's Streamlit server for `memwb ui`: signals forwarded, output redacted"),
     ("engine.cli", "the `memwb` command line"),
     ("workbench", "the Streamlit workbench: state, views and UI blocks over the engine library"),
     ("pages", "one script per workbench page"),

@@ -5,10 +5,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from engine.core.access import AccessDenied
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
+from engine.store.data_paths import PathRefused, is_allowed, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
+from workbench.llm_cost_view import session_costs_panel
+from workbench import access
 from workbench.model import (
     DEMO_PATH,
     LOCOMO_PATH,
@@ -69,12 +73,18 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
                      icon=":material/error:")
             return None, ""
         return _saved_upload(upload), f"upload: {upload.name}"
-    default = str(LOCOMO_PATH) if kind == "LoCoMo file" and LOCOMO_PATH.exists() else ""
+    default = str(LOCOMO_PATH) if kind == "LoCoMo file" and is_allowed(LOCOMO_PATH) and LOCOMO_PATH.exists() else ""
     text = st.text_input(f"{kind.split()[0]} file path", value=default, key=f"replay_path_{kind}",
-                         placeholder="/path/to/file.json" if kind == "LoCoMo file" else "/path/to/file.jsonl")
+                         placeholder="/path/to/file.json" if kind == "LoCoMo file" else "/path/to/file.jsonl",
+                         help="A file in the workspace, the bundled datasets or a folder of MEMWB_DATA_DIRS "
+                              "(memwb ui --data-dir); anything else: upload it.")
     if not text.strip():
         return None, ""
-    path = Path(text.strip()).expanduser()
+    try:
+        path = resolve_data_path(text, "dataset file")
+    except PathRefused as exc:
+        st.error(md_escape(exc), icon=":material/block:")
+        return None, ""
     if not path.is_file():
         st.error(f"No file at {md_code(path)}.", icon=":material/error:")
         return None, ""
@@ -140,7 +150,7 @@ def loader() -> None:
         try:
             with st.spinner(f"Opening {conversation}…"):
                 wb = Workbench.open(path, conversation, engine=engine, label=label, schedule=schedule,
-                                    settings=settings, embedder=new_embedder())
+                                    settings=settings, embedder=new_embedder(), owner=access.who())
         except LoaderError as err:
             _show_loader_error(err)
             return
@@ -196,8 +206,17 @@ def _do(action: str) -> None:
     """Run a stepping action; a jump that ingests more than a few turns is left to the page body
     (`run_pending_jump`), which shows its progress."""
     wb = get_workbench()
+    target = _jump_target(wb, action) if action in JUMPS else None
+    ingests = wb.turns_to_ingest(target) if target is not None else action == "next" and wb.at_head
+    if ingests and wb.head < wb.total_turns:
+        try:
+            moved = access.own_session_before_ingest(wb)
+        except AccessDenied as exc:
+            st.session_state["replay_error"] = md_escape(exc)
+            return
+        if moved:
+            st.session_state["replay_info"] = md_escape(moved)
     if action in JUMPS:
-        target = _jump_target(wb, action)
         if wb.turns_to_ingest(target) > FEW_TURNS:
             st.session_state["replay_jump"] = (str(wb.db_path), target)
             return
@@ -314,3 +333,4 @@ with left:
     st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.head, wb.view.state))
 with right:
     render_effects(wb, turn_effects(wb.view, wb.cursor, wb.last_ingest))
+session_costs_panel(wb)

@@ -7,15 +7,14 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.engines import engine_schema, known_engines
-from engine.eval.metrics import recall_at_k
 from engine.retrieval.explain import explain_sources
+from engine.eval.metrics import recall_at_k
 from engine.retrieval.result import rank_sources
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
 from workbench.progress import peer_with_progress
-from workbench.review_view import text_html
 from workbench.state import get_workbench, header
-from workbench.text import table
+from workbench.text import table, text_html
 
 QUESTION, FREE = rv.QUESTION_SOURCE, rv.FREE_SOURCE
 ALL_RESULTS = "all results"

@@ -1,7 +1,9 @@
 """Annotate: SCDS-style diagnostic cases over the loaded conversation, scored against the memory."""
 import streamlit as st
 
+from engine.core.access import AccessDenied, Action
 from engine.eval.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
+from workbench import access
 from workbench import annotate_view as av
 from workbench.state import get_workbench, header
 from workbench.text import MISSING, md_code, md_escape, table
@@ -15,6 +17,8 @@ st.subheader("Annotate · SCDS diagnostic cases")
 st.caption("A case is a scenario cut out of this conversation: its turns get pointers `scenario_id:tNN`, and each "
            "question names its gold evidence and its causal chain (`gold_causal_structure`). Every change is saved "
            "to this session's database at once.")
+access.read_only_note(Action.ANNOTATE, "every case and score them")
+locked = not access.can(Action.ANNOTATE)           # the store refuses a viewer's writes; the widgets say so
 messages = st.container()
 av.show_flash(messages)
 
@@ -26,16 +30,18 @@ bar = st.columns([4, 1, 1, 1], vertical_alignment="bottom")
 sid = av.pick(bar[0], "Case", ids, "annotate_case", placeholder="No cases yet",
               format_func=lambda s: f"{s} · {titles[s]}" if titles.get(s) else s)
 with bar[1].popover("New case", icon=":material/add:", width="stretch"):
-    st.text_input("scenario_id", key="annotate_new_id", placeholder="e.g. commute",
+    st.text_input("scenario_id", key="annotate_new_id", placeholder="e.g. commute", disabled=locked,
                   help="Letters, digits, '_', '.', '-'; it prefixes every turn pointer and cannot change later.")
-    st.text_input("title", key="annotate_new_title")
-    st.button("Create case", key="annotate_create", on_click=av.create_case, args=(store, conv.id), type="primary")
+    st.text_input("title", key="annotate_new_title", disabled=locked)
+    st.button("Create case", key="annotate_create", on_click=av.create_case, args=(store, conv.id), type="primary",
+              disabled=locked)
 with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
-    upload = st.file_uploader("Cases JSON (format: engine/eval/annotation.py)", type=["json"], key="annotate_upload")
+    upload = st.file_uploader("Cases JSON (format: engine/eval/annotation.py)", type=["json"], key="annotate_upload",
+                              disabled=locked)
     demo = av.bundled_cases(wb)
     if demo:
         st.button("Load the bundled demo cases", key="annotate_demo", on_click=av.import_bundled,
-                  args=(store, demo, conv))
+                  args=(store, demo, conv), disabled=locked)
 if av.handle_upload(store, upload, conv):
     st.rerun()
 bar[3].download_button("Export", data=export_json(cases, conv), file_name=f"{conv.id}-cases.json",
@@ -49,13 +55,16 @@ if sid is None:
 
 case = next(c for c in cases if c.scenario_id == sid)
 head = st.columns([5, 1], vertical_alignment="bottom")
-title = head[0].text_input("Title", value=case.title, key=f"annotate_title|{sid}")
+title = head[0].text_input("Title", value=case.title, key=f"annotate_title|{sid}", disabled=locked)
 if title != case.title:
     case.title = title
     store.save(case)
 with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
     st.button(f"Delete case {md_escape(sid)} and its questions", key="annotate_delete_case", type="primary",
-              on_click=av.delete_case, args=(store, conv.id, sid))
+              on_click=av.delete_case, args=(store, conv.id, sid), disabled=locked)
+authors = store.last_authors(conv.id, sid)
+if "" in authors:
+    st.caption(f"Case last changed by **{md_escape(authors[''])}**.")
 
 tab_annotate, tab_score = st.tabs(["Questions & evidence", "Score"])
 
@@ -64,9 +73,9 @@ with tab_annotate:
     labels = {q.sample_id: av.question_label(q) for q in case.questions}
     sample = av.pick(qbar[0], "Question", list(labels), av.question_key(sid), format_func=labels.get)
     qbar[1].button("Add question", key="annotate_add_question", icon=":material/add:", width="stretch",
-                   on_click=av.add_question, args=(store, conv.id, sid))
+                   on_click=av.add_question, args=(store, conv.id, sid), disabled=locked)
     qbar[2].button("Delete question", key="annotate_delete_question", icon=":material/delete:", width="stretch",
-                   disabled=sample is None,
+                   disabled=sample is None or locked,
                    on_click=av.delete_question, args=(store, conv.id, sid, sample))
     if sample is None:
         st.info("This case has no questions: **Add question** to start annotating.")
@@ -87,7 +96,7 @@ with tab_annotate:
                 store.save(case)
                 key = av.editor_key(case, q, session, needle)
             st.data_editor(av.turn_table(case, q, rows), key=key, hide_index=True,
-                           disabled=av.READ_ONLY, column_config=av.TURN_COLUMNS,
+                           disabled=True if locked else av.READ_ONLY, column_config=av.TURN_COLUMNS,
                            height=av.editor_height(len(rows)))
             st.caption(f"{len(rows)} of {len(conv.turns)} turns shown · {len(case.turns)} in the scenario")
 
@@ -95,28 +104,32 @@ with tab_annotate:
             field_key = f"annotate|{sid}|{sample}|"
             left, right = st.columns(2, gap="large")
             with left:
-                st.markdown(f"**Question** · {md_code(q.sample_id)}")
+                st.markdown(f"**Question** · {md_code(q.sample_id)}"
+                            + (f" · last changed by **{md_escape(authors[sample])}**" if sample in authors else ""))
                 query_text = st.text_area("query_text", value=q.query_text, key=field_key + "query_text",
-                                          height=68)
+                                          height=68, disabled=locked)
                 gold_answer = st.text_area("gold_answer", value=q.gold_answer, key=field_key + "gold_answer",
-                                           height=68)
+                                           height=68, disabled=locked)
                 pair = st.columns(2)
                 task_options = av.choices(TASK_TYPES, q.task_type)
                 task_type = pair[0].selectbox("task_type", task_options, index=task_options.index(q.task_type),
-                                              key=field_key + "task_type")
+                                              key=field_key + "task_type", disabled=locked)
                 viewers = av.choices(["", *av.speakers(conv)], q.viewer_id)
                 viewer_id = pair[1].selectbox("viewer_id", viewers, index=viewers.index(q.viewer_id),
                                               key=field_key + "viewer_id", format_func=lambda v: v or "(none)",
+                                              disabled=locked,
                                               help="The participant who asks (whose view of memory is tested).")
             with right:
                 st.markdown("**Causal chain** · `gold_causal_structure`")
                 pair = st.columns(2)
                 dependency_type = pair[0].selectbox("dependency_type", DEPENDENCY_TYPES,
                                                     index=DEPENDENCY_TYPES.index(chain.dependency_type),
-                                                    key=field_key + "dependency_type")
-                local_id = pair[1].text_input("local_id", value=chain.local_id, key=field_key + "local_id")
+                                                    key=field_key + "dependency_type", disabled=locked)
+                local_id = pair[1].text_input("local_id", value=chain.local_id, key=field_key + "local_id",
+                                              disabled=locked)
                 attribution_target = st.text_input(
                     "attribution_target", value=chain.attribution_target, key=field_key + "attribution_target",
+                    disabled=locked,
                     help="What the chain explains, usually the pointer of the effect turn (e.g. commute:t80).")
                 if av.update_question(case, q, query_text=query_text, gold_answer=gold_answer,
                                       task_type=task_type, viewer_id=viewer_id, dependency_type=dependency_type,
@@ -136,8 +149,15 @@ with tab_score:
         note[0].warning(f"Memory holds {wb.cursor} of {wb.total_turns} turns (the cursor); later turns cannot be "
                         "retrieved yet.")
         if note[1].button("Ingest to the end", key="annotate_ingest", width="stretch"):
-            with st.spinner(f"Ingesting to turn {wb.total_turns}…"):
-                wb.jump(wb.total_turns)
+            try:
+                moved = access.own_session_before_ingest(wb)
+            except AccessDenied as exc:
+                av.flash("error", md_escape(exc))
+            else:
+                if moved:
+                    av.flash("success", md_escape(moved))
+                with st.spinner(f"Ingesting to turn {wb.total_turns}…"):
+                    wb.jump(wb.total_turns)
             st.rerun()
     controls = st.columns([1, 1, 4], vertical_alignment="bottom")
     k = controls[0].number_input("K (top-K turns)", min_value=1, max_value=50, value=5, key="annotate_k")

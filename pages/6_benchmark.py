@@ -9,13 +9,17 @@ from pathlib import Path
 
 import streamlit as st
 
+from engine.core.access import AccessDenied, Action
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.session import SessionError
+from engine.store.data_paths import PathRefused, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
+from workbench import access
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
+from workbench.llm_cost_view import bench_costs_section
 from workbench.model import Workbench
 from workbench.state import get_workbench, header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape, table
@@ -36,10 +40,12 @@ def _load(path: str, stamp: float) -> BenchResult:
     return load_result(path)
 
 
-def open_result(path: Path) -> BenchResult | None:
+def open_result(text: str) -> BenchResult | None:
+    """The result a path names, read only from the data folders (a typed path is refused before it is read)."""
     try:
+        path = resolve_data_path(text, "result file")
         return _load(str(path), path.stat().st_mtime if path.is_file() else 0.0)
-    except BenchFileError as exc:
+    except (BenchFileError, PathRefused) as exc:
         st.error(md_escape(exc), icon=":material/error:")
         return None
 
@@ -56,8 +62,14 @@ def run_form() -> None:
         rounds = c4.number_input("Rounds", 1, 20, 5, key="bench_run_rounds")
         names = sorted({a for n in known_engines() for a in engine_schema(n).ablations})
         ablations = st.multiselect("Ablations (each a system of its own)", names, key="bench_run_ablations")
-        go = st.form_submit_button("Run benchmark", type="primary", key="bench_run_go")
+        go = st.form_submit_button("Run benchmark", type="primary", key="bench_run_go",
+                                   disabled=not access.can(Action.BENCHMARK))
     if not go:
+        return
+    try:
+        access.require(Action.BENCHMARK)
+    except AccessDenied as exc:
+        st.error(md_escape(exc), icon=":material/block:")
         return
     if not engines:
         st.error("Choose at least one engine.")
@@ -100,7 +112,7 @@ else:
     if not chosen.strip():
         st.info("Type the path of a result.json (memwb bench's --out folder holds one).")
         st.stop()
-result = open_result(Path(chosen.strip()))
+result = open_result(chosen)
 if result is None:
     st.stop()
 if st.session_state.get("bench_shown") != str(result.path):  # another result: its own systems, metrics, questions
@@ -150,6 +162,8 @@ if result.boundaries:
                "negative: over-merging). fixed-50 is the fixed-window baseline.")
     st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
 
+
+bench_costs_section(result)
 
 # -- questions -------------------------------------------------------------------------------------------------
 st.markdown("#### Questions")
@@ -203,8 +217,9 @@ def open_on_retrieval(rec: dict) -> None:
                  f"{md_code(rec['system'])}.")
         return
     try:
+        db = resolve_data_path(db, "session database")         # a result file names it: the same rule applies
         opened = Workbench.resume(db, embedder=new_embedder())
-    except (SessionError, LoaderError, StoreError, ValueError) as exc:
+    except (PathRefused, SessionError, LoaderError, StoreError, ValueError) as exc:
         st.error(f"Could not open {md_code(db)}: {md_escape(exc)}. The open session is unchanged.",
                  icon=":material/error:")
         return

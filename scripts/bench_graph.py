@@ -11,7 +11,7 @@ from each turn to the one before it in its session, and semantic edges to the 3 
 (TF-IDF cosine, ≥ 0.1; a real All-Mem replay of conv-26 holds 3.0 semantic edges per unit). `--db` adds the
 state of a real session database (e.g. a replayed LoCoMo conversation).
 
-Each document is opened from a file in Debian's Chromium (Playwright, the flags of workbench/driver.py) and
+Each document is opened from a file in Debian's Chromium (Playwright, the flags of workbench/driver/browser.py) and
 timed from navigation start to vis-network's first `afterDrawing` event (the layout is fixed, physics off, so
 there is no stabilisation phase); the median of `--repeats` loads is reported. Modes: `grouped` (the default
 drawing: sessions as group nodes, none expanded), `grouped, all expanded` (every session opened in place)

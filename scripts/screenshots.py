@@ -7,6 +7,8 @@
 (10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
+`all` also takes 13_locomo_memloom_graph: conv-26 played to its end in MemLoom, the steward's relations applied by
+the gate, every session drawn with its events folded (`--engine locomo` takes only 10_ and 13_).
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
 of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
@@ -26,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from engine.engines import known_engines  # noqa: E402
 from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
                               benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
-                              locomo_graph_walkthrough, memloom_walkthrough, progress_walkthrough, running_app,
-                              walkthrough)
+                              locomo_events_walkthrough, locomo_graph_walkthrough, memloom_walkthrough,
+                              progress_walkthrough, running_app, walkthrough)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -35,19 +37,21 @@ TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
-    ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", *known_engines()])
+    ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", "locomo", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom"], "progress": [], "benchmark": []}.get(args.engine, [args.engine])
+    engines = {"all": ["allmem", "memloom"], "progress": [], "benchmark": [], "locomo": []}.get(args.engine,
+                                                                                               [args.engine])
     for engine in engines:
         tour = TOURS.get(engine, baseline_walkthrough)
         with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
             tour(page, url, shots=Path(args.out))
-    if args.engine == "all" and LOCOMO.exists():
-        with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
-            env = {"MEMWB_ENGINE": "allmem", "MEMWB_DEMO": str(locomo_conversation_file(Path(tmp))),
-                   "MEMWB_WORKSPACE": tmp}
-            with running_app(env=env) as url, browser_page() as page:
-                locomo_graph_walkthrough(page, url, shots=Path(args.out))
+    if args.engine in ("all", "locomo") and LOCOMO.exists():
+        for engine, tour in (("allmem", locomo_graph_walkthrough), ("memloom", locomo_events_walkthrough)):
+            with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
+                env = {"MEMWB_ENGINE": engine, "MEMWB_DEMO": str(locomo_conversation_file(Path(tmp))),
+                       "MEMWB_WORKSPACE": tmp}
+                with running_app(env=env) as url, browser_page() as page:
+                    tour(page, url, shots=Path(args.out))
     if args.engine in ("all", "progress"):
         work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
         source = locomo_conversation_file(work)

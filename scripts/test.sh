@@ -1,16 +1,21 @@
 # Install what the tests need (Python packages into .venv, Debian chromium for the browser tests, Debian
-# postgresql for the PostgreSQL cases), then run them all, slow and browser tests included, with a throwaway
-# PostgreSQL server on loopback for the duration of the run (scripts/pg_test_server.sh; MEMWB_TEST_PG_URL).
+# postgresql for the PostgreSQL cases, the local model server for the live LLM tests: built once from source
+# with Debian's g++ and cmake, about 7 minutes on 2 cores, then cached), then run them all, slow, browser and
+# live-model tests included, with a throwaway PostgreSQL server on loopback for the duration of the run
+# (scripts/pg_test_server.sh; MEMWB_TEST_PG_URL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium chromium-driver)
 bash scripts/pg_test_server.sh bindir >/dev/null 2>&1 || missing+=(postgresql)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+bash scripts/install_llm.sh
 export HF_HUB_OFFLINE=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 exec bash scripts/pg_test_server.sh run "${MEMWB_VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider "$@"

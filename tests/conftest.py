@@ -55,6 +55,15 @@ BACKENDS = ("sqlite", "postgresql")
 PG_URL_VAR = "MEMWB_TEST_PG_URL"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _pages_served_on_loopback():
+    """Pages under AppTest run as `memwb ui` serves them by default, bound to loopback: the local user is signed
+    in (workbench.access). A test of sign-in sets the address or MEMWB_SIGN_IN itself."""
+    from streamlit import config
+
+    config.set_option("server.address", "127.0.0.1")
+
+
 @pytest.fixture(scope="session")
 def backend() -> str:
     """The database backend of a test; a module overrides this fixture to run on every one (see above)."""

@@ -168,7 +168,7 @@ BAD = [
 @pytest.mark.parametrize("path,value,record,field", BAD, ids=[f"{'.'.join(map(str, b[0]))}" for b in BAD])
 def test_import_errors_name_file_record_and_field_and_keep_stored_cases(conv, tmp_path, path, value, record,
                                                                         field):
-    store = AnnotationStore.at(tmp_path / "s.sqlite")
+    store = AnnotationStore.at(tmp_path / "s.sqlite", author="test")
     kept = Case("kept", conv.id, "already here")
     kept.add_question(query_text="What does Maya study?")
     store.save(kept)
@@ -181,13 +181,13 @@ def test_import_errors_name_file_record_and_field_and_keep_stored_cases(conv, tm
 
 
 def test_import_syntax_error_names_the_line(conv, tmp_path):
-    store = AnnotationStore.at(tmp_path / "s.sqlite")
+    store = AnnotationStore.at(tmp_path / "s.sqlite", author="test")
     with pytest.raises(LoaderError, match=r"broken.json: record line 3: not valid JSON"):
         store.import_json('{\n "cases": [\n oops ]}', "broken.json", conv)
 
 
 def test_import_never_overwrites_a_stored_case(conv, tmp_path):
-    store = AnnotationStore.at(tmp_path / "s.sqlite")
+    store = AnnotationStore.at(tmp_path / "s.sqlite", author="test")
     text = DEMO_CASES.read_text(encoding="utf-8")
     first = store.import_json(text, "cases.json", conv)
     assert first.added == ("commute", "half-marathons") and first.unchanged == ()
@@ -206,7 +206,7 @@ def test_import_never_overwrites_a_stored_case(conv, tmp_path):
 def test_cases_persist_across_reopening_the_session_database(conv, turns, tmp_path):
     db = tmp_path / "x.sqlite"
     engine = open_session(db)
-    store = AnnotationStore(engine.store.engine)
+    store = AnnotationStore(engine.store.engine, author="test")
     case = chain_case(conv, turns)
     store.save(case)
     case.add_question(query_text="Where did Maya move?")
@@ -217,11 +217,25 @@ def test_cases_persist_across_reopening_the_session_database(conv, turns, tmp_pa
     store.save(case)
     engine.store.engine.dispose()
 
-    reopened = AnnotationStore(open_session(db).store.engine)
+    reopened = AnnotationStore(open_session(db).store.engine, author="dr-lee")
     assert reopened.cases(conv.id) == [case]
     assert reopened.cases("another-conversation") == []
     assert AnnotationStore.at(db).get(conv.id, "commute").title == "renamed"
     reopened.delete(conv.id, "commute")
+    assert AnnotationStore.at(db).cases(conv.id) == []
+    # who changed what, one row per case or question a write changed, in order
+    assert [(e.sample_id, e.action, e.author) for e in reopened.edits(conv.id)] == [
+        ("", "saved", "test"), ("commute-q1", "saved", "test"),
+        ("", "saved", "test"), ("commute-q2", "saved", "test"),
+        ("commute-q1", "deleted", "test"),
+        ("", "deleted", "dr-lee")]
+
+
+def test_a_store_without_an_author_reads_only(conv, tmp_path):
+    db = tmp_path / "x.sqlite"
+    open_session(db)
+    with pytest.raises(ValueError, match="without an author"):
+        AnnotationStore.at(db).save(Case("c", conv.id))
     assert AnnotationStore.at(db).cases(conv.id) == []
 
 
@@ -230,7 +244,7 @@ def test_tables_live_in_the_session_file(conv, tmp_path):
 
     db = tmp_path / "x.sqlite"
     engine = open_session(db)
-    AnnotationStore(engine.store.engine).save(Case("c", conv.id))
+    AnnotationStore(engine.store.engine, author="test").save(Case("c", conv.id))
     names = {r[0] for r in sqlite3.connect(db).execute("select name from sqlite_master where type='table'")}
     assert {"annotation_case", "annotation_question", "op_log"} <= names
 

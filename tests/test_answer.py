@@ -181,6 +181,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
 def _openai(server: FakeServer, **kw) -> LLM:
     kw.setdefault("max_retries", 0)
     kw.setdefault("timeout", 5.0)
+    kw.setdefault("structured_output", "json_schema")      # the scripted server answers in order: no probe first
     return LLM(OpenAIBackend("fake-model", base_url=server.base_url, api_key="test-key", sleep=lambda _s: None, **kw))
 
 

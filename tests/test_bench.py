@@ -23,7 +23,7 @@ TINY = ROOT / "datasets" / "fixtures" / "tiny.jsonl"
 LME = ROOT / "datasets" / "fixtures" / "longmemeval_tiny.json"
 CAUSAL = ROOT / "datasets" / "causal" / "validation.jsonl"
 
-TOP_KEYS = ["format", "command", "dataset", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
+TOP_KEYS = ["format", "command", "dataset", "llm", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
             "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries"]
 
 

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from conftest import ROOT, locomo_or_skip
 
+from engine.core.access import local_identity
 from engine.core.proposal import GateVerdict, Status
 from engine.store.catalog import list_sessions, read_session
 from engine.store.log_store import Store
@@ -22,8 +23,10 @@ from workbench.driver import (
     jump_to_turn,
     locomo_conversation_file,
     locomo_graph_walkthrough,
+    memloom_graph_walkthrough,
     memloom_walkthrough,
     open_page,
+    overlapping_labels,
     running_app,
     start_long_jump,
     wait_idle,
@@ -33,6 +36,7 @@ from workbench.model import DEMO_PATH, Workbench
 from workbench.review_view import sort_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+LOCAL = local_identity().name         # the app runs on loopback: decisions are the local user's
 if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
     pytestmark.append(pytest.mark.skip(reason=f"{CHROMIUM} missing: scripts/test.sh installs Debian chromium"))
 
@@ -42,7 +46,8 @@ def test_demo_walkthrough(tmp_path):
     with running_app() as url, browser_page() as page:
         texts = walkthrough(page, url, shots=tmp_path)
     assert "What turn D5:9 caused" in texts["replay"]
-    assert "Applied\n\n1" in texts["consolidation"] and "decided by human" in texts["consolidation"]
+    assert "Applied\n\n1" in texts["consolidation"]
+    assert f"decided by {LOCAL}" in texts["consolidation"].replace("\u2060", "")      # (md_escape's word joiner)
     assert re.search(r"Deferred or skipped\n\n[1-9]", texts["consolidation"])        # the rest, deferred
     assert "Nodes created / archived\n\n0 / 1" in texts["consolidation"]       # the superseded unit archived
     assert "version (ν) · 1" in texts["graph"]
@@ -75,6 +80,7 @@ def test_memloom_session_walkthrough(tmp_path):
     assert "applied" in texts["applied"]
     assert "Lifecycle timeline" in texts["graph"] and "events that pass the filters" in texts["graph"]
     assert "Lanes for" in texts["graph"]            # (the graph legend lives in its iframe)
+    assert texts["graph_overlaps"] == "" and texts["retrieval_overlaps"] == ""      # no label over another
     assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"] and "seed u" in texts["retrieval"]
     assert "—evidence→" in texts["retrieval"] and "stored edge" in texts["retrieval"]
     # the root cause is a result, reached from D6:6's event through CAUSAL_FOLLOW relations only, and highlighted
@@ -83,6 +89,39 @@ def test_memloom_session_walkthrough(tmp_path):
     assert "(D2:6)" in texts["highlight"] and "CAUSAL_FOLLOW" in texts["highlight"], texts["highlight"]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["6_memloom_graph.png", "7_memloom_retrieval.png",
                                                               "8_memloom_replay.png", "9_memloom_consolidation.png"]
+
+
+def test_memloom_graph_at_turn_80_shows_every_event_id_with_no_label_over_another_and_opens_an_event_on_click(
+        tmp_path):
+    """The demo at turn 80 in MemLoom after a steward run applied by the gate, as the MemLoom tour leaves it.
+    Labels are read from vis-network's own layout of the canvas (each label's box, with its vertical shift, and
+    its size on screen), with events folded, with one opened by a click, and with every event open."""
+    with running_app(env={"MEMWB_ENGINE": "memloom", ENV: str(tmp_path)}) as url, browser_page() as page:
+        seen = memloom_graph_walkthrough(page, url)
+    state = Store(_session_db(tmp_path)).load_state()
+    assert seen["turn"] == 80 and state.turn == 80 and state.runs          # the run was applied and stored
+    events = {n.id: n for n in state.nodes.values() if n.kind == "event"}
+    records = {m for e in events.values() for m in e.members}
+    for key in ("folded_labels", "opened_labels", "unfolded_labels"):
+        boxes = seen[key]
+        assert not overlapping_labels(boxes), (key, [(a["label"], b["label"]) for a, b in overlapping_labels(boxes)])
+        assert all(b["drawn"] for b in boxes), key                        # none below vis-network's draw threshold
+        shown = {b["id"]: b for b in boxes if isinstance(b["id"], int)}
+        assert set(events) <= set(shown), key
+        for e in events.values():                                           # every event shows its id
+            assert re.match(rf"u{e.id}\b", shown[e.id]["label"]), shown[e.id]["label"]
+    folded = {b["id"]: b for b in seen["folded_labels"] if isinstance(b["id"], int)}
+    assert set(folded) == set(events) and not records & set(folded)       # events folded: records inside them
+    assert seen["folded"] == {i: len(e.members) for i, e in events.items()}
+    assert min(b["screen_font"] for b in folded.values()) >= 12              # readable without zooming
+    event = events[seen["clicked"]]
+    assert len(event.members) == max(len(e.members) for e in events.values())
+    opened = {n for n in seen["after"] if isinstance(n, int)}
+    assert opened == set(folded) | set(event.members) and len(seen["after"]) == len(seen["before"]) + len(
+        event.members)                                                     # the click opened it in place
+    assert f"u{event.id} · {event.status} · {len(event.members)} members" in seen["open_picker"]
+    assert seen["inspector"].startswith(f"u{event.id} ·")
+    assert {n for n in seen["unfolded"] if isinstance(n, int)} == set(state.nodes)
 
 
 def test_conversation_html_is_escaped_on_every_page():
@@ -193,7 +232,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         for pid, want in expected.items():
             got = stored.proposals[pid]
             if want == "accepted":                   # executed, or refused by the executor; never rejected
-                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == "human", got
+                assert got.status not in (Status.PENDING, Status.REJECTED) and got.decided_by == LOCAL, got
             else:
                 assert got.status == want, (pid, got.status, want)
         assert stored.proposals[undecided.id].decided_by is None and stored.runs[run_id].status == "open"
@@ -203,8 +242,8 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         page.get_by_text(re.compile(rf"{run_id} committed: .*1 deferred with a note")).wait_for()
         stored = Store(db).load_state()
         deferred = stored.proposals[undecided.id]
-        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, "human")
-        assert deferred.note.startswith("deferred by human") and stored.runs[run_id].status == "committed"
+        assert (deferred.status, deferred.decided_by) == (Status.SKIPPED, LOCAL)
+        assert deferred.note.startswith(f"deferred by {LOCAL}") and stored.runs[run_id].status == "committed"
 
         open_page(page, "Replay")                              # the run is closed: the replay goes on
         jump_to_turn(page, len(_demo_turns()))
@@ -218,7 +257,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
         page.get_by_text(re.compile(rf"{run_id} committed: 0 applied, {len(pending)} rejected")).wait_for()
         stored = Store(db).load_state()
         assert {(stored.proposals[p.id].status, stored.proposals[p.id].decided_by) for p in pending} == \
-            {(Status.REJECTED, "human")}
+            {(Status.REJECTED, LOCAL)}
         assert stored.runs[run_id].status == "committed" and set(stored.archived_ids) == archived
 
 

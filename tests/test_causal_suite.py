@@ -84,7 +84,7 @@ def test_bm25_never_reaches_a_root_cause(suite):
 
 def test_cases_import_through_the_annotation_store(tmp_path, suite):
     sc = suite.split("test")[0]
-    store = AnnotationStore.at(tmp_path / "s.sqlite")
+    store = AnnotationStore.at(tmp_path / "s.sqlite", author="test")
     text = (SUITE / "cases" / "test" / f"{sc.id}.json").read_text(encoding="utf-8")
     assert store.import_json(text, "cases.json", sc.conversation).added == (sc.id,)
     assert store.import_json(text, "cases.json", sc.conversation).unchanged == (sc.id,)

@@ -61,7 +61,7 @@ def session_db(tmp_path_factory) -> Path:
     """The demo conversation replayed with its scheduled consolidation runs, plus annotation cases."""
     db = tmp_path_factory.mktemp("dump") / "demo.sqlite"
     memwb("replay", DEMO, "--db", db, "--quiet")
-    AnnotationStore.at(db).import_json(CASES.read_text(), CASES, load_conversation(DEMO))
+    AnnotationStore.at(db, author="test").import_json(CASES.read_text(), CASES, load_conversation(DEMO))
     return db
 
 
@@ -124,7 +124,7 @@ def test_load_refuses_a_non_empty_database_and_leaves_it_unchanged(session_db, d
     assert contents(full) == before
 
     only_cases = tmp_path / "cases-only.sqlite"           # rows in a side table alone make a database non-empty
-    AnnotationStore.at(only_cases).import_json(CASES.read_text(), CASES, load_conversation(DEMO))
+    AnnotationStore.at(only_cases, author="test").import_json(CASES.read_text(), CASES, load_conversation(DEMO))
     before = contents(only_cases)
     with pytest.raises(DumpError, match=r"is not empty \(annotation_case \d+ rows"):
         load(dumped, only_cases)
@@ -236,7 +236,7 @@ def test_conv26_round_trip(tmp_path):
                 [CaseTurn("c26-support:t01", t[0].id), CaseTurn("c26-support:t02", t[1].id)],
                 [CaseQuestion("c26-support-q1", viewer_id=t[1].speaker, query_text="What did Caroline attend?",
                               gold_evidence_keys=["c26-support:t01"])])
-    AnnotationStore.at(db).add_all([case])
+    AnnotationStore.at(db, author="test").add_all([case])
     path = tmp_path / "c26.jsonl"
     start = time.perf_counter()
     dump_to(db, path, "--embeddings")

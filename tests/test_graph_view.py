@@ -7,29 +7,21 @@ from __future__ import annotations
 import json
 import re
 
+from engine.core.diff import diff_states
 from engine.core.edge import Edge
 from engine.core.node import Node as Unit
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.ops import apply
 from engine.core.state import MemoryState
+from engine.core.walks import lineage, neighbourhood
 from engine.engines import engine_schema
-from workbench.graph_view import (
-    GROUP_ABOVE,
-    SUMMARY_PER_GROUP,
-    build_graph_html,
-    date_text,
-    diff_rows,
-    diff_states,
-    edge_rows,
-    edge_style,
-    legend_html,
-    lineage,
-    neighbourhood,
-    node_label,
-    select_units,
-    session_order,
-    visibility_text,
-)
+from workbench.graph_groups import FOLD_ABOVE, GROUP_ABOVE
+from workbench.graph_layout import date_text, node_box
+from workbench.graph_legend import Seen, legend_html
+from workbench.graph_select import select_units, session_order
+from workbench.graph_style import edge_style, node_label, visibility_text
+from workbench.graph_tables import diff_rows, edge_rows
+from workbench.graph_view import SUMMARY_PER_GROUP, build_graph_html
 
 XSS = "<script>alert(1)</script>"
 SCHEMA = engine_schema("allmem")
@@ -87,11 +79,19 @@ def small_state() -> MemoryState:
     return s
 
 
+def _legend(html: str) -> str:
+    """The legend fragment of a built document (above the graph's canvas)."""
+    return re.search(r'<div class="mw-legend">(.*?)<div id="graph">', html, re.DOTALL).group(1)
+
+
 def test_document_has_legend_nodes_and_no_physics():
     html = build_graph_html(small_state())
     assert html.startswith("<!DOCTYPE html>") and "vis.Network" in html
-    assert "mw-legend" in html and all(style["label"] in html for style in EDGE_STYLE.values())
-    assert all(k.label in html and k.color in html for k in SCHEMA.node_kinds)
+    legend = _legend(html)
+    assert all(style["label"] in legend for style in EDGE_STYLE.values())        # every type is drawn here
+    drawn = {k for k in SCHEMA.node_kinds if k.name in {"turn", "merged"}}        # small_state's kinds
+    assert all(f"{k.label} · " in legend and k.color in legend for k in drawn)
+    assert all(f"{k.label} · " not in legend for k in set(SCHEMA.node_kinds) - drawn)   # not drawn: not listed
     nodes, edges = _graph(html)
     assert _unit_ids(nodes) == {1, 2, 3, 4, 5}
     assert len(edges) == 6
@@ -122,11 +122,16 @@ def test_node_colour_follows_the_schema_kind():
     assert by_id[5]["color"]["background"] == SCHEMA.kind("merged").color
 
 
-def test_legend_names_every_edge_type_kind_and_status():
-    legend = legend_html(SCHEMA)
+def test_legend_names_what_is_drawn_every_edge_type_kind_and_status():
+    legend = _legend(build_graph_html(small_state()))
     assert all(s["label"] in legend and s["color"] in legend for s in EDGE_STYLE.values())
     assert all(s.label in legend for s in SCHEMA.statuses)
-    assert "[archived]" in legend and "stroke-dasharray" in legend
+    assert "turn · archived (hollow dashed square, off the surface: dashed, “[archived]”)" in legend
+    assert "turn · visible (filled dot, on the surface)" in legend and "stroke-dasharray" in legend
+    legend = _legend(build_graph_html(small_state(), visible_only=True, edge_types={"temporal"}))
+    assert "archived" not in legend and EDGE_STYLE["version"]["label"] not in legend      # neither is drawn
+    assert EDGE_STYLE["temporal"]["label"] in legend
+    assert "none drawn" in legend_html(SCHEMA, Seen()) and "highlighted" not in legend_html(SCHEMA, Seen())
 
 
 MEMLOOM = engine_schema("memloom")
@@ -161,13 +166,17 @@ def test_event_nodes_take_their_fsm_status_colour_and_shape():
 
 
 def test_legend_draws_each_fsm_status_in_its_shape_and_colour():
-    legend = legend_html(MEMLOOM)
+    state = memloom_state()
+    legend = _legend(build_graph_html(state))
     for s in MEMLOOM.statuses:
-        assert s.label in legend
-        if s.shape:
-            assert f"{s.label} ({s.shape}," in legend and s.color in legend
+        if s.name in {u.status for u in state.nodes.values()}:
+            assert f"{s.label} (" in legend
+        if s.shape and s.name in {u.status for u in state.nodes.values()}:
+            assert f"event · {s.label} ({s.shape}," in legend and s.color in legend
     assert "<polygon" in legend                       # triangle and diamond are drawn, not named only
     assert "provisional (triangle, off the surface" in legend and "active (diamond, on the surface)" in legend
+    assert "grounded" not in legend                   # no grounded record in this state
+    assert MEMLOOM.kind("event").color not in legend  # events are drawn by status, never as a dot of their kind
 
 
 def test_a_reverse_hop_highlights_and_labels_the_stored_edge():
@@ -320,9 +329,9 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
     _add(new, _unit(7, "Maya: Lena, a nurse in Porto", "2", kind="merged"), Edge(7, 4, "version"))
     _archive(new, 4)
     _set_status(new, 3, "visible", cause={"undo_of": 1})          # back on the surface (an undo)
-    new.apply(OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
+    apply(new, OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
     _add(new, Edge(6, 7, "semantic", confidence=0.9))
-    new.apply(OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
+    apply(new, OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
     d = diff_states(old, new)
     assert d["added_units"] == [7]
     assert d["archived_units"] == [4]
@@ -347,17 +356,22 @@ def _by_id(nodes: list[dict]) -> dict:
 
 
 def _accounted(html: str) -> int:
-    """Every edge a grouped document stands for: drawn one by one, summarised, inside a group, or thinned."""
+    """Every edge a grouped document stands for: drawn one by one, summarised, inside a collapsed session or a
+    folded group node, or thinned."""
     nodes, edges = _graph(html)
     summary = re.search(r"Showing [\d,]+ nodes and ([\d,]+) edges(?:; [\d,]+ sessions collapsed into group nodes "
                         r"hold [\d,]+ more nodes, their ([\d,]+) edges to other sessions drawn as ([\d,]+) summary "
                         r"edges \(width by count\) and ([\d,]+) edges inside them)?", html)
     one_by_one, summarised, summary_edges, inner = (int((g or "0").replace(",", "")) for g in summary.groups())
+    folded = re.search(r"; [\d,]+ events drawn folded hold [\d,]+ more nodes, their ([\d,]+) edges to other nodes "
+                       r"drawn as ([\d,]+) summary edges and ([\d,]+) edges inside them", html)   # group nodes
+    fold_summarised, fold_summary_edges, fold_inner = (int(g.replace(",", "")) for g in folded.groups()) \
+        if folded else (0, 0, 0)
     assert one_by_one == sum("count" not in e for e in edges)
-    assert summary_edges == sum("count" in e for e in edges)
-    assert summarised == sum(e["count"] for e in edges if "count" in e)
+    assert summary_edges + fold_summary_edges == sum("count" in e for e in edges)
+    assert summarised + fold_summarised == sum(e["count"] for e in edges if "count" in e)
     thinned = sum(int(n.replace(",", "")) for n in re.findall(r"; ([\d,]+) \w+ edges not drawn", html))
-    return one_by_one + summarised + inner + thinned
+    return one_by_one + summarised + inner + fold_summarised + fold_inner + thinned
 
 
 def test_grouped_sessions_count_their_units_and_summarise_the_edges_between_them():
@@ -456,3 +470,132 @@ def test_labels_carry_a_halo_and_an_off_surface_label_sits_above_its_node():
     assert by_id[3]["font"]["vadjust"] < -30 and by_id[3]["font"]["strokeWidth"] >= 3
     assert "vadjust" not in by_id[1]["font"] and by_id[1]["font"]["strokeColor"] == "#ffffff"
     assert date_text("2023-05-08T13:56:00") == "8 May 2023" and date_text("someday") == "someday"
+
+
+# -- group nodes (MemLoom's events) folded like sessions ---------------------------------------------------
+def event_state(sessions: int = 3, events: int = 4, members: int = 5) -> MemoryState:
+    """`sessions` sessions of `events` events, each with `members` sentence records (grounded, the last event's
+    buffered), an evidence edge from each event to each record, a CAUSAL_FOLLOW from each event to the next and
+    a topic link from each record to the first record of the event before (crossing events)."""
+    s = _state(MEMLOOM)
+    uid, first_record, previous_event = 0, None, None
+    for session in range(1, sessions + 1):
+        for e in range(events):
+            records = []
+            for _ in range(members):
+                uid += 1
+                records.append(uid)
+                _add(s, _unit(uid, f"Ana: record {uid}", str(session)))
+                if first_record is not None:
+                    _add(s, Edge(uid, first_record, "topic", confidence=0.3))
+            uid += 1
+            event = _unit(uid, "", str(session), kind="event")
+            event.raw, event.members = "", records
+            event.source_ids = [s.units[r].source_ids[0] for r in records]
+            event.status = ("closed", "active", "provisional", "archived")[e % 4]
+            _add(s, event, *(Edge(uid, r, "evidence") for r in records))
+            if previous_event is not None:
+                _add(s, Edge(previous_event, uid, "CAUSAL_FOLLOW", "run-0001", 0.9, evidence=[records[0]]))
+            for r in records:
+                _set_status(s, r, "buffered")
+                if e != events - 1:
+                    _set_status(s, r, "grounded")
+            first_record, previous_event = records[0], uid
+    return s
+
+
+def test_events_fold_their_records_and_every_edge_is_accounted_for():
+    s = event_state()
+    events = [u for u in s.units.values() if u.kind == "event"]
+    html = build_graph_html(s, fold=True)
+    nodes, edges = _graph(html)
+    assert _unit_ids(nodes) == {e.id for e in events}                     # records are folded into their events
+    by_id = _by_id(nodes)
+    for e in events:
+        assert by_id[e.id]["label"].startswith(f"u{e.id} ▸ {len(e.members)}")
+        assert by_id[e.id]["label"].endswith("" if e.visible else f"[{e.status}]")
+        assert "Click it to open it" in by_id[e.id]["title"]
+    causal = [e for e in edges if "count" not in e]
+    assert len(causal) == len(events) - 1                                # the relations, one by one
+    between = [e for e in edges if "count" in e]                           # topic links from record to record
+    assert between and all(isinstance(e["from"], int) and isinstance(e["to"], int) for e in between)
+    assert f"; {len(events)} events drawn folded hold {len(s.units) - len(events)} more nodes" in html
+    assert _accounted(html) == len(s.edges)
+    assert "on an event: its n sentence records folded into it" in html
+
+
+def test_an_opened_event_draws_its_records_and_a_click_target_folds_it_again():
+    s = event_state()
+    event = next(u for u in s.units.values() if u.kind == "event" and u.visible)
+    html = build_graph_html(s, fold=True, expand=[event.id])
+    nodes, edges = _graph(html)
+    assert set(event.members) <= _unit_ids(nodes)
+    assert _by_id(nodes)[event.id]["label"] == f"u{event.id} ▾ {len(event.members)}"
+    assert "click it to fold them" in _by_id(nodes)[event.id]["title"]
+    evidence = {(e["from"], e["to"]) for e in edges if "count" not in e and e["color"]["color"] == MEMLOOM.edge_type(
+        "evidence").color}
+    assert evidence == {(event.id, m) for m in event.members}
+    assert _accounted(html) == len(s.edges)
+    assert len(_unit_ids(nodes)) == len(_unit_ids(_graph(build_graph_html(s, fold=True))[0])) + len(event.members)
+
+
+def test_a_highlighted_record_opens_its_event_or_rings_it():
+    s = event_state()
+    event = next(u for u in s.units.values() if u.kind == "event" and u.visible)
+    record = event.members[2]
+    nodes, _ = _graph(build_graph_html(s, fold=True, highlight_units=[record]))
+    assert record in _unit_ids(nodes) and "▾" in _by_id(nodes)[event.id]["label"]
+    nodes, _ = _graph(build_graph_html(s, fold=True, highlight_units=[record], expand_highlighted=False))
+    assert record not in _unit_ids(nodes) and _by_id(nodes)[event.id]["borderWidth"] == 5
+
+
+def test_events_fold_above_the_threshold_unless_a_neighbourhood_is_drawn():
+    small = event_state(sessions=1, events=2, members=3)                    # 8 nodes: drawn open
+    assert not any("▸" in n["label"] for n in _graph(build_graph_html(small))[0] if isinstance(n["id"], int))
+    s = event_state()                                                         # 72 nodes > FOLD_ABOVE
+    assert len(s.units) > FOLD_ABOVE
+    nodes, _ = _graph(build_graph_html(s))
+    assert {n["id"] for n in nodes if "▸" in n.get("label", "")} == {u.id for u in s.units.values()
+                                                                        if u.kind == "event"}
+    event = next(u for u in s.units.values() if u.kind == "event")
+    nodes, _ = _graph(build_graph_html(s, focus={event.id}))
+    assert set(event.members) <= _unit_ids(nodes) and not any("▸" in n["label"] for n in nodes)
+    nodes, _ = _graph(build_graph_html(s, fold=False))
+    assert _unit_ids(nodes) == set(s.units)
+
+
+def test_an_engine_without_group_kinds_never_folds():
+    s = big_state(200)
+    html = build_graph_html(s, fold=True)
+    assert _unit_ids(_graph(html)[0]) == set(s.units) and "drawn folded" not in html
+
+
+def _boxes(html: str) -> list[tuple[float, float, float, float]]:
+    """Each drawn node's room (left, top, right, bottom) as the layout reserved it."""
+    out = []
+    for n in _graph(html)[0]:
+        b = node_box(n)
+        out.append((n["x"] - b.half, n["y"] - b.up, n["x"] + b.half, n["y"] + b.down))
+    return out
+
+
+def _overlaps(boxes) -> list:
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])]
+
+
+def test_no_two_nodes_and_their_labels_are_laid_out_over_each_other():
+    s = event_state()
+    for options in ({"fold": True}, {"fold": False}, {"fold": True, "expand": [6, 12]}, {"group": True, "expand": ["2"]}):
+        assert not _overlaps(_boxes(build_graph_html(s, **options))), options
+    assert not _overlaps(_boxes(build_graph_html(small_state())))
+    html = build_graph_html(big_state(1200), max_nodes=5000, expand=["3", "7"])
+    assert not _overlaps(_boxes(html))
+
+
+def test_a_box_label_carries_no_halo_and_reads_against_its_fill():
+    s = event_state()
+    closed = next(u for u in s.units.values() if u.status == "closed")
+    node = _by_id(_graph(build_graph_html(s, fold=True))[0])[closed.id]
+    assert node["shape"] == "box" and node["font"]["strokeWidth"] == 0 and node["font"]["color"] == "#ffffff"
+    assert node["label"].startswith(f"u{closed.id}") and node["font"]["size"] >= 16

@@ -23,6 +23,7 @@ from engine.llm import (
     BACKENDS,
     LLM,
     LLMCall,
+    NotRecorded,
     OpenAIBackend,
     RecordedBackend,
     dump_calls_jsonl,
@@ -134,9 +135,12 @@ def server() -> Iterator[FakeServer]:
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MEMWB_OPENAI_BASE_URL", "OPENAI_BASE_URL", "MEMWB_OPENAI_API_KEY", "OPENAI_API_KEY",
-                 "MEMWB_OPENAI_MODEL", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES"):
+                 "MEMWB_OPENAI_MODEL", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES", "MEMWB_OPENAI_MAX_TOKENS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    # The scripted servers here answer requests in order, so no negotiation probe may come first: the
+    # tests of negotiation itself (below) lift this.
+    monkeypatch.setenv("MEMWB_OPENAI_STRUCTURED", "json_schema")
 
 
 def backend(base_url: str, sleeps: list[float] | None = None, **kw: Any) -> OpenAIBackend:
@@ -275,17 +279,22 @@ def test_recorded_calls_replay_without_server(tmp_path: Path) -> None:
                 before.prompt_tokens, before.completion_tokens)
         assert [a.model for a in again[:2]] == [b.model for b in originals[:2]] == ["fake-model-1"] * 2
 
-    missing = LLM(RecordedBackend(records)).call("descriptor", {"text": "never asked"})
+    with pytest.raises(NotRecorded, match=r"no recorded call for role 'descriptor'; prompt: .*never asked"):
+        LLM(RecordedBackend(records)).call("descriptor", {"text": "never asked"})
+    missing = LLM(RecordedBackend(records, strict=False)).call("descriptor", {"text": "never asked"})
     assert missing.error_code == "NOT_RECORDED"
-    assert "descriptor" in missing.error
+    assert "descriptor" in missing.error and "never asked" in missing.error
 
 
-def test_last_recorded_call_wins() -> None:
-    first = LLM(RecordedBackend([])).call("descriptor", PAYLOAD)
+def test_repeated_calls_replay_in_their_order_and_one_more_is_loud() -> None:
+    first = LLM(RecordedBackend([], strict=False)).call("descriptor", PAYLOAD)
     older = LLMCall(**{**first.to_dict(), "response": json.dumps({"summary": "old", "keywords": []}),
                        "error_code": None, "error": None})
     newer = LLMCall(**{**older.to_dict(), "response": json.dumps(GOOD)})
-    assert LLM(RecordedBackend([older, newer])).call("descriptor", PAYLOAD).data == GOOD
+    replay = LLM(RecordedBackend([older, newer]))
+    assert [replay.call("descriptor", PAYLOAD).data["summary"] for _ in range(2)] == ["old", GOOD["summary"]]
+    with pytest.raises(NotRecorded, match=r"recorded 2 times and is asked once more"):
+        replay.call("descriptor", PAYLOAD)
 
 
 def test_settings_come_from_environment(monkeypatch: pytest.MonkeyPatch, server: FakeServer) -> None:

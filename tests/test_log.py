@@ -88,7 +88,7 @@ def test_branch_carries_annotation_cases(make_engine, make_db, target):
     demo = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl")
     eng = make_engine()
     ingest(eng, UPDATE_OLD)
-    store = AnnotationStore(eng.store.engine)
+    store = AnnotationStore(eng.store.engine, author="test")
     report = store.import_json((ROOT / "datasets" / "demo" / "cases.json").read_text(), "cases.json", demo)
     assert store.cases("demo"), report.line()
     other = eng.store.branch(make_db(target), eng.store.last_seq())
@@ -176,7 +176,7 @@ def test_any_text_round_trips_through_the_store_and_vectors_bit_for_bit(db_url):
     uid = eng.ingest(turn(1, "Ann", odd)).unit_id
     case = Case("odd", "conv\x00", title=odd)
     case.add_question(query_text=odd, gold_answer=odd)
-    AnnotationStore(eng.store.engine).save(case)
+    AnnotationStore(eng.store.engine, author="test").save(case)
 
     again = open_session(db_url, create=False)
     assert odd in again.state.nodes[uid].raw and again.snapshot() == eng.snapshot()

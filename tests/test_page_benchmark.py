@@ -10,6 +10,7 @@ import pytest
 from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
+from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
@@ -131,6 +132,52 @@ def test_opening_a_miss_reopens_its_session_on_the_retrieval_page(workspace):
     assert any("Missed gold evidence" in m.value for m in at.markdown)
 
 
+def test_result_paths_and_the_databases_a_result_names_stay_inside_the_data_folders(workspace, tmp_path):
+    """The Result file box refuses traversal, absolute paths and links out of the data folders, reading nothing
+    (the outside result's command never shows); a result inside them that names a session database outside is
+    refused on Open, and the open session stays."""
+    import shutil
+
+    root = Path(os.environ[ENV])
+    outside = tmp_path / "private"
+    outside.mkdir()
+    data = json.loads(Path(workspace).read_text())
+    data["command"] = "memwb bench PRIVATE-RESULT"
+    (outside / "result.json").write_text(json.dumps(data))
+    link = root / "uploads" / "away"
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(outside)
+    try:
+        at = open_page()
+        at.radio(key="bench_mode").set_value("A file path").run()
+        for attempt in (str(outside / "result.json"), str(outside), f"{root}/../{tmp_path.name}/private/result.json",
+                        f"{root}/../../{outside.relative_to(root.parent.parent)}/result.json",
+                        str(link / "result.json"), "/etc/passwd"):
+            at.text_input(key="bench_path").input(attempt).run()
+            assert not at.exception
+            shown = " ".join(shown_text(e.value)[0] for e in at.error)
+            assert "is outside the folders the workbench reads from" in shown, (attempt, shown)
+            assert not at.get("plotly_chart") and "PRIVATE-RESULT" not in str([c.value for c in at.caption])
+
+        db = next(t for t in data["tasks"] if t["system"] == "naive")
+        shutil.copy(Path(workspace).parent / db["db"], outside / "demo-naive.sqlite")
+        db["db"] = str(outside / "demo-naive.sqlite")
+        inside = root / "uploads" / "names-outside" / "result.json"
+        inside.parent.mkdir(exist_ok=True)
+        inside.write_text(json.dumps(data))
+        at.text_input(key="bench_path").input(str(inside)).run()
+        assert not at.error and at.get("plotly_chart")
+        before = at.session_state["workbench"]
+        at.selectbox(key="bench_q_pick").set_value(("demo", "demo:q7", "naive")).run()
+        at.button(key="bench_open_naive").click().run()
+        assert not at.exception
+        shown = " ".join(shown_text(e.value)[0] for e in at.error)
+        assert "demo-naive.sqlite is outside the folders the workbench reads from" in shown, shown
+        assert at.session_state["workbench"] is before
+    finally:
+        link.unlink()
+
+
 def test_a_question_the_conversation_lacks_opens_as_a_free_query(workspace):
     """demo:q99 is only in the result file: the Retrieval page gets its text as a free query, at its turn."""
     at = open_page()
@@ -157,13 +204,14 @@ def test_a_malformed_file_names_what_is_wrong(tmp_path, content, problem):
         load_result(bad)
 
 
-def test_a_record_missing_a_field_is_named(tmp_path, workspace):
+def test_a_record_missing_a_field_is_named(tmp_path, workspace, monkeypatch):
     data = json.loads(BENCH_FIXTURE.read_text())
     del data["questions"][3]["ranked"]
     bad = tmp_path / "result.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(BenchFileError, match=r'questions\[3\]: "ranked" is missing'):
         load_result(bad)
+    monkeypatch.setenv(DATA_DIRS_ENV, str(tmp_path))        # a data folder the path box may read from
     at = open_page()
     at.radio(key="bench_mode").set_value("A file path").run()
     at.text_input(key="bench_path").input(str(bad)).run()
@@ -195,7 +243,7 @@ def test_names_from_the_file_reach_plotly_as_text():
                                             bv.tradeoff_figure(result, result.systems, "r@5")) for t in f.data)
 
 
-def test_boundaries_table_means_over_meetings(tmp_path, workspace):
+def test_boundaries_table_means_over_meetings(tmp_path, workspace, monkeypatch):
     """QMSum: the table pools each system's meetings (fixed-50 included), hand-computed means; the page shows it."""
     data = json.loads(BENCH_FIXTURE.read_text())
     data["boundaries"] = [
@@ -213,6 +261,7 @@ def test_boundaries_table_means_over_meetings(tmp_path, workspace):
     assert frame.loc["fixed-50", "ΔB rate"] == pytest.approx(0.78)
     path = tmp_path / "result.json"
     path.write_text(json.dumps(data))
+    monkeypatch.setenv(DATA_DIRS_ENV, str(tmp_path))        # a data folder the path box may read from
     at = open_page()
     at.radio(key="bench_mode").set_value("A file path").run()
     at.text_input(key="bench_path").input(str(path)).run()
@@ -236,7 +285,7 @@ def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
     assert len(at.get("plotly_chart")) == 7
 
 
-def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, workspace):
+def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, workspace, monkeypatch):
     """A system, a conversation, a category and a question named with markdown (**, a backtick, a link): every
     markdown source of the page shows them as typed and holds no link; no table or caption shows "None"."""
     from test_page_markup import check_literal, none_words, null_cells
@@ -254,6 +303,7 @@ def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, works
                 record["conversation"] = conversation
     path = tmp_path / "result.json"
     path.write_text(json.dumps(data))
+    monkeypatch.setenv(DATA_DIRS_ENV, str(tmp_path))        # a data folder the path box may read from
     at = open_page()
     at.radio(key="bench_mode").set_value("A file path").run()
     at.text_input(key="bench_path").input(str(path)).run()

@@ -5,18 +5,21 @@ import json
 from pathlib import Path
 
 import pytest
-from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page
+from apptest import WITH_PROCESS, WITHOUT_PROCESS, open_app_page, shown_text
 from streamlit.testing.v1 import AppTest
 
+from engine.core.access import Identity, Role, local_identity
 from engine.core.node import Node as Unit
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from workbench import review_view as rv
+from workbench import audit_view, proposal_text, retrieval_view, review_decisions, review_view
 from workbench.model import Workbench
+from workbench.text import text_html
 
 SCHEMA = engine_schema("allmem")
+LOCAL = local_identity().name           # who the page records on a loopback-only server: local:<os user>
 UPDATE = "update"                      # All-Mem's operators and edge types, as its schema names them
 VERSION = "version"
 
@@ -47,7 +50,7 @@ def diagnose_past_update() -> tuple[AppTest, Workbench, int, str]:
     update = next(p for p in state.proposals.values()
                   if p.op == UPDATE and p.targets == [current, superseded] and p.status == Status.PENDING)
     at.multiselect(key="queue_ops").set_value(["Update"]).run()
-    return at, wb, update.id, rv.run_key(wb.db_path.name, update.run_id)
+    return at, wb, update.id, review_decisions.run_key(wb.db_path.name, update.run_id)
 
 
 def markdown_text(at: AppTest) -> str:
@@ -91,11 +94,11 @@ def test_reject_all_shown_is_what_the_cards_show_and_what_is_stored():
     at, wb, run_id, pending = diagnose_in_review()
     before = wb.engine.snapshot()
     press(at, "Reject all shown")
-    assert set(page_decisions(at).values()) == {rv.REJECT}
+    assert set(page_decisions(at).values()) == {review_decisions.REJECT}
     assert at.button(key="apply_run").label == f"Apply decisions (0 accept, {len(pending)} reject)"
     at.button(key="apply_run").click().run()
     assert not at.exception
-    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, "human") for p in pending}
+    assert stored_statuses(wb, [p.id for p in pending]) == {p.id: (Status.REJECTED, LOCAL) for p in pending}
     run = wb.engine.store.load_state().runs[run_id]
     assert run.status == "committed" and run.summary["rejected"] == len(pending) and run.summary["applied"] == 0
     assert wb.engine.snapshot() == before                                     # nothing archived, nothing made
@@ -106,7 +109,7 @@ def test_accept_gate_passes_reject_the_rest_is_what_is_stored():
     at, wb, run_id, pending = diagnose_in_review()
     passes = {p.id for p in pending if p.gate == GateVerdict.PASS}
     press(at, "Accept gate passes, reject the rest")
-    assert page_decisions(at) == {p.id: rv.ACCEPT if p.id in passes else rv.REJECT for p in pending}
+    assert page_decisions(at) == {p.id: review_decisions.ACCEPT if p.id in passes else review_decisions.REJECT for p in pending}
     assert at.button(key="apply_run").label == \
         f"Apply decisions ({len(passes)} accept, {len(pending) - len(passes)} reject)"
     at.button(key="apply_run").click().run()
@@ -114,7 +117,7 @@ def test_accept_gate_passes_reject_the_rest_is_what_is_stored():
     stored = wb.engine.store.load_state()
     for p in pending:
         status, who = stored.proposals[p.id].status, stored.proposals[p.id].decided_by
-        assert who == "human"
+        assert who == LOCAL
         assert status == Status.REJECTED if p.id not in passes else status != Status.REJECTED, (p.id, status)
     applied = [stored.proposals[i] for i in passes if stored.proposals[i].status == Status.APPLIED]
     assert applied and stored.runs[run_id].summary["applied"] == len(applied)
@@ -125,59 +128,59 @@ def test_accept_gate_passes_reject_the_rest_is_what_is_stored():
 
 def test_bulk_then_single_choices_apply_exactly_and_undecided_ones_stay_pending():
     at, wb, run_id, pending = diagnose_in_review()
-    key = rv.run_key(wb.db_path.name, run_id)
+    key = review_decisions.run_key(wb.db_path.name, run_id)
     press(at, "Accept gate passes, reject the rest")
     flipped = next(p for p in pending if p.gate == GateVerdict.PASS)
     left_open = next(p for p in pending if p.gate == GateVerdict.FAIL)
-    at.radio(key=rv.widget_key(key, flipped.id)).set_value(rv.REJECT).run()
-    at.radio(key=rv.widget_key(key, left_open.id)).set_value(rv.UNDECIDED).run()
-    expected = {p.id: rv.ACCEPT if p.gate == GateVerdict.PASS else rv.REJECT for p in pending}
-    expected.update({flipped.id: rv.REJECT, left_open.id: rv.UNDECIDED})
+    at.radio(key=review_decisions.widget_key(key, flipped.id)).set_value(review_decisions.REJECT).run()
+    at.radio(key=review_decisions.widget_key(key, left_open.id)).set_value(review_decisions.UNDECIDED).run()
+    expected = {p.id: review_decisions.ACCEPT if p.gate == GateVerdict.PASS else review_decisions.REJECT for p in pending}
+    expected.update({flipped.id: review_decisions.REJECT, left_open.id: review_decisions.UNDECIDED})
     assert page_decisions(at) == expected
-    accepted = sum(v == rv.ACCEPT for v in expected.values())
+    accepted = sum(v == review_decisions.ACCEPT for v in expected.values())
     assert at.button(key="apply_run").label == \
         f"Apply decisions ({accepted} accept, {len(pending) - accepted - 1} reject; 1 undecided stay pending)"
     at.button(key="apply_run").click().run()
     assert not at.exception
     stored = stored_statuses(wb, expected)
-    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, "human")
-    assert all(stored[i][0] == Status.REJECTED for i, v in expected.items() if v == rv.REJECT)
-    assert all(stored[i][0] not in (Status.PENDING, Status.REJECTED) for i, v in expected.items() if v == rv.ACCEPT)
+    assert stored[left_open.id] == (Status.PENDING, None) and stored[flipped.id] == (Status.REJECTED, LOCAL)
+    assert all(stored[i][0] == Status.REJECTED for i, v in expected.items() if v == review_decisions.REJECT)
+    assert all(stored[i][0] not in (Status.PENDING, Status.REJECTED) for i, v in expected.items() if v == review_decisions.ACCEPT)
     assert wb.engine.store.load_state().runs[run_id].status == "open"
     with pytest.raises(RuntimeError, match="waiting for a decision"):
         wb.next()                                       # the open run still blocks ingest
-    assert page_decisions(at) == {left_open.id: rv.UNDECIDED}       # the queue lists what is still pending
+    assert page_decisions(at) == {left_open.id: review_decisions.UNDECIDED}       # the queue lists what is still pending
     assert at.button(key="apply_run").disabled
 
-    at.radio(key=rv.widget_key(key, left_open.id)).set_value(rv.ACCEPT).run()   # decided in a later apply
+    at.radio(key=review_decisions.widget_key(key, left_open.id)).set_value(review_decisions.ACCEPT).run()   # decided in a later apply
     at.button(key="apply_run").click().run()
     assert not at.exception
     stored_state = wb.engine.store.load_state()
     run = stored_state.runs[run_id]
-    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == "human"
+    assert run.status == "committed" and stored_state.proposals[left_open.id].decided_by == LOCAL
     assert stored_state.proposals[left_open.id].status != Status.PENDING
     statuses = [stored_state.proposals[p.id].status for p in pending]
     assert (run.summary["applied"], run.summary["rejected"]) == (statuses.count(Status.APPLIED),
                                                                  statuses.count(Status.REJECTED))
-    assert any("decided by **human**" in c.value for c in at.caption)        # the diff tab opened by itself
+    assert any(f"decided by {LOCAL}" in shown_text(c.value)[0] for c in at.caption)        # the diff tab opened by itself
 
 
 def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
     at, wb, run_id, pending = diagnose_in_review()
-    key = rv.run_key(wb.db_path.name, run_id)
+    key = review_decisions.run_key(wb.db_path.name, run_id)
     first = pending[0]
-    at.radio(key=rv.widget_key(key, first.id)).set_value(rv.REJECT).run()
+    at.radio(key=review_decisions.widget_key(key, first.id)).set_value(review_decisions.REJECT).run()
     assert at.button(key="apply_defer").label == f"Apply and defer the {len(pending) - 1} undecided"
     at.button(key="apply_defer").click().run()
     assert not at.exception
     stored = wb.engine.store.load_state()
     assert stored.runs[run_id].status == "committed" and stored.runs[run_id].summary["skipped"] == len(pending) - 1
-    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, "human")
+    assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, LOCAL)
     for p in pending[1:]:
-        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == "human"
-        assert stored.proposals[p.id].note.startswith("deferred by human")
+        assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == LOCAL
+        assert stored.proposals[p.id].note.startswith(f"deferred by {LOCAL}")
     notes = next(d.value for d in at.dataframe if "note" in d.value.columns and "decided by" in d.value.columns)
-    assert (notes["note"].str.startswith("deferred by human")).sum() == len(pending) - 1
+    assert (notes["note"].str.startswith(f"deferred by {LOCAL}")).sum() == len(pending) - 1
     wb.next()                                            # the run is closed: ingest goes on
 
 
@@ -208,13 +211,13 @@ def test_any_process_diagnoses_decides_applies_and_undoes(engine):
     assert set(queue["operator"]) <= labels
     for p in pending:
         row = queue[queue["#"] == p.id].iloc[0]
-        assert row["targets"] == rv.targets_label(schema, p)
+        assert row["targets"] == proposal_text.targets_label(schema, p)
         if "threshold" in p.detail:
             assert row["gate θ"] == p.detail["threshold"]
     text = markdown_text(at)
-    shown = rv.sort_queue(pending)[:10]
-    assert all(f"#{p.id} · {rv.op_label(schema, p.op)}" in text for p in shown)
-    assert all(rv.target_roles(schema, p)[0] in text for p in shown)
+    shown = review_view.sort_queue(pending)[:10]
+    assert all(f"#{p.id} · {proposal_text.op_label(schema, p.op)}" in text for p in shown)
+    assert all(proposal_text.target_roles(schema, p)[0] in text for p in shown)
     at.radio(key="decision_mode").set_value("Let the gate decide").run()
     at.button(key="apply_run").click().run()
     assert not at.exception
@@ -275,15 +278,15 @@ def test_diagnosis_lists_the_update_and_reject_changes_nothing():
     assert f"#{pid} · Update" in text and f"(gate θ {p.detail['threshold']:.2f})" in text
     assert all(role in text for role in SCHEMA.operator(UPDATE).target_roles)
 
-    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.REJECT).run()
+    at.radio(key=review_decisions.widget_key(run_key, pid)).set_value(review_decisions.REJECT).run()
     assert at.session_state["review_decisions"][run_key] == {pid: False}
     before = wb.engine.snapshot()
     at.button(key="apply_defer").click().run()              # reject it, defer the rest: the run closes
     assert not at.exception
     assert wb.engine.snapshot() == before
     p = wb.engine.state.proposals[pid]
-    assert (p.status, p.decided_by) == (Status.REJECTED, "human")
-    assert any("decided by **human**" in c.value for c in at.caption)      # the diff tab opened by itself
+    assert (p.status, p.decided_by) == (Status.REJECTED, LOCAL)
+    assert any(f"decided by {LOCAL}" in shown_text(c.value)[0] for c in at.caption)      # the diff tab opened by itself
 
 
 def test_plan_then_accept_update_then_undo():
@@ -293,7 +296,7 @@ def test_plan_then_accept_update_then_undo():
     assert "Refreshed summary:" in markdown_text(at)
 
     before = wb.engine.snapshot()
-    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    at.radio(key=review_decisions.widget_key(run_key, pid)).set_value(review_decisions.ACCEPT).run()
     at.button(key="apply_defer").click().run()
     assert not at.exception
     state = wb.engine.state
@@ -301,7 +304,7 @@ def test_plan_then_accept_update_then_undo():
     assert not state.units[superseded].visible and state.units[current].visible
     assert state.units[superseded].status == "archived"
     assert (current, superseded, VERSION) in state.edges
-    assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == "human"
+    assert state.proposals[pid].status == Status.APPLIED and state.proposals[pid].decided_by == LOCAL
     archived_tables = [d.value for d in at.dataframe if "unit" in d.value.columns]
     assert any(f"u{superseded}" in set(t["unit"]) for t in archived_tables)
 
@@ -334,19 +337,19 @@ def test_audit_log_and_reason_codes():
     assert (llm["LLM role"] != "").all() and llm["latency (ms)"].notna().all()
     at.multiselect(key="audit_kinds").set_value(["run_started"]).run()
     assert list(at.dataframe[0].value["kind"]) == ["run_started"]
-    breakdown = rv.reason_breakdown(wb.engine.state.proposals.values(), SCHEMA)
+    breakdown = audit_view.reason_breakdown(wb.engine.state.proposals.values(), SCHEMA)
     assert breakdown["proposals"].sum() == len(wb.engine.state.proposals)
     assert "LOW_CONF" in set(breakdown["reason code"])
     low = breakdown[breakdown["reason code"] == "LOW_CONF"].iloc[0]
     assert low["meaning"] == next(r.description for r in SCHEMA.reason_codes if r.code == "LOW_CONF")
-    codes = [c for c in breakdown["reason code"] if c != rv.NO_CODE]
+    codes = [c for c in breakdown["reason code"] if c != audit_view.NO_CODE]
     order = [r.code for r in SCHEMA.reason_codes]
     assert codes == sorted(codes, key=order.index)              # the schema's order
 
 
 def test_every_op_kind_has_a_summary():
     kinds = {v for k, v in vars(OpKind).items() if k.isupper() and isinstance(v, str)}
-    assert set(rv.OP_SUMMARIES) == kinds
+    assert set(audit_view.OP_SUMMARIES) == kinds
     samples = {
         OpKind.TURN_INGESTED: {"turn_id": "D1:1", "session": "1"},
         OpKind.NODE_CREATED: {"node": {"id": 3, "kind": "turn", "status": "visible", "source_ids": ["D1:1"],
@@ -381,7 +384,7 @@ def test_every_op_kind_has_a_summary():
                 OpKind.NOTE: "a note"}
     assert set(samples) == kinds
     for kind, payload in samples.items():
-        line = rv.op_summary(OpRecord(kind, payload))
+        line = audit_view.op_summary(OpRecord(kind, payload))
         assert line and not line.startswith("{"), (kind, line)
         if kind in expected:
             assert line == expected[kind]
@@ -394,7 +397,7 @@ def test_plans_render_from_the_operator_plan_fields():
                                          "topic_label": "dog"},
                                         {"segment_text": "b", "segment_summary": "B", "segment_keywords": [],
                                          "topic_label": "race"}]})
-    body, tables = rv.plan_blocks(SCHEMA, split)
+    body, tables = review_view.plan_blocks(SCHEMA, split)
     assert "Rationale:" in body and "dog &lt;and&gt; race" in body and "do split:</span> yes" in body
     [(label, frame)] = tables
     assert label == "Segments" and list(frame.columns) == ["#", "Text (exact substring)", "Summary", "Keywords",
@@ -403,13 +406,13 @@ def test_plans_render_from_the_operator_plan_fields():
     update = Proposal(id=2, run_id="run-0001", op="update", targets=[5, 4], confidence=0.95, reason="newer",
                       plan={"updated_summary": "4 races", "updated_keywords": ["race"], "deprecations": [],
                             "alignment_note": "count"})
-    body, tables = rv.plan_blocks(SCHEMA, update)
+    body, tables = review_view.plan_blocks(SCHEMA, update)
     assert not tables and "Refreshed summary:</span> 4 races" in body and "Deprecated facts:</span> none" in body
-    assert rv.targets_label(SCHEMA, update) == "u5 → u4"
+    assert proposal_text.targets_label(SCHEMA, update) == "u5 → u4"
     merge = Proposal(id=3, run_id="run-0001", op="merge", targets=[1, 2], confidence=0.9, reason="dup")
-    assert rv.targets_label(SCHEMA, merge) == "u1, u2"
-    assert rv.target_roles(SCHEMA, update) == list(SCHEMA.operator("update").target_roles)
-    assert rv.op_label(SCHEMA, "diagnosis") == "Diagnosis" and rv.op_label(SCHEMA, "merge") == "Merge"
+    assert proposal_text.targets_label(SCHEMA, merge) == "u1, u2"
+    assert proposal_text.target_roles(SCHEMA, update) == list(SCHEMA.operator("update").target_roles)
+    assert proposal_text.op_label(SCHEMA, "diagnosis") == "Diagnosis" and proposal_text.op_label(SCHEMA, "merge") == "Merge"
 
 
 HOSTILE = '<img src=x onerror="alert(1)"> & <b>bold</b>'
@@ -440,17 +443,96 @@ def test_unit_and_text_html_escape():
     state = MemoryState(schema=SCHEMA)
     state.units[1] = Unit(id=1, raw=f"Ana: {HOSTILE}\nsecond line", summary="", keywords=[], time="t",
                           kind="turn", source_ids=["<x>"], status="archived", visible=False)
-    block = rv.unit_html(state, 1, role="<role>")
+    block = review_view.unit_html(state, 1, role="<role>")
     assert "<img" not in block and "&lt;img" in block and "&lt;x&gt;" in block and "&lt;role&gt;" in block
-    assert "<br>second line" in block and rv.ARCHIVED_MARK in block and "dashed" in block
-    assert "<b>" not in rv.text_html("<b>label</b>", HOSTILE)
+    assert "<br>second line" in block and retrieval_view.ARCHIVED_MARK in block and "dashed" in block
+    assert "<b>" not in text_html("<b>label</b>", HOSTILE)
 
 
-def test_reviewer_name_is_stored_with_decisions():
+def test_the_signed_in_identity_is_stored_with_decisions_and_there_is_no_name_box():
     at, wb, pid, run_key = diagnose_past_update()
-    at.text_input(key="reviewer").set_value("dr-lee").run()
-    at.radio(key=rv.widget_key(run_key, pid)).set_value(rv.ACCEPT).run()
+    assert not [t for t in at.text_input if t.key == "reviewer"]           # no free-text reviewer any more
+    at.session_state["_memwb_identity"] = Identity("dr-lee", Role.REVIEWER, "token")
+    at.radio(key=review_decisions.widget_key(run_key, pid)).set_value(review_decisions.ACCEPT).run()
     at.button(key="apply_run").click().run()
     assert not at.exception
-    assert wb.engine.state.proposals[pid].decided_by == "dr-lee"
-    assert wb.engine.state.proposals[pid].status == Status.APPLIED
+    stored = wb.engine.store.load_state()
+    assert (stored.proposals[pid].decided_by, stored.proposals[pid].status) == (LOCAL, Status.APPLIED), \
+        "on loopback the local user decides, whatever the session state claims"
+
+
+def crafted_click(at: AppTest, key: str) -> None:
+    """Send a click on a disabled button, as a crafted websocket message would (AppTest's click() refuses)."""
+    button = at.button(key=key)
+    assert button.disabled
+    button._value = True
+    at.run()
+
+
+@pytest.fixture
+def signed_in(monkeypatch):
+    """`sign_in(at, name, role)`: a user of that role in the users file, sign-in required (as beyond loopback),
+    and the app's browser session holding the identity signing in gives; returns the users file."""
+    from engine.store.users import UserBook
+
+    book, added = UserBook(), []
+
+    def sign_in(at: AppTest, name: str, role: Role) -> UserBook:
+        book.add(name, role)
+        added.append(name)
+        monkeypatch.setenv("MEMWB_SIGN_IN", "1")
+        at.session_state["_memwb_identity"] = Identity(name, role, "token", book.users()[name].stamp)
+        return book
+    yield sign_in
+    for name in added:
+        book.remove(name)
+
+
+def test_a_viewer_cannot_decide_or_apply_even_with_crafted_events(signed_in):
+    """The buttons are disabled for a viewer and a forged click on them changes nothing."""
+    at, wb, pid, run_key = diagnose_past_update()
+    signed_in(at, "vera", Role.VIEWER)
+    at.run()
+    assert not at.exception
+    assert at.button(key="apply_run").disabled and at.button(key="run_diagnosis").disabled
+    assert any("Signed in as vera (viewer)" in shown_text(i.value)[0] for i in at.info)
+    seq = wb.engine.store.last_seq()
+    at.radio(key=review_decisions.widget_key(run_key, pid)).set_value(review_decisions.ACCEPT).run()
+    crafted_click(at, "apply_run")
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
+
+
+def test_the_role_is_checked_where_the_action_is_done(signed_in):
+    """A reviewer demoted to viewer while the page shows an enabled Apply button: the click reaches the callback,
+    which refuses it (the users file is read again); a viewer's Show plan is refused the same way."""
+    at, wb, pid, run_key = diagnose_past_update()
+    book = signed_in(at, "rita", Role.REVIEWER)
+    at.radio(key=review_decisions.widget_key(run_key, pid)).set_value(review_decisions.ACCEPT).run()
+    assert not at.button(key="apply_run").disabled
+    book.set_role("rita", Role.VIEWER)
+    seq = wb.engine.store.last_seq()
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().proposals[pid].status == Status.PENDING
+    assert any("rita is signed in as a viewer" in shown_text(e.value)[0] for e in at.error), \
+        [e.value for e in at.error]
+    plan = next(b for b in at.button if (b.key or "").startswith("plan:"))
+    plan.click().run()
+    assert wb.engine.store.last_seq() == seq
+    assert any("deciding and applying proposals needs the reviewer role" in shown_text(e.value)[0] for e in at.error)
+
+
+def test_a_viewer_cannot_undo_even_with_crafted_events(signed_in):
+    at, wb, pid, run_key = diagnose_past_update()
+    at.radio(key=review_decisions.widget_key(run_key, pid)).set_value(review_decisions.ACCEPT).run()
+    at.button(key="apply_defer").click().run()               # applied (the rest deferred) by the local user
+    run_id = wb.engine.state.last_committed_run().run_id
+    signed_in(at, "vera", Role.VIEWER)
+    at.session_state["confirm_undo"] = True
+    at.session_state["consolidation_tab"] = "Run diff & undo"
+    at.run()
+    seq = wb.engine.store.last_seq()
+    crafted_click(at, "undo_confirm")
+    assert not at.exception
+    assert wb.engine.store.last_seq() == seq and wb.engine.store.load_state().runs[run_id].status == "committed"

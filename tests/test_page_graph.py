@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import ENGINES, start_app
 from engine.engines import engine_schema
-from workbench.graph_view import diff_default, neighbourhood
+from engine.core.walks import neighbourhood
+from workbench.graph_tables import diff_default
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")
@@ -62,11 +63,19 @@ def test_graph_renders_with_the_schema_legend(engine):
     schema = engine_schema(engine)
     at = _open_graph(lambda wb: wb.jump(6), engine)
     html = _graph_html(at)
-    assert "mw-legend" in html
-    assert all(t.label in html for t in schema.edge_types)
-    assert all(k.label in html for k in schema.node_kinds) and all(s.label in html for s in schema.statuses)
     wb = at.session_state["workbench"]
     state = wb.engine.state
+    legend = re.search(r'<div class="mw-legend">(.*?)<div id="graph">', html, re.DOTALL).group(1)
+    nodes, edges = (json.loads(m) for m in re.search(r"var nodeData = (.*?), edgeData = (.*?);\n", html,
+                                                      re.DOTALL).groups())
+    drawn = [state.nodes[n["id"]] for n in nodes if isinstance(n["id"], int)]
+    for u in drawn:                                              # the legend lists what is drawn, as drawn
+        assert f"{schema.kind(u.kind).label} · {schema.status(u.status).label} (" in legend
+    for s in schema.statuses:
+        assert (f"· {s.label} (" in legend) == any(u.status == s.name for u in drawn)
+    drawn_types = {re.match(r"<b>(.*?)</b>", e["title"]).group(1) for e in edges}
+    assert all(label in legend for label in drawn_types)
+    assert ("none (this engine keeps no links)" in legend) == (not schema.edge_types)
     assert f"Showing {len(state.nodes)} nodes" in html and len(state.nodes) >= 6
     styled = {s.name: s.shape for s in schema.statuses if s.shape}      # a status may declare its own shape
     plain_visible = [u for u in state.visible_ids if state.nodes[u].status not in styled]

@@ -68,7 +68,7 @@ def test_dataset_strings_stay_literal_on_every_page(tmp_path):
                         schedule="every-1-sessions")
     at.session_state["workbench"] = wb
     wb.jump(4)                                              # into the second session: one scheduled run behind
-    AnnotationStore.at(wb.db_path).import_json(MARKDOWN_CASES.read_text(encoding="utf-8"), "cases.json",
+    AnnotationStore.at(wb.db_path, author="test").import_json(MARKDOWN_CASES.read_text(encoding="utf-8"), "cases.json",
                                                wb.conversation)
     seen = {}
     for name, page in PAGES.items():

@@ -8,13 +8,14 @@ import json
 import re
 
 import pytest
-from apptest import start_app
 
+from apptest import start_app
+from engine.engines import engine_schema
 from engine.core.oplog import OpKind
 from engine.core.proposal import GateVerdict, Status
-from engine.engines import engine_schema
 from workbench import retrieval_view as rv
-from workbench import review_view as reviews
+from workbench import review_decisions, review_view
+from workbench.graph_groups import FOLD_ABOVE
 from workbench.lifecycle_view import cause_text
 
 pytestmark = pytest.mark.slow
@@ -140,9 +141,43 @@ def test_event_nodes_are_drawn_by_fsm_status_with_a_legend(replayed):
         spec = SCHEMA.status(e.status)
         assert by_id[e.id]["shape"] == spec.shape and by_id[e.id]["color"]["background"] == spec.color
         assert by_id[e.id]["label"].endswith(f"[{e.status}]") == (not e.visible)
+    drawn = {state.nodes[n["id"]].status for n in nodes if isinstance(n["id"], int)}
     for s in SCHEMA.statuses:
         if s.shape:
-            assert f"{s.label} ({s.shape}," in doc
+            assert (f"event · {s.label} ({s.shape}," in doc) == (s.name in drawn)     # the legend: what is drawn
+    at.switch_page(REPLAY).run()
+
+
+def _drawn_units(at) -> dict[int, dict]:
+    return {n["id"]: n for n in _graph_data(_graph_html(at))[0] if isinstance(n["id"], int)}
+
+
+def test_events_fold_their_records_and_open_from_the_picker_the_inspector_and_the_fold_mode(replayed):
+    at, wb = replayed
+    at.switch_page(GRAPH).run()
+    assert not at.exception
+    state = wb.engine.state
+    events = [n for n in state.nodes.values() if n.kind == EVENT]
+    assert len(state.nodes) > FOLD_ABOVE                         # above the threshold: events fold by default
+    drawn = _drawn_units(at)
+    assert {e.id for e in events} <= set(drawn) and not {m for e in events for m in e.members} & set(drawn)
+    for e in events:
+        assert drawn[e.id]["label"].startswith(f"u{e.id} ▸ {len(e.members)}")
+    assert any("marked ▸ n hold their n members" in c.value for c in at.caption)
+    big = max(events, key=lambda e: (len(e.members), -e.id))
+    at.multiselect(key="graph_open").set_value([big.id]).run()  # open one event from the picker
+    opened = _drawn_units(at)
+    assert set(opened) == set(drawn) | set(big.members) and len(opened) == len(drawn) + len(big.members)
+    assert opened[big.id]["label"].startswith(f"u{big.id} ▾ {len(big.members)}")
+    other = next(e for e in events if e.id != big.id and e.members)
+    at.selectbox(key="graph_unit").set_value(other.members[0]).run()      # inspecting a record opens its event
+    assert other.id in at.multiselect(key="graph_open").value
+    assert other.members[0] in _drawn_units(at)
+    at.selectbox(key="graph_fold").set_value("never").run()               # nothing folded: every node drawn
+    assert set(_drawn_units(at)) == set(state.nodes)
+    at.selectbox(key="graph_fold").set_value("auto")
+    at.multiselect(key="graph_open").set_value([]).run()
+    assert set(_drawn_units(at)) == set(drawn)
     at.switch_page(REPLAY).run()
 
 
@@ -214,7 +249,7 @@ def test_accept_one_relation_apply_and_undo(replayed):
     shown = [p for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING
              and p.detail.get("type") == rel.detail["type"]]
     assert set(at.dataframe[0].value["#"]) == {p.id for p in shown}
-    page = 1 + reviews.sort_queue(shown).index(rel) // 10
+    page = 1 + review_view.sort_queue(shown).index(rel) // 10
     if page > 1:
         at.selectbox(key="queue_page").set_value(page).run()
     text = "\n".join(m.value for m in at.markdown)
@@ -229,8 +264,8 @@ def test_accept_one_relation_apply_and_undo(replayed):
         for c in mine:
             assert html.escape(state.nodes[c].raw) in block and f"<b>u{c}</b>" in block
     assert "★ cited" in card
-    key = reviews.run_key(wb.db_path.name, run_id)
-    at.radio(key=reviews.widget_key(key, rel.id)).set_value(reviews.ACCEPT).run()
+    key = review_decisions.run_key(wb.db_path.name, run_id)
+    at.radio(key=review_decisions.widget_key(key, rel.id)).set_value(review_decisions.ACCEPT).run()
     at.button(key="apply_defer").click().run()               # accept it, defer the rest: the run closes
     assert not at.exception
     src, dst = rel.targets

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.core.edge import Edge
+from engine.engines import engine_schema
 from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord
-from engine.core.ops import apply
 from engine.core.proposal import Proposal
-from engine.core.state import MemoryState
-from engine.engines import engine_schema
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
+from engine.core.state import MemoryState
+from engine.core.ops import apply
+from workbench import audit_view, proposal_text, review_view
 from workbench import lifecycle_view as lv
 from workbench import retrieval_view as rv
-from workbench import review_view as reviews
 from workbench.text import MISSING
 
 SCHEMA = engine_schema("memloom")
@@ -251,26 +251,26 @@ def _relation(evidence: list) -> Proposal:
 
 def test_cited_evidence_resolves_to_records_of_either_event():
     state = _path_state()
-    assert reviews.cited_nodes(state, _relation(["3", "13"])) == [3, 13]
-    assert reviews.cited_nodes(state, _relation(["u13"])) == [13]
-    assert reviews.cited_nodes(state, _relation(["3", "404"])) == []          # not every item is a node
+    assert review_view.cited_nodes(state, _relation(["3", "13"])) == [3, 13]
+    assert review_view.cited_nodes(state, _relation(["u13"])) == [13]
+    assert review_view.cited_nodes(state, _relation(["3", "404"])) == []          # not every item is a node
     repair = Proposal(id=5, run_id="run-0001", op="repair", targets=[7, 12], confidence=0.9, reason="",
                       plan={"summary": "s", "keywords": ["3", "landlord"], "rationale": "r"})
-    assert reviews.cited_nodes(state, repair) == []                            # keywords are words
-    assert reviews.detail_text(_relation([])) == "CAUSAL_FOLLOW"
-    assert reviews.detail_labels(_relation([])) == ["CAUSAL_FOLLOW"]
-    frame = reviews.queue_frame(SCHEMA, [_relation(["3"])], {}, False)
+    assert review_view.cited_nodes(state, repair) == []                            # keywords are words
+    assert proposal_text.detail_text(_relation([])) == "CAUSAL_FOLLOW"
+    assert proposal_text.detail_labels(_relation([])) == ["CAUSAL_FOLLOW"]
+    frame = review_view.queue_frame(SCHEMA, [_relation(["3"])], {}, False)
     assert frame["detail"].iloc[0] == "CAUSAL_FOLLOW" and frame["targets"].iloc[0] == "u7 → u12"
 
 
 def test_event_cards_show_cited_records_text_escaped():
     state = _path_state()
     state.nodes[3].raw = f"Ana: {XSS}"
-    block = reviews.unit_html(state, 7, "source event", cited=[3, 13])
+    block = review_view.unit_html(state, 7, "source event", cited=[3, 13])
     assert "&lt;script&gt;" in block and "<script>" not in block and "★ cited" in block
     assert "<b>u3</b>" in block and "1 record(s); 1 cited shown" in block
     assert "u13" not in block                                                  # the other event's record
-    plain = reviews.unit_html(state, 12, "target event")
+    plain = review_view.unit_html(state, 12, "target event")
     assert "1 first shown" in plain and "★ cited" not in plain and "I missed two deadlines" in plain
-    assert reviews.sources_text([f"D1:{i}" for i in range(1, 15)]) == "D1:1, D1:2, D1:3, D1:4, … D1:14 (14)"
-    assert isinstance(reviews.reason_breakdown([_relation([])], SCHEMA), pd.DataFrame)
+    assert proposal_text.sources_text([f"D1:{i}" for i in range(1, 15)]) == "D1:1, D1:2, D1:3, D1:4, … D1:14 (14)"
+    assert isinstance(audit_view.reason_breakdown([_relation([])], SCHEMA), pd.DataFrame)

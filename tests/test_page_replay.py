@@ -7,6 +7,7 @@ import pytest
 from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
+from engine.store.data_paths import DATA_DIRS_ENV
 from engine.engines import engine_schema
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
@@ -197,7 +198,8 @@ def test_the_engine_picker_loads_an_engine_without_a_process(at, engine):
     assert not at.exception and wb.engine.state.turn == 1 and len(wb.engine.state.nodes) == 1
 
 
-def test_malformed_file_is_rejected_and_nothing_is_lost(at, tmp_path):
+def test_malformed_file_is_rejected_and_nothing_is_lost(at, tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIRS_ENV, str(tmp_path))          # a data folder the path box may read from
     at.button(key="replay_next").click().run()
     loaded = _wb(at)
     bad = tmp_path / "broken.jsonl"
@@ -212,10 +214,37 @@ def test_malformed_file_is_rejected_and_nothing_is_lost(at, tmp_path):
     assert _wb(at) is loaded and loaded.cursor == 1
 
 
-def test_missing_path_is_reported(at, tmp_path):
+def test_missing_path_is_reported(at, tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIRS_ENV, str(tmp_path))
     at.radio(key="replay_source").set_value("LoCoMo file").run()
     at.text_input(key="replay_path_LoCoMo file").input(str(tmp_path / "nope.json")).run()
     assert any("No file at" in e.value for e in at.error)
+
+
+def test_every_path_box_refuses_files_outside_the_data_folders(at, tmp_path, monkeypatch):
+    """Traversal, absolute paths and symbolic links out of a data folder, in both path boxes: each refused with
+    the allowed folders named, and nothing read (the outside file's conversation id never shows)."""
+    data, outside = tmp_path / "data", tmp_path / "private"
+    data.mkdir()
+    outside.mkdir()
+    monkeypatch.setenv(DATA_DIRS_ENV, str(data))
+    secret = '{"id": "t1", "speaker": "Ana", "text": "my diagnosis", "time": "2024-01-01T10:00:00", "session": "1"}\n'
+    (outside / "PRIVATE-conv.jsonl").write_text(secret)
+    (outside / "PRIVATE-conv.json").write_text('[{"sample_id": "PRIVATE-conv", "conversation": {}}]')
+    (data / "link.jsonl").symlink_to(outside / "PRIVATE-conv.jsonl")
+    (data / "away").symlink_to(outside)
+    wb = _wb(at)
+    for kind, name in (("JSONL file", "PRIVATE-conv.jsonl"), ("LoCoMo file", "PRIVATE-conv.json")):
+        at.radio(key="replay_source").set_value(kind).run()
+        for attempt in (str(outside / name), f"{data}/../private/{name}", f"../private/{name}",
+                        str(data / "link.jsonl"), str(data / "away" / name), "/etc/passwd"):
+            at.text_input(key=f"replay_path_{kind}").input(attempt).run()
+            assert not at.exception
+            shown = " ".join(shown_text(e.value)[0] for e in at.error)
+            assert "is outside the folders the workbench reads from" in shown and str(data) in shown, (attempt, shown)
+            box = next(b for b in at.selectbox if b.label == "Conversation")
+            assert box.disabled and not box.options, attempt
+            assert at.button(key="replay_load").disabled and _wb(at) is wb
 
 
 # -- the helpers behind the page ---------------------------------------------------------------------------

@@ -7,11 +7,13 @@ edits replayed on top of a changed case).
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from engine.core.access import AccessDenied, Action
 from engine.core.conversation import Conversation, Turn
 from engine.engines import engine_schema
 from engine.eval.annotation import (
@@ -24,6 +26,7 @@ from engine.eval.annotation import (
     score_case,
 )
 from engine.loaders import LoaderError
+from workbench import access
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
 from workbench.progress import peer_with_progress
 from workbench.text import md_code, md_escape, missing
@@ -34,9 +37,30 @@ _NONCE = "annotate_nonce"
 _ROW_PX = 35
 
 
+class PageAnnotations(AnnotationStore):
+    """The page's store: every write checks the signed-in role where it is made (a crafted widget event from a
+    viewer's browser is refused here too) and is recorded under the signed-in name."""
+
+    def _writing(self):
+        access.require(Action.ANNOTATE)
+        return super()._writing()
+
+
 def annotation_store(wb: Workbench) -> AnnotationStore:
     """Cases in the workbench's database (a branch carries them over, see Store.branch)."""
-    return AnnotationStore(wb.engine.store.engine)
+    identity = access.current_identity()
+    return PageAnnotations(wb.engine.store.engine, author=identity.name if identity else None)
+
+
+def refused_flashed(action):
+    """A callback whose refusal (`AccessDenied`) becomes the page's error message instead of a traceback."""
+    @functools.wraps(action)
+    def run(*args):
+        try:
+            return action(*args)
+        except AccessDenied as exc:
+            flash("error", md_escape(exc))
+    return run
 
 
 def bundled_cases(wb: Workbench) -> Path | None:
@@ -252,6 +276,7 @@ def show_flash(where) -> None:
         where.code(detail, language=None, wrap_lines=True)
 
 
+@refused_flashed
 def create_case(store: AnnotationStore, conversation_id: str) -> None:
     sid = st.session_state.get("annotate_new_id", "").strip()
     title = st.session_state.get("annotate_new_title", "").strip()
@@ -269,11 +294,13 @@ def create_case(store: AnnotationStore, conversation_id: str) -> None:
                      "evidence.")
 
 
+@refused_flashed
 def delete_case(store: AnnotationStore, conversation_id: str, scenario_id: str) -> None:
     store.delete(conversation_id, scenario_id)
     flash("success", f"Deleted case {md_code(scenario_id)}.")
 
 
+@refused_flashed
 def add_question(store: AnnotationStore, conversation_id: str, scenario_id: str) -> None:
     case = store.get(conversation_id, scenario_id)
     q = case.add_question()
@@ -281,6 +308,7 @@ def add_question(store: AnnotationStore, conversation_id: str, scenario_id: str)
     st.session_state[question_key(scenario_id)] = q.sample_id
 
 
+@refused_flashed
 def delete_question(store: AnnotationStore, conversation_id: str, scenario_id: str, sample_id: str) -> None:
     case = store.get(conversation_id, scenario_id)
     case.remove_question(sample_id)
@@ -311,6 +339,8 @@ def report_import(run) -> None:
         report = run()
     except LoaderError as exc:
         return flash("error", "Import failed: nothing was imported and the stored cases are unchanged.", str(exc))
+    except AccessDenied as exc:
+        return flash("error", md_escape(exc))
     if report.added:
         st.session_state["annotate_case"] = report.added[0]
     flash("success", f"Imported: {report.line()}.")

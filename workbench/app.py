@@ -10,6 +10,8 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from workbench import access  # noqa: E402
+
 FAVICON = ROOT / "workbench" / "static" / "favicon.svg"      # served by the app itself: no request leaves the machine
 st.set_page_config(page_title="Memory Workbench", page_icon=str(FAVICON), layout="wide")
 
@@ -22,4 +24,9 @@ PAGES = [
     st.Page(str(ROOT / "pages" / "6_benchmark.py"), title="Benchmark", icon=":material/leaderboard:", url_path="benchmark"),
 ]
 
+signed_in = access.gate()            # beyond loopback: nobody sees a page before signing in
+if signed_in is None:
+    st.navigation(PAGES, position="hidden")         # keeps the page the URL asked for until after sign-in
+    st.stop()
+access.sidebar(signed_in)
 st.navigation(PAGES).run()

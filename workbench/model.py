@@ -32,7 +32,7 @@ from engine.loaders import load_conversation, load_conversations
 from engine.runtime.engine import BaseEngine
 from engine.runtime.replay import Schedule, check_replayable, prefetch_turns, step
 from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
-from engine.store.catalog import PARENT, mark_opened, new_session_path, read_session, session_name
+from engine.store.catalog import OWNER, PARENT, mark_opened, new_session_path, read_session, session_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -79,9 +79,10 @@ class Workbench:
     @classmethod
     def open(cls, path: Path, conversation_id: str | None = None, engine: str = DEFAULT_ENGINE,
              label: str | None = None, schedule: str = "manual", settings: dict | None = None,
-             llm: str = "offline", workdir: Path | None = None, embedder: Embedder | None = None) -> "Workbench":
+             llm: str = "offline", workdir: Path | None = None, embedder: Embedder | None = None,
+             owner: str | None = None) -> "Workbench":
         """Load a conversation and open a new database for `engine` (any registered engine name) in `workdir`,
-        the workspace's sessions folder by default.
+        the workspace's sessions folder by default, owned by `owner` (the identity that loaded it).
 
         An engine without offline processes never consolidates, so its schedule is always manual.
         """
@@ -93,7 +94,8 @@ class Workbench:
         label = label or Path(path).name
         db = new_session_path(f"{_safe(conversation.id)}-{engine}", workdir)
         opened = open_session(db, engine=engine, llm=llm, settings=settings, conversation=conversation.id,
-                              source=str(Path(path).resolve()), schedule=schedule, label=label, embedder=embedder)
+                              source=str(Path(path).resolve()), schedule=schedule, label=label, embedder=embedder,
+                              **({OWNER: owner} if owner else {}))
         check_replayable(opened, conversation)        # stepping resumes at the log's head: same turns before it
         mark_opened(opened.store)
         return cls(source_label=label, source_path=Path(path), conversation=conversation, engine=opened,
@@ -135,6 +137,11 @@ class Workbench:
         path = Path(os.environ.get("MEMWB_DEMO", DEMO_PATH))
         kwargs.setdefault("engine", os.environ.get("MEMWB_ENGINE") or DEFAULT_ENGINE)
         return cls.open(path, None, label="bundled demo" if path == DEMO_PATH else path.name, **kwargs)
+
+    @property
+    def owner(self) -> str | None:
+        """Who loaded this session (or made this branch); None for one made outside the workbench."""
+        return self.engine.store.meta().get(OWNER)
 
     @property
     def session_name(self) -> str | None:
@@ -281,14 +288,21 @@ class Workbench:
         """Ingest through the last turn of the session the next turn belongs to."""
         self.jump(self.session_end())
 
-    def ensure_head(self) -> None:
-        """Before an edit: if the cursor is behind the head, branch the log at the cursor."""
-        if self.at_head:
-            return
-        seq = self.engine.store.last_seq(upto_turn=self.cursor)
+    def ensure_head(self, owner: str | None = None) -> None:
+        """Before an edit: if the cursor is behind the head, branch the log at the cursor (owned by `owner`)."""
+        if not self.at_head:
+            self._branch(self.engine.store.last_seq(upto_turn=self.cursor), owner)
+
+    def fork(self, owner: str) -> None:
+        """Go on in a private branch of `owner` holding the whole log: what a viewer's replay writes into when
+        the session belongs to someone else (the original stays untouched)."""
+        self._branch(self.engine.store.last_seq(), owner)
+
+    def _branch(self, seq: int, owner: str | None) -> None:
         target = new_session_path(f"{self.db_path.stem}-branch", self.workdir)
         branch = self.engine.store.branch(target, seq)
-        branch.set_meta(**{PARENT: session_name(self.db_path, target.parent) or str(self.db_path.resolve())})
+        branch.set_meta(**{PARENT: session_name(self.db_path, target.parent) or str(self.db_path.resolve())},
+                        **({OWNER: owner} if owner else {}))
         mark_opened(branch)
         self.branches.append(self.db_path)
         self.engine = open_session(target, embedder=self.engine.embedder)

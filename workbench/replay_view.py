@@ -22,15 +22,9 @@ from engine.core.node import TURN_KIND
 from engine.core.oplog import OpKind, RunInfo
 from engine.core.state import MemoryState
 from engine.core.text import seconds_text
-from workbench.graph_view import cosine_text, edge_style, status_tag, visibility_text
-from workbench.lifecycle_view import (
-    attrs_frame,
-    cause_text,
-    joined_candidate,
-    routing_figure,
-    routing_frame,
-    routing_sentence,
-)
+from workbench.graph_style import cosine_text, edge_style, status_tag, visibility_text
+from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
+                                      routing_sentence)
 from workbench.text import MISSING, md_escape, missing, table
 
 RUN_ICON = ":material/cleaning_services:"

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from engine.core.schema import EngineSchema
-from engine.core.state import MemoryState
 from engine.retrieval.explain import Placement, Signals, SourcePlacement
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
-from workbench.graph_view import status_tag, visibility_text
+from engine.core.schema import EngineSchema
+from engine.core.state import MemoryState
+from workbench.graph_style import status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"

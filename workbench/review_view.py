@@ -1,152 +1,62 @@
-"""Review-queue helpers for the Consolidation page, for any engine's offline process.
+"""The review queue of the Consolidation page, for any engine's offline process.
 
-In the spirit of a feedback review queue: one card per proposal with the
-evidence a reviewer needs (targets and their text, confidence against the
-gate threshold, reason, reason code) and an accept/reject choice that lives in
-session state until the run is applied. Also the audit-log table and the
-reason-code breakdown, which read the same proposals and op log.
-
-Operator labels, target roles (and whether target order matters), the plan's
-fields and how to show them, and the reason codes with their descriptions all
-come from the engine's schema (`state.schema`); the gate θ a proposal was
-judged against is in `proposal.detail["threshold"]`.
+In the spirit of a feedback review queue: one card per proposal with the evidence a reviewer needs (targets
+and their text, the records a plan cites, confidence against the gate threshold, reason, reason code), an
+accept/reject choice (`review_decisions`) and the plan that applying would execute. The plan's fields and how
+to show them come from the operator's `plan_fields` in the engine's schema; how a proposal is named comes
+from `proposal_text`.
 """
 from __future__ import annotations
 
 import html
-from collections import Counter
 from collections.abc import Iterable
+from functools import partial
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
-from engine.core.oplog import OpKind, OpRecord
+from engine.core.access import Action
 from engine.core.proposal import GateVerdict, Proposal, Status
-from engine.core.schema import EngineSchema, OperatorSpec
+from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
-from workbench.graph_view import edge_style, visibility_text
-from workbench.retrieval_view import ARCHIVED_MARK, VISIBLE_MARK, short  # noqa: F401  (marks re-exported)
-from workbench.text import MISSING, md_code, md_escape, missing
+from workbench import access
+from workbench import consolidation_actions as actions
+from workbench.graph_style import visibility_text
+from workbench.model import Workbench
+from workbench.proposal_text import (
+    detail_labels,
+    detail_text,
+    op_label,
+    operator,
+    process_operators,
+    reason_description,
+    sources_text,
+    target_roles,
+    targets_label,
+    threshold,
+)
+from workbench.review_decisions import (
+    ACCEPT,
+    REJECT,
+    choice_of,
+    decision_radio,
+    decisions,
+    set_decisions,
+    tally,
+)
+from workbench.review_decisions import (
+    run_key as decisions_key,
+)
+from workbench.text import MISSING, md_code, md_escape, missing, table, text_html
 
-UNDECIDED, ACCEPT, REJECT = "Undecided", "Accept", "Reject"
-CHOICES = (UNDECIDED, ACCEPT, REJECT)
-NO_CODE = "(no code)"
-_DECISIONS_KEY = "review_decisions"
-
-
-# -- what the schema says about proposals ------------------------------------------------------
-def operator(schema: EngineSchema | None, op: str) -> OperatorSpec | None:
-    return schema.operator(op) if schema is not None else None
-
-
-def op_label(schema: EngineSchema | None, op: str) -> str:
-    """The operator's label ("Update"); a step that is not an operator (All-Mem's failed "diagnosis") capitalised."""
-    spec = operator(schema, op)
-    return spec.label if spec else op.replace("_", " ").capitalize()
-
-
-def process_operators(schema: EngineSchema | None, process: str | None) -> list[OperatorSpec]:
-    """The operators of one process, in the schema's order."""
-    if schema is None:
-        return []
-    return [o for o in schema.operators if process is None or o.process == process]
-
-
-def reason_description(schema: EngineSchema | None, code: str | None) -> str:
-    spec = next((r for r in schema.reason_codes if r.code == code), None) if schema is not None and code else None
-    return spec.description if spec else ""
-
-
-def threshold(p: Proposal) -> float | None:
-    """The gate θ this proposal was judged against, as the engine recorded it."""
-    value = p.detail.get("threshold")
-    return float(value) if isinstance(value, (int, float)) else None
+PAGE_SIZE = 10
+GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
 
 
-# -- decisions kept across reruns (pagination drops widget state, this dict survives) --------------
-def decisions(run_key: str) -> dict[int, bool]:
-    """The reviewer's accept (True) / reject (False) choices for one run; undecided ids are absent."""
-    store = st.session_state.setdefault(_DECISIONS_KEY, {})
-    return store.setdefault(run_key, {})
-
-
-def run_key(db_name: str, run_id: str) -> str:
-    """Decisions belong to one run of one database (a branch restarts run numbering from its fold)."""
-    return f"{db_name}:{run_id}"
-
-
-def widget_key(run_key: str, pid: int) -> str:
-    return f"decide:{run_key}:{pid}"
-
-
-def set_decisions(run_key: str, choices: dict[int, bool | None]) -> None:
-    """Record choices (None = undecided): the bulk buttons and every card's radio write here, and the radios,
-    the queue table and the Apply button all read from here (`decision_radio`)."""
-    current = decisions(run_key)
-    for pid, value in choices.items():
-        if value is None:
-            current.pop(pid, None)
-        else:
-            current[pid] = value
-
-
-def _radio_changed(run_key: str, pid: int) -> None:
-    choice = st.session_state[widget_key(run_key, pid)]
-    set_decisions(run_key, {pid: None if choice == UNDECIDED else choice == ACCEPT})
-
-
-def choice_of(value: bool | None) -> str:
-    return UNDECIDED if value is None else ACCEPT if value else REJECT
-
-
-def decision_radio(run_key: str, pid: int) -> None:
-    """A card's Accept / Reject / Undecided radio, set from the stored decision on every run.
-
-    The browser keeps a radio's own value across reruns, so a bulk button that only changed the stored
-    decisions left the cards showing the old choice, and the next click sent that stale choice back. Writing
-    the stored decision into the widget's state before drawing it makes the radio show what will be applied.
-    """
-    key = widget_key(run_key, pid)
-    st.session_state[key] = choice_of(decisions(run_key).get(pid))
-    st.radio("Decision", CHOICES, key=key, on_change=_radio_changed, args=(run_key, pid))
-
-
-def tally(proposals: Iterable[Proposal], chosen: dict[int, bool]) -> tuple[int, int, int]:
-    """(accepted, rejected, undecided) among the pending proposals: what Apply will do."""
-    pending = [p for p in proposals if p.status == Status.PENDING]
-    accepted = sum(chosen.get(p.id) is True for p in pending)
-    rejected = sum(chosen.get(p.id) is False for p in pending)
-    return accepted, rejected, len(pending) - accepted - rejected
-
-
-def decided_counts(proposals: Iterable[Proposal]) -> dict[str, int]:
-    """Proposals by status among those a decision reached (gate, reviewer or deferral), plus those still pending:
-    the run summary of a run that is not committed yet."""
-    proposals = list(proposals)
-    counts = Counter(p.status for p in proposals if p.decided_by and p.status != Status.PENDING)
-    return {**{s: counts.get(s, 0) for s in (Status.APPLIED, Status.REJECTED, Status.SKIPPED, Status.FAILED)},
-            Status.PENDING: sum(p.status == Status.PENDING for p in proposals)}
-
-
-# -- the queue -----------------------------------------------------------------------------------
 def sort_queue(proposals: Iterable[Proposal]) -> list[Proposal]:
     """Pending first, gate passes first, then most confident: the order a reviewer works in."""
     return sorted(proposals, key=lambda p: (p.status != Status.PENDING, p.gate != GateVerdict.PASS,
                                             -p.confidence, p.id))
-
-
-def target_roles(schema: EngineSchema | None, p: Proposal) -> list[str]:
-    """What each target is to the operator ("current (kept, …)", "superseded (archived on apply)")."""
-    spec = operator(schema, p.op)
-    return [spec.role(i) if spec else "diagnosed target" for i in range(len(p.targets))]
-
-
-def targets_label(schema: EngineSchema | None, p: Proposal) -> str:
-    """`u7 → u3` when target order matters to the operator, `u3, u7` when it does not."""
-    spec = operator(schema, p.op)
-    ids = [f"u{t}" for t in p.targets]
-    return " → ".join(ids) if spec is not None and spec.ordered_targets else ", ".join(ids)
 
 
 def queue_frame(schema: EngineSchema | None, proposals: list[Proposal], chosen: dict[int, bool],
@@ -237,37 +147,6 @@ def unit_html(state: MemoryState, uid: int, role: str = "", cited: Iterable[int]
     return (f'<div style="border:{border};border-radius:6px;padding:6px 10px;margin:4px 0;'
             f'{"opacity:.8;" if archived else ""}"><b>{unit.label}</b> '
             f'<span style="font-size:.85em;opacity:.75">{meta}</span><br>{text}{members}</div>')
-
-
-def detail_labels(p: Proposal) -> list[str]:
-    """The proposal's text details (a relation's type): what the queue can be filtered by."""
-    return [v for k, v in p.detail.items() if k != "threshold" and isinstance(v, str) and v]
-
-
-def sources_text(ids: list[str], limit: int = 6) -> str:
-    """Source ids, shortened for a long group: "D1:1, D1:2, … D1:14 (14)"."""
-    if len(ids) <= limit:
-        return ", ".join(ids)
-    return f"{', '.join(ids[:limit - 2])}, … {ids[-1]} ({len(ids)})"
-
-
-def detail_text(p: Proposal) -> str:
-    """The proposal's own details besides the gate θ, in one line ("CAUSAL_FOLLOW", "cosine 0.820")."""
-    parts = []
-    for key, value in p.detail.items():
-        if key == "threshold" or isinstance(value, bool):
-            continue
-        if isinstance(value, str):
-            parts.append(value)
-        elif isinstance(value, (int, float)):
-            parts.append(f"{key.replace('_', ' ')} {value:.3f}")
-    return " · ".join(parts)
-
-
-def text_html(label: str, text: str) -> str:
-    """A labelled piece of model or conversation text, escaped."""
-    body = html.escape(text).replace("\n", "<br>")
-    return f'<div style="margin:2px 0"><span style="opacity:.7">{html.escape(label)}</span> {body}</div>'
 
 
 def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool, on_plan) -> None:
@@ -384,201 +263,80 @@ def plan_view(state: MemoryState, p: Proposal) -> None:
         st.dataframe(frame, hide_index=True, width="stretch")
 
 
-# -- run diff ------------------------------------------------------------------------------------
-def units_frame(state: MemoryState, ids: Iterable[int]) -> pd.DataFrame:
-    rows = [{"unit": f"u{u.id}", "state": visibility_text(u), "kind": u.kind,
-             "time": u.time, "source ids": ", ".join(u.source_ids), "text": u.raw}
-            for u in (state.units[i] for i in sorted(ids) if i in state.units)]
-    return pd.DataFrame(rows, columns=["unit", "state", "kind", "time", "source ids", "text"])
-
-
-def edges_frame(edges: Iterable, schema: EngineSchema | None = None, state: MemoryState | None = None
-                ) -> pd.DataFrame:
-    """Edges given as Edge objects, dicts or (src, dst, type) keys; with `state`, also each edge's confidence and
-    the records it cites (a synthesised relation's evidence) as that state holds them."""
-    rows = []
-    for e in edges:
-        src, dst, etype = edge_key(e)
-        row = {"edge": f"u{src} —{etype}→ u{dst}", "type": edge_style(etype, schema)["label"]}
-        if state is not None:
-            stored = state.edges.get((src, dst, etype))
-            row["confidence"] = None if stored is None or stored.confidence is None else round(stored.confidence, 3)
-            row["cites"] = ", ".join(f"u{c}" for c in (getattr(stored, "evidence", None) or []))
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["edge", "type", *(["confidence", "cites"] if state is not None else [])])
-
-
-def edge_key(e) -> tuple[int, int, str]:
-    if isinstance(e, dict):
-        return e["src"], e["dst"], e["type"]
-    if isinstance(e, (tuple, list)):
-        return e[0], e[1], e[2]
-    return e.src, e.dst, e.type
-
-
-def rewired_frame(rewired: Iterable) -> pd.DataFrame:
-    """Edges moved off a node that left the surface onto its representative: (src, old dst, new dst)."""
-    rows = []
-    for r in rewired:
-        src, old, new = (r["src"], r["old_dst"], r["new_dst"]) if isinstance(r, dict) else r
-        rows.append({"source": f"u{src}", "was → archived": f"u{old}", "now → representative": f"u{new}"})
-    return pd.DataFrame(rows, columns=["source", "was → archived", "now → representative"])
-
-
-def run_proposals_frame(state: MemoryState, run_id: str) -> pd.DataFrame:
+def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> None:
+    """The open run's proposals: who decides, filters, bulk decisions, the queue table, a page of cards and the
+    Apply button."""
     schema = state.schema
-    rows = [{"#": p.id, "operator": op_label(schema, p.op), "targets": targets_label(schema, p),
-             "confidence": round(p.confidence, 3), "gate": p.gate, "status": p.status,
-             "decided by": p.decided_by or "", "reason code": p.reason_code or "", "note": p.note}
-            for p in sort_queue(p for p in state.proposals.values() if p.run_id == run_id)]
-    return pd.DataFrame(rows, columns=["#", "operator", "targets", "confidence", "gate", "status", "decided by",
-                                       "reason code", "note"])
+    if open_run is None:
+        st.info("No open run. Press **Run diagnosis** to fill the review queue from the buffer.")
+        return
+    run_key = decisions_key(wb.db_path.name, open_run)
+    proposals = [p for p in state.proposals.values() if p.run_id == open_run]
+    pending = [p for p in proposals if p.status == Status.PENDING]
+    reviewer = access.can(Action.REVIEW)
+    gate_mode = st.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
+                         help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "
+                              "(and any other check the engine makes, such as All-Mem's merge coherence)."
+                         ) == GATE_MODE
+    chosen = decisions(run_key)
 
+    labels = sorted({v for p in proposals for v in detail_labels(p)})
+    cols = st.columns([3, 3, 3, 2] if labels else [3, 3, 2])
+    f1, f2, f3 = cols[0], cols[1], cols[-1]
+    ops = f1.multiselect("Operator", sorted({op_label(schema, p.op) for p in proposals}), key="queue_ops",
+                         placeholder="all operators")
+    gates = f2.multiselect("Gate verdict", [GateVerdict.PASS, GateVerdict.FAIL], key="queue_gates",
+                           placeholder="pass and fail")
+    kinds = cols[2].multiselect("Type", labels, key="queue_types", placeholder="all types",
+                           help="The proposal's own kind, e.g. a relation's type.") if labels else []
+    show_closed = f3.checkbox("Show closed proposals", key="queue_closed",
+                              help="Proposals routing already closed: duplicates, overlaps, filtered or disabled ones.")
+    shown = sort_queue(p for p in proposals
+                          if (show_closed or p.status == Status.PENDING)
+                          and (not ops or op_label(schema, p.op) in ops) and (not gates or p.gate in gates)
+                          and (not kinds or set(detail_labels(p)) & set(kinds)))
+    shown_pending = [p for p in shown if p.status == Status.PENDING]
+    if not gate_mode:
+        b1, b2, b3 = st.columns(3)
+        b1.button("Accept gate passes, reject the rest (shown)", on_click=set_decisions, disabled=not reviewer,
+                  args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
+        b2.button("Reject all shown", on_click=set_decisions, args=(run_key, {p.id: False for p in shown_pending}),
+                  disabled=not reviewer)
+        b3.button("Clear all decisions", on_click=set_decisions, args=(run_key, {p.id: None for p in pending}),
+                  disabled=not reviewer)
+    st.dataframe(table(queue_frame(schema, shown, chosen, gate_mode)), hide_index=True, width="stretch",
+                 height=min(35 * (len(shown) + 1) + 3, 300))
 
-# -- audit log -----------------------------------------------------------------------------------
-def _node_ref(p: dict) -> str:
-    node = p.get("node")
-    return f"u{node['id'] if isinstance(node, dict) else node}"
+    pages = max(1, -(-len(shown) // PAGE_SIZE))
+    page = st.selectbox(f"Cards page ({PAGE_SIZE} per page)", range(1, pages + 1), key="queue_page",
+                        format_func=lambda n: f"{n} of {pages}") if pages > 1 else 1
+    for p in shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]:
+        proposal_card(state, p, run_key, gate_mode, partial(actions.show_plan, wb))
 
-
-def _edge_text(e: dict) -> str:
-    conf = e.get("confidence")
-    return f"u{e['src']} —{e['type']}→ u{e['dst']}" + (f" (conf {conf:.2f})" if conf is not None else "")
-
-
-def _entries(p: dict) -> str:
-    ids = [f"u{u}" for u, _ in p.get("entries", [])]
-    return ", ".join(ids[:6]) + (f" +{len(ids) - 6}" if len(ids) > 6 else "")
-
-
-def _turn_ingested(p: dict) -> str:
-    return f"turn {p['turn_id']} (session {p.get('session', '')})" + \
-        ("" if p.get("descriptor_ok", True) else f" · descriptor failed: {p.get('descriptor_error')}")
-
-
-def _node_created(p: dict) -> str:
-    u = p["node"]
-    status = f" [{u['status']}]" if u.get("status") else ""
-    sources = ", ".join(u.get("source_ids", []))
-    return f"u{u['id']} {u.get('kind', '')}{status} ← {sources}: {short(u.get('raw', ''), 50)}"
-
-
-def _status_changed(p: dict) -> str:
-    cause = p.get("cause") or {}
-    why = f" (undo of #{cause['undo_of']})" if cause.get("undo_of") else \
-        (f" ({', '.join(f'{k} {short(v, 20)}' for k, v in cause.items())})" if cause else "")
-    return f"{_node_ref(p)} {p.get('was') or MISSING} → {p['status']}{why}"
-
-
-def _proposal_made(p: dict) -> str:
-    pr = p["proposal"]
-    return (f"#{pr['id']} {pr['op']} [{', '.join(f'u{t}' for t in pr['targets'])}] conf {pr['confidence']:.2f}"
-            f" · gate {pr['gate']}" + (f" · {pr['reason_code']}" if pr.get("reason_code") else ""))
-
-
-def _proposal_updated(p: dict) -> str:
-    changes = ", ".join(f"{k}={short(v, 30)}" if k != "plan" else "plan stored" for k, v in p["changes"].items())
-    return f"#{p['id']}: {changes}"
-
-
-def _run_started(p: dict) -> str:
-    process = f"{p['process']} " if p.get("process") else ""
-    return f"{p.get('mode', '')} {process}run over {len(p.get('buffer', []))} buffered node(s)"
-
-
-def _run_committed(p: dict) -> str:
-    s = p.get("summary", {})
-    return (f"applied {s.get('applied', 0)}, rejected {s.get('rejected', 0)}, skipped {s.get('skipped', 0)}, "
-            f"failed {s.get('failed', 0)} · decided by {p.get('decided_by', '')}")
-
-
-def _llm_call(p: dict) -> str:
-    return f"{p.get('role', '?')} via {p.get('backend', '?')}" + \
-        (f" · {p['error_code']}: {short(p.get('error') or '', 40)}" if p.get("error_code") else "")
-
-
-def _engine_state_set(p: dict) -> str:
-    if "value" not in p:
-        return f"{p['key']} removed"
-    was = f" (was {short(p['prev'], 20)})" if "prev" in p else ""
-    return f"{p['key']} = {short(p['value'], 40)}{was}"
-
-
-OP_SUMMARIES = {
-    OpKind.TURN_INGESTED: _turn_ingested,
-    OpKind.NODE_CREATED: _node_created,
-    OpKind.NODE_RETRACTED: lambda p: f"{_node_ref(p)} retracted",
-    OpKind.NODE_UPDATED: lambda p: f"{_node_ref(p)} " + ", ".join(f"{k} → {short(v, 30)}"
-                                                                  for k, v in p.get("changes", {}).items()),
-    OpKind.DESCRIPTOR_CHANGED: lambda p: f"{_node_ref(p)} summary → {short(p['summary'], 50)}",
-    OpKind.STATUS_CHANGED: _status_changed,
-    OpKind.EDGE_ADDED: lambda p: _edge_text(p["edge"]),
-    OpKind.EDGE_REMOVED: lambda p: _edge_text(p.get("edge") or p) + " removed",
-    OpKind.BUFFER_PUSHED: lambda p: f"{p['buffer']} ← {_entries(p)}"
-                                    + (f" with {len(p['entries'][0][1])} anchor(s)" if len(p["entries"]) == 1 else ""),
-    OpKind.BUFFER_FLUSHED: lambda p: f"{len(p['entries'])} node(s) flushed from {p['buffer']}: {_entries(p)}",
-    OpKind.ENGINE_STATE_SET: _engine_state_set,
-    OpKind.PROPOSAL_MADE: _proposal_made,
-    OpKind.PROPOSAL_UPDATED: _proposal_updated,
-    OpKind.RUN_STARTED: _run_started,
-    OpKind.RUN_COMMITTED: _run_committed,
-    OpKind.RUN_UNDONE: lambda p: f"undid {p['undone_run']}",
-    OpKind.RUN_DISCARDED: lambda p: "run discarded: nothing applied, its buffered work put back",
-    OpKind.LLM_CALL: _llm_call,
-    OpKind.NOTE: lambda p: short(p.get("text") or p.get("note") or p, 80),
-}
-
-
-def op_summary(op: OpRecord) -> str:
-    """One line per record, enough to scan the log without opening the payload (every OpKind has one)."""
-    describe = OP_SUMMARIES.get(op.kind)
-    if describe is None:
-        return short(op.payload)
-    try:
-        return describe(op.payload)
-    except (KeyError, TypeError, IndexError, ValueError):      # an odd payload still gets a line
-        return short(op.payload)
-
-
-LLM_COLUMNS = ("LLM role", "latency (ms)", "prompt tokens", "completion tokens", "error code")
-
-
-def oplog_frame(ops: Iterable[OpRecord]) -> pd.DataFrame:
-    """The op log as a table; LLM calls get their own columns (role, latency, tokens, error code)."""
-    rows = []
-    for op in ops:
-        llm = op.payload if op.kind == OpKind.LLM_CALL else {}
-        rows.append({"seq": op.seq, "kind": op.kind, "run": op.run_id or "", "actor": op.actor, "turn": op.turn,
-                     "summary": op_summary(op), "LLM role": llm.get("role", ""),
-                     "latency (ms)": round(llm["latency_ms"], 1) if llm else None,
-                     "prompt tokens": llm.get("prompt_tokens"), "completion tokens": llm.get("completion_tokens"),
-                     "error code": llm.get("error_code") or ""})
-    return pd.DataFrame(rows, columns=["seq", "kind", "run", "actor", "turn", "summary", "LLM role", "latency (ms)",
-                                       "prompt tokens", "completion tokens", "error code"])
-
-
-def reason_breakdown(proposals: Iterable[Proposal], schema: EngineSchema | None = None) -> pd.DataFrame:
-    """Proposal counts per (reason code, operator), codes in the schema's order; no code is counted as such."""
-    counts = Counter((p.reason_code or NO_CODE, op_label(schema, p.op)) for p in proposals)
-    order = [*(r.code for r in (schema.reason_codes if schema is not None else ())), NO_CODE]
-    rows = [{"reason code": code, "operator": op, "proposals": n,
-             "meaning": reason_description(schema, code) or ("no drop or skip" if code == NO_CODE else "")}
-            for (code, op), n in sorted(counts.items(), key=lambda kv: (order.index(kv[0][0])
-                                                                         if kv[0][0] in order else len(order), kv[0]))]
-    return pd.DataFrame(rows, columns=["reason code", "operator", "proposals", "meaning"])
-
-
-def reason_codes_frame(schema: EngineSchema | None) -> pd.DataFrame:
-    """The engine's reason codes and what each means."""
-    rows = [{"reason code": r.code, "meaning": r.description} for r in (schema.reason_codes if schema else ())]
-    return pd.DataFrame(rows, columns=["reason code", "meaning"])
-
-
-def reason_chart(frame: pd.DataFrame):
-    fig = px.bar(frame, x="reason code", y="proposals", color="operator", barmode="group", text="proposals",
-                 hover_data=["meaning"] if "meaning" in frame.columns else None,
-                 category_orders={"reason code": list(dict.fromkeys(frame["reason code"]))},
-                 labels={"proposals": "proposals (count)", "reason code": "reason code"},
-                 title="Reason codes per operator, all proposals in the log")
-    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 50, "b": 10}, legend_title_text="operator")
-    return fig
+    run = state.runs.get(open_run)
+    order = " → ".join(o.label for o in process_operators(schema, run.process if run else None))
+    in_order = f", operators in the order {order}" if order else ""
+    if gate_mode:
+        passes = sum(p.gate == GateVerdict.PASS for p in pending)
+        st.button(f"Apply gate verdicts ({passes} accept, {len(pending) - passes} reject)", type="primary",
+                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, True),
+                  disabled=not reviewer)
+        st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored as "
+                   f"made by the **gate**, and the run is committed as applied by **{md_escape(access.who())}**.")
+        return
+    accepted, rejected, undecided = tally(pending, chosen)
+    hidden = sum(p.id in chosen for p in pending) - sum(p.id in chosen for p in shown_pending)
+    with st.container(horizontal=True):
+        st.button(f"Apply decisions ({accepted} accept, {rejected} reject"
+                  + (f"; {undecided} undecided stay pending)" if undecided else ")"), type="primary",
+                  key="apply_run", on_click=actions.apply_decisions, args=(wb, run_key, False),
+                  disabled=not accepted + rejected or not reviewer)
+        if undecided:
+            st.button(f"{'Apply and defer' if accepted + rejected else 'Defer'} the {undecided} undecided",
+                      key="apply_defer", on_click=actions.apply_decisions, args=(wb, run_key, False, True),
+                      disabled=not reviewer, help="Closes the run: every undecided proposal is closed as skipped, never executed, with a "
+                           "note saying who deferred it.")
+    st.caption(f"Accepted proposals are executed in one transaction{in_order}; each decision is stored with who "
+               f"made it (**{md_escape(access.who())}**, as signed in). Undecided proposals stay "
+               "pending: the run stays open (the replay cannot ingest further) until each is decided, or deferred."
+               + (f" The counts include {hidden} decision(s) on proposals the filters hide." if hidden else ""))

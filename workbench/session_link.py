@@ -22,12 +22,13 @@ SESSION_PARAM, TURN_PARAM = "session", "turn"
 _REFUSED = (SessionError, LoaderError, StoreError, ValueError)     # ValueError: a bad name, a changed source
 
 
-def first_workbench(params: Mapping[str, str], db: str | None,
-                    embedder: Callable[[], Embedder]) -> tuple[Workbench, list[str]]:
+def first_workbench(params: Mapping[str, str], db: str | None, embedder: Callable[[], Embedder],
+                    owner: str | None = None) -> tuple[Workbench, list[str]]:
     """The workbench a fresh browser session opens, and notes on what in the link could not be followed.
 
-    The link's session wins over `db` (the `memwb ui --db` file), which wins over the bundled demo; the link's
-    turn then places the cursor (never past the log head: a link does not ingest)."""
+    The link's session wins over `db` (the `memwb ui --db` file), which wins over the bundled demo (a new
+    session owned by `owner`); the link's turn then places the cursor (never past the log head: a link does
+    not ingest)."""
     notes: list[str] = []
     wb = None
     name = params.get(SESSION_PARAM)
@@ -42,7 +43,7 @@ def first_workbench(params: Mapping[str, str], db: str | None,
         except _REFUSED as exc:
             notes.append(f"{db} (memwb ui --db) could not be opened: {exc}. The bundled demo is open instead.")
     if wb is None:
-        return Workbench.demo(embedder=embedder()), notes
+        return Workbench.demo(embedder=embedder(), owner=owner), notes
     turn = params.get(TURN_PARAM)
     if turn is not None:
         notes += place_cursor(wb, turn)

@@ -7,6 +7,7 @@ import streamlit as st
 
 from engine.llm.embedder import Embedder
 from engine.store.catalog import DB_ENV
+from workbench import access
 from workbench.model import Workbench
 from workbench.session_link import SESSION_PARAM, TURN_PARAM, first_workbench, url_params
 from workbench.settings_form import changed_settings
@@ -29,7 +30,8 @@ def get_workbench() -> Workbench:
     """The session's workbench; on first use the session and turn the URL names, else the database
     `memwb ui --db` named, else the bundled demo."""
     if _KEY not in st.session_state:
-        wb, notes = first_workbench(st.query_params.to_dict(), os.environ.get(DB_ENV), _session_embedder)
+        wb, notes = first_workbench(st.query_params.to_dict(), os.environ.get(DB_ENV), _session_embedder,
+                                    owner=access.who())
         st.session_state[_KEY] = wb
         st.session_state[_NOTES] = notes
     return st.session_state[_KEY]

@@ -11,6 +11,7 @@ for one value and `table` for a whole frame.
 """
 from __future__ import annotations
 
+import html
 import math
 import re
 
@@ -78,3 +79,9 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     for c in holes:
         shown[c] = frame[c].astype(object).map(_cell)
     return shown
+
+
+def text_html(label: str, text: str) -> str:
+    """A labelled piece of model or conversation text, escaped."""
+    body = html.escape(text).replace("\n", "<br>")
+    return f'<div style="margin:2px 0"><span style="opacity:.7">{html.escape(label)}</span> {body}</div>'

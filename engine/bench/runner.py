@@ -20,7 +20,8 @@ from engine.bench.summary import summary_markdown
 from engine.bench.sweep import run_tasks
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
-from engine.eval.metrics import latency_summary
+from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
+from engine.eval.metrics import latency_summary, llm_cost_summary, pool_llm_costs
 
 FORMAT = "memwb-bench/1"
 EVENT_KIND = "event"
@@ -43,6 +44,8 @@ class BenchConfig:
     settings: dict = field(default_factory=dict)    # engine -> settings overrides
     command: str | None = None                      # as typed (the CLI); None: rebuilt from the fields
     answer: str | None = None                       # LLM backend answering every question (adds full-history)
+    llm: str = "offline"                            # LLM backend of the engines' own roles
+    answer_budget: int | None = None                # None: engine.answer.DEFAULT_CONTEXT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,14 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
         Schedule.parse(config.schedule or spec.schedule)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
-    if config.answer is not None:
-        from engine.session import LLM_BACKENDS
+    from engine.session import LLM_BACKENDS
 
+    if config.llm not in LLM_BACKENDS or config.llm == "recorded":
+        raise BenchInputError(f"unknown LLM backend {config.llm!r} for the engines; choose "
+                              f"{' or '.join(b for b in LLM_BACKENDS if b != 'recorded')}")
+    if config.answer_budget is not None and config.answer_budget < 1:
+        raise BenchInputError(f"--answer-budget must be a positive number of tokens, got {config.answer_budget}")
+    if config.answer is not None:
         if not spec.questions:
             raise BenchInputError(f"--answer needs questions; --dataset {spec.name} scores event boundaries")
         if config.answer not in LLM_BACKENDS or config.answer == "recorded":
@@ -166,7 +174,8 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     ks = tuple(config.ks)
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
-                       rounds=config.rounds, ks=ks, schedule=schedule, workdir=str(sessions), answer=config.answer)
+                       rounds=config.rounds, ks=ks, schedule=schedule, workdir=str(sessions), answer=config.answer,
+                       llm=config.llm, answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS)
              for src in found for s in systems]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
@@ -188,6 +197,9 @@ def figures(result: dict) -> dict:
         task.pop("seconds")
     for item in [*r["rounds_detail"], *r["summary"].values()]:
         item.pop("latency_ms")
+    for item in r["summary"].values():
+        for role in item.get("llm_costs", {}).values():
+            role.pop("latency_ms")
     return r
 
 
@@ -202,6 +214,10 @@ def command_line(config: BenchConfig) -> str:
         parts += ["--ablations", ",".join(config.ablations)]
     if config.answer:
         parts += ["--answer", config.answer]
+    if config.llm != "offline":
+        parts += ["--llm", config.llm]
+    if config.answer_budget:
+        parts += ["--answer-budget", str(config.answer_budget)]
     parts += ["--protocol", config.protocol, "--rounds", str(config.rounds), "--k", ",".join(map(str, config.ks))]
     if config.schedule:
         parts += ["--schedule", config.schedule]
@@ -245,10 +261,13 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                            "latency_ms": {"insert": _latency([rec["insert_ms"] for rec in recs]),
                                           "query": _latency([rec["query_ms"] for rec in recs])}})
         last = _scores([q for q in qs if str(rounds) in q["by_round"]], str(rounds), metrics, categories)
+        costs = pool_llm_costs(res["llm_costs"] for res in mine)
         summary[label] = {**last,
                           "latency_ms": {"insert": _latency([res["latency_ms"]["insert"] for res in mine]),
                                          "query": _latency([res["latency_ms"]["query"] for res in mine])},
-                          "llm_tokens": _sum_tokens([res["llm_tokens"] for res in mine]),
+                          "llm_tokens": {role: {k: t[k] for k in ("calls", "prompt", "completion")}
+                                         for role, t in costs.items()},
+                          "llm_costs": llm_cost_summary(costs),
                           "structure": _mean_structure([res["structure"] for res in mine])}
     boundaries = None
     systems_out = {s.label: {"engine": None if s.engine == FULL_HISTORY else s.engine, "settings": s.settings,
@@ -268,12 +287,13 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         for baseline, (_, settings) in baselines.items():
             systems_out[baseline] = {"engine": None, "settings": settings, "ablations": []}
             summary[baseline] = {"overall": {}, "by_category": {}, "cohort": {},
-                                 "latency_ms": {"insert": {}, "query": {}}, "llm_tokens": {}, "structure": {}}
+                                 "latency_ms": {"insert": {}, "query": {}}, "llm_tokens": {}, "llm_costs": {},
+                                 "structure": {}}
         for label in summary:
             rows = [b for b in boundaries if b["system"] == label]
             summary[label]["overall"] = {m: _mean([b[m] for b in rows]) for m in metrics}
     return {
-        "format": FORMAT, "command": config.command or command_line(config), "dataset": spec.name,
+        "format": FORMAT, "command": config.command or command_line(config), "dataset": spec.name, "llm": config.llm,
         "source": str(Path(config.source).resolve()), "protocol": config.protocol, "ks": ks, "rounds": rounds,
         "schedule": config.schedule or spec.schedule, "embedder": Embedder(shared=None).model_name,
         "systems": systems_out, "conversations": list(dict.fromkeys(s.conversation for s in found)),
@@ -337,16 +357,6 @@ def _sum_memory(items: list[dict]) -> dict:
         for etype, n in m["edges"].items():
             edges[etype] = edges.get(etype, 0) + n
     return {"nodes": nodes, "edges": edges}
-
-
-def _sum_tokens(items: list[dict]) -> dict:
-    out: dict[str, dict[str, int]] = {}
-    for per_role in items:
-        for role, counts in per_role.items():
-            mine = out.setdefault(role, {"calls": 0, "prompt": 0, "completion": 0})
-            for key in mine:
-                mine[key] += counts.get(key, 0)
-    return dict(sorted(out.items()))
 
 
 def _mean_structure(items: list[dict]) -> dict:

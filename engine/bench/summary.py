@@ -109,6 +109,22 @@ def errors(result: dict) -> list[str]:
             for t in failed]
 
 
+def costs_tables(result: dict) -> list[str]:
+    """Per system, what each LLM role cost (calls, usage tokens, latency, schema-valid rate, differs from
+    offline): shown when any role was answered by a backend other than the offline rules."""
+    from engine.eval.llm_costs import MODEL_NOTE, cost_table
+
+    online = {label: s.get("llm_costs") or {} for label, s in result["summary"].items()
+              if any(set(c["structured"]) - {"offline"} for c in (s.get("llm_costs") or {}).values())}
+    if not online:
+        return []
+    lines = [f"**LLM costs per role** (LLM {result.get('llm', 'offline')}; with the bundled SmolLM2-135M: "
+             f"{MODEL_NOTE})", ""]
+    for label, costs in online.items():
+        lines += [cost_table(costs, f"*{label}*\n"), ""]
+    return lines
+
+
 def tables(result: dict) -> str:
     """Per-round and per-category tables (what `memwb bench` prints at the end)."""
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
@@ -116,6 +132,7 @@ def tables(result: dict) -> str:
         lines += rounds_tables(result) + category_table(result)
     else:
         lines += boundaries_table(result)
+    lines += costs_tables(result)
     failed = errors(result)
     if failed:
         lines += ["**failed tasks**", "", *failed, ""]

@@ -25,9 +25,18 @@ from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.core.conversation import Conversation, Question
 from engine.core.oplog import OpKind
 from engine.core.segments import boundaries_from_labels
-from engine.eval.answer import answer_question, passages_from_turns, passages_from_units
+from engine.eval.answer import DEFAULT_CONTEXT_TOKENS, answer_question, passages_from_turns, passages_from_units
 from engine.eval.diagnostics import structure
-from engine.eval.metrics import attribution_auditability, bleu1, exact_match, llm_tokens_by_role, rouge_l, token_f1
+from engine.eval.metrics import (
+    attribution_auditability,
+    bleu1,
+    exact_match,
+    llm_calls,
+    llm_cost_tally,
+    llm_tokens_by_role,
+    rouge_l,
+    token_f1,
+)
 from engine.eval.segmentation import evaluate, turn_labels
 from engine.runtime.replay import Schedule, step
 
@@ -52,6 +61,8 @@ class BenchTask:
     schedule: str = "every-3-sessions"
     workdir: str = "."               # where the session database is written
     answer: str | None = None        # LLM backend that answers each question (None: retrieval only)
+    llm: str = "offline"             # LLM backend of the engine's own roles
+    answer_budget: int = DEFAULT_CONTEXT_TOKENS     # estimated tokens of passages an answer reads at most
 
     @property
     def label(self) -> str:
@@ -86,8 +97,8 @@ def run_task(task: BenchTask, embedder) -> dict:
     settings = dict(task.settings)
     if task.ablations:
         settings["ablations"] = sorted(task.ablations)
-    engine = open_session(db, engine=task.engine, settings=settings, embedder=embedder, conversation=conv.id,
-                          source=task.source, schedule=task.schedule)
+    engine = open_session(db, engine=task.engine, llm=task.llm, settings=settings, embedder=embedder,
+                          conversation=conv.id, source=task.source, schedule=task.schedule)
     engine.prefetch(conv.turns)
     engine.embedder.embed([q.question for q in questions])
     run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder))
@@ -150,7 +161,8 @@ class _Run:
                 said = None
                 if self.llm is not None:
                     said, stages["answer"] = _timed(lambda: answer_question(
-                        self.llm, q.question, passages_from_units(res.units), question_time=q.time or ""))
+                        self.llm, q.question, passages_from_units(res.units), question_time=q.time or "",
+                        budget_tokens=self.task.answer_budget))
                 answers[qid] = (res, said)
                 for stage, ms in stages.items():
                     query.setdefault(stage, []).append(ms)
@@ -177,8 +189,9 @@ class _Run:
         out = {"conversation": self.conv.id, "system": self.task.system, "turns": state.turn, "db": str(db),
                "rounds": self.rounds, "questions": [self.records[q] for q in self.questions if q in self.records],
                "latency_ms": {"insert": self.insert_all, "query": self.query_all},
-               "llm_tokens": _tokens(self.engine.store, self.llm), "structure": structure_figures(state),
-               "boundaries": None}
+               "llm_tokens": _tokens(self.engine.store, self.llm),
+               "llm_costs": _costs(self.engine.store, self.llm, self.engine.embedder),
+               "structure": structure_figures(state), "boundaries": None}
         if not self.spec.questions:
             out["boundaries"] = boundary_row(self.task, self.conv, state)
         return out
@@ -201,6 +214,18 @@ def _tokens(store, llm) -> dict:
     """Calls and tokens per LLM role: the engine's logged calls plus the answering model's."""
     logged = store.ops(kinds=[OpKind.LLM_CALL]) if store is not None else ()
     return llm_tokens_by_role([*logged, *(llm.calls if llm else ())])
+
+
+def _costs(store, llm, embedder) -> dict:
+    """Per-role cost tally (`engine.eval.metrics.llm_cost_tally`) of the engine's and the answering model's calls;
+    the calls not made by the offline backend are also asked of it, to count how often it decides otherwise."""
+    from engine.eval.llm_costs import offline_llm
+    from engine.llm.decisions import compare, differ_by_key
+
+    calls = [*(store.ops(kinds=[OpKind.LLM_CALL]) if store is not None else ()), *(llm.calls if llm else ())]
+    online = [c for c in llm_calls(calls) if c.get("backend") != "offline"]
+    differ = differ_by_key(compare(online, offline_llm(embedder))) if online else None
+    return llm_cost_tally(calls, differ)
 
 
 def _timed(action):
@@ -247,7 +272,8 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
         query = {"answer": []}
         for qid in cp.visible:
             q = by_id[qid]
-            said, ms = _timed(lambda: answer_question(llm, q.question, context, question_time=q.time or ""))
+            said, ms = _timed(lambda: answer_question(llm, q.question, context, question_time=q.time or "",
+                                                      budget_tokens=task.answer_budget))
             query["answer"].append(ms)
             query_all["answer"].append(ms)
             question_record(spec, conv, q, types, records, cp.round, cp.turns, {}, said).update(ranked=[], results=[])
@@ -256,7 +282,7 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
     return {"conversation": conv.id, "system": task.system, "turns": len(conv.turns), "db": None,
             "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
-            "structure": {}, "boundaries": None}
+            "llm_costs": _costs(None, llm, embedder), "structure": {}, "boundaries": None}
 
 
 def memory_size(state) -> dict:

@@ -15,10 +15,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class KindSpec:
+    """A node kind. `group` kinds hold other nodes in `members` (MemLoom's events, GAM's topics): a graph can
+    fold the members into the group node and open it again."""
+
     name: str
     label: str
     color: str = "#17becf"
     description: str = ""
+    group: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,11 @@ class EngineSchema:
 
     def kind(self, name: str) -> KindSpec | None:
         return next((k for k in self.node_kinds if k.name == name), None)
+
+    @property
+    def group_kinds(self) -> tuple[str, ...]:
+        """The kinds whose nodes hold members, in the schema's order."""
+        return tuple(k.name for k in self.node_kinds if k.group)
 
     def edge_type(self, name: str) -> EdgeTypeSpec | None:
         return next((e for e in self.edge_types if e.name == name), None)

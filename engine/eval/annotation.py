@@ -12,7 +12,9 @@ retrievers rank dataset turn ids and scoring goes through that mapping.
 
 Cases live in two tables of the session's own database (``annotation_case`` and
 ``annotation_question``), written on every change, so annotations travel with
-the memory they were made against.
+the memory they were made against. A third, ``annotation_edit``, records who
+made each change (the store's `author`: the signed-in identity on the
+workbench): one row per case or question a write actually changed, in order.
 
 JSON exchange format (what `export_document` writes and `import_json` reads)::
 
@@ -212,7 +214,27 @@ class QuestionRow(SQLModel, table=True):
     extra: str                     # JSON of the question's `metadata` (a reserved name in SQLModel)
 
 
-_TABLES = (CaseRow.__table__, QuestionRow.__table__)
+class EditRow(SQLModel, table=True):
+    """Who changed a case (`sample_id` empty: its title or turns) or one of its questions, and how."""
+    __tablename__ = "annotation_edit"
+    __table_args__ = {"extend_existing": True}
+    seq: int | None = Field(default=None, primary_key=True)
+    conversation_id: str
+    scenario_id: str
+    sample_id: str                 # "" for the case itself
+    action: str                    # "saved", "deleted" or "imported"
+    author: str
+
+
+@dataclass(frozen=True)
+class Edit:
+    scenario_id: str
+    sample_id: str
+    action: str
+    author: str
+
+
+_TABLES = (CaseRow.__table__, QuestionRow.__table__, EditRow.__table__)
 
 
 @dataclass(frozen=True)
@@ -225,16 +247,34 @@ class ImportReport:
 
 
 class AnnotationStore:
-    """Cases in the session database; every call is its own transaction."""
+    """Cases in the session database; every call is its own transaction. Every write is recorded as made by
+    `author`; a store opened without one reads only."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, engine: Engine, author: str | None = None):
+        self.engine, self.author = engine, (author or "").strip()
         create_tables(engine, list(_TABLES))
 
     @classmethod
-    def at(cls, target: str | Path) -> AnnotationStore:
+    def at(cls, target: str | Path, author: str | None = None) -> AnnotationStore:
         """Open the cases of a database file or URL (e.g. a workbench's `db_path`)."""
-        return cls(open_database(database_url(target)))
+        return cls(open_database(database_url(target)), author)
+
+    def _writing(self):
+        if not self.author:
+            raise ValueError("this annotation store was opened without an author, so it only reads: every "
+                             "change is recorded with who made it")
+        return write_transaction(self.engine)
+
+    def edits(self, conversation_id: str) -> list[Edit]:
+        """Every recorded change to the conversation's cases, oldest first."""
+        with Session(self.engine) as s:
+            rows = s.exec(select(EditRow).where(EditRow.conversation_id == conversation_id)
+                          .order_by(EditRow.seq)).all()
+        return [Edit(r.scenario_id, r.sample_id, r.action, r.author) for r in rows]
+
+    def last_authors(self, conversation_id: str, scenario_id: str) -> dict[str, str]:
+        """Who last changed the case ("") and each of its questions (by sample_id)."""
+        return {e.sample_id: e.author for e in self.edits(conversation_id) if e.scenario_id == scenario_id}
 
     def cases(self, conversation_id: str) -> list[Case]:
         with Session(self.engine) as s:
@@ -254,15 +294,17 @@ class AnnotationStore:
 
     def save(self, case: Case) -> None:
         """Write the case and its questions as they are now (questions it no longer has are removed)."""
-        with write_transaction(self.engine) as s:
-            _write(s, case)
+        with self._writing() as s:
+            _write(s, case, self.author, "saved")
 
     def delete(self, conversation_id: str, scenario_id: str) -> None:
-        with write_transaction(self.engine) as s:
+        with self._writing() as s:
             s.exec(delete(QuestionRow).where((QuestionRow.conversation_id == conversation_id)
                                              & (QuestionRow.scenario_id == scenario_id)))
             s.exec(delete(CaseRow).where((CaseRow.conversation_id == conversation_id)
                                          & (CaseRow.scenario_id == scenario_id)))
+            s.add(EditRow(conversation_id=conversation_id, scenario_id=scenario_id, sample_id="", action="deleted",
+                          author=self.author))
 
     def import_json(self, text: str, source: str | Path, conversation: Conversation) -> ImportReport:
         """Validate the whole document, then add its cases in one transaction."""
@@ -285,15 +327,17 @@ class AnnotationStore:
                 raise LoaderError(source, "a different case with this id is already stored; rename it in the "
                                   "file (pointers included) or delete the stored case first",
                                   record=_case_record(i, case.scenario_id), field="scenario_id")
-        with write_transaction(self.engine) as s:
+        with self._writing() as s:
             for case in fresh:
-                _write(s, case)
+                _write(s, case, self.author, "imported")
         return ImportReport(tuple(c.scenario_id for c in fresh), tuple(unchanged))
 
 
-def _write(s: Session, case: Case) -> None:
+def _write(s: Session, case: Case, author: str, action: str) -> None:
+    """Store the case as it is now and record `author` against the case and each question this changed."""
     key = (case.conversation_id, case.scenario_id)
     row = s.get(CaseRow, key)
+    before = None if row is None else (row.title, row.turns)
     if row is None:
         last = s.exec(select(func.max(CaseRow.position))
                       .where(CaseRow.conversation_id == case.conversation_id)).one()
@@ -302,12 +346,23 @@ def _write(s: Session, case: Case) -> None:
     row.title = case.title
     row.turns = json.dumps([asdict(t) for t in case.turns], ensure_ascii=False)
     s.add(row)
+    changed = [("", action)] if before != (row.title, row.turns) else []
     keep = [q.sample_id for q in case.questions]
+    stored = {r.sample_id: r for r in s.exec(select(QuestionRow).where(
+        (QuestionRow.conversation_id == case.conversation_id) & (QuestionRow.scenario_id == case.scenario_id)))}
+    changed += [(sample_id, "deleted") for sample_id in sorted(set(stored) - set(keep))]
     s.exec(delete(QuestionRow).where((QuestionRow.conversation_id == case.conversation_id)
                                      & (QuestionRow.scenario_id == case.scenario_id)
                                      & QuestionRow.sample_id.not_in(keep)))
     for position, q in enumerate(case.questions):
-        s.merge(_question_row(case, q, position))
+        fresh = _question_row(case, q, position)
+        old = stored.get(q.sample_id)
+        if old is None or old.model_dump(exclude={"position"}) != fresh.model_dump(exclude={"position"}):
+            changed.append((q.sample_id, action))
+        s.merge(fresh)
+    for sample_id, done in changed:
+        s.add(EditRow(conversation_id=case.conversation_id, scenario_id=case.scenario_id, sample_id=sample_id,
+                      action=done, author=author))
 
 
 def _question_row(case: Case, q: CaseQuestion, position: int) -> QuestionRow:

@@ -200,41 +200,107 @@ def latency_summary(samples: Sequence[float]) -> dict[str, float | int | None]:
             "mean": round(math.fsum(values) / len(values), 3), "n": len(values)}
 
 
-# --- LLM tokens -----------------------------------------------------------------------------------
+# --- LLM calls: tokens and costs ----------------------------------------------------------------------
 
 
-def llm_tokens_by_role(source: Any, after_seq: int | None = None, upto_seq: int | None = None
-                       ) -> dict[str, dict[str, int]]:
-    """Calls and prompt/completion tokens per LLM role: {role: {"calls", "prompt", "completion"}}, roles
-    sorted by name.
-
-    `source` is a store (its logged `llm_call` records, optionally those with after_seq < seq <= upto_seq),
-    or an iterable of log records, call dicts (`LLMCall.to_dict()`) or `LLMCall`s (an answering model's
-    calls, which no store holds). Tokens are the backend's reported usage; a call that got a reply but
-    reports no usage at all is counted with `estimate_tokens` over its prompt and reply, so a run costs
-    the same offline and online. A call that got no reply (timeout, network) counts as a call with no
-    tokens."""
+def llm_calls(source: Any, after_seq: int | None = None, upto_seq: int | None = None) -> list[Mapping[str, Any]]:
+    """The call dicts of `source`: a store (its logged `llm_call` records, optionally those with
+    after_seq < seq <= upto_seq), or an iterable of log records, call dicts (`LLMCall.to_dict()`) or
+    `LLMCall`s (an answering model's calls, which no store holds)."""
     if hasattr(source, "ops") and callable(source.ops):
         records: Iterable[Any] = source.ops(kinds=[OpKind.LLM_CALL], after_seq=after_seq, upto_seq=upto_seq)
     elif after_seq is not None or upto_seq is not None:
         raise ValueError("after_seq/upto_seq select records of a store; filter an iterable before passing it")
     else:
         records = source
-    out: dict[str, dict[str, int]] = {}
-    for record in records:
-        call = _call_dict(record)
-        if call is None:
-            continue
-        prompt, completion = int(call.get("prompt_tokens") or 0), int(call.get("completion_tokens") or 0)
-        response = call.get("response")
-        if response is not None and prompt == 0 and completion == 0:
-            prompt = estimate_prompt_tokens(call.get("prompt") or [])
-            completion = estimate_tokens(response)
-        tally = out.setdefault(call["role"], {"calls": 0, "prompt": 0, "completion": 0})
-        tally["calls"] += 1
-        tally["prompt"] += prompt
-        tally["completion"] += completion
+    return [call for call in map(_call_dict, records) if call is not None]
+
+
+def call_tokens(call: Mapping[str, Any]) -> tuple[int, int, bool]:
+    """(prompt, completion, reported): the backend's reported usage; a call that got a reply but reports no
+    usage at all is counted with `estimate_tokens` over its prompt and reply (reported False), so a run
+    costs the same offline and online. A call that got no reply (timeout, network) has no tokens."""
+    prompt, completion = int(call.get("prompt_tokens") or 0), int(call.get("completion_tokens") or 0)
+    response = call.get("response")
+    if response is not None and prompt == 0 and completion == 0:
+        return estimate_prompt_tokens(call.get("prompt") or []), estimate_tokens(response), False
+    params = call.get("params") or {}
+    return prompt, completion, bool(params.get("usage", call.get("backend") not in (None, "offline")))
+
+
+def llm_cost_tally(source: Any, differ: Mapping[str, list[bool]] | None = None, after_seq: int | None = None,
+                   upto_seq: int | None = None) -> dict[str, dict]:
+    """Per LLM role, what its calls cost, in a form that pools across tasks (`pool_llm_costs`) before it is
+    summarised (`llm_cost_summary`): {role: {"calls", "prompt", "completion", "valid", "errors": {code: n},
+    "structured": {mode: n}, "usage": calls whose tokens the server reported, "latency": [ms, ...],
+    "compared", "differ"}}, roles sorted by name.
+
+    `differ` maps a call key to whether another backend decided otherwise on that input, one flag per time
+    the prompt was sent (`engine.llm.decisions.differ_by_key`); without it nothing is compared."""
+    queues = {k: list(v) for k, v in (differ or {}).items()}
+    out: dict[str, dict] = {}
+    for call in llm_calls(source, after_seq, upto_seq):
+        prompt, completion, reported = call_tokens(call)
+        t = out.setdefault(call["role"], {"calls": 0, "prompt": 0, "completion": 0, "valid": 0, "errors": {},
+                                          "structured": {}, "usage": 0, "latency": [], "compared": 0,
+                                          "differ": 0})
+        t["calls"] += 1
+        t["prompt"] += prompt
+        t["completion"] += completion
+        t["usage"] += reported
+        code = call.get("error_code")
+        if code is None:
+            t["valid"] += 1
+        else:
+            t["errors"][code] = t["errors"].get(code, 0) + 1
+        mode = (call.get("params") or {}).get("structured") or call.get("backend") or "?"
+        t["structured"][mode] = t["structured"].get(mode, 0) + 1
+        t["latency"].append(round(float(call.get("latency_ms") or 0.0), 3))
+        flags = queues.get(call.get("key") or "")
+        if flags:
+            t["compared"] += 1
+            t["differ"] += flags.pop(0)
     return dict(sorted(out.items()))
+
+
+def pool_llm_costs(tallies: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
+    """Several `llm_cost_tally` results added up, role by role."""
+    out: dict[str, dict] = {}
+    for tally in tallies:
+        for role, t in tally.items():
+            mine = out.setdefault(role, {"calls": 0, "prompt": 0, "completion": 0, "valid": 0, "errors": {},
+                                         "structured": {}, "usage": 0, "latency": [], "compared": 0, "differ": 0})
+            for key in ("calls", "prompt", "completion", "valid", "usage", "compared", "differ"):
+                mine[key] += t.get(key, 0)
+            for key in ("errors", "structured"):
+                for name, n in t.get(key, {}).items():
+                    mine[key][name] = mine[key].get(name, 0) + n
+            mine["latency"] += t.get("latency", [])
+    return dict(sorted(out.items()))
+
+
+def llm_cost_summary(tally: Mapping[str, dict]) -> dict[str, dict]:
+    """A tally as reported: per role calls, prompt and completion tokens, latency p50/p95/mean (ms), the
+    schema-valid rate (calls whose reply parsed, validated and kept within the caps), the error codes, the
+    structured-output modes, and the rate at which another backend decided otherwise (None when nothing
+    was compared)."""
+    out = {}
+    for role, t in tally.items():
+        out[role] = {"calls": t["calls"], "prompt": t["prompt"], "completion": t["completion"],
+                     "latency_ms": latency_summary(t["latency"]),
+                     "valid_rate": round(t["valid"] / t["calls"], 4) if t["calls"] else None,
+                     "errors": dict(sorted(t["errors"].items())), "structured": dict(sorted(t["structured"].items())),
+                     "usage_reported": t["usage"], "compared": t["compared"], "differ": t["differ"],
+                     "differ_rate": round(t["differ"] / t["compared"], 4) if t["compared"] else None}
+    return out
+
+
+def llm_tokens_by_role(source: Any, after_seq: int | None = None, upto_seq: int | None = None
+                       ) -> dict[str, dict[str, int]]:
+    """Calls and prompt/completion tokens per LLM role: {role: {"calls", "prompt", "completion"}}, roles
+    sorted by name (`source` and the counting as in `llm_calls` and `call_tokens`)."""
+    return {role: {"calls": t["calls"], "prompt": t["prompt"], "completion": t["completion"]}
+            for role, t in llm_cost_tally(source, after_seq=after_seq, upto_seq=upto_seq).items()}
 
 
 def _call_dict(record: Any) -> Mapping[str, Any] | None:

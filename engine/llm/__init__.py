@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from engine.llm.base import LLM, BackendError, BackendReply, DeferredBackend, LLMBackend, LLMCall, LLMRequest
-from engine.llm.recorded import RecordedBackend, dump_calls_jsonl, load_calls_jsonl
+from engine.llm.recorded import NotRecorded, RecordedBackend, dump_calls_jsonl, load_calls_jsonl
 
 if TYPE_CHECKING:
     from engine.llm.openai_backend import OpenAIBackend
@@ -74,6 +74,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BACKENDS", "LLM", "BackendError", "BackendFactory", "BackendReply", "DeferredBackend", "LLMBackend", "LLMCall",
-    "LLMRequest", "OpenAIBackend", "RecordedBackend", "dump_calls_jsonl", "load_calls_jsonl",
+    "LLMRequest", "NotRecorded", "OpenAIBackend", "RecordedBackend", "dump_calls_jsonl", "load_calls_jsonl",
     "make_backend", "register_backend",
 ]

@@ -44,14 +44,17 @@ class BackendReply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model: str = ""
+    params: dict = field(default_factory=dict)     # what the backend asked with (structured-output mode, limits)
+    finish_reason: str | None = None               # the server's: "stop", or "length" for a reply cut short
 
 
 class BackendError(WorkbenchError):
     """A backend could not produce text; `code` becomes the call's error code."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, params: dict | None = None):
         super().__init__(message)
         self.code = code
+        self.params = params or {}
 
 
 @dataclass
@@ -70,6 +73,8 @@ class LLMCall:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
+    params: dict = field(default_factory=dict)
+    finish_reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -125,12 +130,18 @@ class LLM:
             reply = self.backend.generate(request)
         except BackendError as exc:
             record.error_code, record.error = exc.code, redact(str(exc))
+            record.params = dict(exc.params)
         else:
             record.response = reply.text
             record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
             record.model = reply.model or record.model
-            record.data, record.error_code, record.error = parse_and_validate(reply.text, request.schema,
-                                                                              CAPS.get(role, ()))
+            record.params, record.finish_reason = dict(reply.params), reply.finish_reason
+            record.data, record.error_code, error = parse_and_validate(reply.text, request.schema,
+                                                                       CAPS.get(role, ()))
+            if error and reply.finish_reason == "length":
+                error += (f"; the reply was cut at the output limit"
+                          f" ({reply.params.get('max_tokens', 'the server default')} tokens)")
+            record.error = redact(error) if error else error       # it may quote a reply that echoes a key
         record.model = record.model or self.backend.model       # a deferred backend knows it once built
         record.latency_ms = (time.perf_counter() - started) * 1000.0
         if self.recorder is not None:

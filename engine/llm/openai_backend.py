@@ -1,4 +1,7 @@
-"""Backend for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, LM Studio...).
+"""Backend for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, LM Studio, llama.cpp...).
+
+How the role's JSON schema is asked for is negotiated with the server once (`engine.llm.structured`)
+and recorded with every call, with the output limit (`max_tokens`) and the temperature.
 
 The SDK's own retries are switched off (`max_retries=0`) so that this module
 alone decides what is retried: only transient failures (network, timeouts,
@@ -15,6 +18,7 @@ from typing import Any, Callable
 import openai
 
 from engine.core.redact import redact
+from engine.llm import structured
 from engine.llm.base import (
     BackendError,
     BackendReply,
@@ -28,6 +32,9 @@ DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_BACKOFF_BASE = 0.2
+DEFAULT_MAX_TOKENS = 1024          # a role's reply is a few hundred tokens; a model looping in a list stops here
+CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
+_OVERFLOW_WORDS = ("context length", "context window", "context_length_exceeded", "maximum context")
 
 
 def _env(*names: str) -> str | None:
@@ -44,6 +51,12 @@ def is_retryable_status(status: int) -> bool:
     return status == 429 or 500 <= status <= 599
 
 
+def is_context_overflow(exc: openai.APIStatusError) -> bool:
+    """A prompt longer than the model's context: OpenAI's code, or the wording llama.cpp and vLLM use."""
+    text = f"{getattr(exc, 'code', '') or ''} {_error_text(exc)}".lower()
+    return exc.status_code in (400, 413, 500) and any(word in text for word in _OVERFLOW_WORDS)
+
+
 def _error_text(exc: openai.APIStatusError) -> str:
     """The server's own error message when it sent the usual {"error": {"message": ...}} body."""
     body = exc.body
@@ -53,7 +66,7 @@ def _error_text(exc: openai.APIStatusError) -> str:
 
 
 class OpenAIBackend(LLMBackend):
-    """Structured-output chat completions with strict JSON-schema response format."""
+    """Chat completions whose reply is asked in the endpoint's structured-output mode, then validated."""
 
     name = "openai"
 
@@ -68,6 +81,8 @@ class OpenAIBackend(LLMBackend):
         backoff_base: float = DEFAULT_BACKOFF_BASE,
         sleep: Callable[[float], None] = time.sleep,
         client: Any | None = None,
+        structured_output: str | None = None,
+        max_tokens: int | None = None,
     ):
         self.model = model or _env("MEMWB_OPENAI_MODEL") or DEFAULT_MODEL
         self.base_url = base_url or _env("MEMWB_OPENAI_BASE_URL", "OPENAI_BASE_URL")
@@ -78,6 +93,12 @@ class OpenAIBackend(LLMBackend):
             raise ValueError(f"timeout must be positive, got {self.timeout}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        self.structured_setting = structured.check_setting(
+            structured_output or _env("MEMWB_OPENAI_STRUCTURED") or structured.AUTO)
+        self.max_tokens = int(max_tokens if max_tokens is not None
+                              else _env("MEMWB_OPENAI_MAX_TOKENS") or DEFAULT_MAX_TOKENS)
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         self.backoff_base = backoff_base
         self._sleep = sleep
         if client is None:
@@ -95,51 +116,84 @@ class OpenAIBackend(LLMBackend):
         """Delay before retry number `attempt` (1-based): base, 2*base, 4*base..."""
         return self.backoff_base * (2 ** (attempt - 1))
 
+    @property
+    def structured_mode(self) -> str:
+        """The structured-output mode of this endpoint: the setting, or what the server was found to honour."""
+        if self.structured_setting != structured.AUTO:
+            return self.structured_setting
+        return structured.negotiate(self.endpoint, self.model, self._probe)
+
+    def _probe(self, mode: str) -> str | None:
+        """One probe request in `mode` (no retries): its reply text, or None if the server refused it."""
+        try:
+            completion = self._client.chat.completions.create(
+                **self._request_fields(mode, "probe", structured.PROBE_MESSAGES, structured.PROBE_SCHEMA,
+                                       structured.PROBE_MAX_TOKENS))
+        except openai.APIStatusError:
+            return None
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            code = "TIMEOUT" if isinstance(exc, openai.APITimeoutError) else "NETWORK"
+            raise BackendError(code, f"{self.endpoint} (model {self.model}): the structured-output probe "
+                                     f"failed ({exc.__cause__ or exc})") from exc
+        except (openai.OpenAIError, ValueError):
+            return None
+        choices = getattr(completion, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        return getattr(message, "content", None) if message is not None else None
+
+    def _request_fields(self, mode: str, name: str, messages: list[dict], schema: dict, max_tokens: int) -> dict:
+        fields = {"model": self.model, "messages": structured.messages_for(mode, messages, schema),
+                  "temperature": 0, "max_tokens": max_tokens}
+        fmt = structured.response_format(mode, name, schema)
+        if fmt is not None:
+            fields["response_format"] = fmt
+        return fields
+
     def generate(self, request: LLMRequest) -> BackendReply:
+        mode = self.structured_mode
+        params = {"structured": mode, "detected": self.structured_setting == structured.AUTO, "temperature": 0,
+                  "max_tokens": self.max_tokens}
+        fields = self._request_fields(mode, request.role, request.messages, request.schema, self.max_tokens)
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                completion = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=request.messages,
-                    temperature=0,
-                    response_format={
-                        "type": "json_schema",
-                        "json_schema": {"name": request.role, "schema": request.schema, "strict": True},
-                    },
-                )
+                completion = self._client.chat.completions.create(**fields)
             except openai.APITimeoutError as exc:
                 code, detail = "TIMEOUT", f"no answer within {self.timeout:g}s ({exc})"
             except openai.APIConnectionError as exc:
                 code, detail = "NETWORK", f"connection failed ({exc.__cause__ or exc})"
             except openai.APIStatusError as exc:
                 code, detail = f"HTTP_{exc.status_code}", f"HTTP {exc.status_code}: {_error_text(exc)}"
+                if is_context_overflow(exc):
+                    raise BackendError(CONTEXT_OVERFLOW, self._failure(detail, attempt, "the prompt does not fit"),
+                                       params) from exc
                 if not is_retryable_status(exc.status_code):
-                    raise BackendError(code, self._failure(detail, attempt, "not retryable")) from exc
+                    raise BackendError(code, self._failure(detail, attempt, "not retryable"), params) from exc
             except openai.OpenAIError as exc:
                 detail = f"{type(exc).__name__}: {exc}"
-                raise BackendError("API_ERROR", self._failure(detail, attempt, "not retryable")) from exc
+                raise BackendError("API_ERROR", self._failure(detail, attempt, "not retryable"), params) from exc
             except ValueError as exc:
                 detail = f"the reply body is not a chat completion ({exc})"
-                raise BackendError("BAD_RESPONSE", self._failure(detail, attempt, "not retryable")) from exc
+                raise BackendError("BAD_RESPONSE", self._failure(detail, attempt, "not retryable"), params) from exc
             else:
-                return self._reply(completion, request)
+                return self._reply(completion, request, params)
             if attempt < attempts:
                 self._sleep(self.backoff(attempt))
-        raise BackendError(code, self._failure(detail, attempts, "gave up"))
+        raise BackendError(code, self._failure(detail, attempts, "gave up"), params)
 
     def _failure(self, detail: str, attempts: int, outcome: str) -> str:
         plural = "attempt" if attempts == 1 else "attempts"
         return f"{self.endpoint} (model {self.model}): {detail}; {outcome}, {attempts} {plural} made"
 
-    def _reply(self, completion: Any, request: LLMRequest) -> BackendReply:
+    def _reply(self, completion: Any, request: LLMRequest, params: dict) -> BackendReply:
         choices = getattr(completion, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         text = getattr(message, "content", None) if message is not None else None
-        if not text:
+        finish = getattr(choices[0], "finish_reason", None) if choices else None
+        if not text or not text.strip():
             refusal = getattr(message, "refusal", None) if message is not None else None
             reason = f"model refused: {refusal}" if refusal else "the reply carries no message content"
-            raise BackendError("EMPTY_RESPONSE", f"{self.endpoint} (model {self.model}): {reason}")
+            raise BackendError("EMPTY_RESPONSE", f"{self.endpoint} (model {self.model}): {reason}", params)
         usage = getattr(completion, "usage", None)
         if usage is not None:
             prompt_tokens, completion_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
@@ -147,4 +201,5 @@ class OpenAIBackend(LLMBackend):
             prompt_tokens = estimate_prompt_tokens(request.messages)
             completion_tokens = estimate_tokens(text)
         return BackendReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                            model=getattr(completion, "model", None) or self.model)
+                            model=getattr(completion, "model", None) or self.model,
+                            params={**params, "usage": usage is not None}, finish_reason=finish)

@@ -70,3 +70,16 @@ def render(role: str, payload: dict) -> list[dict]:
         {"role": "system", "content": _SYSTEM},
         {"role": "user", "content": f"{task}\n\nINPUT:\n{body}"},
     ]
+
+
+def payload_of(messages: list[dict]) -> dict:
+    """The payload a prompt was rendered from (`render`'s inverse): what another backend is asked on the same
+    input when two backends' decisions are compared."""
+    body = str(messages[-1].get("content", "")) if messages else ""
+    _, sep, data = body.partition("\n\nINPUT:\n")
+    if not sep:
+        raise ValueError("not a prompt rendered by engine.llm.prompts: no INPUT section")
+    payload = json.loads(data)
+    if not isinstance(payload, dict):
+        raise ValueError("the prompt's INPUT is not a JSON object")
+    return payload

@@ -1,12 +1,14 @@
 """Replay of recorded LLM calls, so a run can be reproduced without any model.
 
 Lookup is by the request's content key (role + rendered prompt), so a replay
-only answers prompts that were really sent; a changed prompt or payload is a
-NOT_RECORDED failure rather than a silently wrong answer.
+only answers prompts that were really sent, in the order they were sent; a
+changed prompt or payload stops the replay (`NotRecorded`) rather than giving
+a silently wrong answer.
 """
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import fields
 from pathlib import Path
 from typing import Iterable
@@ -26,42 +28,71 @@ def as_call(record: LLMCall | dict) -> LLMCall:
     return call
 
 
-class RecordedBackend(LLMBackend):
-    """Answers each request with the last recorded reply for its key.
+class NotRecorded(Exception):
+    """A replay asked for a call the recording does not hold: the run being replayed is not the recorded one.
 
-    A recorded backend failure (no response, an error code) is replayed as the
-    same BackendError, so failed calls reproduce too.
+    Not a BackendError on purpose: a replay must stop here rather than go on as a run of failed calls."""
+
+
+class RecordedBackend(LLMBackend):
+    """Answers each request with the recorded replies for its key, in the order they were recorded.
+
+    A prompt sent twice in the recorded run (the same diagnosis in two runs, say) is answered by its
+    first reply, then its second. A request with no reply left raises `NotRecorded` naming the role and
+    the prompt; with `strict=False` it fails closed as a NOT_RECORDED call instead. A recorded failure
+    (no response, an error code) is replayed as the same BackendError, so failed calls reproduce too.
     """
 
     name = "recorded"
 
-    def __init__(self, calls: Iterable[LLMCall | dict], model: str = "recorded"):
+    def __init__(self, calls: Iterable[LLMCall | dict], model: str = "recorded", strict: bool = True):
         self.model = model
-        self._by_key: dict[str, LLMCall] = {}
+        self.strict = strict
+        self._by_key: dict[str, deque[LLMCall]] = {}
+        self._used: dict[str, int] = {}
         for record in calls:
             call = as_call(record)
-            self._by_key[call.key] = call
+            self._by_key.setdefault(call.key, deque()).append(call)
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, model: str = "recorded") -> RecordedBackend:
-        return cls(load_calls_jsonl(path), model=model)
+    def from_jsonl(cls, path: str | Path, model: str = "recorded", strict: bool = True) -> RecordedBackend:
+        return cls(load_calls_jsonl(path), model=model, strict=strict)
 
     def __len__(self) -> int:
-        return len(self._by_key)
+        return sum(len(q) for q in self._by_key.values()) + sum(self._used.values())
 
     def __contains__(self, key: object) -> bool:
         return key in self._by_key
 
+    def remaining(self) -> int:
+        """Recorded replies not asked for yet."""
+        return sum(len(q) for q in self._by_key.values())
+
     def generate(self, request: LLMRequest) -> BackendReply:
-        call = self._by_key.get(request.key)
-        if call is None:
-            raise BackendError("NOT_RECORDED",
-                               f"no recorded call for role {request.role!r} with key {request.key[:12]}…")
+        queue = self._by_key.get(request.key)
+        if not queue:
+            used = self._used.get(request.key, 0)
+            message = (f"no recorded call for role {request.role!r}"
+                       + (f" (this prompt was recorded {used} time{'s' * (used != 1)} and is asked once more)"
+                          if used else "") + f"; prompt: {_excerpt(request.messages)}")
+            if self.strict:
+                raise NotRecorded(message)
+            raise BackendError("NOT_RECORDED", message)
+        call = queue.popleft()
+        self._used[request.key] = self._used.get(request.key, 0) + 1
         if call.response is None:
             raise BackendError(call.error_code or "NOT_RECORDED",
-                               call.error or f"recorded call for role {request.role!r} has no response")
+                               call.error or f"recorded call for role {request.role!r} has no response",
+                               call.params)
         return BackendReply(text=call.response, prompt_tokens=call.prompt_tokens,
-                            completion_tokens=call.completion_tokens, model=call.model)
+                            completion_tokens=call.completion_tokens, model=call.model, params=call.params,
+                            finish_reason=call.finish_reason)
+
+
+def _excerpt(messages: list[dict], limit: int = 400) -> str:
+    """The last message of a prompt (the role's input), cut to `limit` characters."""
+    text = " ".join(str(messages[-1].get("content", "")).split()) if messages else ""
+    return text if len(text) <= limit else text[:limit] + " …"
 
 
 def load_calls_jsonl(path: str | Path) -> list[LLMCall]:

@@ -30,6 +30,7 @@ from engine.store.workspace import sessions_dir
 DB_ENV = "MEMWB_DB"                # the database `memwb ui --db` asks the workbench to open
 LAST_OPENED = "last_opened"        # meta: when the workbench last opened the session (UTC, ISO 8601)
 PARENT = "parent"                  # meta: the file name of the session a branch was made from
+OWNER = "owner"                    # meta: the identity that loaded the session or made the branch
 SIDECARS = ("-wal", "-shm", "-journal")      # SQLite's own files beside a database
 
 

@@ -2,18 +2,8 @@
 from __future__ import annotations
 
 from engine.core.proposal import LLMReason
-from engine.core.schema import (
-    EdgeTypeSpec,
-    EngineSchema,
-    KindSpec,
-    OperatorSpec,
-    PlanField,
-    ProcessSpec,
-    ReasonSpec,
-    StageSpec,
-    StatusSpec,
-    llm_reasons,
-)
+from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
+                           ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
 
 class Kind:
@@ -72,7 +62,7 @@ SCHEMA = EngineSchema(
                 "(seeds/memloom.txt §3).",
     node_kinds=(
         KindSpec(Kind.SENTENCE, "sentence record", "#4e79a7", "one utterance, immutable, addressed by its turn id"),
-        KindSpec(Kind.EVENT, "event", "#e15759", "a group of sentence records with a lifecycle"),
+        KindSpec(Kind.EVENT, "event", "#e15759", "a group of sentence records with a lifecycle", group=True),
     ),
     statuses=(
         StatusSpec(Life.BUFFERED, "buffered", True, "sentence in the real-time buffer: searched directly"),

@@ -57,7 +57,7 @@ def load_suite(suite_dir: str | Path) -> Suite:
     suite_dir = Path(suite_dir)
     suite = Suite()
     with tempfile.TemporaryDirectory() as tmp:
-        store = AnnotationStore.at(Path(tmp) / "cases.sqlite")
+        store = AnnotationStore.at(Path(tmp) / "cases.sqlite", author="check_causal_suite")
         try:
             for split in SPLITS:
                 _load_split(suite, suite_dir, split, store)

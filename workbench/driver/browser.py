@@ -1,0 +1,139 @@
+"""Drive a page of the running workbench in headless Debian Chromium as a person does: through the sidebar,
+buttons and inputs, waiting for each rerun to finish; and take screenshots of whole pages.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from workbench.driver.demo import demo_turn_after
+
+CHROMIUM = os.environ.get("MEMWB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1500, height: int = 1100):
+    """A Playwright page in Debian's chromium (Playwright must not download its own browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(120_000)
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def wait_idle(page, settle_ms: int = 600) -> None:
+    """Wait for the rerun an action triggered to start (if it does) and then to finish."""
+    running = '[data-testid="stStatusWidgetRunningIcon"], [data-testid="stSpinner"]'
+    with contextlib.suppress(Exception):
+        page.wait_for_selector(running, state="attached", timeout=3000)
+    page.wait_for_function(f"() => !document.querySelector('{running}')", timeout=300_000)
+    page.wait_for_timeout(settle_ms)
+
+
+def open_page(page, title: str) -> None:
+    """Navigate with the sidebar (a URL change would start a new session and lose state)."""
+    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+    wait_idle(page)
+
+
+def click(page, name: str, exact: bool = False) -> None:
+    page.get_by_role("button", name=name, exact=exact).first.click()
+    wait_idle(page)
+
+
+def choose_radio(scope, label: str) -> None:
+    scope.get_by_text(label, exact=True).first.click()
+
+
+def choose_option(page, label: str, option: str) -> None:
+    """Pick `option` in the select box labelled `label` by typing it, as a keyboard user does."""
+    combo = page.get_by_test_id("stSelectbox").filter(has_text=label).get_by_role("combobox")
+    combo.click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_idle(page)
+
+
+def jump_to_turn(page, turn: int) -> None:
+    """Replay page: type a turn number into the jump box and press its Go button."""
+    box = page.get_by_role("spinbutton", name="Jump to turn")
+    box.fill(str(turn))
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Go").first.click()
+    wait_idle(page, 1500)
+
+
+def start_long_jump(page, turn: int, shown_turn: int = 1) -> str:
+    """Replay page: start a jump to `turn` and return the progress bar's text once it shows the cursor at
+    `shown_turn` or later (the jump is still running: this does not wait for it)."""
+    box = page.get_by_role("spinbutton", name="Jump to turn")
+    box.fill(str(turn))
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Go").first.click()
+    bar = page.get_by_test_id("stProgress")
+    page.wait_for_function(
+        "n => { const m = (document.querySelector('[data-testid=stProgress]') || {}).innerText?.match(/Turn (\\d+) \\//);"
+        " return m && +m[1] >= n; }", arg=shown_turn, timeout=600_000)
+    return bar.inner_text()
+
+
+def tall_screenshot(page, path: Path, max_height: int = 4200) -> None:
+    """The whole page, not only the viewport: Streamlit scrolls inside its main container, so the viewport is
+    grown to the content's height (at most `max_height`) for the shot and put back afterwards."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size or {"width": 1500, "height": 1100}
+    height = page.evaluate("""() => Math.max(document.documentElement.scrollHeight, ...Array.from(
+        document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"], section'))
+        .map(e => e.scrollHeight))""")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height) + 20, max_height))})
+    page.wait_for_timeout(1500)                               # plots and the graph iframe redraw at the new size
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
+    page.wait_for_timeout(300)
+
+
+def shooter(page, shots: Path | None):
+    def shot(name: str) -> None:
+        if shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    return shot
+
+
+def open_at_turn(page, url: str, turn: int, steps: int = 0) -> None:
+    """Open the app, press Next `steps` times, then jump to cursor position `turn`."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    for _ in range(steps):
+        click(page, "Next ▶")
+    jump_to_turn(page, turn)
+    expect(page.get_by_text(f"Turn · {turn} /")).to_be_visible()
+
+
+def open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
+    """Open the app and stand just after the demo's turn `turn_id`."""
+    open_at_turn(page, url, demo_turn_after(turn_id), steps)
+
+
+def look(page, texts: dict, shot, key: str, shot_name: str, page_title: str | None = None,
+          wait_ms: int = 0) -> None:
+    """Open a page (unless already there), keep its visible text under `key`, take its screenshot."""
+    if page_title:
+        open_page(page, page_title)
+    if wait_ms:
+        page.wait_for_timeout(wait_ms)
+    texts[key] = page.inner_text("body")
+    shot(shot_name)

@@ -1,0 +1,66 @@
+"""Start the workbench on a free loopback port, the way the tests and the screenshot script need it: as
+`streamlit run` on the app, or as a user does with `memwb ui`, and stop it afterwards.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None,
+                via_cli: bool = False, cli_args: list[str] | None = None) -> Iterator[str]:
+    """A streamlit server on a free loopback port; yields its base URL and stops it afterwards.
+
+    `via_cli` starts it the way a user does, with `memwb ui` (from `cwd`, the repository by default) and
+    `cli_args` after it (say, `["--db", FILE]`)."""
+    port = free_port()
+    cli = [sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port), *(cli_args or [])]
+    cmd = cli if via_cli else \
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"memwb-app-{port}.log", "w")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path,
+                                                       **(env or {})},
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(url, proc, log.name, timeout)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def wait_until_up(url: str, proc: subprocess.Popen, log_name: str, timeout: float = 120) -> None:
+    """Return once the server at `url` answers its health check; raise naming the log if it exits or times out."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the workbench did not start; see {log_name}") from None
+            time.sleep(0.5)
