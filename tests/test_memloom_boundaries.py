@@ -124,3 +124,19 @@ def test_a_session_shift_closes_an_immature_event_and_hands_it_to_the_steward(tm
     assert change["cause"] == {"rule": "session_shift", "from_session": "1", "to_session": "2"}
     assert first.id in eng.state.buffer("steward")
     check_log(eng)
+
+
+def test_a_whole_meeting_becomes_contiguous_events(meeting, tmp_path):
+    """The whole train meeting, a steward run every 200 turns as the QMSum bench schedules it: each event holds one
+    unbroken stretch of turns. An online event a cut splits keeps taking talk after the cut; a later run places
+    those records and retires it (it once kept them, interleaved with the repaired events, a boundary each)."""
+    eng = open_session(tmp_path / "whole.sqlite", engine="memloom")
+    replay(eng, meeting, Schedule.parse("every-200-turns"))
+    eng.consolidate()
+    labels = turn_labels(eng.state)
+    stretches = [label for i, label in enumerate(labels) if i == 0 or labels[i - 1] != label]
+    assert len(stretches) == len(set(stretches)) >= 2
+    closed = [op.payload["node"] for op in eng.store.ops(kinds=[OpKind.STATUS_CHANGED])
+              if op.payload["cause"].get("rule") == "boundary"]
+    assert set(stretches[:-1]) <= set(closed)
+    check_log(eng)

@@ -119,7 +119,9 @@ class Steward(BaseProcess):
                     for e in evs if any(m in pos for m in e.members)}
             decided = [span[e.id][1] + 1 for e in evs if e.id in span and e.attrs.get("boundary")]
             start = max(decided, default=0)
-            region = sorted((e for e in evs if e.id in span and span[e.id][0] >= start),
+            # every event holding a record after it, including an online event an earlier cut split (its records
+            # before the cut are held by a repaired event; those after it are still to be placed)
+            region = sorted((e for e in evs if e.id in span and span[e.id][1] >= start),
                             key=lambda e: (span[e.id][0], e.id))
             if not region:
                 continue
@@ -339,9 +341,11 @@ class Steward(BaseProcess):
                 tx.add_edge(Edge(src, dst, p.plan["type"], tx.run_id or "", p.confidence, tx.turn,
                                  evidence=[int(x) for x in p.plan["evidence"]]))
             tx.update_proposal(p.id, status=Status.APPLIED, note=f"applied ({p.decided_by})")
-        # an event retires once repaired events hold all its records (a split one once both sides are taken)
+        # an event retires once repaired events hold all its records (a split one once every side is taken, by
+        # this run or an earlier one)
+        taken = {m for e in tx.state.nodes.values() if e.kind == Kind.EVENT and e.status != Life.ARCHIVED
+                 and e.made_by not in ("", "online") and e.id not in drawn for m in e.members} if drawn else set()
         for old, into in drawn.items():
-            taken = {m for e in into for m in tx.state.nodes[e].members}
             if set(tx.state.nodes[old].members) <= taken:
                 tx.set_status(old, Life.ARCHIVED, {"rule": "timeline_repair", "into": into, "run": tx.run_id})
                 archived.append(old)
