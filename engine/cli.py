@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -126,6 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "and how often the model decides otherwise than the offline rules are printed")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
+
+    p = sub.add_parser("reproduce", help="an engine's paper table rows beside this project's figures",
+                       description="Run the benchmarks that measure ENGINE's paper rows (All-Mem: Table 10 R@5/N@5 "
+                                   "of the full system and each ablation on LoCoMo dev-8, Table 11 visible ratio; "
+                                   "MemLoom: Table 2 Pk/WindowDiff on QMSum test beside fixed windows, SCDS SCR@5 on "
+                                   "the causal test split), then print each paper figure beside the project's, with "
+                                   "the difference from the full system and whether it points the paper's way. "
+                                   "Writes OUT/<dataset>/ (result.json, reproduction.json/.md) and "
+                                   "OUT/reproduction.md; the Benchmark page shows the table with each result.")
+    p.add_argument("engine", help="allmem or memloom (the engines whose papers have rows this machine can measure)")
+    p.add_argument("--out", help="output folder (default: a new folder under the workspace's benchmarks/)")
+    p.add_argument("--conversations", nargs="+", help="only these LoCoMo conversations (default: all eight)")
 
     p = sub.add_parser("llm", help="the local model server: install, serve, where; what a session's LLM calls cost",
                        description="`install` builds and installs llama-cpp-python's OpenAI-compatible server and "
@@ -389,6 +402,18 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_reproduce(args) -> int:
+    from engine.bench.reproduce import reproduce
+
+    bar = ProgressBar(sys.stderr)
+    path = reproduce(args.engine, out=args.out, conversations=tuple(args.conversations or ()) or None,
+                     progress=bar, command=shlex.join(["memwb", *args.argv]))
+    bar.close()
+    print(path.read_text(encoding="utf-8"))
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from engine.bench.datasets import BenchInputError
     from engine.bench.runner import BenchConfig, run_benchmark
@@ -559,7 +584,7 @@ def cmd_llm(args) -> int:
 
 COMMANDS = {"llm": cmd_llm, "replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
             "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
-            "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "ui": cmd_ui, "auth": cmd_auth}
+            "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "reproduce": cmd_reproduce, "ui": cmd_ui, "auth": cmd_auth}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,9 @@
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
-from engine.eval.annotation import DEPENDENCY_TYPES, TASK_TYPES, export_json, summarize
+from engine.core.cases import DEPENDENCY_TYPES, TASK_TYPES
+from engine.eval.annotation import summarize
+from engine.loaders.cases import export_json
 from workbench import access
 from workbench import annotate_view as av
 from workbench.state import get_workbench, header
@@ -36,7 +38,7 @@ with bar[1].popover("New case", icon=":material/add:", width="stretch"):
     st.button("Create case", key="annotate_create", on_click=av.create_case, args=(store, conv.id), type="primary",
               disabled=locked)
 with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
-    upload = st.file_uploader("Cases JSON (format: engine/eval/annotation.py)", type=["json"], key="annotate_upload",
+    upload = st.file_uploader("Cases JSON (format: engine/loaders/cases.py)", type=["json"], key="annotate_upload",
                               disabled=locked)
     demo = av.bundled_cases(wb)
     if demo:

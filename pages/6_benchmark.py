@@ -17,6 +17,7 @@ from engine.store.data_paths import PathRefused, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
+from workbench import bench_questions as bq
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
 from workbench.llm_cost_view import bench_costs_section
@@ -26,7 +27,7 @@ from workbench.text import md_code, md_escape, table
 
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
-PER_RESULT = ("bench_systems", "bench_metric", "bench_q_systems", "bench_q_categories", "bench_q_misses",
+PER_RESULT = ("bench_systems", "bench_metric", "bench_miss_category", "bench_q_systems", "bench_q_categories", "bench_q_misses",
               "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
 
 wb = get_workbench()
@@ -148,6 +149,20 @@ with right:
     st.markdown(f"#### {md_escape(metric)} vs query latency")
     st.plotly_chart(bv.tradeoff_figure(result, systems, metric), width="stretch", key="bench_tradeoff")
 
+if any((result.summary.get(s) or {}).get("misses") for s in systems):
+    st.markdown("#### Where the misses were lost (last round)")
+    st.caption("Each gold turn of each question followed through the system's memory: found in the top k, never "
+               "stored, consolidated off the surface and not recovered, on the surface but never reached (below "
+               "the seed cut or past the budget), or a candidate ranked below k. Compare an ablation with its "
+               "full system to see where the recall it loses goes.")
+    cat_keys = sorted({k for s in systems for k in ((result.summary.get(s) or {}).get("misses") or {})
+                       .get("by_category", {})}, key=bv.category_sort_key)
+    miss_cat = st.selectbox("Category", [bv.ALL_CATEGORIES, *cat_keys], key="bench_miss_category",
+                            format_func=lambda c: "all categories" if c == bv.ALL_CATEGORIES
+                            else result.category_label(c))
+    st.plotly_chart(bv.misses_figure(result, systems, miss_cat), width="stretch", key="bench_misses")
+    st.dataframe(table(bv.misses_frame(result, systems)), hide_index=True, width="stretch")
+
 st.markdown("#### Latency by stage (p50, last round)")
 left, right = st.columns(2)
 left.plotly_chart(bv.latency_figure(result, systems, "insert"), width="stretch", key="bench_latency_insert")
@@ -162,6 +177,14 @@ if result.boundaries:
                "negative: over-merging). fixed-50 is the fixed-window baseline.")
     st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
 
+paper = bv.reproduction_frame(result)
+if paper is not None:
+    st.markdown("#### Paper check")
+    st.caption("The engine's own paper figures that this run measures, beside the project's. ↓: lower is better. "
+               "Absolute values differ (other models, prompts and data handling); what should hold is the "
+               "direction: a variant the paper found worse than its full system should be worse here too (✓). "
+               "`memwb reproduce ENGINE` runs every dataset the paper rows need.")
+    st.dataframe(table(paper), hide_index=True, width="stretch")
 
 bench_costs_section(result)
 
@@ -173,7 +196,7 @@ keys = sorted({str(q.get("category")) for q in result.questions})
 cats = f2.multiselect("Category", keys, key="bench_q_categories", format_func=result.category_label,
                       placeholder="all categories")
 misses = f3.checkbox("Misses only", key="bench_q_misses")
-records = bv.filtered_questions(result, bv.QuestionFilter(tuple(shown_systems), tuple(cats), misses, metric))
+records = bq.filtered_questions(result, bq.QuestionFilter(tuple(shown_systems), tuple(cats), misses, metric))
 st.caption(f"{len(records)} of {len(result.questions)} question records. A miss: {md_escape(metric)} below 1 at "
            "the question's last asking. Select a row to read it below.")
 TABLE = "bench_q_table"
@@ -182,23 +205,23 @@ TABLE = "bench_q_table"
 def picked_row() -> None:
     rows = st.session_state[TABLE].selection.rows
     if rows:
-        st.session_state["bench_q_pick"] = bv.question_key(records[rows[0]]) + (records[rows[0]]["system"],)
+        st.session_state["bench_q_pick"] = bq.question_key(records[rows[0]]) + (records[rows[0]]["system"],)
 
 
-st.dataframe(table(bv.questions_frame(result, records, metric)), hide_index=True, width="stretch", key=TABLE,
+st.dataframe(table(bq.questions_frame(result, records, metric)), hide_index=True, width="stretch", key=TABLE,
              on_select=picked_row, selection_mode="single-row",
              column_config={"question": st.column_config.TextColumn("question", width="large")})
 if not records:
     st.stop()
 
-picks = [bv.question_key(q) + (q["system"],) for q in records]
+picks = [bq.question_key(q) + (q["system"],) for q in records]
 if st.session_state.get("bench_q_pick") not in picks:
     st.session_state["bench_q_pick"] = picks[0]
 by_pick = dict(zip(picks, records))
 ask, beside = st.columns([4, 1])
 pick = ask.selectbox("Question", picks, key="bench_q_pick",
                      format_func=lambda p: f"{p[2]} · {p[0]} · {p[1]} · {by_pick[p]['question']}"
-                                           f"{' · miss' if bv.is_miss(by_pick[p], metric) else ''}")
+                                           f"{' · miss' if bq.is_miss(by_pick[p], metric) else ''}")
 record = by_pick[pick]
 k = result.ks[0]
 others = [s for s in result.systems if s != record["system"]] or [record["system"]]
@@ -228,12 +251,12 @@ def open_on_retrieval(rec: dict) -> None:
         return
     opened.jump(rec["turn"])
     set_workbench(opened)
-    st.session_state.update(bv.retrieval_request(rec, opened.conversation.questions, k))
+    st.session_state.update(bq.retrieval_request(rec, opened.conversation.questions, k))
     st.switch_page(RETRIEVAL_PAGE)
 
 
 for col, system in zip(st.columns(2), dict.fromkeys([record["system"], other])):
-    rec = bv.record_for(result, bv.question_key(record), system)
+    rec = bq.record_for(result, bq.question_key(record), system)
     with col:
         st.markdown(f"##### {md_escape(system)}")
         if rec is None:
@@ -242,10 +265,10 @@ for col, system in zip(st.columns(2), dict.fromkeys([record["system"], other])):
         st.caption(" · ".join(f"{md_escape(m)} {v:.2f}" for m, v in rec["metrics"].items() if v is not None))
         if rec.get("answer"):
             st.markdown(bv.answer_line(rec["answer"]))
-        st.dataframe(table(bv.gold_frame(rec, k)), hide_index=True, width="stretch")
+        st.dataframe(table(bq.gold_frame(rec, k)), hide_index=True, width="stretch")
         st.caption(f"Source rank among the {len(rec['ranked'])} ranked source ids the file keeps (– : not among "
                    "them). The returned results, * = gold:")
-        st.dataframe(table(bv.results_frame(rec)), hide_index=True, width="stretch",
+        st.dataframe(table(bq.results_frame(rec)), hide_index=True, width="stretch",
                      column_config={"path": st.column_config.TextColumn("path", width="medium")})
         if st.button(f"Open on the Retrieval page at turn {rec['turn']}", key=f"bench_open_{system}",
                      icon=":material/search:", help="Reopens this task's session database at the question's turn "

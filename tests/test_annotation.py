@@ -6,21 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.annotation import (
-    AnnotationStore,
-    Case,
-    CaseQuestion,
-    CausalStructure,
-    export_document,
-    export_json,
-    parse_document,
-    score_case,
-    summarize,
-)
+from engine.core.cases import Case, CaseQuestion, CausalStructure
+from engine.eval.annotation import score_case, summarize
 from engine.eval.metrics import recall_at_k
 from engine.loaders import LoaderError, load_conversation
+from engine.loaders.cases import export_document, export_json, parse_document
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session, scratch_engine
+from engine.store.annotations import AnnotationStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.annotation import AnnotationStore, score_case
+from engine.eval.annotation import score_case
 from engine.eval.causal_suite.baselines import retrieval_report
 from engine.eval.causal_suite.rules import check_global, check_question, check_suite
 from engine.eval.causal_suite.suite import Suite, counts, jsonl_category, kind_of, load_suite, shared_stems, tokens
 from engine.retrieval.lexical import BM25
+from engine.store.annotations import AnnotationStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "datasets" / "causal"

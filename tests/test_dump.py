@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.cases import Case, CaseQuestion, CaseTurn
 from engine.core.oplog import OpKind, OpRecord
 from engine.engines import engine_schema
-from engine.eval.annotation import AnnotationStore, Case, CaseQuestion, CaseTurn
 from engine.loaders import LoaderError, load_conversation
 from engine.session import open_session
+from engine.store.annotations import AnnotationStore
 from engine.store.dump import DumpError, dump, load
 from engine.store.log_store import Store
 from engine.store.tables import rows_of

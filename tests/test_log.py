@@ -81,8 +81,8 @@ def test_recorded_backend_replays_a_session_without_a_model(make_engine, make_db
 
 @pytest.mark.parametrize("target", BACKENDS, ids=[f"into-{b}" for b in BACKENDS])
 def test_branch_carries_annotation_cases(make_engine, make_db, target):
-    from engine.eval.annotation import AnnotationStore
     from engine.loaders import load_conversation
+    from engine.store.annotations import AnnotationStore
     from tests.conftest import ROOT
 
     demo = load_conversation(ROOT / "datasets" / "demo" / "demo.jsonl")
@@ -167,7 +167,8 @@ def test_any_text_round_trips_through_the_store_and_vectors_bit_for_bit(db_url):
     annotation tables; cached vectors come back bit for bit."""
     import numpy as np
 
-    from engine.eval.annotation import AnnotationStore, Case
+    from engine.core.cases import Case
+    from engine.store.annotations import AnnotationStore
     from engine.store.tables import rows_of
     from tests.conftest import turn
 

@@ -9,7 +9,7 @@ from apptest import ENGINES, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
 from engine.engines import engine_schema
-from engine.eval.annotation import AnnotationStore
+from engine.store.annotations import AnnotationStore
 from workbench.model import Workbench
 from workbench.text import MISSING
 

@@ -282,7 +282,44 @@ def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
         else at.text_input(key="bench_path").value
     result = load_result(shown)
     assert result.systems == ["naive"] and result.data["rounds"] == 2
-    assert len(at.get("plotly_chart")) == 7
+    assert len(at.get("plotly_chart")) == 8          # the seven above, and where the misses were lost
+
+
+def _misses_chart(at: AppTest) -> dict:
+    return next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if any(t.get("name") == bv.esc(bv.FATE_LABELS[bv.Fate.FOUND]) for t in json.loads(c.proto.spec)["data"]))
+
+
+def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, monkeypatch):
+    """A real run of All-Mem and its anchors-only ablation on the bundled demo: the stacked bar shows, per system,
+    the share of gold turns in each fate the result file counts; picking a category redraws it from that
+    category's counts."""
+    from engine.bench.runner import BenchConfig, run_benchmark
+    from workbench.model import DEMO_PATH
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    path = run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO_PATH), engines=("allmem",),
+                                     ablations=("anchors-only",), rounds=2,
+                                     out=str(tmp_path / "benchmarks" / "demo")))
+    result = load_result(path)
+    at = open_page()
+    fig = _misses_chart(at)
+    assert [t["x"] for t in fig["data"]][0] == ["allmem", "allmem-anchors-only"]
+    for trace, fate in zip(fig["data"], bv.Fate):
+        for system, y, n in zip(trace["x"], trace["y"], trace["customdata"]):
+            fates = result.summary[system]["misses"]["fates"]
+            assert n == fates[fate] and y == pytest.approx(fates[fate] / sum(fates.values()))
+    off = [t for t in fig["data"] if t["name"] == bv.esc(bv.FATE_LABELS[bv.Fate.OFF_SURFACE])][0]
+    assert off["y"][1] > off["y"][0] == 0       # what anchors-only loses to consolidation, Stage 2 recovered
+    table = next(d.value for d in at.dataframe if "held back by" in d.value.columns)
+    assert list(table["system"]) == ["allmem", "allmem-anchors-only"]
+
+    at.selectbox(key="bench_miss_category").set_value("2").run()
+    assert not at.exception
+    fig = _misses_chart(at)
+    for trace, fate in zip(fig["data"], bv.Fate):
+        for system, n in zip(trace["x"], trace["customdata"]):
+            assert n == result.summary[system]["misses"]["by_category"]["2"][fate]
 
 
 def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, workspace, monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from engine.eval.annotation import AnnotationStore
+from engine.store.annotations import AnnotationStore
 from workbench.driver import demo_turn_after
 from workbench.model import Workbench
 from workbench.text import MISSING, md_code, md_escape

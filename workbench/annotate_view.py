@@ -14,18 +14,12 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
+from engine.core.cases import Case, CaseQuestion
 from engine.core.conversation import Conversation, Turn
 from engine.engines import engine_schema
-from engine.eval.annotation import (
-    AnnotationStore,
-    Case,
-    CaseQuestion,
-    ImportReport,
-    QuestionScore,
-    Retriever,
-    score_case,
-)
+from engine.eval.annotation import QuestionScore, Retriever, score_case
 from engine.loaders import LoaderError
+from engine.store.annotations import AnnotationStore, ImportReport
 from workbench import access
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
 from workbench.progress import peer_with_progress

@@ -16,8 +16,9 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from engine.eval import reproduction
+from engine.eval.misses import FATE_LABELS, Fate
 from workbench.bench_result import BenchResult
-from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
 from workbench.text import md_code, md_escape
 
 PALETTE = qualitative.Plotly + qualitative.D3
@@ -86,7 +87,7 @@ def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.
     """`metric` per category at the last round: a group of bars per category, one bar per system."""
     colors = system_colors(result.systems)
     keys = sorted({k for s in systems for k in (result.summary.get(s, {}).get("by_category") or {})},
-                  key=_category_order)
+                  key=category_sort_key)
     labels = [esc(result.category_label(k)) for k in keys]
     fig = go.Figure()
     for s in systems:
@@ -100,7 +101,8 @@ def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.
     return fig
 
 
-def _category_order(key: str):
+def category_sort_key(key: str):
+    """Category keys in reading order: numbers numerically, then names."""
     return (0, int(key), "") if str(key).isdigit() else (1, 0, str(key))
 
 
@@ -199,6 +201,50 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
     return fig
 
 
+FATE_COLORS = {Fate.FOUND: "#59a14f", Fate.NOT_STORED: "#7f7f7f", Fate.OFF_SURFACE: "#e15759",
+               Fate.NOT_REACHED: "#f28e2b", Fate.BELOW_K: "#edc948"}
+ALL_CATEGORIES = ""
+COV_SHOWN = (1, 2, 4)             # the hop budgets whose Cov(H) the summary table shows
+
+
+def misses_figure(result: BenchResult, systems: list[str], category: str = ALL_CATEGORIES) -> go.Figure:
+    """Where each system's gold turns went at the last round (engine.eval.misses): one stacked bar per system,
+    the share of gold turns found in the top k, never stored, consolidated off the surface and not recovered,
+    on the surface but not reached, or a candidate ranked below k. `category` limits it to one category."""
+    shown = [s for s in systems if (result.summary.get(s) or {}).get("misses")]
+    counts = {}
+    for s in shown:
+        m = result.summary[s]["misses"]
+        counts[s] = (m.get("by_category") or {}).get(category) or {} if category else m.get("fates") or {}
+    fig = go.Figure()
+    for fate in Fate:
+        totals = [sum(counts[s].values()) or 1 for s in shown]
+        ys = [counts[s].get(fate, 0) / t for s, t in zip(shown, totals)]
+        fig.add_trace(go.Bar(x=[esc(s) for s in shown], y=ys, name=esc(FATE_LABELS[fate]),
+                             marker_color=FATE_COLORS[fate], customdata=[counts[s].get(fate, 0) for s in shown],
+                             hovertemplate=f"%{{x}} · {esc(FATE_LABELS[fate])}<br>%{{y:.1%}} of gold turns "
+                                           "(%{customdata})<extra></extra>"))
+    k = next((result.summary[s]["misses"].get("k") for s in shown), None)
+    fig.update_layout(barmode="stack", height=380, yaxis=dict(range=[0, 1], tickformat=".0%",
+                                                              title=f"gold turns (k = {k})"), **_LAYOUT)
+    return fig
+
+
+def misses_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
+    """Per system: gold turns by fate, then which signal held back the turns that were on the surface or
+    candidates but missed the top k, and the engine's drop codes of the missed ones."""
+    rows = []
+    for s in systems:
+        m = (result.summary.get(s) or {}).get("misses")
+        if not m:
+            continue
+        row = {"system": s, **{FATE_LABELS[Fate(f)]: n for f, n in (m.get("fates") or {}).items()}}
+        row["held back by"] = ", ".join(f"{k} {v}" for k, v in (m.get("signals") or {}).items()) or "–"
+        row["drops"] = ", ".join(f"{k} {v}" for k, v in (m.get("drops") or {}).items()) or "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def answer_line(answer: dict) -> str:
     """What the answering model said, the keys it cited and the gold answer, as escaped markdown."""
     said = md_escape(answer.get("text") or "") or "*(no answer)*"
@@ -227,6 +273,9 @@ def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
         row |= {m: (summary.get("overall") or {}).get(m) for m in result.metrics}
         row |= {f"cohort {m}": (summary.get("cohort") or {}).get(m) for m in result.metrics[:2]}
         inserts = stage_p50(summary.get("latency_ms"), "insert")
+        structure = summary.get("structure") or {}
+        row["visible ratio"] = structure.get("visible_ratio")
+        row |= {f"Cov({h})": (structure.get("cov") or {}).get(str(h)) for h in COV_SHOWN}
         row["insert p50 (ms)"] = inserts.get("total", sum(inserts.values())) if inserts else None
         row["query p50 (ms)"] = query_p50(summary.get("latency_ms"))
         row["seconds"] = round(seconds.get(s, 0.0), 1)
@@ -247,83 +296,26 @@ def boundaries_frame(result: BenchResult) -> pd.DataFrame:
     return agg.reset_index().round(3)
 
 
-def is_miss(record: dict, metric: str) -> bool:
-    """A miss: some gold turn is outside the top K of `metric` (its value is below 1)."""
-    value = record["metrics"].get(metric)
-    return value is not None and value < 1
-
-
-@dataclass(frozen=True)
-class QuestionFilter:
-    systems: tuple[str, ...]
-    categories: tuple[str, ...]         # category keys; empty: all
-    misses_only: bool
-    metric: str                         # what decides hit or miss
-
-
-def filtered_questions(result: BenchResult, f: QuestionFilter) -> list[dict]:
-    return [q for q in result.questions
-            if q["system"] in f.systems and (not f.categories or str(q.get("category")) in f.categories)
-            and (not f.misses_only or is_miss(q, f.metric))]
-
-
-def questions_frame(result: BenchResult, records: list[dict], metric: str) -> pd.DataFrame:
-    """One row per (system, conversation, question): its metrics at its last asking and hit or miss."""
-    rows = [{"system": q["system"], "conversation": q["conversation"], "id": q["question_id"],
-             "category": result.category_label(q.get("category")), "question": q["question"],
-             **{m: q["metrics"].get(m) for m in result.metrics},
-             "gold": MISS if is_miss(q, metric) else HIT, "turn": q["turn"]} for q in records]
-    columns = ["system", "conversation", "id", "category", "question", *result.metrics, "gold", "turn"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def question_key(record: dict) -> tuple[str, str]:
-    return record["conversation"], record["question_id"]
-
-
-def record_for(result: BenchResult, key: tuple[str, str], system: str) -> dict | None:
-    return next((q for q in result.questions if question_key(q) == key and q["system"] == system), None)
-
-
-def hop_path(result_row: dict) -> str:
-    """`u3 —semantic→ u17`: the hops retrieval took from the result's seed (empty for a direct hit)."""
-    path = result_row.get("path") or []
-    if not path:
-        return "direct"
-    hops = [f"{hop_arrow(h.get('type'), bool(h.get('reverse')))} u{h.get('dst')}" for h in path]
-    return " ".join([f"u{path[0].get('src')}", *hops])
-
-
-def results_frame(record: dict) -> pd.DataFrame:
-    """The system's ranked results for the question: unit, source ids (gold starred), score, hop, path."""
-    gold = set(record["gold"])
-    rows = [{"rank": i, "unit": f"u{r.get('unit')}",
-             "source ids": ", ".join(f"{s}*" if s in gold else s for s in r.get("source_ids") or []),
-             "score": r.get("score"), "hop": r.get("hop"), "path": hop_path(r)}
-            for i, r in enumerate(record["results"], 1)]
-    return pd.DataFrame(rows, columns=["rank", "unit", "source ids", "score", "hop", "path"])
-
-
-def gold_frame(record: dict, k: int) -> pd.DataFrame:
-    """Each gold turn: its rank among the ranked source ids, and hit (within the top k) or miss."""
-    ranked = list(record["ranked"])
+def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
+    """The paper rows this result measures (engine.eval.reproduction), one line per paper figure; None when
+    the run measures none."""
+    report = reproduction.compare(result.data)
+    if not report["measured"]:
+        return None
     rows = []
-    for g in record["gold"]:
-        rank = ranked.index(g) + 1 if g in ranked else None
-        rows.append({"gold turn": g, "source rank": rank, f"in top {k}": HIT if rank and rank <= k else MISS})
-    return pd.DataFrame(rows, columns=["gold turn", "source rank", f"in top {k}"])
-
-
-def retrieval_request(record: dict, questions, k: int) -> dict:
-    """The Retrieval page's session keys that ask this record's question: the dataset question when the
-    conversation has it (so its gold evidence and the missed-gold lines show), else its text as a free query."""
-    known = next((q for q in questions if q.id == record["question_id"]), None)
-    request = {"retrieval_k": int(k), "retrieval_query": record["question"]}
-    if known is not None:
-        request |= {"retrieval_source": QUESTION_SOURCE, "retrieval_question": known}
-    else:
-        request["retrieval_source"] = FREE_SOURCE
-    return request
+    for r in report["rows"]:
+        if r["reference"] is None:
+            direction = "reference (full system)"
+        elif r["agrees"] is None:
+            direction = "not measured"
+        else:
+            direction = f"paper {r['paper_direction']}, here {r['project_direction']}" + \
+                ("  ✓" if r["agrees"] else "  ✗")
+        rows.append({"paper table": r["table"], "variant": r["variant"], "system": r["system"],
+                     "metric": r["metric"] + (" ↓" if r["lower_is_better"] else ""), "paper": r["paper"],
+                     "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
+                     "project Δ vs full": r["project_vs_reference"], "direction": direction})
+    return pd.DataFrame(rows)
 
 
 # -- running a benchmark from the page ----------------------------------------------------------------------
@@ -353,7 +345,8 @@ def run_benchmark(choice: DataChoice, engines: list[str], ablations: list[str], 
                   progress) -> Path:
     """Run `memwb bench` in this process into a new folder under the workspace's benchmarks/; `progress` hears
     each step (done, total, label). Returns the result file."""
-    from engine.bench.runner import BenchConfig, run_benchmark as run   # only when a run is asked for
+    from engine.bench.runner import BenchConfig  # only when a run is asked for
+    from engine.bench.runner import run_benchmark as run
 
     config = BenchConfig(dataset=choice.dataset, source=str(choice.path), engines=tuple(engines),
                          ablations=tuple(ablations), protocol=protocol, rounds=int(rounds))

@@ -33,10 +33,11 @@ from engine.runtime.engine import BaseEngine
 from engine.runtime.replay import Schedule, check_replayable, prefetch_turns, step
 from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
 from engine.store.catalog import OWNER, PARENT, mark_opened, new_session_path, read_session, session_name
+from engine.store.data_paths import shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_PATH = ROOT / "datasets" / "demo" / "demo.jsonl"
-LOCOMO_PATH = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
+LOCOMO_PATH = shared_data() / "locomo" / "locomo-dev8.json"
 UPLOAD_LIMIT_BYTES = 20 * 1024 * 1024
 PEERS_KEPT = 3                        # scratch peer engines cached per workbench
 

@@ -20,12 +20,15 @@ from engine.bench.summary import summary_markdown
 from engine.bench.sweep import run_tasks
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, BenchTask, boundary_figures, run_task
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
+from engine.eval import reproduction
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
 from engine.eval.metrics import latency_summary, llm_cost_summary, pool_llm_costs
+from engine.eval.misses import tally
 
 FORMAT = "memwb-bench/1"
 EVENT_KIND = "event"
 FIXED_WINDOW = 50
+REPRODUCTION_FILE = "reproduction.json"
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,18 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     path = out / "result.json"
     path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(result), encoding="utf-8")
+    write_reproduction(result, out)
     return path
+
+
+def write_reproduction(result: dict, out: Path) -> dict | None:
+    """reproduction.json and .md beside result.json when the run measures any paper row (docs/BENCHMARK_FORMAT.md)."""
+    report = reproduction.compare(result)
+    if not report["measured"]:
+        return None
+    (out / REPRODUCTION_FILE).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / REPRODUCTION_FILE).with_suffix(".md").write_text(reproduction.markdown(report), encoding="utf-8")
+    return report
 
 
 def figures(result: dict) -> dict:
@@ -260,9 +274,10 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                            "memory": _sum_memory([rec["memory"] for rec in recs]),
                            "latency_ms": {"insert": _latency([rec["insert_ms"] for rec in recs]),
                                           "query": _latency([rec["query_ms"] for rec in recs])}})
-        last = _scores([q for q in qs if str(rounds) in q["by_round"]], str(rounds), metrics, categories)
+        at_last = [q for q in qs if str(rounds) in q["by_round"]]
+        last = _scores(at_last, str(rounds), metrics, categories)
         costs = pool_llm_costs(res["llm_costs"] for res in mine)
-        summary[label] = {**last,
+        summary[label] = {**last, "misses": _misses(at_last, ks[0]),
                           "latency_ms": {"insert": _latency([res["latency_ms"]["insert"] for res in mine]),
                                          "query": _latency([res["latency_ms"]["query"] for res in mine])},
                           "llm_tokens": {role: {k: t[k] for k in ("calls", "prompt", "completion")}
@@ -335,6 +350,13 @@ def _scores(asked: list[dict], round_key: str, metrics: list[str], categories: d
             "by_category": {c: {"n": len(sub), **pool(sub)} for c in categories
                             if (sub := [q for q in asked if q["category"] == c])},
             "cohort": {"n": len(cohort), **pool(cohort)}}
+
+
+def _misses(records: list[dict], k: int) -> dict:
+    """Where the gold turns of the questions asked at the last round were lost (engine.eval.misses); {} for a
+    system that ranks nothing (full-history) or a dataset without questions."""
+    followed = [q for q in records if "misses" in q]
+    return {"k": k, **tally(followed)} if followed else {}
 
 
 def _latency(samples: list[dict[str, list[float]]]) -> dict:

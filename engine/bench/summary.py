@@ -6,6 +6,8 @@ QMSum the boundary figures.
 """
 from __future__ import annotations
 
+from engine.eval.misses import Fate
+
 
 def _fmt(value) -> str:
     if value is None:
@@ -76,6 +78,46 @@ def category_table(result: dict) -> list[str]:
     return [f"**{' / '.join(metrics)} per category** (last round)", "", *_table(header, rows), ""]
 
 
+COV_HOPS = ("1", "2", "4")         # the hop budgets whose Cov(H) the structure table shows
+
+
+def structure_table(result: dict) -> list[str]:
+    """Per system with a memory: the visible ratio (searchable units per ingested turn) and Cov(H), the share
+    of off-surface units within H hops of the surface, beside the headline metrics (All-Mem Tables 10-11)."""
+    rows = []
+    for label in systems(result):
+        s = result["summary"].get(label, {})
+        st = s.get("structure") or {}
+        if not st:
+            continue
+        rows.append([label, *(s.get("overall", {}).get(m) for m in headline(result)), st.get("visible_ratio"),
+                     *(st.get("cov", {}).get(h) for h in COV_HOPS), st.get("h95")])
+    if not rows:
+        return []
+    return ["**structure (last state)**: visible ratio = searchable units per ingested turn; Cov(H) = share of "
+            "off-surface units within H hops of the surface", "",
+            *_table(["system", *headline(result), "visible ratio", *(f"Cov({h})" for h in COV_HOPS), "H0.95"], rows),
+            ""]
+
+
+def misses_table(result: dict) -> list[str]:
+    """Per system: where the gold turns went at the last round (engine.eval.misses), and what held back the
+    ones that were on the surface or candidates."""
+    rows = []
+    for label in systems(result):
+        m = result["summary"].get(label, {}).get("misses")
+        if not m:
+            continue
+        fates = m.get("fates", {})
+        rows.append([label, *(fates.get(str(f), 0) for f in Fate),
+                     ", ".join(f"{k} {v}" for k, v in m.get("signals", {}).items()) or "–"])
+    if not rows:
+        return []
+    k = next(result["summary"][r[0]]["misses"]["k"] for r in rows)
+    return [f"**where the gold turns went** (top {k}, last round)", "",
+            *_table(["system", *(str(f) for f in Fate), "held back by"], rows), ""]
+
+
 def latency_table(result: dict) -> list[str]:
     columns: list[tuple[str, str]] = []
     for label in systems(result):
@@ -129,7 +171,7 @@ def tables(result: dict) -> str:
     """Per-round and per-category tables (what `memwb bench` prints at the end)."""
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
     if result["dataset"] != "qmsum":
-        lines += rounds_tables(result) + category_table(result)
+        lines += rounds_tables(result) + category_table(result) + structure_table(result) + misses_table(result)
     else:
         lines += boundaries_table(result)
     lines += costs_tables(result)

@@ -37,6 +37,7 @@ from engine.eval.metrics import (
     rouge_l,
     token_f1,
 )
+from engine.eval.misses import follow_gold
 from engine.eval.segmentation import evaluate, turn_labels
 from engine.runtime.replay import Schedule, step
 
@@ -101,7 +102,8 @@ def run_task(task: BenchTask, embedder) -> dict:
                           conversation=conv.id, source=task.source, schedule=task.schedule)
     engine.prefetch(conv.turns)
     engine.embedder.embed([q.question for q in questions])
-    run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder))
+    run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder),
+               final_round=checkpoints[-1].round if checkpoints else None)
     schedule = Schedule.parse(task.schedule)
     due = {}
     for cp in checkpoints:
@@ -123,8 +125,9 @@ class _Run:
     """The records of one task as its stream goes."""
 
     def __init__(self, task: BenchTask, spec, conv: Conversation, questions: list[Question],
-                 types: dict[str, str], engine, llm=None):
+                 types: dict[str, str], engine, llm=None, final_round: int | None = None):
         self.task, self.spec, self.conv, self.engine, self.llm = task, spec, conv, engine, llm
+        self.final_round = final_round         # where each gold turn was lost is followed at this round
         self.questions = {q.id: q for q in questions}
         self.types = types
         self.k = max(task.ks)
@@ -169,7 +172,10 @@ class _Run:
                     self.query_all.setdefault(stage, []).append(ms)
             self.last = (state.seq, answers)
         for qid in cp.visible:
-            self._record(qid, cp.round, *answers[qid], state.turn)
+            rec = self._record(qid, cp.round, *answers[qid], state.turn)
+            if cp.round == self.final_round:
+                res = answers[qid][0]
+                rec["misses"] = [m.to_dict() for m in follow_gold(self.engine, res, rec["gold"], self.task.ks[0])]
         self.rounds.append({"round": cp.round, "turns": state.turn, "questions": len(cp.visible),
                             "memory": memory_size(state), "insert_ms": self.insert_round, "query_ms": query})
         self.insert_round = {}
@@ -183,6 +189,7 @@ class _Run:
             {"unit": u.id, "score": round(float(u.score), 6), "source_ids": list(u.source_ids), "hop": u.hop,
              "path": [{"src": h.src, "dst": h.dst, "type": h.type, "reverse": h.reverse} for h in u.path]}
             for u in res.units])
+        return rec
 
     def result(self, db: Path) -> dict:
         state = self.engine.state

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections import Counter
 
 from engine.core.text import (
@@ -40,10 +41,22 @@ _SHIFT_CUES = tuple(tuple(cue.split()) for cue in (
     "on a different note", "on a side note", "side note", "in other news", "besides that", "apart from that",
     "aside from that", "other than that", "changing the subject", "unrelated"))
 _CUE_LEAD_INS = frozenset({"oh", "ah", "and"})
+# Who a side is about. In conversation the commonest change of topic is unannounced: a speaker answers the
+# partner ("Glad you have support, Caroline!") and then opens news of their own ("Here's a pic of my family
+# camping at the beach"): the side before the cut is about the addressee (second person), the side after
+# about the speaker (first person, or showing something: "here's", "check out", a shared image).
+_SECOND_PERSON = frozenset("you your you're you've you'll you'd yours yourself ya y'all".split())
+_FIRST_PERSON = frozenset("i i'm i've i'll i'd my me mine myself we we're we've we'll our ours us".split())
+_SHOWING = tuple(tuple(p.split()) for p in ("here's", "here is", "check out", "take a look", "look at this"))
+_OPENING_WORDS = 12       # words of the second side read for who it is about
 _MIN_CONTENT = 4          # tokens a statement or segment needs before Merge/Update/Split rules apply
 # MiniLM cosines of unrelated sentence pairs cluster below ~0.15 and of same-topic pairs above ~0.3;
-# the split's separation is a logistic around this midpoint rather than a linear 1 - cosine.
-_UNRELATED_MID, _UNRELATED_SCALE = 0.2, 0.035
+# the split's separation is a logistic around this midpoint rather than a linear 1 - cosine. When the
+# speaker marks the change (a cue phrase, or turning from the partner to their own news), the marker is the
+# evidence of a new topic and the cosine only has to rule out the same subject, so the midpoint moves up to
+# where same-topic pairs begin: two sides of one chat share its register ("support", "family") and sit at
+# 0.15-0.3 without being one topic.
+_UNRELATED_MID, _MARKED_MID, _UNRELATED_SCALE = 0.2, 0.3, 0.035
 # Each side must be a statement of its own, not a remark on the other ("Rude but accurate.", "Thanks,
 # Caroline."): a logistic in the content words of the shorter side, one half at 4.5 (about 0.27 at 4
 # words, 0.73 at 5, 0.95 at 6, 0.99 at 7).
@@ -55,6 +68,30 @@ _UNMARKED, _LEANS = 0.85, 0.5
 # Below this score a rule does not consider the pair a candidate at all (an LLM diagnoser would not
 # propose it either); between it and the gate, proposals are shown to a reviewer as gated out.
 _PROPOSE_FLOOR = 0.5
+# Update and Merge compare statements sentence by sentence (sentences with at least this many content words,
+# at most this many per statement). A pair of sentences about one subject sits above ~0.6 in MiniLM cosine
+# (a plan and its outcome, a figure restated with a new value); the Update's confidence is a logistic in that
+# cosine. A restatement of the same thing sits above ~0.8 (paraphrases, the same news told again); the
+# Merge's confidence is a logistic in the better of the statements' cosine and their sentences' mean cosine.
+_SENTENCE_CONTENT, _MAX_SENTENCES = 4, 12
+_SAME_SUBJECT_MID, _SAME_SUBJECT_SCALE = 0.55, 0.04
+_RETOLD_MID = 0.65        # a later statement on one subject with new details: only the subject's cosine to go by
+_RESTATED_MID, _RESTATED_SCALE = 0.72, 0.035
+_SAME_PROPOSITION = 0.4   # share of other content words two sentences need to be one proposition with a new value
+# A plan ("we're thinking about going camping next month") and a report of what happened ("we went camping
+# last week"): the cues of each, as a reader of English tense and time phrases would take them.
+_PLAN = re.compile(r"\b(going to|gonna|plan(?:ning)? (?:to|on)|thinking (?:about|of)|want to|wanna|hope to|"
+                   r"hoping to|will|\w+'ll|next (?:week|month|year|weekend|time|summer)|soon|looking forward|"
+                   r"this (?:month|weekend|summer|fall|winter|spring)|upcoming|about to|considering)\b", re.I)
+_DONE = re.compile(r"\b(yesterday|last (?:week|month|year|weekend|night|time|summer|fall|winter|spring|"
+                   r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tues|fri|sat)|\w+ ago|recently|"
+                   r"finally|went|did|finished|joined|started|took|made|had|got|signed up|won|attended|visited|"
+                   r"ran|moved|adopted|bought|passed|completed|opened|launched|tried)\b", re.I)
+_IDIOMS = re.compile(r"can'?t wait|no worries|no problem|no doubt|don'?t forget|never give up|not bad|"
+                     r"can'?t believe|no way")
+_VALUE_WORDS = frozenset(content_tokens(" ".join(
+    "not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot anymore longer "
+    "yesterday last next week month year weekend ago recently finally soon".split())))
 _MAX_KEYWORDS = 8
 _MAX_CUTS = 32            # candidate Split points per text
 _SIDE_CHARS = 2000        # characters of each side of a cut that are compared (MiniLM reads ~256 tokens)
@@ -180,7 +217,10 @@ class OfflineBackend(LLMBackend):
             deprecations.append("earlier statement with the opposite polarity")
         note = (f"statement of {human_date(cur['time'])} replaces the one of {human_date(old['time'])}; "
                 "the older evidence stays archived behind a version link")
-        return {"updated_summary": cur["summary"], "updated_keywords": list(cur["keywords"]),
+        # The refreshed descriptor keeps the superseded statement's keywords beside the current ones, so a
+        # question about the earlier state still anchors on the current unit and walks its version link back.
+        keywords = list(dict.fromkeys([*cur["keywords"], *old["keywords"]]))
+        return {"updated_summary": cur["summary"], "updated_keywords": keywords,
                 "deprecations": deprecations, "alignment_note": note}
 
     def _router(self, p: dict) -> dict:
@@ -197,24 +237,54 @@ class OfflineBackend(LLMBackend):
 
     # -- rules -----------------------------------------------------------------
     def compare(self, a: dict, b: dict, cosine: float) -> tuple[str, float, str] | None:
-        """Merge (same static fact) or Update (same subject, changed value) between two statements."""
+        """Update (the newer statement gives the same subject a changed value) or Merge (the two say the same
+        thing) between two statements of one speaker, or None.
+
+        Statements are compared sentence by sentence (statements only: a question states no value). The
+        subject is what the best-matching pair of sentences is about; its value changed when that pair is one
+        proposition with a number replaced or its polarity flipped (the sentences share most of their other
+        words), or when the older one is the speaker's plan and the newer one reports it done ("we're thinking
+        about going camping next month" -> "I just took my fam camping last week"). An Update's confidence is
+        how surely the pair is about one subject: a logistic in its cosine. Two statements are redundant when
+        every sentence of the shorter is restated in the other: a Merge's confidence is a logistic in the
+        better of the statements' cosine and the weakest of those sentences' best cosines."""
         if (a.get("speaker") or "") != (b.get("speaker") or ""):
             return None
         ta, tb = _statement_terms(a["raw"]), _statement_terms(b["raw"])
         if len(ta) < _MIN_CONTENT or len(tb) < _MIN_CONTENT:
             return None
-        overlap = jaccard(ta, tb)
-        score = (max(cosine, 0.0) + overlap) / 2
-        na, nb = numbers(a["raw"]), numbers(b["raw"])
-        changed = []
-        if na != nb and (na or nb):
-            changed.append(f"numbers {sorted(nb if _is_newer(a, b) else na)} -> {sorted(na if _is_newer(a, b) else nb)}")
-        if has_negation(a["raw"]) != has_negation(b["raw"]):
-            changed.append("negation flips")
-        figures = f"same speaker; cosine {cosine:.2f}, content overlap {overlap:.2f}"
+        new, old = (a, b) if _is_newer(a, b) else (b, a)
+        match = self.align(strip_speaker(old["raw"])[1], strip_speaker(new["raw"])[1])
+        if match is None:
+            return None
+        subject, was, now, restated = match
+        changed = _value_change(was, now)
         if changed:
-            return "update", score, f"{figures}; {', '.join(changed)}; the newer statement supersedes"
-        return "merge", score, f"{figures}; no changed numbers or negation: redundant statement"
+            conf = _logistic(subject, _SAME_SUBJECT_MID, _SAME_SUBJECT_SCALE)
+            return "update", conf, (f"same speaker; sentences '{_clip(was)}' and '{_clip(now)}' match at cosine "
+                                    f"{subject:.2f}; {changed}; the newer statement supersedes")
+        redundancy = max(cosine, restated)
+        if (new.get("time") or "") > (old.get("time") or "") and redundancy < _RESTATED_MID:
+            conf = _logistic(subject, _RETOLD_MID, _SAME_SUBJECT_SCALE)
+            return "update", conf, (f"same speaker, a later conversation; sentences '{_clip(was)}' and "
+                                    f"'{_clip(now)}' match at cosine {subject:.2f}, the rest is new (restated at "
+                                    f"{restated:.2f}): the newer statement is the subject's current state")
+        conf = _logistic(redundancy, _RESTATED_MID, _RESTATED_SCALE)
+        return "merge", conf, (f"same speaker; cosine {cosine:.2f}; every sentence of the shorter statement is "
+                               f"restated in the other at cosine {restated:.2f} or more; no changed number, "
+                               "polarity or plan: redundant statement")
+
+    def align(self, old: str, new: str) -> tuple[float, str, str, float] | None:
+        """The best-matching statement sentences of two statements (cosine, old sentence, new sentence) and how
+        well the shorter statement is restated in the other (the weakest of its sentences' best cosines)."""
+        so, sn = _content_sentences(old), _content_sentences(new)
+        if not so or not sn:
+            return None
+        vecs = self.embedder.embed(so + sn)
+        sims = vecs[:len(so)] @ vecs[len(so):].T
+        i, j = divmod(int(sims.argmax()), len(sn))
+        restated = float(sims.max(axis=1).min() if len(so) <= len(sn) else sims.max(axis=0).min())
+        return float(sims[i, j]), so[i], sn[j], restated
 
     def split_cuts(self, raw: str) -> list[tuple[int, int, str, str]]:
         """Candidate two-way cuts between sentences: (sentences on the left, char offset, left text, right text).
@@ -261,7 +331,7 @@ class OfflineBackend(LLMBackend):
             if len(tl) < _MIN_CONTENT or len(tr) < _MIN_CONTENT:
                 continue
             shared, content = jaccard(tl, tr), min(len(tl), len(tr))
-            if floor and (1.0 - shared) * _substance(content) * _MARKER[_opening(right)[0]] < floor:
+            if floor and (1.0 - shared) * _substance(content) * _MARKER[_opening(left, right)[0]] < floor:
                 continue
             cuts.append((n_left, cut, left, right, shared, content))
         return cuts
@@ -281,14 +351,17 @@ class OfflineBackend(LLMBackend):
         n_sentences = all_cuts[-1][0] + 1          # the last sentence boundary is always a candidate
         vecs = self.embedder.embed([t for _, _, left, right, _, _ in cuts for t in (left, right)])
         best: tuple[float, int, str] | None = None
-        for i, (n_left, cut, _, right, shared, content) in enumerate(cuts):
+        for i, (n_left, cut, left, right, shared, content) in enumerate(cuts):
             cosine = float(vecs[2 * i] @ vecs[2 * i + 1])
-            separation = (1.0 - shared) / (1.0 + math.exp((cosine - _UNRELATED_MID) / _UNRELATED_SCALE))
-            opening, word = _opening(right)
+            opening, word = _opening(left, right)
+            mid = _MARKED_MID if _MARKER[opening] == 1.0 else _UNRELATED_MID
+            separation = (1.0 - shared) / (1.0 + math.exp((cosine - mid) / _UNRELATED_SCALE))
             conf = separation * _substance(content) * _MARKER[opening]
             reason = (f"sentences 1-{n_left} and {n_left + 1}-{n_sentences} share {shared:.2f} of their words, "
                       f"cosine {cosine:.2f}; the shorter side has {content} content words; " + {
                           "shift": f"the second part opens with '{word}', a change of topic",
+                          "turn": f"the first part answers the partner, the second opens the speaker's own news "
+                                  f"('{word}')",
                           "leans": f"the second part leans on the first ('{word}')",
                           "plain": "no marker of a change of topic"}[opening])
             if best is None or conf > best[0]:
@@ -300,7 +373,7 @@ class OfflineBackend(LLMBackend):
                 "segment_keywords": keywords_of(text) or words(text)[:3], "topic_label": label}
 
 
-_MARKER = {"shift": 1.0, "leans": _LEANS, "plain": _UNMARKED}      # how a cut's second side opens -> factor
+_MARKER = {"shift": 1.0, "turn": 1.0, "leans": _LEANS, "plain": _UNMARKED}   # how a cut's second side opens
 
 
 def _substance(content: int) -> float:
@@ -312,9 +385,10 @@ def _points_back(word: str) -> bool:
     return word.split("'")[0] in _CONTINUATIONS
 
 
-def _opening(text: str) -> tuple[str, str]:
+def _opening(left: str, text: str) -> tuple[str, str]:
     """How a cut's second side opens: ("shift", cue) when a cue phrase announces a new topic, ("leans",
-    word) when it points back to the first side (also right after a cue: "Also, it's lopsided"), else
+    word) when it points back to the first side (also right after a cue: "Also, it's lopsided"), ("turn",
+    words) when the first side is about the partner and the second opens the speaker's own news, else
     ("plain", "")."""
     ws = words(text)[:8]
     start = 0
@@ -326,7 +400,88 @@ def _opening(text: str) -> tuple[str, str]:
             return ("leans", after) if _points_back(after) else ("shift", " ".join(cue))
     if ws and _points_back(ws[0]):
         return "leans", ws[0]
+    turn = _turns_to_own_news(left, text)
+    if turn:
+        return "turn", turn
     return "plain", ""
+
+
+def _turns_to_own_news(left: str, right: str) -> str:
+    """The words that show the speaker turning from the partner to their own news, or "" (see _SECOND_PERSON):
+    the first side speaks of "you" more than of "I", the second's opening of "I" (or shows something) and
+    not of "you"."""
+    lw, rw = words(left), words(right)[:_OPENING_WORDS]
+    if sum(w in _SECOND_PERSON for w in lw) <= sum(w in _FIRST_PERSON for w in lw):
+        return ""
+    if any(w in _SECOND_PERSON for w in rw):
+        return ""
+    shows = next((" ".join(p) for p in _SHOWING if tuple(rw[:len(p)]) == p), "")
+    if shows or "[shares an image" in right[:200]:
+        return shows or "a shared image"
+    mine = [w for w in rw if w in _FIRST_PERSON]
+    return mine[0] if mine else ""
+
+
+def _logistic(x: float, mid: float, scale: float) -> float:
+    return 1.0 / (1.0 + math.exp((mid - x) / scale))
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+@functools.lru_cache(maxsize=8192)
+def _content_sentences_cached(body: str) -> tuple[str, ...]:
+    spans = sentence_spans(body)
+    out = [body[a:b] for a, b in spans
+           if len(_terms(body[a:b])) >= _SENTENCE_CONTENT and not body[a:b].rstrip("!. ").endswith("?")]
+    return tuple(t[:_SIDE_CHARS] for t in out[:_MAX_SENTENCES])
+
+
+def _content_sentences(body: str) -> list[str]:
+    """The sentences of a statement that state something (at least `_SENTENCE_CONTENT` content words, not a
+    question), at most `_MAX_SENTENCES`, each clipped as a cut side is."""
+    return list(_content_sentences_cached(body))
+
+
+def _plan(sentence: str) -> bool:
+    """A sentence in which the speaker states an intention or a plan of their own, not yet done."""
+    ws = words(sentence)
+    return (any(w in _FIRST_PERSON for w in ws) and not any(w in _SECOND_PERSON for w in ws)
+            and bool(_PLAN.search(sentence)) and not _DONE.search(sentence))
+
+
+def _done(sentence: str) -> bool:
+    """A sentence in which the speaker reports something of their own that happened."""
+    ws = words(sentence)
+    return any(w in _FIRST_PERSON for w in ws) and bool(_DONE.search(sentence)) and not _PLAN.search(sentence)
+
+
+def _value_change(was: str, now: str) -> str:
+    """How the newer of two matching sentences changes the older one's value, or "": one proposition (the
+    sentences share at least `_SAME_PROPOSITION` of their other content words) with a number replaced or its
+    polarity flipped, or the speaker's plan, then its report sharing the plan's object."""
+    tw, tn = _proposition_terms(was), _proposition_terms(now)
+    same = jaccard(tw, tn) >= _SAME_PROPOSITION
+    nw, nn = numbers(was), numbers(now)
+    if same and nw and nn and nw != nn:
+        return f"numbers {sorted(nw)} -> {sorted(nn)}"
+    if same and _negated(was) != _negated(now):
+        return "polarity flips"
+    if _plan(was) and _done(now) and tw & tn:
+        return f"a plan, then its outcome ({', '.join(sorted(tw & tn)[:3])})"
+    return ""
+
+
+def _proposition_terms(sentence: str) -> frozenset[str]:
+    """What a sentence is about, without its value: content words, no numbers, negations or time cues."""
+    return frozenset(t for t in _terms(_IDIOMS.sub(" ", sentence.lower()))
+                     if not t.isdigit() and t not in _VALUE_WORDS)
+
+
+def _negated(sentence: str) -> bool:
+    """Negation of what the sentence states, not of a set phrase ("can't wait", "no worries")."""
+    return has_negation(_IDIOMS.sub(" ", sentence.lower()))
 
 
 def _is_newer(a: dict, b: dict) -> bool:

@@ -13,7 +13,7 @@ same formula for a node off the surface.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -45,11 +45,14 @@ class ScoresById(Mapping):
 
 
 class Relevance:
-    def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0):
+    def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0,
+                 penalised: Callable[[int], bool] | None = None):
+        """`penalised(uid)` says which off-surface nodes pay `off_surface_penalty` (default: all of them)."""
         self.engine = engine
         self.zq = engine.embedder.embed_one(query)
         self.weight = weight
         self.penalty = off_surface_penalty
+        self.penalised = penalised
         self.surface, self.dense_scores = engine.index.surface_scores(self.zq)
         self.ids = self.surface.ids
         by_id = engine.bm25.score_vector(query) if self.weight else np.zeros(0)
@@ -85,11 +88,17 @@ class Relevance:
         if pos >= 0:
             return float(self.scores[pos])
         d = self.dense(uid)
-        penalty = 0.0 if self.engine.state.nodes[uid].visible else self.penalty
+        penalty = self.penalty_of(uid)
         if not self.weight:
             return d - penalty * self.dense_sd
         return ((d - self.dense_mu) / self.dense_sd - penalty
                 + self.weight * (self.lexical.get(uid, 0.0) - self.lex_mu) / self.lex_sd)
+
+    def penalty_of(self, uid: int) -> float:
+        """The penalty `uid` pays: none on the surface; off it, the penalty unless `penalised` exempts it."""
+        if self.engine.state.nodes[uid].visible or (self.penalised is not None and not self.penalised(uid)):
+            return 0.0
+        return self.penalty
 
     def ranked_surface(self, limit: int | None = None, decimals: int = DECIMALS) -> list[tuple[int, float]]:
         """The surface's best `limit` (all by default) by score rounded to `decimals`, ties by id."""
@@ -102,7 +111,7 @@ class Relevance:
         subtracted (in z units, or cosine units when the weight is 0), and the fused value."""
         d = self.dense(uid)
         lex = self.lexical.get(uid, 0.0)
-        off = 0.0 if self.engine.state.nodes[uid].visible else self.penalty
+        off = self.penalty_of(uid)
         return {"dense": d, "lexical": lex, "z_dense": (d - self.dense_mu) / self.dense_sd,
                 "z_lexical": (lex - self.lex_mu) / self.lex_sd if self.weight else 0.0, "weight": self.weight,
                 "penalty": off if self.weight else off * self.dense_sd, "relevance": self.score(uid)}

@@ -22,6 +22,12 @@ from engine.store.workspace import workspace_dir
 
 DATA_DIRS_ENV = "MEMWB_DATA_DIRS"
 BUNDLED = Path(__file__).resolve().parents[2] / "datasets"
+SHARED_DATA_ENV = "MEMWB_SHARED_DATA"
+
+
+def shared_data() -> Path:
+    """The real datasets beside the repository (`../shared/data`: LoCoMo, QMSum), or `MEMWB_SHARED_DATA`."""
+    return Path(os.environ.get(SHARED_DATA_ENV) or BUNDLED.parent.parent / "shared" / "data").expanduser()
 
 
 class PathRefused(ValueError):

@@ -327,7 +327,7 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     from playwright.sync_api import expect
 
     from workbench.bench_result import load_result
-    from workbench.benchmark_view import QuestionFilter, filtered_questions
+    from workbench.bench_questions import QuestionFilter, filtered_questions
 
     loaded = load_result(result)
     misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from engine.engines.allmem.context import AllMemContext
+from engine.engines.allmem.retrieval import allowed_links, relevance
 from engine.engines.allmem.schema import SCHEMA
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
-from engine.retrieval.relevance import Relevance
 from engine.retrieval.result import RetrievalResult
 
 ANCHORS, EXPANSION, RANKING = (s.key for s in SCHEMA.stages)
@@ -21,7 +21,7 @@ ANCHORS, EXPANSION, RANKING = (s.key for s in SCHEMA.stages)
 def explain(engine: AllMemContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     s = engine.settings
     state = engine.state
-    rel = Relevance(engine, res.query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty)
+    rel = relevance(engine, res.query)
     ranks = candidate_ranks(res)
     by_id = {r.id: r for r in res.candidates}
     surface: dict[int, int] | None = None
@@ -64,6 +64,6 @@ def explain(engine: AllMemContext, res: RetrievalResult, uids: Iterable[int]) ->
 def _reachable(engine: AllMemContext, res: RetrievalResult) -> dict[int, int]:
     """What Stage 2 could reach from the anchors over the allowed link types, budget aside."""
     s = engine.settings
-    allowed = [t for t in SCHEMA.expansion_order if not (s.has("no-recovery-links") and t in SCHEMA.recovery_types)]
+    allowed = allowed_links(s)
     return reachable((a for a, _ in res.anchors), lambda u: [v for t in allowed for v in engine.state.out(u, t)],
                      s.hops)

@@ -12,18 +12,40 @@ from __future__ import annotations
 import time
 
 from engine.engines.allmem.context import AllMemContext
-from engine.engines.allmem.schema import SCHEMA
+from engine.engines.allmem.schema import SCHEMA, EdgeType
 from engine.retrieval.relevance import Relevance
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
 
-PRIORITY = {e.name: e.priority for e in SCHEMA.edge_types}
+def superseded(state, uid: int) -> bool:
+    """An archived unit an Update replaced: a version link reaches it from a unit whose provenance does not
+    hold its own turns (a newer statement). A Merge's representative and a Split's parts carry the turns of
+    what they archive, so what they archived is regrouped evidence, not stale evidence."""
+    node = state.nodes[uid]
+    if node.visible:
+        return False
+    mine = set(node.source_ids)
+    return any(not mine <= set(state.nodes[w].source_ids) for w in state.inc(uid, EdgeType.VERSION))
+
+
+def relevance(engine: AllMemContext, query: str) -> Relevance:
+    """Stage-1/Stage-3 relevance under the settings: the lexical weight (0 for no-lexical) and the penalty of
+    superseded units (All-Mem §4.7: up-to-date evidence first)."""
+    s = engine.settings
+    return Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty,
+                     penalised=lambda uid: superseded(engine.state, uid))
+
+
+def allowed_links(settings) -> list[str]:
+    """The link types Stage 2 walks, in priority order (sibling, version, temporal, semantic); no recovery
+    links under no-recovery-links."""
+    return [t for t in SCHEMA.expansion_order
+            if not (settings.has("no-recovery-links") and t in SCHEMA.recovery_types)]
 
 
 def retrieve(engine: AllMemContext, query: str, k_sources: int | None = None) -> RetrievalResult:
     s = engine.settings
-    state = engine.state
     t0 = time.perf_counter()
-    rel = Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty)
+    rel = relevance(engine, query)
     anchors = rel.ranked_surface(s.k)
     t1 = time.perf_counter()
 
@@ -32,31 +54,21 @@ def retrieve(engine: AllMemContext, query: str, k_sources: int | None = None) ->
     hop: dict[int, int] = {a: 0 for a, _ in anchors}
     expansion: list[dict] = []
     if not s.has("anchors-only"):
-        allowed = [t for t in SCHEMA.expansion_order
-                   if not (s.has("no-recovery-links") and t in SCHEMA.recovery_types)]
         frontier = [a for a, _ in anchors]
         seen = set(frontier)
         for h in range(1, s.hops + 1):
             if len(parent) >= s.budget or not frontier:
                 break
             nxt: list[int] = []
-            for u in frontier:
+            for u, v, t in expansion_order(engine.state, frontier, allowed_links(s), s.has("no-type-priority")):
                 if len(parent) >= s.budget:
                     break
-                neigh = [(v, t) for t in allowed for v in state.out(u, t)]
-                if s.has("no-type-priority"):
-                    neigh.sort(key=lambda p: (p[0], p[1]))
-                else:
-                    neigh.sort(key=lambda p: (PRIORITY[p[1]], p[0]))
-                for v, t in neigh:
-                    if len(parent) >= s.budget:
-                        break
-                    if v in seen:
-                        continue
-                    seen.add(v)
-                    parent[v], origin[v], hop[v] = Hop(u, v, t), origin[u], h
-                    nxt.append(v)
-                    expansion.append({"id": v, "parent": u, "type": t, "hop": h})
+                if v in seen:
+                    continue
+                seen.add(v)
+                parent[v], origin[v], hop[v] = Hop(u, v, t), origin[u], h
+                nxt.append(v)
+                expansion.append({"id": v, "parent": u, "type": t, "hop": h})
             frontier = nxt
     t2 = time.perf_counter()
 
@@ -70,6 +82,19 @@ def retrieve(engine: AllMemContext, query: str, k_sources: int | None = None) ->
               "total_ms": (t3 - t0) * 1e3}
     return RetrievalResult(query=query, anchors=anchors, expansion=expansion, candidates=candidates, units=top,
                            source_ids=sources[:k_sources] if k_sources else sources, context=context, stages=stages)
+
+
+def expansion_order(state, frontier: list[int], allowed: list[str], uniform: bool) -> list[tuple[int, int, str]]:
+    """One hop's links (from, to, type) in the order Stage 2 admits them while the budget lasts.
+
+    With type priority the whole hop goes by link type first: every sibling and version link of the frontier,
+    then every temporal link, then every semantic one, each type in frontier order (the anchors' rank at hop
+    1), then by id. So when the budget is short it is spent on recovering what consolidation archived
+    behind the frontier before associations. Without it (no-type-priority) the frontier is expanded unit by
+    unit, each unit's links by target id whatever their type (the paper's uniform order)."""
+    if uniform:
+        return [(u, v, t) for u in frontier for v, t in sorted((v, t) for t in allowed for v in state.out(u, t))]
+    return [(u, v, t) for t in allowed for u in frontier for v in sorted(state.out(u, t))]
 
 
 def _retrieved(engine, uid, rel, parent, origin, hop) -> RetrievedUnit:

@@ -133,11 +133,12 @@ SCHEMA = EngineSchema(
         StageSpec("stage1", "Stage 1 · anchors", "seeds",
                   "Exact top-{k} on the visible surface; score = z(dense cosine) + {lexical_weight} · z(BM25)."),
         StageSpec("stage2", "Stage 2 · expansion", "expansion",
-                  "Breadth-first over outgoing typed links: hop limit {hops}, candidate budget {budget}, priority "
-                  "sibling < version < temporal < semantic, then id."),
+                  "Breadth-first over outgoing typed links: hop limit {hops}, candidate budget {budget}; each hop "
+                  "admits every sibling, then version, then temporal, then semantic link of its frontier, each in "
+                  "frontier order, then id."),
         StageSpec("stage3", "Stage 3 · ranking", "ranking",
-                  "Every candidate re-ranked (archived units lose {archived_penalty} z); the top {final_k} are "
-                  "returned."),
+                  "Every candidate re-ranked (units an Update superseded lose {archived_penalty} z); the top "
+                  "{final_k} are returned."),
     ),
     llm_roles=("descriptor", "diagnosis", "split_plan", "merge_plan", "update_plan"),
     ablations=ABLATIONS,

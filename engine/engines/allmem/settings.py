@@ -43,9 +43,10 @@ class AllMemSettings(EngineSettings):
                            group="retrieval")
     lexical_weight: float = setting(0.5, "weight of z(BM25) fused with z(dense cosine)", minimum=0.0,
                                     maximum=5.0, step=0.1, group="retrieval")
-    # Stage 3 prefers up-to-date evidence (All-Mem §4.7): archived units lose this much, in units of
-    # the visible surface's score spread, so a superseded statement ranks below its current version.
-    archived_penalty: float = setting(0.5, "Stage-3 penalty of archived units, in z units", minimum=0.0,
+    # Stage 3 prefers up-to-date evidence (All-Mem §4.7): a unit an Update superseded loses this much, in
+    # units of the visible surface's score spread, so it ranks below its current version. What a Merge or a
+    # Split archived is regrouped, not stale, and competes on its own relevance when Stage 2 recovers it.
+    archived_penalty: float = setting(0.5, "Stage-3 penalty of superseded units, in z units", minimum=0.0,
                                       maximum=5.0, step=0.1, group="retrieval")
     ablations: list = setting(help="App. H ablation switches", factory=list, choices=ABLATIONS, group="ablations")
 

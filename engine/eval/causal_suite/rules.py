@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
+from engine.core.cases import DEPENDENCY_TYPES, SCENARIO_ID, TASK_TYPES, CaseQuestion
 from engine.core.conversation import Turn
-from engine.eval.annotation import DEPENDENCY_TYPES, SCENARIO_ID, TASK_TYPES, CaseQuestion
 from engine.eval.causal_suite.suite import (
     SPLITS,
     TURN_ID,

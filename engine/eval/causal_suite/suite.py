@@ -2,7 +2,7 @@
 
 Both splits of a suite folder (`validation.jsonl`, `test.jsonl`, `cases/<split>/<scenario_id>.json`) are
 read with `engine.loaders.load_conversations`, and every cases file is imported through
-`engine.eval.annotation.AnnotationStore` into a throw-away SQLite database, so the rules
+`engine.store.annotations.AnnotationStore` into a throw-away SQLite database, so the rules
 (`engine.eval.causal_suite.rules`) are checked on what the store gives back, as the workbench would see it.
 """
 from __future__ import annotations
@@ -14,10 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.core.cases import Case, CaseQuestion
 from engine.core.conversation import Conversation, Turn
 from engine.core.text import content_tokens
-from engine.eval.annotation import AnnotationStore, Case, CaseQuestion
 from engine.loaders import LoaderError, load_conversations
+from engine.store.annotations import AnnotationStore
 
 SPLITS = ("validation", "test")
 TURN_ID = re.compile(r"(?P<scenario>[A-Za-z0-9][A-Za-z0-9_.-]*):t(?P<n>\d{2,})")

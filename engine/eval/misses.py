@@ -1,0 +1,154 @@
+"""Where each miss was lost: every gold evidence turn of a question followed through one engine's memory.
+
+A gold turn outside the top k of a retrieval was lost at one of four places, found generically from the
+engine's state and its own `explain` (engine.retrieval.explain):
+
+- **not stored**: no node carries the turn; the engine dropped it at ingest or extraction;
+- **off the surface**: every node carrying it was moved off the retrieval surface by consolidation
+  (archived, merged or grounded away) and retrieval did not recover any of them;
+- **not reached**: a node carrying it is on the surface, but ranked below the seed cut and no path
+  reached it within the hop limit, or the expansion's budget ran out first;
+- **ranked below k**: a node carrying it was a candidate, but the turn's source rank is above k.
+
+For the last two the record also names the signal that held it back: of the terms the ranking added up
+(dense similarity, the weighted lexical signal, the off-surface penalty, a score passed down a relation
+chain), the one on which the turn's best node fell furthest short of the node holding the k-th source.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Iterable
+
+from engine.retrieval.explain import ExplainingMemory, Placement, Signals, explain_sources
+from engine.retrieval.result import RetrievalResult, rank_sources
+
+
+class Fate(StrEnum):
+    FOUND = "found"
+    NOT_STORED = "not_stored"
+    OFF_SURFACE = "off_surface"
+    NOT_REACHED = "not_reached"
+    BELOW_K = "below_k"
+
+
+FATE_LABELS: dict[Fate, str] = {
+    Fate.FOUND: "in the top k",
+    Fate.NOT_STORED: "never stored (dropped at ingest or extraction)",
+    Fate.OFF_SURFACE: "consolidated off the surface, not recovered",
+    Fate.NOT_REACHED: "on the surface, not reached (below the seed cut or past the budget)",
+    Fate.BELOW_K: "a candidate ranked below k",
+}
+MISSED = (Fate.NOT_STORED, Fate.OFF_SURFACE, Fate.NOT_REACHED, Fate.BELOW_K)
+
+# The terms a ranking score is made of (Signals): their share of the score, by name.
+SIGNALS = ("dense", "lexical", "penalty", "inherited")
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One gold turn of one question: where it was lost (or `found`), with the numbers that place it."""
+
+    turn: str
+    fate: Fate
+    source_rank: int | None = None       # rank among every candidate's source ids (None: not a candidate's)
+    unit: int | None = None              # the turn's best node
+    drop: str | None = None              # the engine's Drop code for that node
+    stage: str = ""                      # the key of the schema stage that dropped it
+    signal: str | None = None            # the term that held it back (below_k, not_reached)
+    gap: float | None = None             # the cut's score minus the turn's, in the ranking's units
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["fate"] = str(self.fate)
+        return {k: v for k, v in d.items() if v not in (None, "")}
+
+
+def terms(sig: Signals) -> dict[str, float]:
+    """A score split into the SIGNALS it adds up: dense (its z-value when a lexical weight fuses it, else the
+    cosine), lexical (weight x z(BM25)), penalty (subtracted), inherited (what a relation chain added)."""
+    dense = sig.z_dense if sig.weight else sig.dense
+    return {"dense": dense, "lexical": sig.weight * sig.z_lexical, "penalty": -sig.penalty,
+            "inherited": sig.score - sig.relevance}
+
+
+def held_back_by(gold: Signals | None, cut: Signals | None) -> tuple[str | None, float | None]:
+    """The term on which `gold` falls furthest short of `cut`, and the whole score gap."""
+    if gold is None or cut is None:
+        return None, None
+    g, c = terms(gold), terms(cut)
+    name = max(SIGNALS, key=lambda t: (round(c[t] - g[t], 9), -SIGNALS.index(t)))
+    return name, round(cut.score - gold.score, 6)
+
+
+def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[str], k: int) -> list[Miss]:
+    """Each gold turn's fate in `res`, a retrieval `engine` just made (module docstring)."""
+    gold = list(dict.fromkeys(gold))
+    placed = explain_sources(engine, res, gold)
+    cut = _cut_signals(engine, res, k)
+    out = []
+    for sp in placed:
+        if sp.source_rank is not None and sp.source_rank <= k:
+            out.append(Miss(sp.source_id, Fate.FOUND, sp.source_rank, sp.best.uid if sp.best else None))
+            continue
+        p = sp.best
+        if sp.units == 0 or p is None:
+            out.append(Miss(sp.source_id, Fate.NOT_STORED, detail="no node carries this turn"))
+            continue
+        common = dict(source_rank=sp.source_rank, unit=p.uid, drop=str(p.drop) if p.drop else None, stage=p.stage,
+                      detail=p.detail)
+        if p.candidate:
+            signal, gap = held_back_by(p.signals, cut)
+            out.append(Miss(sp.source_id, Fate.BELOW_K, signal=signal, gap=gap, **common))
+        elif visible := [u for u in _carriers(engine, sp.source_id) if engine.state.nodes[u].visible]:
+            p = _most_relevant(engine.explain(res, visible).values())      # where its surface node fell
+            signal, gap = held_back_by(p.signals, cut)
+            out.append(Miss(sp.source_id, Fate.NOT_REACHED, source_rank=sp.source_rank, unit=p.uid,
+                            drop=str(p.drop) if p.drop else None, stage=p.stage, detail=p.detail, signal=signal,
+                            gap=gap))
+        else:
+            out.append(Miss(sp.source_id, Fate.OFF_SURFACE, **common))
+    return out
+
+
+def _most_relevant(placements) -> Placement:
+    return max(placements, key=lambda p: (p.signals.relevance if p.signals is not None else float("-inf"), -p.uid))
+
+
+def _carriers(engine: ExplainingMemory, source_id: str) -> list[int]:
+    return [u.id for u in engine.state.nodes.values() if source_id in u.source_ids]
+
+
+def _cut_signals(engine: ExplainingMemory, res: RetrievalResult, k: int) -> Signals | None:
+    """The signals of the candidate that put the k-th ranked source id in place (the weakest the top k held)."""
+    ranked = rank_sources(res.candidates)
+    if not ranked:
+        return None
+    sid = ranked[min(k, len(ranked)) - 1]
+    holder = next(r for r in res.candidates if sid in r.source_ids)
+    return engine.explain(res, [holder.id])[holder.id].signals
+
+
+def tally(records: Iterable[dict]) -> dict:
+    """Counts of gold turns per fate, of held-back signals, and per category, over question records that carry
+    `misses` (the benchmark's question records)."""
+    fates: Counter = Counter()
+    signals: Counter = Counter()
+    drops: Counter = Counter()
+    by_category: dict[str, Counter] = {}
+    for rec in records:
+        cat = by_category.setdefault(str(rec.get("category")), Counter())
+        for m in rec.get("misses") or []:
+            fates[m["fate"]] += 1
+            cat[m["fate"]] += 1
+            if m.get("signal"):
+                signals[m["signal"]] += 1
+            if m["fate"] != Fate.FOUND and m.get("drop"):
+                drops[m["drop"]] += 1
+    order = [str(f) for f in Fate]
+    return {"fates": {f: fates.get(f, 0) for f in order},
+            "signals": {s: signals[s] for s in SIGNALS if signals.get(s)},
+            "drops": dict(sorted(drops.items())),
+            "by_category": {c: {f: n.get(f, 0) for f in order} for c, n in sorted(by_category.items()) if n}}

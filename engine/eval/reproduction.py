@@ -1,0 +1,163 @@
+"""The papers' own table rows beside this project's figures: a researcher's first check that an engine is faithful.
+
+Each `PaperRow` is one cell of a seed paper's table that this machine can measure (a retrieval or boundary
+metric of one system on one dataset), with the `memwb bench` system label and metric key that measure it
+here. `compare` reads a bench result and puts every row whose dataset the result covers beside the
+project's value, with the difference and the direction: a row's `reference` is the paper's full system,
+and the check that matters is whether the variant moves the same way here as in the paper (an ablation
+that lost recall there should lose it here), not whether the absolute values agree — the paper's
+models, prompts and data handling are not this machine's.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+FORMAT = "memwb-reproduction/1"
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    engine: str                    # the engine whose paper it is
+    table: str                     # where in the paper, e.g. "All-Mem Table 10"
+    variant: str                   # the paper's row label, e.g. "w/o Split"
+    dataset: str                   # the `memwb bench --dataset` that measures it
+    system: str                    # the bench system label, e.g. "allmem-no-split" or "fixed-50"
+    metric: str                    # a key of the system's summary "overall", or "visible_ratio"
+    value: float                   # the paper's figure, on the bench's scale (fractions, not percent)
+    reference: str | None = None   # the system label of the paper's full system (None: this row is it)
+    lower_is_better: bool = False
+
+
+def _allmem(variant: str, system: str, r5: float, n5: float, visible: float | None) -> list[PaperRow]:
+    ref = None if system == "allmem" else "allmem"
+    rows = [PaperRow("allmem", "All-Mem Table 10", variant, "locomo", system, "r@5", r5 / 100, ref),
+            PaperRow("allmem", "All-Mem Table 10", variant, "locomo", system, "n@5", n5 / 100, ref)]
+    if visible is not None:
+        rows.append(PaperRow("allmem", "All-Mem Table 11", variant, "locomo", system, "visible_ratio", visible, ref,
+                             lower_is_better=True))
+    return rows
+
+
+def _memloom_boundaries(variant: str, system: str, pk: float, wd: float) -> list[PaperRow]:
+    ref = None if system == "memloom" else "memloom"
+    return [PaperRow("memloom", "MemLoom Table 2", variant, "qmsum", system, metric, value, ref, lower_is_better=True)
+            for metric, value in (("pk", pk), ("window_diff", wd))]
+
+
+PAPER_ROWS: tuple[PaperRow, ...] = (
+    *_allmem("All-Mem (full)", "allmem", 46.63, 41.02, 0.704),
+    *_allmem("No-Visibility", "allmem-no-visibility", 41.84, 34.76, 1.000),
+    *_allmem("w/o Split", "allmem-no-split", 45.12, 39.58, 0.674),
+    *_allmem("w/o Merge", "allmem-no-merge", 43.96, 38.14, 0.862),
+    *_allmem("w/o Update", "allmem-no-update", 44.41, 39.02, 0.795),
+    *_allmem("Anchors-only", "allmem-anchors-only", 43.19, 36.54, None),
+    *_allmem("No-recovery-links", "allmem-no-recovery-links", 44.07, 38.43, None),
+    *_allmem("No-type-priority", "allmem-no-type-priority", 45.18, 39.66, None),
+    *_memloom_boundaries("MemLoom (Ours)", "memloom", 0.375, 0.395),
+    *_memloom_boundaries("Chunk-based (fixed windows)", "fixed-50", 0.604, 0.950),
+    *_memloom_boundaries("w/o Steward (no timeline repair)", "memloom-no-repair", 0.513, 0.462),
+    PaperRow("memloom", "MemLoom §5 (SCDS)", "MemLoom (Ours)", "causal", "memloom", "scr@5", 0.72),
+    PaperRow("memloom", "MemLoom §5 (SCDS)", "MemLoom (Ours)", "causal", "memloom", "r@5", 0.85),
+    PaperRow("memloom", "MemLoom Table 6 (SCDS)", "w/o logic track (no relations)", "causal",
+             "memloom-no-relations", "scr@5", 0.39, "memloom"),
+)
+
+
+def paper_rows(engine: str | None = None, dataset: str | None = None) -> list[PaperRow]:
+    return [r for r in PAPER_ROWS if engine in (None, r.engine) and dataset in (None, r.dataset)]
+
+
+def reproduction_plan(engine: str) -> dict[str, dict]:
+    """Per dataset, the engines and ablations one `memwb bench` run needs to measure `engine`'s paper rows."""
+    plan: dict[str, dict] = {}
+    for row in paper_rows(engine):
+        need = plan.setdefault(row.dataset, {"engines": {engine}, "ablations": set()})
+        for label in (row.system, row.reference):
+            if label and label.startswith(f"{engine}-"):
+                need["ablations"].add(label.removeprefix(f"{engine}-"))
+    return {d: {"engines": sorted(p["engines"]), "ablations": sorted(p["ablations"])} for d, p in plan.items()}
+
+
+def measured(result: dict, system: str, metric: str) -> float | None:
+    """The project's figure for one cell, or None when the run did not measure it."""
+    summary = result.get("summary", {}).get(system)
+    if summary is None:
+        return None
+    value = summary.get("structure", {}).get(metric) if metric == "visible_ratio" else \
+        summary.get("overall", {}).get(metric)
+    return None if value is None else float(value)
+
+
+SAME_WITHIN = 5e-4            # half the last digit the report shows: a smaller difference is a tie, not a direction
+
+
+def _direction(delta: float | None, lower_is_better: bool, tolerance: float = SAME_WITHIN) -> str | None:
+    if delta is None:
+        return None
+    if abs(delta) <= tolerance:
+        return "same"
+    return "worse" if (delta > 0) == lower_is_better else "better"
+
+
+def compare(result: dict, engine: str | None = None) -> dict:
+    """The paper rows this result can speak to (its dataset), each with the project's value, both differences
+    from the row's reference system and whether the directions agree."""
+    rows = []
+    for row in paper_rows(engine, result.get("dataset")):
+        ours = measured(result, row.system, row.metric)
+        entry = {**asdict(row), "paper": row.value, "project": ours, "paper_vs_reference": None,
+                 "project_vs_reference": None, "paper_direction": None, "project_direction": None, "agrees": None}
+        del entry["value"]
+        if row.reference is not None:
+            ref = next((r for r in PAPER_ROWS if r.system == row.reference and r.metric == row.metric
+                        and r.dataset == row.dataset), None)
+            ours_ref = measured(result, row.reference, row.metric)
+            paper_delta = row.value - ref.value if ref else None
+            ours_delta = ours - ours_ref if ours is not None and ours_ref is not None else None
+            entry.update(paper_vs_reference=_round(paper_delta), project_vs_reference=_round(ours_delta),
+                         paper_direction=_direction(paper_delta, row.lower_is_better),
+                         project_direction=_direction(ours_delta, row.lower_is_better))
+            if entry["paper_direction"] and entry["project_direction"]:
+                entry["agrees"] = entry["paper_direction"] == entry["project_direction"]
+        rows.append(entry)
+    measured_rows = [r for r in rows if r["project"] is not None]
+    directed = [r for r in measured_rows if r["agrees"] is not None]
+    return {"format": FORMAT, "dataset": result.get("dataset"), "command": result.get("command"), "rows": rows,
+            "measured": len(measured_rows), "directions_checked": len(directed),
+            "directions_agree": sum(r["agrees"] for r in directed)}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3f}"
+
+
+def markdown(report: dict) -> str:
+    """The report as a table: one line per paper cell, the directions side by side."""
+    lines = [f"# Paper reproduction · {report['dataset']}", "",
+             f"{report['measured']} paper figures measured by this run; the variant moves the paper's way in "
+             f"{report['directions_agree']} of {report['directions_checked']} that have a reference.", "",
+             "| paper table | variant | system | metric | paper | project | paper Δ vs full | project Δ vs full "
+             "| direction (paper / project) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["rows"]:
+        if r["reference"] is None:
+            direction = "reference"
+        elif r["agrees"] is None:
+            direction = f"{r['paper_direction'] or '–'} / {r['project_direction'] or 'not measured'}"
+        else:
+            direction = f"{r['paper_direction']} / {r['project_direction']} " + ("✓" if r["agrees"] else "✗")
+        lines.append(f"| {r['table']} | {r['variant']} | `{r['system']}` | {r['metric']}"
+                     f"{' (lower is better)' if r['lower_is_better'] else ''} | {_cell(r['paper'])} | "
+                     f"{_cell(r['project'])} | {_signed(r['paper_vs_reference'])} | "
+                     f"{_signed(r['project_vs_reference'])} | {direction} |")
+    if report.get("command"):
+        lines += ["", f"Measured by `{report['command']}`."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,108 @@
+"""All-Mem's consolidation matters to retrieval: a real replay of LoCoMo conv-26's first four sessions with the
+real embedder and the offline diagnosis. An Update that archives a superseded plan changes the top 5 for its
+question; a Merge leaves one visible representative whose version links Stage 2 walks; each retrieval
+ablation switch changes what Stage 2 walks."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine.core.conversation import Conversation
+from engine.engines.allmem.retrieval import superseded
+from engine.engines.allmem.schema import EdgeType, Op
+from engine.loaders import load_conversations
+from engine.runtime.replay import Schedule, replay
+from engine.session import open_session
+from tests.conftest import locomo_or_skip
+
+pytestmark = pytest.mark.slow
+CAMPING = "When did Melanie go camping in June?"
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory):
+    """conv-26 sessions 1-4 replayed without consolidation, then one diagnosis run left open."""
+    conv = next(c for c in load_conversations(locomo_or_skip()) if c.id == "conv-26")
+    turns = [t for t in conv.turns if t.session in {"1", "2", "3", "4"}]
+    sub = Conversation(conv.id, [dataclasses.replace(t, index=i) for i, t in enumerate(turns)], [])
+    engine = open_session(tmp_path_factory.mktemp("mech") / "m.sqlite", engine="allmem")
+    replay(engine, sub, Schedule.parse("manual"))
+    unit = {u.source_ids[0]: u.id for u in engine.state.units.values()}
+    asked = [CAMPING] + [q.question for q in conv.questions
+                         if q.evidence and all(e.split(":")[0] in {"D1", "D2", "D3", "D4"} for e in q.evidence)]
+    before = {q: engine.retrieve(q, k=5).source_ids[:5] for q in asked}
+    proposals = engine.propose(manual=True)
+    return engine, unit, before, proposals
+
+
+def _proposal(proposals, op, targets):
+    found = [p for p in proposals if p.op == op and p.targets == targets]
+    assert found, f"no {op} of {targets} among {[(p.op, p.targets, round(p.confidence, 2)) for p in proposals]}"
+    return found[0]
+
+
+def test_an_update_that_archives_a_superseded_plan_changes_the_top_5(memory):
+    engine, unit, before, proposals = memory
+    plan, outcome = unit["D2:7"], unit["D4:6"]          # "thinking about going camping next month" -> "just took"
+    upd = _proposal(proposals, Op.UPDATE, [outcome, plan])
+    assert upd.confidence >= 0.9 and "a plan, then its outcome" in upd.reason
+    merge = _proposal(proposals, Op.MERGE, sorted([unit["D2:8"], unit["D2:10"]]))
+    assert merge.confidence >= 0.9
+    engine.apply({upd.id: True}, decided_by="test")                   # the rest of the run stays pending
+    state = engine.state
+    assert not state.units[plan].visible and (outcome, plan, EdgeType.VERSION) in state.edges
+    assert superseded(state, plan)
+
+    after = {q: engine.retrieve(q, k=5).source_ids[:5] for q in before}
+    changed = [q for q in before if after[q] != before[q]]
+    assert changed, "archiving the superseded plan changed no question's top 5"
+    # the plan's or its outcome's place changed for a question (the surface's score statistics move the rest)
+    assert any([s for s in before[q] if s in ("D2:7", "D4:6")] != [s for s in after[q] if s in ("D2:7", "D4:6")]
+               for q in changed)
+    res = engine.retrieve(CAMPING, k=5)
+    old = next(c for c in res.candidates if c.id == plan)              # still recovered, over its version link
+    assert not old.visible and old.path[-1].type == EdgeType.VERSION and old.path[-1].src == outcome
+    assert engine.explain(res, [plan])[plan].signals.penalty == engine.settings.archived_penalty
+    engine.apply({merge.id: True}, decided_by="test", defer_rest=True)
+    assert engine.open_run() is None
+
+
+def test_a_merge_leaves_one_representative_whose_version_links_stage_2_walks(memory):
+    engine, unit, _, _ = memory
+    state = engine.state
+    a, b = unit["D2:8"], unit["D2:10"]
+    reps = [u for u in state.units.values() if u.kind == "merged" and {"D2:8", "D2:10"} <= set(u.source_ids)]
+    assert len(reps) == 1 and reps[0].visible and not state.units[a].visible and not state.units[b].visible
+    rep = reps[0].id
+    assert {(rep, a, EdgeType.VERSION), (rep, b, EdgeType.VERSION)} <= set(state.edges)
+    assert not superseded(state, a) and not superseded(state, b)       # regrouped, not stale: no penalty
+    res = engine.retrieve("What did Caroline research?", k=5)
+    assert rep in {x for x, _ in res.anchors}
+    walked = {(e["parent"], e["id"], e["type"]) for e in res.expansion}
+    assert (rep, a, EdgeType.VERSION) in walked and (rep, b, EdgeType.VERSION) in walked
+    source = next(c for c in res.candidates if c.id == a)
+    assert engine.explain(res, [a])[a].signals.penalty == 0.0 and source.hop == 1
+
+
+def test_each_retrieval_ablation_changes_what_stage_2_walks(memory):
+    engine, unit, _, _ = memory
+    full_settings = engine.settings
+    query = "What did Caroline research?"
+    full = engine.retrieve(query, k=5)
+    walked = {}
+    try:
+        for ablation in ("anchors-only", "no-recovery-links", "no-type-priority"):
+            engine.settings = dataclasses.replace(full_settings, ablations=[ablation])
+            walked[ablation] = engine.retrieve(query, k=5).expansion
+    finally:
+        engine.settings = full_settings
+    types = [e["type"] for e in full.expansion]
+    assert walked["anchors-only"] == [] and full.expansion
+    assert EdgeType.VERSION in types and not {e["type"] for e in walked["no-recovery-links"]} & {
+        EdgeType.VERSION, EdgeType.SIBLING}
+    # with priority, every version link of the first hop comes before any temporal or semantic one
+    hop1 = [t for e, t in zip(full.expansion, types) if e["hop"] == 1]
+    assert hop1 == sorted(hop1, key=lambda t: [EdgeType.SIBLING, EdgeType.VERSION, EdgeType.TEMPORAL,
+                                               EdgeType.SEMANTIC].index(t))
+    assert [e["type"] for e in walked["no-type-priority"]] != types
