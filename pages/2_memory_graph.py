@@ -16,6 +16,7 @@ from workbench.graph_style import FOLDED, OPENED
 from workbench.graph_view import draw_graph
 from workbench.layers_view import layer_kinds, render_layers
 from workbench.state import get_workbench, header
+from workbench.topic_view import has_network, network_label, render_network
 
 HEIGHT = 720
 
@@ -55,9 +56,11 @@ st.caption("Click a node to inspect it below; hover it for its raw evidence, sum
               if drawing.folding else ""))
 
 layered = layer_kinds(state)          # kinds that lineage links join into layers (RecMem: fact, episode, unit, ...)
-details, timeline, changes, *layers = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns"]
-                                              + (["Layers"] if len(layered) >= 3 else []))
-for tab in layers:
+network = [network_label(state)] if has_network(state) else []
+layers = ["Layers"] if len(layered) >= 3 else []
+details, timeline, changes, *rest = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns",
+                                             *network, *layers])
+for tab in rest[len(network):]:
     with tab:
         render_layers(state, layered, choice.inspected)
 with details:
@@ -67,3 +70,6 @@ with timeline:
     lifecycle_panel(wb, state, choice)
 with changes:
     diff_panel(wb)
+for tab in rest:
+    with tab:
+        render_network(state)

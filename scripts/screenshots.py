@@ -1,19 +1,21 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
-    python scripts/screenshots.py [--out screenshots] [--engine all|allmem|memloom|recmem|naive|hybrid]
+    python scripts/screenshots.py [--out screenshots]
+                                  [--engine all|allmem|memloom|gam|recmem|naive|hybrid|locomo|progress|benchmark]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
-7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation) and the graph at LoCoMo scale
+7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation), the GAM tour (15_gam_replay,
+16_gam_consolidation, 17_gam_graph, 18_gam_retrieval; `--engine gam` takes only that one) and the graph at LoCoMo scale
 (10_locomo_graph: conv-26 played to its end in All-Mem, a few minutes) into the same folder. With another
 engine the app starts on the demo in that engine (MEMWB_ENGINE); naive and hybrid RAG take the
 shorter tour of an engine without an offline process (1_ … 4_): give them their own --out.
 `all` also takes 13_locomo_memloom_graph: conv-26 played to its end in MemLoom, the steward's relations applied by
 the gate, every session drawn with its events folded (`--engine locomo` takes only 10_ and 13_).
 RecMem's tour (`all`, or `--engine recmem`) opens the demo in RecMem from the settings form (θ_sim 0.6,
-θ_count 3, manual schedule) and takes 15_recmem_replay (the recurrence gate's trace and the threshold sweep),
-16_recmem_consolidation (a cluster with its cosines under review), 17_recmem_graph (the Layers tab) and
-18_recmem_retrieval (results with their layer and provenance chain); with LoCoMo on the machine also
-19_recmem_layers: conv-26 replayed into RecMem at its defaults (a few minutes), opened with `memwb ui --db`, its
+θ_count 3, manual schedule) and takes 19_recmem_replay (the recurrence gate's trace and the threshold sweep),
+20_recmem_consolidation (a cluster with its cosines under review), 21_recmem_graph (the Layers tab) and
+22_recmem_retrieval (results with their layer and provenance chain); with LoCoMo on the machine also
+23_recmem_layers: conv-26 replayed into RecMem at its defaults (a few minutes), opened with `memwb ui --db`, its
 Layers tab.
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
@@ -33,11 +35,25 @@ sys.path.insert(0, str(ROOT))
 
 from engine.engines import known_engines  # noqa: E402
 from engine.store.workspace import ENV  # noqa: E402
-from workbench.driver import (LOCOMO, baseline_walkthrough, bench_demo_workspace,  # noqa: E402
-                              benchmark_walkthrough, browser_page, first_miss, locomo_conversation_file,
-                              locomo_events_walkthrough, locomo_graph_walkthrough, memloom_walkthrough,
-                              locomo_layers_walkthrough, progress_walkthrough, recmem_walkthrough, running_app,
-                              walkthrough)
+from workbench.driver import (  # noqa: E402
+    LOCOMO,
+    baseline_walkthrough,
+    bench_demo_workspace,
+    benchmark_walkthrough,
+    browser_page,
+    first_miss,
+    gam_session,
+    gam_walkthrough,
+    locomo_conversation_file,
+    locomo_events_walkthrough,
+    locomo_graph_walkthrough,
+    locomo_layers_walkthrough,
+    memloom_walkthrough,
+    progress_walkthrough,
+    recmem_walkthrough,
+    running_app,
+    walkthrough,
+)
 
 TOURS = {"allmem": walkthrough, "memloom": memloom_walkthrough}
 
@@ -61,9 +77,16 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
     ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", "locomo", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom", "recmem"], "progress": [], "benchmark": [],
+    engines = {"all": ["allmem", "memloom", "gam", "recmem"], "progress": [], "benchmark": [],
                "locomo": []}.get(args.engine, [args.engine])
     for engine in engines:
+        if engine == "gam":                 # the tour opens a prepared session: topic edges wait for a person
+            work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
+            db = gam_session(work / "sessions")
+            with running_app(env={ENV: str(work)}, via_cli=True, cli_args=["--db", str(db)]) as url, \
+                    browser_page() as page:
+                gam_walkthrough(page, url, db, shots=Path(args.out))
+            continue
         if engine == "recmem":
             with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp, \
                     running_app(env={ENV: tmp}) as url, browser_page() as page:

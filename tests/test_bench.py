@@ -255,14 +255,17 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     assert "boundaries per meeting" in stdout and "| Mtg002 | fixed-50 | 22 | 1 | 0 |" in stdout
     result = result_of(tmp_path / "out")
     assert result["rounds"] == 1 and result["questions"] == []
-    assert list(result["systems"]) == ["memloom", "fixed-50"]
+    assert list(result["systems"]) == ["memloom", "gam", "fixed-50", "no-boundary"]    # every event engine
     rows = {(b["meeting"], b["system"]): b for b in result["boundaries"]}
-    assert set(rows) == {(m, s) for m in ("Mtg001", "Mtg002") for s in ("memloom", "fixed-50")}
+    assert set(rows) == {(m, s) for m in ("Mtg001", "Mtg002") for s in ("memloom", "gam", "fixed-50", "no-boundary")}
     assert rows[("Mtg001", "fixed-50")]["boundaries"] == 0 and rows[("Mtg001", "fixed-50")]["gold_boundaries"] == 2
-    assert rows[("Mtg002", "memloom")]["turns"] == 22
+    assert rows[("Mtg002", "no-boundary")]["boundaries"] == 0 and result["summary"]["no-boundary"]["overall"][
+        "delta_b_rate"] == -1.0
+    assert rows[("Mtg002", "memloom")]["turns"] == 22 and rows[("Mtg002", "gam")]["turns"] == 22
     assert result["summary"]["fixed-50"]["overall"]["delta_b"] == -1.5
-    assert set(result["summary"]["memloom"]["overall"]) == {"pk", "window_diff", "delta_b", "delta_b_rate",
-                                                            "boundaries"}
+    for system in ("memloom", "gam"):
+        assert set(result["summary"][system]["overall"]) == {"pk", "window_diff", "delta_b", "delta_b_rate",
+                                                             "boundaries"}
 
 
 @pytest.mark.parametrize("args, message", [
@@ -270,7 +273,7 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     (["--dataset", "locomo", "nope.json"], "no such file or directory: nope.json"),
     (["--dataset", "locomo", LME], "is a longmemeval file, not LoCoMo"),
     (["--dataset", "qmsum", DEMO], "is a jsonl file, not QMSum"),
-    (["--dataset", "locomo", DEMO, "--engines", "allmem,gam"], "unknown engine 'gam'"),
+    (["--dataset", "locomo", DEMO, "--engines", "allmem,nosuch"], "unknown engine 'nosuch'"),
     (["--dataset", "locomo", DEMO, "--ablations", "no-such"], "unknown ablation 'no-such'"),
     (["--dataset", "locomo", DEMO, "--conversations", "conv-99"], "no conversation conv-99"),
     (["--dataset", "qmsum", ROOT / "datasets", "--engines", "naive"], "holds no QMSum meeting files"),
@@ -287,9 +290,9 @@ def test_bad_input_exits_2_with_one_clear_line(tmp_path, capsys, monkeypatch, ar
 
 
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path):
-    proc = bench("--dataset", "locomo", DEMO, "--engines", "allmem,gam", "--out", tmp_path / "out", check=False)
+    proc = bench("--dataset", "locomo", DEMO, "--engines", "allmem,nosuch", "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("memwb bench: error: unknown engine 'gam'") and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("memwb bench: error: unknown engine 'nosuch'") and "Traceback" not in proc.stderr
 
 
 def test_a_task_is_plain_data_a_worker_can_receive():

@@ -20,6 +20,8 @@ from workbench.driver import (
     browser_page,
     click,
     demo_turn_after,
+    gam_session,
+    gam_walkthrough,
     jump_to_turn,
     locomo_conversation_file,
     locomo_graph_walkthrough,
@@ -89,6 +91,32 @@ def test_memloom_session_walkthrough(tmp_path):
     assert "(D2:6)" in texts["highlight"] and "CAUSAL_FOLLOW" in texts["highlight"], texts["highlight"]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["6_memloom_graph.png", "7_memloom_retrieval.png",
                                                               "8_memloom_replay.png", "9_memloom_consolidation.png"]
+
+
+def test_gam_topic_edge_accepted_undone_and_rejected_is_what_is_stored(tmp_path):
+    """A GAM session whose topic edges wait for a person: the Replay page shows the session-end trigger with the
+    detector's boundaries; on the Consolidation page a topic edge is accepted (stored), the run undone (gone)
+    and the same edge rejected on a second diagnosis (stored as rejected, no edge); the topic network and the
+    provenance path with its factors follow."""
+    db = gam_session(tmp_path / "mine")
+    with running_app(env={ENV: str(tmp_path / "ws")}, via_cli=True, cli_args=["--db", str(db)]) as url, \
+            browser_page() as page:
+        seen = gam_walkthrough(page, url, db, shots=tmp_path)
+    assert "Session end trigger" in seen["replay"] and "Events in the active graph" in seen["replay"]
+    assert "semantic consolidation" in seen["replay"] and "Detector boundaries" in seen["replay"]
+    assert "Topic relation" in seen["queue"] and "new topic" in seen["queue"]
+    edge, chosen = seen["edge"], seen["chosen"]
+    accepted = seen["accepted"]
+    assert edge in accepted.edges and accepted.proposals[chosen].status == Status.APPLIED
+    assert accepted.proposals[chosen].decided_by == LOCAL
+    assert edge not in seen["undone"].edges and seen["undone"].runs[seen["run"]].status == "undone"
+    rejected = seen["rejected"]
+    assert edge not in rejected.edges and rejected.proposals[seen["rejected_id"]].status == Status.REJECTED
+    assert "Topic network" in seen["graph"] and "weighted relations" in seen["graph"]
+    assert "β_time" in seen["ranking"] and "P_sem" in seen["ranking"]
+    assert re.search(r"anchor u\d+ (—\w+( \(reverse\))?→ u\d+ )?—cross→ u\d+ \[archived\]", seen["retrieval"])
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["15_gam_replay.png", "16_gam_consolidation.png",
+                                                              "17_gam_graph.png", "18_gam_retrieval.png"]
 
 
 def test_memloom_graph_at_turn_80_shows_every_event_id_with_no_label_over_another_and_opens_an_event_on_click(

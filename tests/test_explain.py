@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -57,13 +58,19 @@ def test_breakdown_adds_up_to_the_score_of_every_candidate(replayed, conv, name)
             fused = (sig.z_dense + sig.weight * sig.z_lexical - sig.penalty if sig.weight
                      else sig.dense - sig.penalty)
             assert fused == pytest.approx(sig.relevance, abs=1e-6)      # float32 cosines summed in float64
-            # the fused value is what ranked it, unless a relation chain passed it more (MemLoom only)
-            if sig.inherited is None:
+            relations = [h for h in r.path if h.type != "evidence"]
+            # the fused value is what ranked it, unless a relation chain passed it more (MemLoom only) or a
+            # multiplicative re-rank's parts make the score (GAM: P_sem of the relevance times each β; the hop that
+            # reached an event is its topic edge, else the anchor's cross edge)
+            if sig.factors:
+                product = math.prod(v for _, v in sig.factors)
+                assert name == "gam" and product == pytest.approx(r.score, rel=1e-4, abs=1e-6)
+                relations = [h for h in relations if h.type != "cross"] or relations
+            elif sig.inherited is None:
                 assert round(sig.relevance, 6) == pytest.approx(r.score, abs=1e-6)
             else:
                 assert name == "memloom" and sig.inherited == r.score > sig.relevance
             assert sig.hop == r.hop and sig.admitted in {s.key for s in eng.schema.stages}
-            relations = [h for h in r.path if h.type != "evidence"]
             assert sig.edge == (relations[-1].type if relations else "")
             if not p.returned:
                 assert p.drop == Drop.BELOW_K and p.detail == f"rank {rank} > the {len(res.units)} returned"

@@ -98,6 +98,20 @@ def test_the_signal_that_held_a_turn_back_is_its_largest_deficit():
     assert held_back_by(sig(0.5, 2.0), cut) == ("dense", pytest.approx(1.5))
     assert held_back_by(sig(2.0, 2.0, penalty=0.5), cut) == ("penalty", pytest.approx(0.5))
     assert held_back_by(None, cut) == (None, None)
+
+
+def test_a_multiplicative_re_rank_names_the_factor_whose_ratio_fell_shortest():
+    """GAM's score is P_sem · Π β: the factor named is the one with the smallest ratio to the cut's."""
+    def sig(p_sem, time=1.0, conf=1.0):
+        factors = (("P_sem", p_sem), ("β_time", time), ("β_role", 1.0), ("β_conf", conf))
+        return Signals(dense=0.0, lexical=0.0, z_dense=0.0, z_lexical=0.0, weight=0.5, penalty=0.0, relevance=0.0,
+                       score=p_sem * time * conf, factors=factors)
+
+    cut = sig(0.5, time=1.4)
+    assert held_back_by(sig(0.45), cut) == ("β_time", pytest.approx(0.25))          # 1/1.4 < 0.45/0.5
+    assert held_back_by(sig(0.2, time=1.4, conf=1.2), cut) == ("P_sem", pytest.approx(0.364))
+    assert tally([{"category": 1, "misses": [{"fate": "below_k", "signal": "β_time"}, {"fate": "found"}]}])[
+        "signals"] == {"β_time": 1}
     counted = tally([{"category": "1", "misses": [{"turn": "a", "fate": "below_k", "signal": "dense",
                                                    "drop": "below_k"}, {"turn": "b", "fate": "found"}]}])
     assert counted["fates"]["below_k"] == 1 and counted["fates"]["found"] == 1

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.core.node import TURN_KIND, Node
+from engine.core.node import Node
 from engine.core.state import MemoryState
 from workbench.graph_select import session_order
 from workbench.graph_style import INSIDE_SHAPES, LINE_EM, NODE_FONT, label_top
@@ -88,7 +88,7 @@ def _anchor(state: MemoryState, unit: Unit) -> int:
 
     Turns often share a timestamp (LoCoMo dates a whole session), so columns follow turns, not times.
     """
-    if unit.kind == TURN_KIND or not unit.source_ids:
+    if unit.kind == state.turn_kind or not unit.source_ids:
         return unit.id
     return state.turn_units.get(unit.source_ids[-1], unit.id)
 

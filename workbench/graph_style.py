@@ -39,7 +39,7 @@ def edge_style(etype: str, schema: EngineSchema | None = None) -> dict:
     if spec is None:
         return {**UNKNOWN_EDGE_STYLE, "label": etype or UNKNOWN_EDGE_STYLE["label"]}
     return {"color": spec.color, "dashes": spec.dashes, "width": spec.width, "opacity": spec.opacity,
-            "label": spec.label}
+            "label": spec.label, "weighted": spec.weighted}
 
 
 def edge_types_of(state: MemoryState) -> list[str]:
@@ -132,12 +132,18 @@ def cosine_text(value: float | None) -> str:
 def edge_title(edge, schema: EngineSchema | None = None) -> str:
     e = html.escape
     conf = "" if edge.confidence is None else f" · cosine {cosine_text(edge.confidence)}"
-    if edge.confidence is not None and getattr(edge, "evidence", None):       # a synthesised relation
+    weighted = getattr(edge, "evidence", None) or edge_style(edge.type, schema).get("weighted")
+    if edge.confidence is not None and weighted:        # a synthesised relation, or a weight
         conf = f" · confidence {cosine_text(edge.confidence)}"
     cited = getattr(edge, "evidence", None) or []
     cites = f"<br>cites {e(', '.join(f'u{c}' for c in cited))}" if cited else ""
     return (f"<b>{e(edge_style(edge.type, schema)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
             f"made by {e(str(edge.made_by))} at turn {edge.created_turn}{conf}{cites}")
+
+
+def weighted_width(width: float, confidence: float) -> float:
+    """A weighted edge's width: its type's width at confidence 0.5, up to twice that at 1."""
+    return round(width * (0.25 + 1.5 * max(0.0, min(1.0, confidence))), 2)
 
 
 def status_style(schema: EngineSchema | None, status: str) -> tuple[str, str]:

@@ -56,6 +56,7 @@ from workbench.graph_style import (
     node_options,
     readable,
     unit_title,
+    weighted_width,
 )
 
 EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this (and denser than HAIRBALL_DENSITY
@@ -320,6 +321,8 @@ def _add_edge(net: Network, options: dict) -> None:
 def _edge_options(state: MemoryState, key, edge, positions, path, labels, large: bool) -> dict:
     style = edge_style(edge.type, state.schema)
     width, opacity = style["width"], style["opacity"]
+    if style.get("weighted") and edge.confidence is not None:
+        width = weighted_width(width, edge.confidence)
     if path:
         width, opacity = (5, 1.0) if key in path else (width, 0.2)
     (x1, y1), (x2, y2) = positions[edge.src], positions[edge.dst]

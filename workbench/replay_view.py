@@ -18,20 +18,26 @@ import streamlit as st
 
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
-from engine.core.node import TURN_KIND
 from engine.core.oplog import OpKind, RunInfo
 from engine.core.state import MemoryState
 from engine.core.text import seconds_text
 from workbench.gate_view import render_gate
 from workbench.graph_style import cosine_text, edge_style, kind_field, status_tag, visibility_text
-from workbench.lifecycle_view import (attrs_frame, cause_text, joined_candidate, routing_figure, routing_frame,
-                                      routing_sentence)
+from workbench.lifecycle_view import (
+    attrs_frame,
+    cause_text,
+    joined_candidate,
+    routing_figure,
+    routing_frame,
+    routing_sentence,
+)
+from workbench.phase_view import has_phases, render_phases
 from workbench.text import MISSING, md_escape, missing, table
 
 RUN_ICON = ":material/cleaning_services:"
 _EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.NODE_UPDATED, OpKind.EDGE_ADDED,
                  OpKind.STATUS_CHANGED, OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED,
-                 OpKind.RUN_STARTED)
+                 OpKind.RUN_STARTED, OpKind.ENGINE_STATE_SET)
 _BUFFER_KINDS = (OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED)
 
 
@@ -161,6 +167,8 @@ class TurnEffects:
     buffer_size: int = 0                                     # nodes waiting in any buffer right after it
     runs_before: list[str] = field(default_factory=list)    # started after the previous turn's ingest
     runs_after: list[str] = field(default_factory=list)     # started after this turn's ingest
+    buffer: dict | None = None                               # the turn_ingested record's `buffer` (GAM's tokens)
+    variables: list[dict] = field(default_factory=list)      # engine variables set around it: key, value, seq, when
 
 
 def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
@@ -176,6 +184,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
     if turn_no < 1:
         return None
     effects, runs_before, turn_node, pushed_at = None, [], False, None
+    turn_kind = view.state.turn_kind
+    variables_before: list[dict] = []
     for op in view.store.ops(kinds=_EFFECT_KINDS, turns=(turn_no - 1, turn_no)):   # only this turn's window
         if op.turn > turn_no:
             break
@@ -184,7 +194,16 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
         if op.kind == OpKind.TURN_INGESTED:
             if op.turn == turn_no:
                 effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before,
-                                      routing=p.get("routing"), gate=p.get("gate"))
+                                      routing=p.get("routing"), gate=p.get("gate"), buffer=p.get("buffer"),
+                                      variables=variables_before)
+        elif op.kind == OpKind.ENGINE_STATE_SET:
+            if op.actor != "online":
+                record = {"key": p["key"], "value": p["value"], "seq": op.seq,
+                          "when": "after" if effects is not None else "before"}
+                if effects is not None:
+                    effects.variables.append(record)
+                elif op.turn == turn_no - 1:
+                    variables_before.append(record)
         elif op.kind == OpKind.RUN_STARTED:
             if effects is not None:
                 effects.runs_after.append(op.run_id)
@@ -200,8 +219,8 @@ def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
             effects.created.append(node["id"])
             if node.get("attrs"):
                 effects.attrs[node["id"]] = dict(node["attrs"])
-            if effects.unit_id is None or (node.get("kind") == TURN_KIND and not turn_node):
-                effects.unit_id, turn_node = node["id"], node.get("kind") == TURN_KIND
+            if effects.unit_id is None or (node.get("kind") == turn_kind and not turn_node):
+                effects.unit_id, turn_node = node["id"], node.get("kind") == turn_kind
         elif online and op.kind == OpKind.EDGE_ADDED:
             effects.edges.append(Edge(**p["edge"]))
         elif online and op.kind == OpKind.NODE_UPDATED and isinstance(p.get("changes", {}).get("attrs"), dict):
@@ -362,6 +381,8 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
     with st.container(horizontal=True):               # each label whole: a metric as wide as its label
         for label, value, help_text in metrics:
             st.metric(label, value, help=help_text, width="content")
+    if has_phases(effects):
+        render_phases(wb, effects)
     if effects.anchors:
         st.markdown("**Anchors** (nodes on the retrieval surface nearest to the new node when it arrived)")
         st.dataframe(pd.DataFrame([

@@ -239,6 +239,7 @@ def ranking_frame(res: RetrievalResult, gold: Sequence[str] = ()) -> pd.DataFram
                "score": round(r.score, 3), "dense cosine": round(r.dense, 3),
                "lexical BM25": round(r.lexical, 3), "hop": r.hop, "anchor": f"u{r.anchor}",
                "state": _result_mark(r), "source ids": ", ".join(r.source_ids)}
+        row.update({name: round(value, 3) for name, value in r.factors.items()})
         if gold_set:
             row["gold"] = HIT if gold_set & set(r.source_ids) else ""
         row["text"] = r.raw
@@ -304,6 +305,8 @@ def fused_text(sig: Signals) -> str:
         text += f" = {sig.relevance:.3f}"
     if sig.inherited is not None:
         text += f"; the relation chain passed {sig.inherited:.3f}"
+    if sig.factors:
+        text += "; score = " + " · ".join(f"{name} {value:.3g}" for name, value in sig.factors) + f" = {sig.score:.3f}"
     return text
 
 
@@ -319,9 +322,12 @@ def why_frame(res: RetrievalResult, placements: dict[int, Placement], schema: En
                      "penalty": round(sig.penalty, 3), "fused": round(sig.relevance, 3),
                      "inherited": None if sig.inherited is None else round(sig.inherited, 3),
                      "admitted by": stage_label(schema, sig.admitted), "hop": sig.hop,
-                     "edge": sig.edge + (" (reverse)" if sig.reverse else ""), "how": fused_text(sig)})
-    return pd.DataFrame(rows, columns=["rank", "unit", "score", "dense cosine", "BM25", "fused", "penalty", "hop",
-                                       "edge", "admitted by", "z dense", "z BM25", "weight", "inherited", "how"])
+                     "edge": sig.edge + (" (reverse)" if sig.reverse else ""), "how": fused_text(sig),
+                     **{name: round(value, 3) for name, value in sig.factors}})
+    factors = list(dict.fromkeys(name for r in res.units for name, _ in placements[r.id].signals.factors))
+    return pd.DataFrame(rows, columns=["rank", "unit", "score", *factors, "dense cosine", "BM25", "fused", "penalty",
+                                       "hop", "edge", "admitted by", "z dense", "z BM25", "weight", "inherited",
+                                       "how"])
 
 
 def missed_gold_lines(found: Sequence[SourcePlacement], k: int, schema: EngineSchema | None,

@@ -115,7 +115,7 @@ def run_task(task: BenchTask, embedder) -> dict:
                 run.checkpoint(cp)
     if at_end:
         if schedule.kind != "manual":       # what is left is consolidated once every turn is in, as replay ends
-            run.insert(lambda timings: engine.run_scheduled(), stage="offline")
+            run.insert(lambda timings: engine.end_of_stream(), stage="offline")
         for cp in checkpoints:
             run.checkpoint(cp)
     return run.result(db)

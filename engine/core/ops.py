@@ -90,7 +90,7 @@ def _node_created(s: MemoryState, op: OpRecord) -> None:
     node.visible = s.on_surface(node.status)
     s.nodes[node.id] = node
     s.next_node_id = max(s.next_node_id, node.id + 1)
-    if node.kind == "turn":
+    if node.kind == s.turn_kind:
         for sid in node.source_ids:
             s.turn_units.setdefault(sid, node.id)
 
@@ -102,7 +102,7 @@ def _node_retracted(s: MemoryState, op: OpRecord) -> None:
     node = s.nodes.pop(uid, None)
     for buf in s.buffers.values():
         buf.pop(uid, None)
-    if node is not None and node.kind == "turn":
+    if node is not None and node.kind == s.turn_kind:
         for sid in node.source_ids:
             if s.turn_units.get(sid) == uid:
                 del s.turn_units[sid]

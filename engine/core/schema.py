@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from engine.core.node import TURN_KIND
+
 
 @dataclass(frozen=True)
 class KindSpec:
@@ -40,7 +42,8 @@ class StatusSpec:
 @dataclass(frozen=True)
 class EdgeTypeSpec:
     """A typed, directed edge. Lower `priority` is expanded first; `recovery` links lead off the surface;
-    `lineage` links are the ones every off-surface node must stay reachable along."""
+    `lineage` links are the ones every off-surface node must stay reachable along; a `weighted` edge's
+    confidence is its weight."""
 
     name: str
     label: str
@@ -52,6 +55,7 @@ class EdgeTypeSpec:
     recovery: bool = False
     lineage: bool = False
     description: str = ""
+    weighted: bool = False     # the edge's confidence is its weight: drawn wider the more confident (GAM's relations)
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,7 @@ class EngineSchema:
     llm_roles: tuple[str, ...] = ()
     ablations: dict[str, str] = field(default_factory=dict)
     schedule: str = ""          # the offline schedule the engine's paper runs on ("" = the dataset's or the CLI's)
+    turn_kind: str = TURN_KIND          # the kind an ingested dataset turn becomes (GAM: its `event` units)
 
     # -- look-ups ------------------------------------------------------------------
     @property
@@ -205,7 +210,10 @@ def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum
 
 
 class SettingError(ValueError):
-    """A setting that does not exist, or a value of the wrong type or out of its bounds."""
+    """A setting that does not exist, or a value of the wrong type or out of its bounds; `code` is the reason
+    code a record carries."""
+
+    code = "SETTING_OUT_OF_RANGE"
 
 
 def _kind(value: Any) -> str:
@@ -216,15 +224,15 @@ def settings_fields(settings_cls: type) -> list[dict]:
     """Every setting of an engine as plain values: name, type, default, help, bounds, choices, group (what
     `memwb schema` lists and `--set` checks against)."""
     defaults = settings_cls()
-    out = []
-    for f in fields(settings_cls):
-        m = f.metadata
-        value = getattr(defaults, f.name)
-        choices = m.get("choices")
-        out.append({"name": f.name, "type": _kind(value), "default": value, "help": m.get("help", ""),
-                    "min": m.get("min"), "max": m.get("max"), "group": m.get("group", ""),
-                    "choices": list(choices) if choices else None})
-    return out
+    return [_field_spec(f, getattr(defaults, f.name)) for f in fields(settings_cls)]
+
+
+def _field_spec(f, value: Any) -> dict:
+    m = f.metadata
+    choices = m.get("choices")
+    return {"name": f.name, "type": _kind(value), "default": value, "help": m.get("help", ""),
+            "min": m.get("min"), "max": m.get("max"), "group": m.get("group", ""),
+            "choices": list(choices) if choices else None}
 
 
 def _parse_value(spec: dict, text: str) -> Any:
@@ -267,11 +275,12 @@ def check_setting(spec: dict, value: Any) -> None:
         not isinstance(value, bool) else []
     for v in items:
         if (low is not None and v < low) or (high is not None and v > high):
-            raise SettingError(f"setting {name}={value} is out of range: it takes {low} to {high}")
+            raise SettingError(f"{SettingError.code}: setting {name}={value} is out of range: it takes {low} to {high}")
     picked = value if isinstance(value, list) else [value] if isinstance(value, str) else []
     bad = [v for v in picked if choices and v not in choices]
     if bad:
-        raise SettingError(f"setting {name} takes {', '.join(map(str, choices))}, not {', '.join(bad)}")
+        raise SettingError(f"{SettingError.code}: setting {name} takes {', '.join(map(str, choices))}, not "
+                           f"{', '.join(map(str, bad))}")
 
 
 def parse_settings(settings_cls: type, assignments: list[str], engine: str = "") -> dict:
@@ -295,7 +304,7 @@ def parse_settings(settings_cls: type, assignments: list[str], engine: str = "")
 
 
 class EngineSettings:
-    """Mixin for an engine's settings dataclass: dict round trip and ablation look-up."""
+    """Mixin for an engine's settings dataclass: dict round trip, ablation look-up and bounds."""
 
     ablations: list
 
@@ -315,6 +324,18 @@ class EngineSettings:
             if spec["name"] in given:
                 check_setting(spec, given[spec["name"]])
         return cls(**given)
+
+    def check_bounds(self) -> None:
+        """Raise `SettingError` naming the first field outside its `setting(...)` bounds or choices, or a number
+        setting holding something else."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            spec = _field_spec(f, value)
+            numeric = spec["min"] is not None or spec["max"] is not None
+            if numeric and not isinstance(value, (list, dict)) and (isinstance(value, bool)
+                                                                    or not isinstance(value, (int, float))):
+                raise SettingError(f"{SettingError.code}: {spec['name']} = {value!r} is not a number")
+            check_setting(spec, value)
 
     def check_ablations(self, known: dict[str, str]) -> None:
         unknown = [a for a in getattr(self, "ablations", ()) if a not in known]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.edge import Edge
-from engine.core.node import Node
+from engine.core.node import TURN_KIND, Node
 from engine.core.oplog import RunInfo
 from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
@@ -52,6 +52,11 @@ class MemoryState:
     @property
     def initial_status(self) -> str:
         return self.schema.initial_status if self.schema else ""
+
+    @property
+    def turn_kind(self) -> str:
+        """The node kind a dataset turn becomes, which `turn_units` maps turn ids to."""
+        return self.schema.turn_kind if self.schema else TURN_KIND
 
     # -- reading -----------------------------------------------------------
     @property

@@ -118,3 +118,22 @@ def seconds_text(seconds: float) -> str:
     """A duration as a person reads it on a progress line: '8 s', '2 min 05 s'."""
     seconds = int(round(seconds))
     return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+MAX_KEYWORDS = 8
+
+
+def keywords_of(text: str, limit: int = MAX_KEYWORDS) -> list[str]:
+    """Extractive keywords: names and numbers first, then longer content words, in text order."""
+    _, body = strip_speaker(text)
+    seen: dict[str, tuple[int, int, str]] = {}
+    for pos, token in enumerate(body.replace("’", "'").split()):
+        word = token.strip(".,!?;:\"'()[]{}").strip()
+        low = word.lower()
+        if len(word) < 3 and not word.isdigit() or low in STOPWORDS or low in seen:
+            continue
+        rank = 0 if word[:1].isupper() and pos > 0 else 1 if any(c.isdigit() for c in word) else 2
+        seen[low] = (rank, pos, word if rank == 0 else low)
+    ordered = sorted(seen.items(), key=lambda kv: (kv[1][0], -len(kv[0]), kv[1][1]))
+    chosen = {w for w, _ in ordered[:limit]}
+    return [v[2] for w, v in sorted(seen.items(), key=lambda kv: kv[1][1]) if w in chosen]

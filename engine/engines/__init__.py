@@ -28,6 +28,7 @@ ENGINES: dict[str, EngineLoader] = {
     "hybrid": _from("engine.engines.rag", "HybridEngine"),
     "memloom": _from("engine.engines.memloom", "MemLoomEngine"),
     "recmem": _from("engine.engines.recmem", "RecMemEngine"),
+    "gam": _from("engine.engines.gam", "GamEngine"),
 }
 
 

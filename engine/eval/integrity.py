@@ -35,7 +35,7 @@ from pathlib import Path
 from sqlmodel import Session, select
 
 from engine.core.conversation import IMAGE_NOTE, Turn
-from engine.core.node import TURN_KIND, Node
+from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.ops import apply
 from engine.core.proposal import Status
@@ -285,7 +285,7 @@ def _raw_text(state: MemoryState, scan: _LogScan, report: CheckReport) -> None:
     for turn_id, (sha, seq) in scan.hashes.items():
         uid = state.turn_units.get(turn_id)
         node = state.nodes.get(uid) if uid is not None else None
-        if node is None or node.kind != TURN_KIND:
+        if node is None or node.kind != state.turn_kind:
             continue
         report.hashed_turns += 1
         if not any(t.content_hash == sha for t in readings(node, turn_id)):

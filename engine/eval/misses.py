@@ -12,10 +12,13 @@ engine's state and its own `explain` (engine.retrieval.explain):
 
 For the last two the record also names the signal that held it back: of the terms the ranking added up
 (dense similarity, the weighted lexical signal, the off-surface penalty, a score passed down a relation
-chain), the one on which the turn's best node fell furthest short of the node holding the k-th source.
+chain), the one on which the turn's best node fell furthest short of the node holding the k-th source. A
+multiplicative re-rank (GAM's P_sem · Π β) is split into the logarithms of its factors, which add up the
+same way, so the factor named is the one whose ratio to the cut's was smallest.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -68,7 +71,10 @@ class Miss:
 
 def terms(sig: Signals) -> dict[str, float]:
     """A score split into the SIGNALS it adds up: dense (its z-value when a lexical weight fuses it, else the
-    cosine), lexical (weight x z(BM25)), penalty (subtracted), inherited (what a relation chain added)."""
+    cosine), lexical (weight x z(BM25)), penalty (subtracted), inherited (what a relation chain added); a
+    multiplicative re-rank's score into the logarithm of each factor (a factor rounded to 0 counts as 1e-9)."""
+    if sig.factors:
+        return {name: math.log(max(value, 1e-9)) for name, value in sig.factors}
     dense = sig.z_dense if sig.weight else sig.dense
     return {"dense": dense, "lexical": sig.weight * sig.z_lexical, "penalty": -sig.penalty,
             "inherited": sig.score - sig.relevance}
@@ -79,7 +85,8 @@ def held_back_by(gold: Signals | None, cut: Signals | None) -> tuple[str | None,
     if gold is None or cut is None:
         return None, None
     g, c = terms(gold), terms(cut)
-    name = max(SIGNALS, key=lambda t: (round(c[t] - g[t], 9), -SIGNALS.index(t)))
+    names = [t for t in dict.fromkeys([*c, *g]) if t in c and t in g]
+    name = max(names, key=lambda t: (round(c[t] - g[t], 9), -names.index(t)))
     return name, round(cut.score - gold.score, 6)
 
 
@@ -149,6 +156,6 @@ def tally(records: Iterable[dict]) -> dict:
                 drops[m["drop"]] += 1
     order = [str(f) for f in Fate]
     return {"fates": {f: fates.get(f, 0) for f in order},
-            "signals": {s: signals[s] for s in SIGNALS if signals.get(s)},
+            "signals": {s: signals[s] for s in [*SIGNALS, *sorted(set(signals) - set(SIGNALS))] if signals.get(s)},
             "drops": dict(sorted(drops.items())),
             "by_category": {c: {f: n.get(f, 0) for f in order} for c, n in sorted(by_category.items()) if n}}

@@ -15,11 +15,11 @@ import re
 from collections import Counter
 
 from engine.core.text import (
-    STOPWORDS,
     content_tokens,
     has_negation,
     human_date,
     jaccard,
+    keywords_of,
     number_change,
     numbers,
     sentence_spans,
@@ -93,26 +93,9 @@ _IDIOMS = re.compile(r"can'?t wait|no worries|no problem|no doubt|don'?t forget|
 _VALUE_WORDS = frozenset(content_tokens(" ".join(
     "not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot anymore longer "
     "yesterday last next week month year weekend ago recently finally soon".split())))
-_MAX_KEYWORDS = 8
 _MAX_CUTS = 32            # candidate Split points per text
 _SIDE_CHARS = 2000        # characters of each side of a cut that are compared (MiniLM reads ~256 tokens)
 _PREFETCH_TEXTS = 256     # cut sides per embedder call when a whole buffer is prefetched
-
-
-def keywords_of(text: str, limit: int = _MAX_KEYWORDS) -> list[str]:
-    """Extractive keywords: names and numbers first, then longer content words, in text order."""
-    _, body = strip_speaker(text)
-    seen: dict[str, tuple[int, int, str]] = {}
-    for pos, token in enumerate(body.replace("’", "'").split()):
-        word = token.strip(".,!?;:\"'()[]{}").strip()
-        low = word.lower()
-        if len(word) < 3 and not word.isdigit() or low in STOPWORDS or low in seen:
-            continue
-        rank = 0 if word[:1].isupper() and pos > 0 else 1 if any(c.isdigit() for c in word) else 2
-        seen[low] = (rank, pos, word if rank == 0 else low)
-    ordered = sorted(seen.items(), key=lambda kv: (kv[1][0], -len(kv[0]), kv[1][1]))
-    chosen = {w for w, _ in ordered[:limit]}
-    return [v[2] for w, v in sorted(seen.items(), key=lambda kv: kv[1][1]) if w in chosen]
 
 
 def summary_of(text: str, speaker: str = "", time: str = "", max_words: int = 60) -> str:
@@ -244,6 +227,21 @@ class OfflineBackend(LLMBackend):
 
     def _answer(self, p: dict) -> dict:
         return offline_answer.answer(p["question"], p.get("passages", []), self.embedder)
+
+    def _boundary_detection(self, p: dict) -> dict:
+        from engine.llm import offline_topics
+
+        return offline_topics.detect_boundaries(p, self.embedder)
+
+    def _topic_summary(self, p: dict) -> dict:
+        from engine.llm import offline_topics
+
+        return offline_topics.summarize(p, self.embedder)
+
+    def _topic_relation(self, p: dict) -> dict:
+        from engine.llm import offline_topics
+
+        return offline_topics.relate(p)
 
     # -- rules -----------------------------------------------------------------
     def compare(self, a: dict, b: dict, cosine: float) -> tuple[str, float, str] | None:

@@ -83,6 +83,24 @@ _TASKS = {
         "`dropped` with that fact's id in `known` and your `similarity`. A fact that changes a KNOWN fact is a "
         "TIME_ANCHORED_UPDATE whose `updates` is that fact's id (else \"\"). `units` lists the ids of the units "
         "each fact rests on, only ids from UNITS. No generic advice, nothing beyond what the inputs support."),
+    "boundary_detection": (
+        "UTTERANCES is a stretch of conversation, each with its `index` (0-based). Find where the topic "
+        "changes: a boundary at index i means the conversation shifts to a completely different subject "
+        "between utterance i and utterance i+1. Do not cut a topic into pieces shorter than `min_segment` "
+        "utterances. Return the indices in increasing order, each once, in `boundaries` (an empty list when "
+        "the whole stretch is one topic). `tiling` holds the parameters of the embedding detector that "
+        "stands in for you offline; you may ignore them."),
+    "topic_summary": (
+        "Analyse the CONTENT (utterances of one topic segment): list its most salient `keywords` (names, "
+        "nouns, verbs, key concepts; specific and distinct, most important first), and write a concise "
+        "`summary` of one to two sentences, in the fewest words, keeping names, dates and numbers."),
+    "topic_relation": (
+        "Determine the relationship between MEMORY_1 (a new topic) and MEMORY_2 (an earlier topic). "
+        "`relation` is one of: support (one supports the other), contradict (one contradicts the other), "
+        "coreference (the same entity or event), causal (one led to the other), semantic (similar meaning), "
+        "unrelated (no meaningful relation). `confidence` in [0,1] is how sure you are of that relation; it "
+        "becomes the edge weight. `cosine` is the similarity of their summaries; `distance` counts the topics "
+        "from MEMORY_2 to MEMORY_1 in time (1: MEMORY_2 came right before)."),
     "answer": (
         "Answer the QUESTION using only the PASSAGES, which are excerpts of an earlier conversation in time "
         "order; each has the `keys` of the turns it comes from and the `time` it was said. Write a short "

@@ -83,6 +83,12 @@ FACT_REFINEMENT = _obj({
                                               "units": _STR_LIST, "updates": _STR})},
     "dropped": {"type": "array", "items": _obj({"text": _STR, "known": _STR, "similarity": _CONF})},
 })
+# GAM (seeds/gam.txt App. E): topic boundaries over the episodic buffer (E.3), a topic node's dual-granularity
+# descriptor (E.2), and the relation between two topics with its confidence (E.1). Indices and the relation label
+# are checked against the buffer and the closed set by the engine, which gives each failure its reason code.
+BOUNDARY_DETECTION = _obj({"boundaries": {"type": "array", "items": {"type": "integer"}}})
+TOPIC_SUMMARY = DESCRIPTOR
+TOPIC_RELATION = _obj({"relation": _STR, "confidence": _CONF})
 
 # What an answering model says about a question, and the evidence keys (source turn ids) it read it in.
 ANSWER = _obj({"answer": _STR, "evidence_keys": _STR_LIST})
@@ -134,6 +140,8 @@ CAPS: dict[str, tuple[Cap, ...]] = {
     "episode_merge": (Cap("merged_memory", max_chars=EPISODE_CHARS),),
     "fact_refinement": (Cap("facts", max_items=FACTS), Cap("facts.text", max_chars=FACT_CHARS)),
     "answer": (Cap("answer", max_chars=ANSWER_CHARS), Cap("evidence_keys", max_chars=KEY_CHARS, max_items=CITATIONS)),
+    "topic_summary": _described("summary", "keywords"),
+    "topic_relation": (Cap("relation", max_chars=KEYWORD_CHARS),),
 }
 
 SCHEMAS: dict[str, dict] = {
@@ -149,5 +157,8 @@ SCHEMAS: dict[str, dict] = {
     "episode_merge": EPISODE_MERGE,
     "fact_refinement": FACT_REFINEMENT,
     "answer": ANSWER,
+    "boundary_detection": BOUNDARY_DETECTION,
+    "topic_summary": TOPIC_SUMMARY,
+    "topic_relation": TOPIC_RELATION,
 }
 ROLES = tuple(SCHEMAS)

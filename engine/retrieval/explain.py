@@ -69,6 +69,7 @@ class Signals:
     edge: str = ""                 # the type of the relation hop that reached it ("" for a seed)
     reverse: bool = False          # that hop walked its stored edge backwards
     admitted: str = ""             # the key of the schema stage that made it a candidate
+    factors: tuple[tuple[str, float], ...] = ()   # a multiplicative re-rank's parts, in order (GAM: P_sem, β_k)
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,14 @@ class RetrievedUnit:
     layer: str = ""                        # the store it was searched in, for an engine with several (RecMem)
     provenance: list[Hop] = field(default_factory=list)   # hops from it down to what it derives from
     source_scores: dict[str, float] = field(default_factory=dict)   # relevance of each of several sources
+    factors: dict[str, float] = field(default_factory=dict)   # a multiplicative re-rank's parts (GAM: P_sem, β)
 
     def to_dict(self, labels: bool = False) -> dict:
         d = asdict(self)
         d["path"] = [h.to_dict(labels) for h in self.path]
         if labels:
             d["id"], d["anchor"] = node_label(self.id), node_label(self.anchor)
-        for key in ("layer", "provenance", "source_scores"):          # only engines that have them say so
+        for key in ("layer", "provenance", "source_scores", "factors"):          # only engines that have them say so
             if not d[key]:
                 del d[key]
         if self.provenance:

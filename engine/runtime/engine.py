@@ -215,6 +215,13 @@ class BaseEngine(DerivedViews, ABC):
         return [p.run() for p in self._processes.values() if p.spec.scheduled and p.pending()]
 
     @writes
+    def end_of_stream(self) -> list[RunReport]:
+        """The conversation ended: what a replay runs after its last turn (unless its schedule is manual). By
+        default the scheduled processes that have work; an engine whose consolidation waits for a stream event
+        (GAM's session end) overrides it."""
+        return self.run_scheduled()
+
+    @writes
     def discard_run(self, run_id: str, actor: str = "human") -> str:
         """Close an open run without applying anything: its undecided proposals are closed as skipped and
         the buffered work it took is put back, so the next run diagnoses it again."""

@@ -43,6 +43,9 @@ class BaseProcess:
     def order_key(self, p: Proposal) -> tuple:
         return (p.targets, p.id)
 
+    def opened(self, tx: Tx) -> None:
+        """Records the process writes as its run opens, right after `run_started` (GAM: its phase switch)."""
+
     # -- the skeleton -------------------------------------------------------------------------
     def pending(self) -> int:
         return len(self.engine.state.buffer(self.spec.buffer))
@@ -57,6 +60,7 @@ class BaseProcess:
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id, isolated=False)
         tx.emit(OpKind.RUN_STARTED, {"mode": "manual" if manual else "auto", "process": self.spec.name,
                                      "buffer": list(eng.state.buffer(self.spec.buffer))})
+        self.opened(tx)
         for p in proposals:
             tx.make_proposal(p)
         tx.flush_buffer(self.spec.buffer)

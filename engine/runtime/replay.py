@@ -179,7 +179,7 @@ def prefetch_turns(engine, turns: list[Turn], progress: Callable[[int, int], Non
 
 def replay(engine, conversation: Conversation, schedule: Schedule,
            progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
-    """Ingest every remaining turn in time order; a final run consolidates what is left (unless manual).
+    """Ingest every remaining turn in time order; the engine's end of stream consolidates what is left (unless manual).
 
     The turns already in memory must be the conversation's (`check_replayable`), and no run may be open
     (a scheduled consolidation could not run). Another process may write to the same database meanwhile:
@@ -196,7 +196,7 @@ def replay(engine, conversation: Conversation, schedule: Schedule,
         if progress:
             progress(engine.state.turn, total)
     if schedule.kind != "manual":
-        engine.run_scheduled()
+        engine.end_of_stream()
     return summarize(engine, ingested=ingested, others=engine.others_records - others)
 
 

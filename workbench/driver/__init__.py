@@ -26,6 +26,7 @@ from workbench.driver.demo import (
     causal_root,
     demo_turn_after,
     first_miss,
+    gam_session,
     locomo_conversation_file,
     routing_showcase_turn,
 )
@@ -44,6 +45,7 @@ from workbench.driver.tours import (
     ask_free_query,
     baseline_walkthrough,
     benchmark_walkthrough,
+    gam_walkthrough,
     locomo_events_walkthrough,
     locomo_graph_walkthrough,
     memloom_graph_walkthrough,
@@ -58,6 +60,7 @@ __all__ = [
     "baseline_walkthrough",
     "bench_demo_workspace", "bench_fixture_workspace", "benchmark_walkthrough", "browser_page", "causal_root",
     "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "folded_groups", "free_port",
+    "gam_session", "gam_walkthrough",
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
     "locomo_events_walkthrough", "locomo_graph_walkthrough", "locomo_layers_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
     "open_page", "overlapping_labels", "progress_walkthrough", "recmem_walkthrough", "redrawn_frame", "routing_showcase_turn",

@@ -1,6 +1,7 @@
 """The data the tours walk: the bundled demo (which turn comes after which, the causal question's root, the
-turn whose routing shows the most), one LoCoMo conversation in a file of its own, and benchmark workspaces
-(a hand-made result file, or a real `memwb bench` run of the demo).
+turn whose routing shows the most, a GAM session whose topic edges wait for a person), one LoCoMo conversation
+in a file of its own, and benchmark workspaces (a hand-made result file, or a real `memwb bench` run of the
+demo).
 """
 from __future__ import annotations
 
@@ -111,3 +112,18 @@ def first_miss(result: Path, system: str) -> dict:
     loaded = load_result(result)
     misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))
     return next(q for q in misses if q["system"] == system)
+
+
+GAM_SHOWCASE_TURN = 64           # the demo after its fourth session: four topics, three of them waiting to be linked
+GAM_QUERY = "When did Jon run the Bridges half marathon?"
+
+
+def gam_session(workdir: Path, embedder=None) -> Path:
+    """A GAM session on the demo whose topic edges wait for a person (link_review person), stepped to
+    `GAM_SHOWCASE_TURN`: the database the GAM tour opens with `memwb ui --db`."""
+    from workbench.model import DEMO_PATH, Workbench
+
+    wb = Workbench.open(DEMO_PATH, None, engine="gam", settings={"link_review": "person"}, workdir=workdir,
+                        embedder=embedder)
+    wb.jump(GAM_SHOWCASE_TURN)
+    return wb.db_path

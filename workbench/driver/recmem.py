@@ -2,7 +2,7 @@
 settings form, read the recurrence gate's trace and the threshold sweep on Replay, review a consolidation run
 (reject one cluster, accept another), look at the layers on the graph and a result's provenance on Retrieval,
 then undo the run. Used by tests/test_browser.py (which reads the session database after each step) and
-scripts/screenshots.py (15_recmem_replay … 18_recmem_retrieval).
+scripts/screenshots.py (19_recmem_replay … 22_recmem_retrieval).
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     page.get_by_text(re.compile("^Threshold sweep")).click()
     wait_idle(page, 2500)
     texts["replay"] = page.inner_text("body")
-    shot("15_recmem_replay")
+    shot("19_recmem_replay")
 
     _jump(page, REVIEW_TURN)
     open_page(page, "Consolidation")
@@ -118,7 +118,7 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
         _decide(page, queue, p.id, "Accept")
     expect(page.get_by_text("Cluster (the proposal's inputs)").first).to_be_visible()
     texts["consolidation"] = page.inner_text("body")
-    shot("16_recmem_consolidation", 3200)
+    shot("20_recmem_consolidation", 3200)
     click(page, f"Apply decisions ({len(accepted)} accept, {len(rejected)} reject)")
     expect(page.get_by_text(re.compile(rf"{run} committed: "))).to_be_visible()
     texts["applied"] = page.inner_text("body")
@@ -127,9 +127,9 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     page.get_by_role("tab", name="Layers").click()
     wait_idle(page, 2500)
     texts["graph"] = page.inner_text("body")
-    shot("17_recmem_graph")
+    shot("21_recmem_graph")
 
-    ask_free_query(page, texts, shot, UPDATE_QUERY, "18_recmem_retrieval")
+    ask_free_query(page, texts, shot, UPDATE_QUERY, "22_recmem_retrieval")
 
     open_page(page, "Consolidation")
     page.get_by_role("tab", name="Run diff & undo").click()
@@ -144,7 +144,7 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
 
 def locomo_layers_walkthrough(page, url: str, shots: Path | None = None) -> str:
     """The Layers tab of a RecMem session holding a whole LoCoMo conversation (start the app with `memwb ui --db`
-    on it): facts, episodes and units of conv-26 along their derived_from links. Screenshot 19_recmem_layers."""
+    on it): facts, episodes and units of conv-26 along their derived_from links. Screenshot 23_recmem_layers."""
     page.goto(url)
     page.get_by_role("button", name="Next ▶").wait_for(timeout=300_000)
     wait_idle(page, 2000)
@@ -152,5 +152,5 @@ def locomo_layers_walkthrough(page, url: str, shots: Path | None = None) -> str:
     page.get_by_role("tab", name="Layers").click()
     wait_idle(page, 4000)
     if shots is not None:
-        tall_screenshot(page, shots / "19_recmem_layers.png")
+        tall_screenshot(page, shots / "23_recmem_layers.png")
     return page.inner_text("body")

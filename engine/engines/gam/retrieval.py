@@ -1,0 +1,201 @@
+"""Graph-guided multi-factor retrieval (GAM §3.4): anchor, expand, drill down, re-rank.
+
+1. Semantic anchoring: the top-k topic nodes by z(cosine of c_sum) + w·z(BM25 of the topic's text), then their
+   first-order neighbours over topic relation edges, either way (Eq. 9).
+2. Structural drill-down: every event of the archived event graphs the anchors' `cross` edges lead to (Eq. 10),
+   plus the most relevant events of the active buffer (the agent's working context; not in the paper's
+   retrieval, which reads only consolidated memory: the `no-buffer` ablation drops them).
+3. Multi-factor re-ranking (Eq. 11): Score = P_sem · Π β_k^I_k. The paper's P_sem comes from the cross-encoder
+   ms-marco-MiniLM-L-6-v2, which cannot be downloaded here; the substitute is σ(slope·(r − center)) of the
+   relevance r = z(cosine) + w·z(BM25), the embedder's cosine, z-statistics over every event (`rerank_model` names
+   it). Like a cross-encoder's, it is near 0 for an ordinary event (r = 0: 0.018 at the defaults) and 0.5 two
+   standard deviations up, so the β boosts reorder relevant events rather than lift irrelevant ones. Indicators:
+   I_time (a time-sensitive query and a memory with a temporal expression), I_role (the memory's speaker is named in the
+   query), I_conf (the event passed the self-consistency check when its topic was consolidated).
+
+Every result's path is anchor topic → (topic edge) → cross edge → event, each hop an edge of the state, and its
+factors are on the result (`RetrievedUnit.factors`).
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.core.text import words
+from engine.engines.gam.context import GamContext
+from engine.engines.gam.schema import Kind, Life, Rel
+from engine.retrieval.lexical import at
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
+
+TOPIC_EDGES = tuple(t for t in Rel.TOPIC)        # expansion order: the schema's priority order
+_TIME_QUERY = re.compile(r"\b(when|what (date|day|time|year|month)|how long|how many (days|weeks|months|years)|"
+                         r"before|after|during|since|until|first|last|recent(ly)?|ago|year|month|week)\b", re.I)
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_TEMPORAL = re.compile(
+    r"\b((19|20)\d\d|(" + _MONTHS + r")\b|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tonight|"
+    r"yesterday|tomorrow|weekend|morning|evening|afternoon|ago|(last|next|this|past) (week|month|year|night|"
+    r"summer|winter|spring|fall|time)|\d+ (days?|weeks?|months?|years?)|recently|lately|soon|since|anniversary|"
+    r"birthday)", re.I)
+
+
+def time_sensitive(query: str) -> bool:
+    return bool(_TIME_QUERY.search(query))
+
+
+def has_temporal(text: str) -> bool:
+    return bool(_TEMPORAL.search(text))
+
+
+def named_speakers(query: str, speakers: set[str]) -> set[str]:
+    """The speakers whose first name the query mentions."""
+    said = set(words(query))
+    return {s for s in speakers if s and words(s) and words(s)[0] in said}
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, x))))
+
+
+@dataclass
+class Relevance:
+    """z(cosine) + w·z(BM25) of every node of one kind, both signals kept, with the z-statistics."""
+
+    ids: list[int]
+    dense: dict[int, float]
+    lexical: dict[int, float]
+    fused: dict[int, float]
+    weight: float
+    stats: tuple[float, float, float, float]          # dense mean, sd, lexical mean, sd
+
+    @classmethod
+    def of(cls, engine: GamContext, zq: np.ndarray, bm25: np.ndarray, kind: str, weight: float) -> "Relevance":
+        ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == kind)
+        if not ids:
+            return cls([], {}, {}, {}, weight, (0.0, 1.0, 0.0, 1.0))
+        dense = np.stack([engine.vectors[i] for i in ids]) @ zq
+        lex = at(bm25, np.asarray(ids, dtype=np.int64)) if weight else np.zeros(len(ids))
+        dmu, dsd = float(dense.mean()), float(dense.std() or 1.0)
+        lmu, lsd = float(lex.mean()), float(lex.std() or 1.0)
+        fused = (dense - dmu) / dsd + (weight * (lex - lmu) / lsd if weight else 0.0)
+        return cls(ids, dict(zip(ids, dense.tolist())), dict(zip(ids, lex.tolist())), dict(zip(ids, fused.tolist())),
+                   weight, (dmu, dsd, lmu, lsd))
+
+    def z(self, uid: int) -> tuple[float, float]:
+        dmu, dsd, lmu, lsd = self.stats
+        return (self.dense[uid] - dmu) / dsd, ((self.lexical[uid] - lmu) / lsd if self.weight else 0.0)
+
+
+@dataclass
+class Scoring:
+    """What the stages share for one query: both relevances and the factor indicators."""
+
+    topics: Relevance
+    events: Relevance
+    time_query: bool
+    named: set[str]
+
+    def factors(self, engine: GamContext, uid: int) -> dict[str, float]:
+        """P_sem and each β_k^I_k of an event, in Eq. 11's order (β = 1 where the indicator is 0)."""
+        s, node = engine.settings, engine.state.nodes[uid]
+        off = s.has("no-mfr")
+        time_on = self.time_query and has_temporal(node.raw)
+        role_on = bool(self.named & set(node.speakers))
+        conf_on = uid in consistent(engine, uid)
+        return {"P_sem": round(sigmoid(s.psem_slope * (self.events.fused[uid] - s.psem_center)), 6),
+                "β_time": s.beta_time if time_on and not off else 1.0,
+                "β_role": s.beta_role if role_on and not off else 1.0,
+                "β_conf": s.beta_conf if conf_on and not off else 1.0}
+
+
+def scoring(engine: GamContext, query: str) -> Scoring:
+    s = engine.settings
+    zq = engine.embedder.embed_one(query)
+    bm25 = engine.bm25.score_vector(query)
+    lexical = not s.has("no-lexical")
+    speakers = {sp for n in engine.state.nodes.values() if n.kind == Kind.EVENT for sp in n.speakers}
+    return Scoring(Relevance.of(engine, zq, bm25, Kind.TOPIC, s.anchor_lexical_weight if lexical else 0.0),
+                   Relevance.of(engine, zq, bm25, Kind.EVENT, s.rerank_lexical_weight if lexical else 0.0),
+                   time_sensitive(query), named_speakers(query, speakers))
+
+
+def consistent(engine: GamContext, uid: int) -> set[int]:
+    """The events of `uid`'s topic that passed the self-consistency check (none for a buffered event)."""
+    state = engine.state
+    topic = next(iter(sorted(state.inc(uid, Rel.CROSS))), None)
+    return set(state.nodes[topic].attrs.get("consistent", ())) if topic is not None else set()
+
+
+def anchor_ranking(sc: Scoring) -> list[tuple[int, float]]:
+    """Every topic by fused relevance, ties by id."""
+    return sorted(sc.topics.fused.items(), key=lambda p: (-round(p[1], 9), p[0]))
+
+
+def buffer_ranking(engine: GamContext, sc: Scoring) -> list[int]:
+    """The active buffer's events by fused relevance, ties by id."""
+    live = [i for i in sc.events.ids if engine.state.nodes[i].status == Life.BUFFERED]
+    return sorted(live, key=lambda i: (-round(sc.events.fused[i], 9), i))
+
+
+def expand(state, anchors: list[int]) -> tuple[dict[int, Hop | None], list[dict]]:
+    """Eq. 9: the anchors and their first-order neighbours over topic edges (either way); the first anchor in
+    rank order to reach a neighbour, over the first edge type in priority order, is its parent."""
+    parent: dict[int, Hop | None] = {a: None for a in anchors}
+    admitted: list[dict] = []
+    for a in anchors:
+        for etype in TOPIC_EDGES:
+            steps = [(v, False) for v in sorted(state.out(a, etype))] + [(v, True) for v in sorted(state.inc(a, etype))]
+            for v, rev in steps:
+                if v not in parent and state.nodes[v].kind == Kind.TOPIC:
+                    parent[v] = Hop(a, v, etype, rev)
+                    admitted.append({"id": v, "parent": a, "type": etype, "hop": 1, "reverse": rev})
+    return parent, admitted
+
+
+def retrieve(engine: GamContext, query: str, k: int | None = None) -> RetrievalResult:
+    s, state = engine.settings, engine.state
+    t0 = time.perf_counter()
+    sc = scoring(engine, query)
+    anchors = anchor_ranking(sc)[: s.k]
+    parent, expansion = expand(state, [a for a, _ in anchors]) if not s.has("no-expansion") else \
+        ({a: None for a, _ in anchors}, [])
+    t1 = time.perf_counter()
+    reached: dict[int, tuple[int, list[Hop]]] = {}                 # event -> (anchor, path)
+    for topic, hop in parent.items():               # anchors in rank order, then their neighbours as admitted
+        path = [hop] if hop is not None else []
+        anchor = hop.src if hop is not None else topic
+        for e in sorted(state.out(topic, Rel.CROSS)):
+            if e not in reached:
+                reached[e] = (anchor, path + [Hop(topic, e, Rel.CROSS)])
+                expansion.append({"id": e, "parent": topic, "type": Rel.CROSS, "hop": len(path) + 1,
+                                  "reverse": False})
+    if not s.has("no-buffer"):
+        for e in buffer_ranking(engine, sc)[: s.buffer_k]:
+            reached.setdefault(e, (e, []))
+    t2 = time.perf_counter()
+    scored = []
+    for e, (anchor, path) in reached.items():
+        factors = sc.factors(engine, e)
+        scored.append((math.prod(factors.values()), factors, e, anchor, path))
+    scored.sort(key=lambda x: (-round(x[0], 9), -round(x[1]["P_sem"], 9), x[2]))
+    candidates = [_result(engine, sc, *x) for x in scored]
+    top = candidates[: s.final_k]
+    sources = rank_sources(candidates)
+    t3 = time.perf_counter()
+    stages = {"anchor_ms": (t1 - t0) * 1e3, "drill_ms": (t2 - t1) * 1e3, "rerank_ms": (t3 - t2) * 1e3,
+              "total_ms": (t3 - t0) * 1e3}
+    return RetrievalResult(query=query, anchors=anchors, expansion=expansion, candidates=candidates, units=top,
+                           source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+
+
+def _result(engine: GamContext, sc: Scoring, score: float, factors: dict[str, float], uid: int, anchor: int,
+            path: list[Hop]) -> RetrievedUnit:
+    u = engine.state.nodes[uid]
+    return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(sc.events.dense[uid], 6),
+                         lexical=round(sc.events.lexical[uid], 6), anchor=anchor, hop=len(path), path=path,
+                         source_ids=list(u.source_ids), time=u.time, raw=u.raw, kind=u.kind, status=u.status,
+                         factors=dict(factors))
