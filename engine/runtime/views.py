@@ -37,6 +37,8 @@ class DerivedViews:
         return {u.id: v for u, v in zip(nodes, vecs)}
 
     def _rebuild_views(self) -> None:
+        self._views_version = getattr(self, "_views_version", 0) + 1
+        self._stacked: tuple[int, list[int], np.ndarray] | None = None
         nodes = list(self.state.nodes.values())
         self.vectors: dict[int, np.ndarray] = self.embed_nodes(nodes)
         self.index = VisibleIndex(self.embedder.dim)
@@ -57,6 +59,7 @@ class DerivedViews:
 
         A created node, a new descriptor or new members (a group node's centroid) re-derive the node's
         vector, its lexical entry and its place on the surface index."""
+        self._views_version += 1
         for op in ops:
             p = op.payload
             if op.kind in (OpKind.NODE_CREATED, OpKind.DESCRIPTOR_CHANGED, OpKind.NODE_UPDATED):
@@ -84,6 +87,16 @@ class DerivedViews:
 
     def vector(self, uid: int) -> np.ndarray:
         return self.vectors[uid]
+
+    def stacked_vectors(self, ids: list[int]) -> np.ndarray:
+        """`np.stack` of the vectors of `ids`, in that order; the last one asked for is kept until the views
+        change, so query after query over one memory does not copy every vector again (same array, same
+        products)."""
+        cached = self._stacked
+        if cached is None or cached[0] != self._views_version or cached[1] != ids:
+            matrix = np.stack([self.vectors[i] for i in ids]) if ids else np.zeros((0, self.embedder.dim), np.float32)
+            cached = self._stacked = (self._views_version, list(ids), matrix)
+        return cached[2]
 
     def visible_neighbours(self, uid: int, k: int) -> list[tuple[int, float]]:
         return [(i, s) for i, s in self.index.search(self.vectors[uid], k + 1) if i != uid][:k]

@@ -64,7 +64,7 @@ class Relevance:
         if not ids:
             return
         zq = engine.embedder.embed_one(query)
-        dense = np.stack([engine.vectors[i] for i in ids]) @ zq
+        dense = engine.stacked_vectors(ids) @ zq
         self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std() or 1.0)
         fused = (dense - self.dense_mu) / self.dense_sd
         lex = np.zeros(len(ids))

@@ -1,0 +1,116 @@
+"""The sentence encoder: ONNX Runtime against sentence-transformers on torch (real model, real LoCoMo turns), a
+text's vector independent of its batch, one embedding cache for a whole `memwb bench`, and the demo's
+benchmark figures as they were before the speed-up."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.bench.runner import BenchConfig, figures, run_benchmark
+from engine.llm.embedder import Embedder, load_encoder
+from engine.llm.onnx_encoder import EncoderError, OnnxEncoder, check_supported
+from engine.loaders import load_conversation
+from tests.conftest import ROOT, locomo_or_skip
+
+# torch's own vector of a text moves by up to ~2e-7 when the batch around it changes (measured: 1.9e-7 on
+# conv-26); ONNX Runtime's differ from torch's by as much (measured: 1.96e-7), so both are held to this.
+TOLERANCE = 1e-6
+DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
+REFERENCE = ROOT / "tests" / "fixtures" / "demo_figures_1b97a9d.json"
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    turns = [t.raw for t in load_conversation(locomo_or_skip(), "conv-26").turns]
+    return turns + [" ".join(turns[:40])]          # and one text past the model's 256 tokens
+
+
+@pytest.fixture(scope="module")
+def onnx() -> OnnxEncoder:
+    encoder = load_encoder(Embedder(shared=None).model_path, "onnx")
+    assert isinstance(encoder, OnnxEncoder)
+    return encoder
+
+
+def test_onnx_vectors_equal_torch_vectors_within_the_tolerance(texts, onnx):
+    torch_vectors = load_encoder(Embedder(shared=None).model_path, "torch").encode(texts)
+    onnx_vectors = onnx.encode(texts)
+    assert onnx_vectors.shape == torch_vectors.shape == (len(texts), 384)
+    assert onnx_vectors.dtype == np.float32
+    assert float(np.abs(onnx_vectors - torch_vectors).max()) <= TOLERANCE
+    assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-6)
+
+
+def test_tokens_are_sentence_transformers_tokens_truncated_at_256(texts, onnx):
+    st = load_encoder(Embedder(shared=None).model_path, "torch").model
+    expected = st.tokenizer(texts, truncation=True, max_length=st.max_seq_length)["input_ids"]
+    got = onnx.token_ids(texts)
+    assert got == expected
+    assert max(len(ids) for ids in got) == 256          # the long text is cut where the model's limit is
+
+
+def test_a_texts_vector_does_not_depend_on_its_batch(texts, onnx):
+    batch = onnx.encode(texts[:64])
+    alone = np.concatenate([onnx.encode([t]) for t in texts[:64]])
+    reversed_with_long = onnx.encode(texts[:64][::-1] + [texts[-1]])[:64][::-1]
+    assert np.array_equal(alone, batch)
+    assert np.array_equal(reversed_with_long, batch)
+
+
+def test_a_model_that_does_not_mean_pool_is_refused_by_name(tmp_path):
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "modules.json").write_text(json.dumps([{"type": "sentence_transformers.models.Normalize"}]))
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True,
+                                                                    "pooling_mode_mean_tokens": False}))
+    with pytest.raises(EncoderError, match="pooling_mode_cls_token"):
+        check_supported(tmp_path)
+    with pytest.raises(ValueError, match="MEMWB_ENCODER='jax'"):
+        Embedder(shared=None, encoder="jax")
+
+
+@pytest.fixture
+def counted(monkeypatch, tmp_path):
+    """A fresh workspace, and every text the process's encoder runs, in order."""
+    monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))
+    encoder = Embedder(shared=None).model()
+    real, seen = encoder.encode, []
+
+    def counting(batch, *args, **kwargs):
+        seen.extend(batch)
+        return real(batch, *args, **kwargs)
+
+    monkeypatch.setattr(encoder, "encode", counting)
+    return seen
+
+
+def test_one_bench_run_encodes_each_text_once_for_every_engine_and_task(counted, tmp_path):
+    after_task: list[int] = []
+    config = BenchConfig(dataset="locomo", source=str(DEMO), engines=("allmem", "naive", "hybrid", "memloom"),
+                         rounds=2, out=str(tmp_path / "one"))
+    run_benchmark(config, progress=lambda p: after_task.append(len(counted)) if p.done else None)
+    assert len(counted) == len(set(counted)) > 100            # no text went through the model twice
+    allmem, naive, hybrid, memloom = np.diff([0, *after_task])
+    assert allmem > 0 and naive > 0 and memloom > 0
+    assert hybrid == 0                                        # hybrid embeds naive's texts: all read from the cache
+    counted.clear()
+    run_benchmark(BenchConfig(**{**config.__dict__, "out": str(tmp_path / "two")}))
+    assert counted == []                                      # a second run reads the workspace's cache
+
+
+def test_the_speed_up_leaves_the_demo_benchmark_figures_as_they_were(monkeypatch, tmp_path):
+    """The figures of a cold run of the demo (4 engines, 2 rounds, the default encoder) equal those main's tree
+    gives without this branch's speed-up (commit 1b97a9d). The fixture is `figures` of that run, `source` set to
+    "demo.jsonl": `git archive 1b97a9d | tar -x -C DIR`, then in DIR `run_benchmark(BenchConfig(dataset="locomo",
+    source="datasets/demo/demo.jsonl", engines=(...), rounds=2, out=...))`. A change on main that moves these
+    figures on purpose regenerates it the same way from the commit before the change."""
+    monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))
+    monkeypatch.delenv("MEMWB_ENCODER", raising=False)
+    path = run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO),
+                                     engines=("allmem", "naive", "hybrid", "memloom"), rounds=2,
+                                     out=str(tmp_path / "run")))
+    expected = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    got = figures(json.loads(path.read_text(encoding="utf-8")))
+    got["source"] = expected["source"] = "demo.jsonl"         # where the checkout is
+    assert got["questions"] and got == expected
