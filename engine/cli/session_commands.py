@@ -1,0 +1,192 @@
+"""`memwb` commands on one session database: replay, retrieve, export, consolidate, runs, diagnostics, schema."""
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from engine.engines import engine_schema, settings_class
+from engine.runtime.engine import open_run_message
+from engine.runtime.errors import RunError
+
+
+def default_schedule(engine: str) -> str:
+    """The schedule a replay uses unless told: the engine's own, else All-Mem's every 3 sessions."""
+    return engine_schema(engine).schedule or "every-3-sessions"
+
+
+def cmd_replay(args) -> int:
+    from engine.core.schema import parse_settings
+    from engine.loaders import load_conversation
+    from engine.runtime.replay import Schedule, replay
+    from engine.session import open_session
+
+    consolidate = args.consolidate or default_schedule(args.engine)
+    schedule = Schedule.parse(consolidate)
+    settings = parse_settings(settings_class(args.engine), args.set, args.engine)
+    if args.ablation or "ablations" in settings:
+        settings["ablations"] = sorted(set(args.ablation) | set(settings.get("ablations", [])))
+    conversation = load_conversation(args.input, args.conversation)
+    engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings or None, records=args.records,
+                          conversation=conversation.id, source=str(Path(args.input).resolve()),
+                          schedule=consolidate)
+
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        """Every 50 turns: redrawn in place on a terminal, one line each into a file or pipe."""
+        if not args.quiet and (done % 50 == 0 or done == total):
+            print(f"\r{done}/{total} turns" if tty else f"replay: {done}/{total} turns", end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
+
+    since = engine.store.last_seq()
+    summary = replay(engine, conversation, schedule, progress)
+    if not args.quiet and tty:
+        print(file=sys.stderr)
+    print(summary.line())
+    print(f"settings: {settings_line(engine.settings)}")
+    return _llm_outcome(args.command, engine, since)
+
+
+def settings_line(settings) -> str:
+    """The settings a memory was made with that differ from its engine's defaults (all stored in the database)."""
+    defaults = type(settings)().to_dict()
+    changed = {k: v for k, v in settings.to_dict().items() if v != defaults.get(k)}
+    return " ".join(f"{k}={json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v}"
+                    for k, v in changed.items()) or "defaults"
+
+
+def _llm_outcome(command: str, engine, since: int) -> int:
+    """Report the LLM calls logged after seq `since` that failed, by error code; 1 when every call failed.
+
+    A dead endpoint or a wrong key makes every call fail closed, which alone would look like a quiet run."""
+    from engine.core.oplog import OpKind
+
+    calls = [op.payload for op in engine.store.ops(kinds=[OpKind.LLM_CALL], after_seq=since)]
+    failed = [c for c in calls if c.get("error_code")]
+    if not failed:
+        return 0
+    counts = ", ".join(f"{code}={n}" for code, n in Counter(c["error_code"] for c in failed).most_common())
+    first = (failed[0].get("error") or "")[:300]
+    if len(failed) == len(calls):
+        print(f"memwb {command}: error: every LLM call failed ({len(failed)} of {len(calls)}): {counts}; "
+              f"first: {first}", file=sys.stderr)
+        return 1
+    print(f"memwb {command}: warning: {len(failed)} of {len(calls)} LLM calls failed: {counts}", file=sys.stderr)
+    return 0
+
+
+def _read_queries(path: str) -> list[dict]:
+    """A JSONL file of {"id", "query"}, read and split as the JSONL loader reads a conversation."""
+    from engine.loaders.errors import LoaderError, check, decode_json, read_text
+    from engine.loaders.jsonl import jsonl_lines
+
+    rows = []
+    for n, line in jsonl_lines(read_text(path)):
+        if not line.strip():
+            continue
+        row = check(decode_json(line, path, record=f"line {n}"), dict, path=path, record=f"line {n}")
+        if "id" not in row:
+            raise LoaderError(path, "missing", record=f"line {n}", field="id")
+        check(row.get("query"), str, path=path, record=f"line {n}", field="query")
+        rows.append(row)
+    return rows
+
+
+def cmd_retrieve(args) -> int:
+    engine = open_db(args)
+    engine.embedder.warm()
+    queries = [{"id": None, "query": args.query}] if args.query is not None else _read_queries(args.queries)
+    for q in queries:
+        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k, labels=True)
+        if q["id"] is not None:
+            result = {"id": q["id"], **result}
+        if args.json:
+            print(json.dumps(result, ensure_ascii=False))
+        else:
+            print(f"query: {q['query']}\nsource_ids: {', '.join(result['source_ids'])}\n{result['context']}\n")
+    return 0
+
+
+def cmd_export(args) -> int:
+    print(json.dumps(open_db(args).export(labels=True), ensure_ascii=False))
+    return 0
+
+
+def cmd_consolidate(args) -> int:
+
+    engine = open_db(args)
+    if not engine.processes():
+        print(f"the {engine.name} engine has no offline process: nothing to consolidate")
+        return 0
+    with engine.writing():                 # the buffer as stored now, not as it was when the file was opened
+        if engine.open_run():
+            raise RunError(open_run_message(engine.state, engine.open_run(), args.db))
+        if not engine.pending():
+            print("buffer is empty: nothing to consolidate")
+            return 0
+        since = engine.store.last_seq()
+        report = engine.consolidate()
+    print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
+    return _llm_outcome(args.command, engine, since)
+
+
+def cmd_runs(args) -> int:
+    engine = open_db(args, warn=False)
+    if args.action == "list":
+        if args.run:
+            raise ValueError("`memwb runs` lists every run; give a run id only with apply or discard")
+        for line in run_lines(engine.state):
+            print(line)
+        return 0
+    if not args.run:
+        raise ValueError(f"`memwb runs {args.action}` needs a run id, e.g. `memwb runs {args.action} run-0001 "
+                         f"--db {args.db}`")
+    if args.action == "discard":
+        engine.discard_run(args.run, actor="cli")
+        print(f"{args.run}: discarded; its buffered work waits for the next run")
+        return 0
+    since = engine.store.last_seq()
+    report = engine.apply(None, decided_by="gate", run_id=args.run)
+    print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
+    return _llm_outcome(args.command, engine, since)
+
+
+def run_lines(state) -> list[str]:
+    """One line per run: id, process, mode, turn, status and its proposals by status."""
+    if not state.runs:
+        return ["no runs"]
+    lines = []
+    for run in state.runs.values():
+        counts = Counter(p.status for p in state.proposals.values() if p.run_id == run.run_id)
+        props = " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no proposals"
+        lines.append(f"{run.run_id}  {run.process or '-'}  {run.mode}  turn {run.turn}  {run.status}  {props}")
+    return lines
+
+
+def open_db(args, warn: bool = True):
+    """An existing session; a run left open (a crash, or a review not finished) is said on stderr."""
+    from engine.session import open_session
+
+    engine = open_session(args.db, create=False)
+    run = engine.open_run()
+    if warn and run:
+        print(f"memwb {args.command}: note: {open_run_message(engine.state, run, args.db)}",
+              file=sys.stderr)
+    return engine
+
+
+def cmd_diagnostics(args) -> int:
+    from engine.eval.diagnostics import structure
+
+    print(json.dumps(structure(open_db(args).state), indent=1))
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from engine.core.schema import settings_fields
+
+    described = {**engine_schema(args.engine).to_dict(), "settings": settings_fields(settings_class(args.engine))}
+    print(json.dumps(described, indent=1, ensure_ascii=False))
+    return 0
