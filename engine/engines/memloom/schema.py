@@ -91,7 +91,7 @@ SCHEMA = EngineSchema(
                      description="an earlier state -> the state that replaced it"),
         EdgeTypeSpec(Rel.SAME_EVENT, "SAME_EVENT", "#ff7f0e", True, 2.0, 1.0, 2,
                      description="co-referential fragments of one happening"),
-        EdgeTypeSpec(Rel.TEMPORAL_NEXT, "TEMPORAL_NEXT", "#7f7f7f", False, 1.5, 0.9, 3,
+        EdgeTypeSpec(Rel.TEMPORAL_NEXT, "TEMPORAL_NEXT", "#7f7f7f", False, 1.5, 0.9, 3, structural=True,
                      description="an event -> the next one in time"),
         EdgeTypeSpec(Rel.EVIDENCE, "evidence", "#4e79a7", True, 1.0, 0.6, 4, recovery=True,
                      description="event -> a sentence record it cites (reference pointer)"),
