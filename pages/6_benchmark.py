@@ -18,6 +18,7 @@ from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
 from workbench import bench_questions as bq
+from workbench import bench_run
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
 from workbench.llm_cost_view import bench_costs_section
@@ -53,7 +54,7 @@ def open_result(text: str) -> BenchResult | None:
 
 def run_form() -> None:
     """Run a benchmark in this process; its result becomes the one shown."""
-    choices = bv.data_choices()
+    choices = bench_run.data_choices()
     with st.form("bench_run_form"):
         c1, c2, c3, c4 = st.columns([3, 3, 2, 1])
         choice = c1.selectbox("Data", choices, format_func=lambda c: f"{c.label} · {c.dataset}", key="bench_run_data")
@@ -81,7 +82,7 @@ def run_form() -> None:
         bar.progress(min(1.0, p.done / max(1, p.total)), text=f"{md_escape(p.label)} · {p.done} / {p.total}")
 
     try:
-        path = bv.run_benchmark(choice, engines, ablations, protocol, rounds, progress)
+        path = bench_run.run_benchmark(choice, engines, ablations, protocol, rounds, progress)
     except Exception as exc:                 # the runner's own errors name the task and inputs
         st.error(f"The benchmark stopped: {md_escape(exc)}", icon=":material/error:")
         return

@@ -18,7 +18,7 @@ from tests.conftest import ROOT, locomo_or_skip
 # conv-26); ONNX Runtime's differ from torch's by as much (measured: 1.96e-7), so both are held to this.
 TOLERANCE = 1e-6
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
-REFERENCE = ROOT / "tests" / "fixtures" / "demo_figures_1b97a9d.json"
+REFERENCE = ROOT / "tests" / "fixtures" / "demo_figures_1b97a9d-revert-dfeea13.json"
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +101,11 @@ def test_one_bench_run_encodes_each_text_once_for_every_engine_and_task(counted,
 
 def test_the_speed_up_leaves_the_demo_benchmark_figures_as_they_were(monkeypatch, tmp_path):
     """The figures of a cold run of the demo (4 engines, 2 rounds, the default encoder) equal those main's tree
-    gives without this branch's speed-up (commit 1b97a9d). The fixture is `figures` of that run, `source` set to
-    "demo.jsonl": `git archive 1b97a9d | tar -x -C DIR`, then in DIR `run_benchmark(BenchConfig(dataset="locomo",
-    source="datasets/demo/demo.jsonl", engines=(...), rounds=2, out=...))`. A change on main that moves these
-    figures on purpose regenerates it the same way from the commit before the change."""
+    gives without this branch's speed-up: 1b97a9d with the MemLoom boundary merge reverted (`git revert -m 1
+    dfeea13`), as main now is. The fixture is `figures` of that run, `source` set to "demo.jsonl": check that tree
+    out into DIR, then in DIR `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl",
+    engines=(...), rounds=2, out=...))`. A change on main that moves these figures on purpose regenerates it the
+    same way from the commit before the change."""
     monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))
     monkeypatch.delenv("MEMWB_ENCODER", raising=False)
     path = run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO),

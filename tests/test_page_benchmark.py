@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
+from workbench import bench_run
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
 from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace
@@ -287,7 +288,7 @@ def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
     """The form runs naive RAG over the bundled demo (2 rounds) in this process; the new result is then shown."""
     monkeypatch.setenv(ENV, str(tmp_path))
     at = open_page()
-    at.selectbox(key="bench_run_data").set_value(bv.data_choices()[0])
+    at.selectbox(key="bench_run_data").set_value(bench_run.data_choices()[0])
     at.multiselect(key="bench_run_engines").set_value(["naive"])
     at.number_input(key="bench_run_rounds").set_value(2)
     at.button(key="bench_run_go").click().run()

@@ -324,3 +324,36 @@ def test_causal_question_paths_hop_by_hop_on_the_graph():
     assert list(seeds_table["unit"]) == [rv.unit_ref(state, a) for a in seeds]
     assert list(seeds_table["score"]) == [round(s, 3) for _, s in res.anchors]
     assert set(seeds_table["kind"]) == {"event"}
+
+
+def test_structural_links_are_one_decision_and_the_cards_are_the_consequential_proposals():
+    """TEMPORAL_NEXT links between consecutive events follow from the timeline: the queue puts them under one
+    decision (Accept all / Reject all) and lists only the other proposals; accepting them all and deferring the
+    rest stores each link as applied by the local user."""
+    from engine.core.access import local_identity
+
+    at, wb = start_app("memloom")
+    wb.jump(next(i for i, t in enumerate(wb.conversation.turns) if t.session == "4"))
+    at.switch_page(CONSOLIDATION).run()
+    at.button(key="run_diagnosis").click().run()
+    assert not at.exception
+    run_id = wb.engine.open_run()
+    pending = [p for p in wb.engine.state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
+    temporal = {p.id for p in pending if p.detail.get("type") == "TEMPORAL_NEXT"}
+    assert temporal and len(temporal) < len(pending), "the steward proposes both kinds"
+    said = "\n".join(m.value for m in at.markdown)
+    assert f"**{len(temporal)} structural link(s)** (TEMPORAL\\_NEXT)" in said
+    assert set(at.dataframe[0].value["#"]) == {p.id for p in pending} - temporal     # the rest, one card each
+    at.checkbox(key="queue_structural").check().run()
+    assert set(at.dataframe[0].value["#"]) == {p.id for p in pending}
+    at.checkbox(key="queue_structural").uncheck().run()
+    at.button(key="structural_accept").click().run()
+    assert "Chosen: " + f"{len(temporal)} accept, 0 reject." in "\n".join(m.value for m in at.markdown)
+    at.button(key="apply_defer").click().run()
+    assert not at.exception
+    stored = wb.engine.store.load_state()
+    for pid in temporal:
+        assert stored.proposals[pid].status not in (Status.PENDING, Status.REJECTED, Status.SKIPPED)
+        assert stored.proposals[pid].decided_by == local_identity().name
+    assert all(stored.proposals[p.id].status == Status.SKIPPED for p in pending if p.id not in temporal)
+    assert stored.runs[run_id].status == "committed"

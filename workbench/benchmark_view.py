@@ -10,7 +10,6 @@ import functools
 import html
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -385,38 +384,3 @@ def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
                      "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
                      "project Δ vs full": r["project_vs_reference"], "direction": direction})
     return pd.DataFrame(rows)
-
-
-# -- running a benchmark from the page ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class DataChoice:
-    label: str
-    dataset: str                        # the kind memwb bench --dataset takes
-    path: Path
-
-
-def data_choices() -> list[DataChoice]:
-    """The datasets the run form offers: the bundled demo, the causal suite's validation split, and the LoCoMo
-    dev file and QMSum test meetings when they are on this machine."""
-    from workbench.model import DEMO_PATH, LOCOMO_PATH, ROOT
-
-    choices = [DataChoice("bundled demo (demo.jsonl)", "locomo", DEMO_PATH),
-               DataChoice("causal suite · validation split", "causal", ROOT / "datasets" / "causal" / "validation.jsonl")]
-    if LOCOMO_PATH.is_file():
-        choices.insert(1, DataChoice(f"LoCoMo dev ({LOCOMO_PATH.name})", "locomo", LOCOMO_PATH))
-    qmsum = ROOT.parent / "shared" / "data" / "qmsum" / "test"
-    if qmsum.is_dir():
-        choices.append(DataChoice("QMSum test meetings", "qmsum", qmsum))
-    return choices
-
-
-def run_benchmark(choice: DataChoice, engines: list[str], ablations: list[str], protocol: str, rounds: int,
-                  progress) -> Path:
-    """Run `memwb bench` in this process into a new folder under the workspace's benchmarks/; `progress` hears
-    each step (done, total, label). Returns the result file."""
-    from engine.bench.runner import BenchConfig  # only when a run is asked for
-    from engine.bench.runner import run_benchmark as run
-
-    config = BenchConfig(dataset=choice.dataset, source=str(choice.path), engines=tuple(engines),
-                         ablations=tuple(ablations), protocol=protocol, rounds=int(rounds))
-    return Path(run(config, progress=progress))

@@ -52,6 +52,13 @@ def targets_label(schema: EngineSchema | None, p: Proposal) -> str:
     return " → ".join(ids) if spec is not None and spec.ordered_targets else ", ".join(ids)
 
 
+def is_structural(schema: EngineSchema | None, p: Proposal) -> bool:
+    """A proposal of an edge type the schema calls structural (it follows from the timeline alone)."""
+    spec = schema.edge_type(p.detail.get("type")) if schema is not None and isinstance(p.detail.get("type"), str) \
+        else None
+    return bool(spec and spec.structural)
+
+
 def detail_labels(p: Proposal) -> list[str]:
     """The proposal's text details (a relation's type): what the queue can be filtered by."""
     return [v for k, v in p.detail.items() if k != "threshold" and isinstance(v, str) and v]

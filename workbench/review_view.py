@@ -27,6 +27,7 @@ from workbench.model import Workbench
 from workbench.proposal_text import (
     detail_labels,
     detail_text,
+    is_structural,
     op_label,
     operator,
     process_operators,
@@ -279,6 +280,29 @@ def plan_view(state: MemoryState, p: Proposal) -> None:
         st.dataframe(frame, hide_index=True, width="stretch")
 
 
+def structural_decision(schema: EngineSchema, structural: list[Proposal], run_key: str, chosen: dict[int, bool],
+                        reviewer: bool, gate_mode: bool) -> bool:
+    """The pending structural links (TEMPORAL_NEXT between consecutive events) as one decision, so the cards are
+    the consequential proposals; returns whether the reviewer asked to see them one by one instead."""
+    if not structural:
+        return False
+    types = sorted({p.detail.get("type") for p in structural})
+    accepted = sum(chosen.get(p.id) is True for p in structural)
+    rejected = sum(chosen.get(p.id) is False for p in structural)
+    with st.container(border=True):
+        st.markdown(f"**{len(structural)} structural link(s)** ({md_escape(', '.join(types))}): each follows from "
+                    f"the timeline alone (\"{md_escape(structural[0].reason)}\"), so they are decided together. "
+                    + (f"Chosen: {accepted} accept, {rejected} reject." if accepted + rejected else "Undecided."))
+        if not gate_mode:
+            c1, c2, c3 = st.columns([1, 1, 2])
+            c1.button(f"Accept all {len(structural)}", key="structural_accept", on_click=set_decisions,
+                      args=(run_key, {p.id: True for p in structural}), disabled=not reviewer)
+            c2.button(f"Reject all {len(structural)}", key="structural_reject", on_click=set_decisions,
+                      args=(run_key, {p.id: False for p in structural}), disabled=not reviewer)
+            return c3.checkbox("Show them one by one", key="queue_structural")
+    return False
+
+
 def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> None:
     """The open run's proposals: who decides, filters, bulk decisions, the queue table, a page of cards and the
     Apply button."""
@@ -307,8 +331,11 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
                            help="The proposal's own kind, e.g. a relation's type.") if labels else []
     show_closed = f3.checkbox("Show closed proposals", key="queue_closed",
                               help="Proposals routing already closed: duplicates, overlaps, filtered or disabled ones.")
+    structural = [p for p in pending if is_structural(schema, p)]
+    one_by_one = structural_decision(schema, structural, run_key, chosen, reviewer, gate_mode)
     shown = sort_queue(p for p in proposals
                           if (show_closed or p.status == Status.PENDING)
+                          and (one_by_one or p not in structural)
                           and (not ops or op_label(schema, p.op) in ops) and (not gates or p.gate in gates)
                           and (not kinds or set(detail_labels(p)) & set(kinds)))
     shown_pending = [p for p in shown if p.status == Status.PENDING]

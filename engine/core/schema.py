@@ -43,7 +43,8 @@ class StatusSpec:
 class EdgeTypeSpec:
     """A typed, directed edge. Lower `priority` is expanded first; `recovery` links lead off the surface;
     `lineage` links are the ones every off-surface node must stay reachable along; a `weighted` edge's
-    confidence is its weight."""
+    confidence is its weight; a `structural` one follows from the timeline alone (MemLoom's TEMPORAL_NEXT), so
+    the review queue puts its proposals under one decision instead of a card each."""
 
     name: str
     label: str
@@ -56,6 +57,7 @@ class EdgeTypeSpec:
     lineage: bool = False
     description: str = ""
     weighted: bool = False     # the edge's confidence is its weight: drawn wider the more confident (GAM's relations)
+    structural: bool = False   # follows from the timeline: decided together in the review queue
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from workbench.driver.demo import (
     locomo_conversation_file,
     routing_showcase_turn,
 )
+from workbench.driver.gam import gam_walkthrough
 from workbench.driver.graph import (
     click_graph_node,
     folded_groups,
@@ -45,7 +46,6 @@ from workbench.driver.tours import (
     ask_free_query,
     baseline_walkthrough,
     benchmark_walkthrough,
-    gam_walkthrough,
     locomo_events_walkthrough,
     locomo_graph_walkthrough,
     memloom_graph_walkthrough,
