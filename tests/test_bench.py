@@ -243,12 +243,15 @@ def _meeting(path: Path, topics: list[tuple[str, list[str]]]) -> None:
                                 "meeting_transcripts": transcript}), encoding="utf-8")
 
 
+BUDGET_TALK = [f"The remote control budget is {n} euro per unit, we must cut the cost ." for n in range(12, 24)]
+DESIGN_TALK = [f"For the design I want a {c} rubber case shaped like a banana ." for c in
+               ("yellow", "green", "blue", "red", "black", "white", "grey", "pink", "purple", "orange")]
+
+
 def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     meetings = tmp_path / "meetings"
     meetings.mkdir()
-    budget = [f"The remote control budget is {n} euro per unit, we must cut the cost ." for n in range(12, 24)]
-    design = [f"For the design I want a {c} rubber case shaped like a banana ." for c in
-              ("yellow", "green", "blue", "red", "black", "white", "grey", "pink", "purple", "orange")]
+    budget, design = BUDGET_TALK, DESIGN_TALK
     _meeting(meetings / "Mtg001.json", [("budget", budget), ("design", design), ("budget again", budget[:6])])
     _meeting(meetings / "Mtg002.json", [("design", design), ("budget", budget)])
     stdout = bench("--dataset", "qmsum", meetings, "--out", tmp_path / "out").stdout

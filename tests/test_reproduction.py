@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_bench import DEMO, _meeting, bench, result_of
+from test_bench import BUDGET_TALK, DEMO, DESIGN_TALK, _meeting, bench, result_of
 
 from engine.eval.reproduction import PAPER_ROWS, SAME_WITHIN, reproduction_plan
 
@@ -60,9 +60,7 @@ def test_an_allmem_run_writes_its_paper_rows_beside_the_measured_figures(tmp_pat
 def test_a_qmsum_run_puts_memloom_and_fixed_windows_beside_table_2(tmp_path):
     meetings = tmp_path / "meetings"
     meetings.mkdir()
-    budget = [f"The remote control budget is {n} euro per unit, we must cut the cost ." for n in range(12, 24)]
-    design = [f"For the design I want a {c} rubber case shaped like a banana ." for c in
-              ("yellow", "green", "blue", "red", "black", "white", "grey", "pink", "purple", "orange")]
+    budget, design = BUDGET_TALK, DESIGN_TALK
     _meeting(meetings / "Mtg001.json", [("budget", budget), ("design", design), ("budget again", budget[:6])])
     bench("--dataset", "qmsum", meetings, "--out", tmp_path / "out")
     result = result_of(tmp_path / "out")
