@@ -11,9 +11,11 @@ except under CI=true, where they fail (scripts/test.sh installs it).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -93,15 +95,24 @@ def check_ok(db: Path, env: dict) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def role_payloads() -> dict[str, dict]:
-    """One real input per role: read back from the prompts of the committed recordings (allmem and memloom),
-    plus plans and an answer built from the demo the way the engines build them."""
+def role_payloads(tmp_path: Path) -> dict[str, dict]:
+    """One real input per role: read back from the prompts of the committed recordings (every engine), then
+    from an offline RecMem replay for the roles SmolLM2's recording never reached (its episodes cited no
+    unit, so no merge or fact refinement followed), plus plans and an answer built from the demo the way the
+    engines build them."""
     from engine.llm.recorded import load_calls_jsonl
 
     payloads: dict[str, dict] = {}
     for path in sorted(FIXTURES.glob("*.jsonl")):
         for call in load_calls_jsonl(path):
             payloads.setdefault(call.role, payload_of(call.prompt))
+    if not {"episode_merge", "fact_refinement"} <= set(payloads):
+        db = tmp_path / "recmem-offline.sqlite"
+        memwb("replay", demo_turns(tmp_path / "demo24.jsonl", 24), "--db", db, "--engine", "recmem", "--set",
+              "theta_sim=0.4", "--set", "theta_count=3", "--set", "theta_merge=0.5", "--consolidate",
+              "every-6-turns", "--quiet", env={k: v for k, v in os.environ.items() if not k.startswith("MEMWB_")})
+        for call in logged_calls(db):
+            payloads.setdefault(call["role"], payload_of(call["prompt"]))
     turns = [json.loads(line) for line in demo_turns_text()][:8]
 
     def unit(i: int, t: dict) -> dict:
@@ -119,14 +130,15 @@ def role_payloads() -> dict[str, dict]:
     return payloads
 
 
-def test_every_role_runs_through_the_real_server_in_its_negotiated_mode(server: LocalServer) -> None:
+def test_every_role_runs_through_the_real_server_in_its_negotiated_mode(server: LocalServer,
+                                                                        tmp_path: Path) -> None:
     """Each role's request reaches the real model in the mode negotiated once (llama.cpp: json_object with the
     role's schema); every call gets a reply (any refusal is one of the boundary's reason codes, never a
     transport failure) with the server's own token usage."""
     backend = OpenAIBackend(server.alias, base_url=server.base_url, api_key="local", max_retries=0, timeout=300)
     assert backend.structured_mode == structured.JSON_OBJECT
     llm = LLM(backend, keep_calls=True)
-    payloads = role_payloads()
+    payloads = role_payloads(tmp_path)
     assert set(payloads) == set(SCHEMAS), set(SCHEMAS) - set(payloads)
     for role, payload in sorted(payloads.items()):
         call = llm.call(role, payload)
@@ -178,14 +190,16 @@ def test_server_killed_mid_run(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 600
-        while len(_calls_so_far(db)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
+        while _calls_so_far(db) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        alive = proc.poll() is None
         srv.kill()
         out, err = proc.communicate(timeout=600)
     finally:
         srv.stop()
         if proc.poll() is None:
             proc.kill()
+    assert alive, f"the replay ended before the server could be killed: {err}"
     assert proc.returncode == 0, err
     assert out.startswith("turns=6 units=6 ")
     codes = [c["error_code"] for c in logged_calls(db)]
@@ -194,11 +208,14 @@ def test_server_killed_mid_run(tmp_path: Path) -> None:
     check_ok(db, env)
 
 
-def _calls_so_far(db: Path) -> list[dict]:
+def _calls_so_far(db: Path) -> int:
+    """How many LLM calls the replay has committed, read with a read-only connection: the Store would take a
+    write lock to open (waiting behind the replay's transactions), and the server must die between calls."""
     try:
-        return logged_calls(db) if db.exists() else []
-    except Exception:           # the file is being created by the replay
-        return []
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5)) as con:
+            return con.execute("SELECT count(*) FROM op_log WHERE kind = 'llm_call'").fetchone()[0]
+    except sqlite3.Error:           # the file or its tables are being created by the replay
+        return 0
 
 
 def test_a_timeout_shorter_than_a_call(server: LocalServer, tmp_path: Path) -> None:

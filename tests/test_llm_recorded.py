@@ -1,11 +1,11 @@
 """A real model's run, committed as a recording, replayed without any server.
 
-`tests/fixtures/llm/*.jsonl` are the calls of the first 12 demo turns replayed into All-Mem and MemLoom
-(`--consolidate every-6-turns`) through `--llm openai` against llama-cpp-python's server running
-SmolLM2-135M-Instruct (see the README there). The `recorded` backend must give the engines exactly those
-replies, in order; a run that asks for anything else stops, naming the role and the prompt. The workbench
-opens the replayed session: its costs on the Replay page, its decisions beside the offline rules' on the
-Consolidation page.
+`tests/fixtures/llm/*.jsonl` are the calls of the first demo turns replayed into each engine (All-Mem and
+MemLoom 12 turns, GAM and RecMem 24, `--consolidate every-6-turns`) through `--llm openai` against
+llama-cpp-python's server running SmolLM2-135M-Instruct (see the README there). The `recorded` backend must
+give the engines exactly those replies, in order; a run that asks for anything else stops, naming the role and
+the prompt. The workbench opens the replayed session: its costs on the Replay page, its decisions beside the
+offline rules' on the Consolidation page.
 """
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ from engine.llm.recorded import load_calls_jsonl
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 FIXTURES = ROOT / "tests" / "fixtures" / "llm"
-ENGINES = ("allmem", "memloom")
 SCHEDULE = "every-6-turns"
+# engine -> (demo turns replayed, settings of the recording): RecMem consolidates on recurrence, which the
+# first demo turns only reach with looser thresholds.
+RUNS = {"allmem": (12, ()), "memloom": (12, ()), "gam": (24, ()),
+        "recmem": (24, ("theta_sim=0.4", "theta_count=3", "theta_merge=0.5"))}
 
 
 def memwb(*args, check: bool = True) -> subprocess.CompletedProcess:
@@ -36,12 +39,17 @@ def memwb(*args, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
-def demo12(path: Path, change: dict | None = None) -> Path:
-    turns = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()][:12]
-    for turn in turns:
+def demo_slice(path: Path, n: int = 12, change: dict | None = None) -> Path:
+    """The first `n` turns of the bundled demo (its questions left out), with `change` applied by turn id."""
+    turns = [t for t in map(json.loads, DEMO.read_text(encoding="utf-8").splitlines()) if t.get("type") != "question"]
+    for turn in turns[:n]:
         turn.update((change or {}).get(turn["id"], {}))
-    path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
+    path.write_text("".join(json.dumps(t) + "\n" for t in turns[:n]), encoding="utf-8")
     return path
+
+
+def recording(engine: str) -> Path:
+    return FIXTURES / f"{engine}_demo{RUNS[engine][0]}.jsonl"
 
 
 def logged(db: Path) -> list[dict]:
@@ -51,18 +59,19 @@ def logged(db: Path) -> list[dict]:
 
 
 def replayed(tmp_path: Path, engine: str) -> Path:
+    n, settings = RUNS[engine]
     db = tmp_path / f"{engine}.sqlite"
-    proc = memwb("replay", demo12(tmp_path / "demo12.jsonl"), "--db", db, "--engine", engine, "--llm", "recorded",
-                 "--records", FIXTURES / f"{engine}_demo12.jsonl", "--consolidate", SCHEDULE, "--quiet",
-                 check=False)
+    proc = memwb("replay", demo_slice(tmp_path / f"demo{n}.jsonl", n), "--db", db, "--engine", engine,
+                 *[a for s in settings for a in ("--set", s)], "--llm", "recorded", "--records", recording(engine),
+                 "--consolidate", SCHEDULE, "--quiet", check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("turns=12 ")
+    assert proc.stdout.startswith(f"turns={n} ")
     return db
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", sorted(RUNS))
 def test_the_real_model_run_replays_exactly_without_a_server(engine: str, tmp_path: Path) -> None:
-    recorded = load_calls_jsonl(FIXTURES / f"{engine}_demo12.jsonl")
+    recorded = load_calls_jsonl(recording(engine))
     assert recorded and {c.backend for c in recorded} == {"openai"}
     assert {c.params["structured"] for c in recorded} == {"json_object"}
     assert all(c.params["usage"] for c in recorded if c.response is not None)
@@ -88,9 +97,9 @@ def test_a_call_the_recording_does_not_hold_stops_the_replay_naming_role_and_pro
     """Turn D1:3 says something else than when the run was recorded: its descriptor was never asked, so the
     replay stops there (exit 2) naming the role and the changed text; the two turns before stay stored whole."""
     db = tmp_path / "changed.sqlite"
-    conv = demo12(tmp_path / "changed.jsonl", {"D1:3": {"text": "Something the model was never asked about."}})
+    conv = demo_slice(tmp_path / "changed.jsonl", 12, {"D1:3": {"text": "Something the model was never asked about."}})
     proc = memwb("replay", conv, "--db", db, "--engine", "allmem", "--llm", "recorded", "--records",
-                 FIXTURES / "allmem_demo12.jsonl", "--consolidate", SCHEDULE, "--quiet", check=False)
+                 recording("allmem"), "--consolidate", SCHEDULE, "--quiet", check=False)
     assert proc.returncode == 2
     assert "no recorded call for role 'descriptor'" in proc.stderr
     assert "Something the model was never asked about." in proc.stderr
@@ -138,7 +147,7 @@ def test_decisions_of_the_recording_beside_the_offline_rules(tmp_path: Path) -> 
         c = comparisons[r["input"]]
         assert r["A raw"].endswith(c.a.response or c.a.error or "") and r["B raw"].endswith(c.b.response or "")
     # against itself a recording decides the same everywhere
-    same = compare(runs[run], reference_llm(str(FIXTURES / "memloom_demo12.jsonl"), None))
+    same = compare(runs[run], reference_llm(str(recording("memloom")), None))
     assert all(r["made by"] == "both" for r in decision_rows(same))
 
 

@@ -82,9 +82,11 @@ def test_split_makes_exact_substring_siblings(make_engine):
 
 
 def test_low_confidence_is_gated_and_recorded(make_engine):
+    """A plan and an outcome that may be another job (the living room, then the bedroom) is an Update the
+    diagnosis is unsure of: proposed below the 0.9 gate, recorded as gated out, not applied."""
     eng = make_engine()
-    ingest(eng, turn(1, "Maya", "Not quite, I still eat meat, mostly chicken at weekends.", "1", 1),
-           turn(1, "Maya", "I don't eat meat anymore, not even chicken at weekends.", "2", 20))
+    ingest(eng, turn(1, "Maya", "I'm planning to paint the living room blue this summer.", "1", 1),
+           turn(1, "Maya", "I finally painted the bedroom green, took all weekend.", "2", 20))
     props = eng.propose(manual=False)
     low = [p for p in props if p.reason_code == ReasonCode.LOW_CONF]
     assert low and all(p.gate == GateVerdict.FAIL and p.status == Status.SKIPPED for p in low)
