@@ -103,7 +103,7 @@ class RoleMeter:
 
 # Engine-side steps metered when a process has them (found on the process's class, through the registry).
 PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (plans + edits)",
-                 "_repairs": "steward repair candidates", "link_scorer": "steward link scorer (build)",
+                 "_segments": "steward event boundaries and repairs", "link_scorer": "steward link scorer (build)",
                  "_relations": "steward relation candidates", "_curate": "steward curation (topic links)"}
 
 

@@ -4,12 +4,18 @@ Positives: each gold chain's consecutive turns (earlier -> later); negatives: ev
 other earlier turn of the same scenario. Logistic regression with a small L2
 penalty, fit by Newton's method in numpy. Prints the weights to paste into
 `engine/retrieval/links.py` and, per split, how often the true predecessor of a chain
-turn ranks first / in the top 3 among all earlier turns.
+turn ranks first / in the top 3 among all earlier turns, and the precision and recall
+of MemLoom's relation gate (a pair passes when its probability reaches `--gate`,
+θ_rel) over those pairs: recall = gold links that pass / gold links, precision =
+passing pairs that are gold links / passing pairs (a lower bound: the suite
+annotates its questions' chains, not every cause said). The test split is only
+reported, never fit on; the figures are written to --out.
 
-    python scripts/fit_links.py
+    python scripts/fit_links.py [--gate 0.10] [--out out/link_fit.json]
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -17,6 +23,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from results import write_json  # noqa: E402
 
 from engine.core.text import strip_speaker  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
@@ -66,19 +74,36 @@ def ranks(X, y, groups, w, b) -> np.ndarray:
     return np.array([1 + sum(s > next(t for t, lab in items if lab) for s, _ in items) for items in by.values()])
 
 
+def gate(X, y, w, b, threshold: float) -> dict:
+    passed = (X @ w + b) >= np.log(threshold / (1 - threshold))
+    hits = int((passed & (y == 1)).sum())
+    return {"gate": threshold, "passing_pairs": int(passed.sum()), "recall": round(hits / max(1, int(y.sum())), 3),
+            "precision": round(hits / int(passed.sum()), 3) if passed.any() else None}
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gate", type=float, default=0.10, help="the probability a relation needs (MemLoom's θ_rel)")
+    ap.add_argument("--out", default=str(ROOT / "out" / "link_fit.json"))
+    args = ap.parse_args()
     embedder = Embedder()
     Xv, yv, gv = pairs("validation", embedder)
     w, b = fit(Xv, yv)
     print("fit on validation:", len(gv), "pairs,", int(yv.sum()), "links")
     print("WEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
     print("  (" + ", ".join(FEATURES) + ")")
+    out = {"features": list(FEATURES), "weights": [round(float(x), 3) for x in w], "bias": round(b, 3), "splits": {}}
     for split in ("validation", "test"):
         X, y, g = (Xv, yv, gv) if split == "validation" else pairs(split, embedder)
         for label, (ww, bb) in (("fit now", (w, b)), ("in engine/retrieval/links.py", (WEIGHTS, BIAS))):
             r = ranks(X, y, g, ww, bb)
-            print(f"{split:10} {label:20} links={len(r)} top1={np.mean(r == 1):.3f} top3={np.mean(r <= 3):.3f} "
-                  f"median rank={np.median(r):.1f}")
+            row = {"links": len(r), "top1": round(float(np.mean(r == 1)), 3), "top3": round(float(np.mean(r <= 3)), 3),
+                   "median_rank": float(np.median(r)), **gate(X, y, ww, bb, args.gate)}
+            out["splits"].setdefault(split, {})[label] = row
+            print(f"{split:10} {label:28} links={len(r)} top1={row['top1']:.3f} top3={row['top3']:.3f} "
+                  f"median rank={row['median_rank']:.1f} | gate {args.gate}: recall={row['recall']:.3f} "
+                  f"precision={row['precision']} ({row['passing_pairs']} pairs pass)")
+    write_json(args.out, out)
     return 0
 
 

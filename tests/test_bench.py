@@ -258,10 +258,12 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     assert "boundaries per meeting" in stdout and "| Mtg002 | fixed-50 | 22 | 1 | 0 |" in stdout
     result = result_of(tmp_path / "out")
     assert result["rounds"] == 1 and result["questions"] == []
-    assert list(result["systems"]) == ["memloom", "gam", "fixed-50"]        # every event engine (GAM: its topics)
+    assert list(result["systems"]) == ["memloom", "gam", "fixed-50", "no-boundary"]    # every event engine
     rows = {(b["meeting"], b["system"]): b for b in result["boundaries"]}
-    assert set(rows) == {(m, s) for m in ("Mtg001", "Mtg002") for s in ("memloom", "gam", "fixed-50")}
+    assert set(rows) == {(m, s) for m in ("Mtg001", "Mtg002") for s in ("memloom", "gam", "fixed-50", "no-boundary")}
     assert rows[("Mtg001", "fixed-50")]["boundaries"] == 0 and rows[("Mtg001", "fixed-50")]["gold_boundaries"] == 2
+    assert rows[("Mtg002", "no-boundary")]["boundaries"] == 0 and result["summary"]["no-boundary"]["overall"][
+        "delta_b_rate"] == -1.0
     assert rows[("Mtg002", "memloom")]["turns"] == 22 and rows[("Mtg002", "gam")]["turns"] == 22
     assert result["summary"]["fixed-50"]["overall"]["delta_b"] == -1.5
     for system in ("memloom", "gam"):

@@ -298,17 +298,21 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                    for s in systems}
     if not spec.questions:
         boundaries = [res["boundaries"] for res in (o.result for o in done)]
+        from engine.core.segments import fixed_windows, no_boundaries
+
+        # the two baselines: fixed windows, and no boundary at all (Pk alone rewards never cutting)
+        baselines = {f"fixed-{FIXED_WINDOW}": (lambda n: fixed_windows(n, FIXED_WINDOW), {"window": FIXED_WINDOW}),
+                     "no-boundary": (no_boundaries, {})}
         for src in found:
             n = _turns_of(done, src.conversation)
             if n is not None:
-                from engine.core.segments import fixed_windows
-
-                boundaries.append(boundary_figures(src.path, src.conversation, f"fixed-{FIXED_WINDOW}", n,
-                                                   fixed_windows(n, FIXED_WINDOW)))
-        baseline = f"fixed-{FIXED_WINDOW}"
-        systems_out[baseline] = {"engine": None, "settings": {"window": FIXED_WINDOW}, "ablations": []}
-        summary[baseline] = {"overall": {}, "by_category": {}, "cohort": {}, "latency_ms": {"insert": {}, "query": {}},
-                             "llm_tokens": {}, "llm_costs": {}, "construction": None, "structure": {}}
+                for baseline, (cut, _) in baselines.items():
+                    boundaries.append(boundary_figures(src.path, src.conversation, baseline, n, cut(n)))
+        for baseline, (_, settings) in baselines.items():
+            systems_out[baseline] = {"engine": None, "settings": settings, "ablations": []}
+            summary[baseline] = {"overall": {}, "by_category": {}, "cohort": {},
+                                 "latency_ms": {"insert": {}, "query": {}}, "llm_tokens": {}, "llm_costs": {},
+                                 "construction": None, "structure": {}}
         for label in summary:
             rows = [b for b in boundaries if b["system"] == label]
             summary[label]["overall"] = {m: _mean([b[m] for b in rows]) for m in metrics}

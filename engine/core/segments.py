@@ -9,11 +9,28 @@ and from inclusive ``(start, end)`` ranges (human topic spans) are here, so a
 loader, a boundary detector and the metrics (`engine.eval.segmentation`) read
 one representation. Baselines: `no_boundaries` (the whole meeting one
 segment) and `fixed_windows` (a new segment every ``size`` turns).
+
+Detection by depth (TextTiling, Hearst 1997, over any item features): each
+gap is scored by the similarity of what lies within a window before and after
+it (`window_similarity`, windows measured in item *sizes*, e.g. words, so a
+window is a stretch of speaking time rather than a count of turns), the curve
+is smoothed (`smooth`), each gap's depth is how far it lies below the peaks
+reached by climbing from it on both sides (`depth_scores`), and the deepest
+gaps reaching a threshold become boundaries, spaced apart (`deepest_boundaries`).
+`topic_depths` scores the gaps of a conversation's turns that way by what is
+said (utterance vectors) and who says it (the participants' share of words),
+under a `DepthRule`.
 """
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Collection, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.core.text import content_tokens
 
 Boundaries = list[int]
 
@@ -135,3 +152,118 @@ def check_length(n: int) -> None:
     """ValueError unless `n` (the number of items) is a non-negative integer."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
+
+
+# -- detection by depth --------------------------------------------------------------------------
+def window_similarity(features: np.ndarray, weights: Sequence[float], sizes: Sequence[float],
+                      window: float) -> np.ndarray:
+    """Cosine, at every gap, of the weighted feature sums of the items within `window` size before and after it.
+
+    Entry ``g - 1`` is the gap before item ``g`` (``g = 1 .. n-1``). A side holds the items whose sizes add up to
+    at most `window` counted from the gap, and always at least the one item next to the gap; near either end
+    it holds what there is. A side whose sum is zero gives similarity 1 (nothing tells the two sides apart).
+    """
+    x = np.asarray(features, dtype=float) * np.asarray(weights, dtype=float)[:, None]
+    n = len(x)
+    if n < 2:
+        return np.zeros(0)
+    prefix = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
+    cum = np.concatenate([[0.0], np.cumsum(np.asarray(sizes, dtype=float))])
+    gaps = np.arange(1, n)
+    lo = np.minimum(np.searchsorted(cum, cum[gaps] - window, side="left"), gaps - 1)
+    hi = np.clip(np.searchsorted(cum, cum[gaps] + window, side="right") - 1, gaps + 1, n)
+    left, right = prefix[gaps] - prefix[lo], prefix[hi] - prefix[gaps]
+    norm = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
+    dots = np.einsum("ij,ij->i", left, right)
+    return np.where(norm > 0, dots / np.where(norm > 0, norm, 1.0), 1.0)
+
+
+def smooth(values: np.ndarray, width: int) -> np.ndarray:
+    """Moving average over `width` values (edges padded with the end values); `width` <= 1 returns a copy."""
+    values = np.asarray(values, dtype=float)
+    if width <= 1 or len(values) == 0:
+        return values.copy()
+    padded = np.pad(values, (width // 2, width - 1 - width // 2), mode="edge")
+    return np.convolve(padded, np.ones(width) / width, mode="valid")
+
+
+def depth_scores(similarity: np.ndarray) -> np.ndarray:
+    """Each gap's depth: (left peak − it) + (right peak − it), a peak being where climbing stops (0 on a peak)."""
+    s = np.asarray(similarity, dtype=float)
+    depth = np.zeros(len(s))
+    for i, here in enumerate(s):
+        left = right = here
+        j = i
+        while j > 0 and s[j - 1] >= left:
+            j -= 1
+            left = s[j]
+        j = i
+        while j < len(s) - 1 and s[j + 1] >= right:
+            j += 1
+            right = s[j]
+        depth[i] = (left - here) + (right - here)
+    return depth
+
+
+def deepest_boundaries(depth: np.ndarray, sizes: Sequence[float], threshold: float, min_size: float,
+                       lookahead: float, start: int = 0, allowed: Collection[int] | None = None) -> Boundaries:
+    """Boundaries at the deepest gaps, deepest first (ties: the earlier), while they keep the spacing.
+
+    A gap before item ``b`` (depth entry ``b - 1``) is taken when its depth reaches `threshold`, ``b`` lies
+    after `start` (where the undecided stretch begins: the last boundary already made), at least `min_size`
+    of size lies between it and `start` and between it and every boundary taken, at least `lookahead`
+    of size follows it (what was seen after the gap), and ``b`` is in `allowed` (every gap when None).
+    """
+    cum = np.concatenate([[0.0], np.cumsum(np.asarray(sizes, dtype=float))])
+    n = len(cum) - 1
+    taken: list[int] = []
+    for gap in sorted(range(len(depth)), key=lambda g: (-round(float(depth[g]), 9), g)):
+        if depth[gap] < threshold:
+            break
+        b = gap + 1
+        if b <= start or (allowed is not None and b not in allowed):
+            continue
+        if cum[b] - cum[start] < min_size or cum[n] - cum[b] < lookahead:
+            continue
+        if any(abs(cum[b] - cum[e]) < min_size for e in taken):
+            continue
+        taken.append(b)
+    return sorted(taken)
+
+
+@dataclass(frozen=True)
+class DepthRule:
+    """How `topic_depths` and `deepest_boundaries` cut a stream of turns; every size is in words."""
+
+    window: float = 1500.0         # words on each side of a gap
+    mix: float = 0.7               # weight of what is said; 1 - mix for who says it
+    smoothing: int = 9             # gaps in the moving average of the similarity curve
+    threshold: float = 0.12        # least depth of a boundary
+    min_size: float = 700.0        # least words between two boundaries
+    lookahead: float = 300.0       # least words heard after a gap before it may be cut
+
+
+def turn_sizes(texts: Sequence[str]) -> np.ndarray:
+    """Each turn's size in words (at least 1): the stand-in for its speaking time."""
+    return np.array([max(1, len(t.split())) for t in texts], dtype=float)
+
+
+def topic_depths(vectors: np.ndarray, texts: Sequence[str], speakers: Sequence[str], rule: DepthRule) -> np.ndarray:
+    """Depth of every gap between turns: `rule.mix` x the similarity of the utterance vectors on both sides
+    (each weighted by log(1 + its content words), so a backchannel barely counts) plus (1 - `rule.mix`) x the
+    similarity of who holds the floor (each speaker's words) on both sides, smoothed, as TextTiling depth.
+
+    A meeting moves to its next topic when the talk changes and, as often, when someone else takes the floor
+    (the next presenter, the next report); a chat between two people changes only by what is said.
+    """
+    n = len(texts)
+    if n < 2:
+        return np.zeros(0)
+    sizes = turn_sizes(texts)
+    weights = np.array([math.log1p(len(content_tokens(t))) for t in texts])
+    names = sorted(set(speakers))
+    floor = np.zeros((n, len(names)))
+    floor[np.arange(n), [names.index(sp) for sp in speakers]] = sizes
+    said = window_similarity(np.asarray(vectors, dtype=float), weights, sizes, rule.window)
+    held = window_similarity(floor, np.ones(n), sizes, rule.window)
+    return depth_scores(smooth(rule.mix * said + (1 - rule.mix) * held, rule.smoothing))

@@ -201,15 +201,19 @@ class MemLoomEngine(BaseEngine):
                             details={"routing": routing})
 
     def _close_on_session_shift(self, tx: Tx, turn: Turn) -> list[int]:
-        """Φ_close: a new session closes the active events of earlier sessions."""
+        """Φ_close: a new session closes the open events of earlier sessions, mature or not (a provisional event
+        that never matured ends there too), and puts them before the steward."""
         if not self.settings.close_on_session_shift:
             return []
         closed = []
         for e in sorted(self.state.nodes.values(), key=lambda n: n.id):
-            if e.kind == Kind.EVENT and e.status == Life.ACTIVE and e.session != turn.session:
+            if e.kind == Kind.EVENT and e.status in Life.JOINABLE and e.session != turn.session:
                 tx.set_status(e.id, Life.CLOSED, {"rule": "session_shift", "from_session": e.session,
                                                   "to_session": turn.session})
                 closed.append(e.id)
+        waiting = set(self.state.buffer(STEWARD))
+        if any(e not in waiting for e in closed):
+            tx.push_buffer(STEWARD, [(e, []) for e in closed if e not in waiting])
         return closed
 
     def _lifecycle(self, tx: Tx, eid: int, status: str, stats: dict, turn: Turn) -> list[dict]:

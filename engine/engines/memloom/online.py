@@ -49,9 +49,15 @@ class Candidate:
 
 def joinable(state: MemoryState, session: str, turn_no: int, window: int) -> list[Node]:
     """S_join: provisional or active events of the current session updated within `window` turns
-    (the temporal-boundary filter, which also bounds the routing cost per turn)."""
+    (the temporal-boundary filter, which also bounds the routing cost per turn), made online.
+
+    An event the steward repaired is curated structure: the online path writes drafts only (MemLoom's
+    provisional-first contract), so new talk opens a new event that the next run folds into it or cuts
+    from it. Were the repaired event to take the talk directly, a topic boundary inside that talk could
+    never be cut."""
     return [n for n in state.nodes.values() if n.kind == Kind.EVENT and n.status in Life.JOINABLE
-            and n.session == session and turn_no - n.attrs.get("last_turn", n.created_turn) <= window]
+            and n.session == session and turn_no - n.attrs.get("last_turn", n.created_turn) <= window
+            and n.made_by in ("", "online")]
 
 
 def score_candidates(s: MemLoomSettings, v_m: np.ndarray, events: list[Node], centroids: dict[int, np.ndarray],

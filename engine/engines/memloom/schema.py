@@ -36,7 +36,8 @@ class Rel:
 class Op:
     RELATION = "relation"
     REPAIR = "repair"
-    ORDER = (REPAIR, RELATION)
+    BOUNDARY = "boundary"
+    ORDER = (REPAIR, BOUNDARY, RELATION)
 
 
 class ReasonCode:
@@ -70,14 +71,18 @@ SCHEMA = EngineSchema(
         StatusSpec(Life.PROVISIONAL, "provisional", False, "new event: takes evidence, no relations yet",
                    "#f2c14e", "triangle"),
         StatusSpec(Life.ACTIVE, "active", True, "mature event: takes evidence and relations", "#59a14f", "diamond"),
-        StatusSpec(Life.CLOSED, "closed", True, "read-only event after a boundary: relations, no new evidence",
+        StatusSpec(Life.CLOSED, "closed", True, "read-only event after a boundary (a topic boundary, a session "
+                   "shift, a completed task): relations, no new evidence",
                    "#4e79a7", "box"),
         StatusSpec(Life.ARCHIVED, "archived", False, "retired by retention or timeline repair; reached by links",
                    "#8c8c8c", "square"),
     ),
     initial_status=Life.BUFFERED,
+    # an event a boundary passes ends there, mature or not: provisional -> closed (a session shift or a topic
+    # boundary) gives every event a defined end
     transitions=((Life.BUFFERED, Life.GROUNDED),
-                 (Life.PROVISIONAL, Life.ACTIVE), (Life.ACTIVE, Life.CLOSED), (Life.CLOSED, Life.ARCHIVED),
+                 (Life.PROVISIONAL, Life.ACTIVE), (Life.ACTIVE, Life.CLOSED), (Life.PROVISIONAL, Life.CLOSED),
+                 (Life.CLOSED, Life.ARCHIVED),
                  (Life.PROVISIONAL, Life.ARCHIVED), (Life.ACTIVE, Life.ARCHIVED)),
     edge_types=(
         EdgeTypeSpec(Rel.CAUSAL_FOLLOW, "CAUSAL_FOLLOW", "#d62728", False, 3.0, 1.0, 0,
@@ -96,8 +101,8 @@ SCHEMA = EngineSchema(
                      description="topic track: nearest events by centroid (scaffold)"),
     ),
     processes=(ProcessSpec("steward", "Off-peak steward", "steward",
-                           "timeline repair → topic and logic tracks → relation synthesis → contract validation → "
-                           "snapshot publication"),),
+                           "event boundaries and timeline repair → topic and logic tracks → relation synthesis → "
+                           "contract validation → snapshot publication"),),
     operators=(
         OperatorSpec(Op.REPAIR, "Timeline repair", "steward",
                      ("fragment (retired into the repaired event)",),
@@ -105,7 +110,12 @@ SCHEMA = EngineSchema(
                      plan_fields=(PlanField("summary", "Repaired event summary"),
                                   PlanField("keywords", "Keywords", "list"),
                                   PlanField("rationale", "Why they are one event")),
-                     description="merge a run of temporally adjacent events of one narrative"),
+                     description="merge the adjacent events between two topic boundaries into one event (closed "
+                                 "when a boundary ends it)"),
+        OperatorSpec(Op.BOUNDARY, "Event boundary", "steward", ("event the boundary closes",),
+                     plan_fields=(PlanField("turn", "First turn after the boundary"),
+                                  PlanField("rationale", "Why the topic changes here")),
+                     description="close the one event a topic boundary passes (no repair needed)"),
         OperatorSpec(Op.RELATION, "Relation", "steward", ("source event", "target event"), ordered_targets=True,
                      plan_fields=(PlanField("type", "Relation type"), PlanField("evidence", "Evidence cited", "ids"),
                                   PlanField("rationale", "Rationale")),
@@ -134,5 +144,5 @@ SCHEMA = EngineSchema(
                   "one more at {uncited_cost} less), merged with the real-time buffer and ranked; the top "
                   "{final_k} are returned ({max_evidence} at most materialized)."),
     ),
-    llm_roles=("router", "relation_synthesis", "event_merge"),
+    llm_roles=("router", "relation_synthesis"),
 )

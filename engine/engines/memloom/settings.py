@@ -4,10 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.core.schema import EngineSettings, setting
+from engine.core.segments import DepthRule
 
 ABLATIONS = {
     "no-relations": "the steward synthesises no relations (events and evidence pointers only)",
-    "no-repair": "the steward does not repair the timeline",
+    "no-repair": "the steward neither repairs nor cuts the timeline (events stay as the router made them)",
     "no-traversal": "retrieval grounds the seed events only (no relation closure)",
     "no-realtime": "retrieval ignores the real-time buffer of uncurated sentence records",
     "no-router": "sentence records keep the raw text (no pronoun or date rewrite)",
@@ -55,11 +56,23 @@ class MemLoomSettings(EngineSettings):
                              group="steward", label="θ_s — topic-link margin")
     k_sem: int = setting(3, "k_sem: topic-track breadth per event", minimum=0, maximum=20, group="steward",
                          label="k_sem — topic links per event")
-    repair_window: int = setting(6, "Δd: adjacent events looked back over for timeline repair", minimum=0,
-                                 maximum=20, group="steward", label="Δd — repair look-back (events)")
-    repair_hours: float = setting(2.0, "δ_t: most hours between two fragments that may be repaired into one",
-                                  minimum=0.0, maximum=240.0, step=0.5, group="steward",
-        label="δ_t — repair gap (hours)")
+    # event boundaries: the steward's coarse repair (fit on QMSum train by scripts/fit_boundaries.py)
+    boundary_window: float = setting(1500.0, "words heard on each side of a gap when it is scored", minimum=50.0,
+                                     maximum=20000.0, step=50.0, group="boundaries",
+                                     label="boundary window (words each side)")
+    boundary_mix: float = setting(0.7, "weight of what is said against who holds the floor in a gap's score",
+                                  minimum=0.0, maximum=1.0, step=0.05, group="boundaries",
+                                  label="content vs floor weight")
+    boundary_smoothing: int = setting(9, "gaps in the moving average of the similarity curve", minimum=1,
+                                      maximum=51, group="boundaries", label="smoothing (gaps)")
+    boundary_threshold: float = setting(0.12, "least depth of a gap that ends an event", minimum=0.0, maximum=2.0,
+                                        step=0.01, group="boundaries", label="depth threshold")
+    boundary_min_size: float = setting(700.0, "least words between two event boundaries", minimum=0.0,
+                                       maximum=50000.0, step=50.0, group="boundaries",
+                                       label="least words between boundaries")
+    boundary_lookahead: float = setting(300.0, "least words heard after a gap before the steward may cut it",
+                                        minimum=0.0, maximum=50000.0, step=50.0, group="boundaries",
+                                        label="words heard after a gap before a cut")
     relation_candidates: int = setting(10, "earlier events per target offered to relation synthesis", minimum=1,
                                        maximum=50, group="steward")
     relation_budget: int = setting(200, "B_u: most relations one steward run may propose", minimum=1,
@@ -67,7 +80,8 @@ class MemLoomSettings(EngineSettings):
     theta_rel: float = setting(0.10, "gate on a relation's confidence (the link model's probability; positives "
                                "are rare, so true links score 0.1-0.6)", minimum=0.0, maximum=1.0, step=0.05,
                                group="steward", label="θ_rel — relation gate")
-    theta_repair: float = setting(0.5, "gate on a timeline repair's confidence", minimum=0.0, maximum=1.0,
+    theta_repair: float = setting(0.5, "gate on a timeline repair's or boundary's confidence (0.5: the depth rule "
+                                  "itself)", minimum=0.0, maximum=1.0,
                                   step=0.05, group="steward", label="θ_repair — repair gate")
     # retrieval (§3.7)
     lexical_weight: float = setting(0.5, "weight of z(BM25) fused with z(dense cosine)", minimum=0.0, maximum=5.0,
@@ -91,3 +105,7 @@ class MemLoomSettings(EngineSettings):
 
     def __post_init__(self) -> None:
         self.check_ablations(ABLATIONS)
+
+    def depth_rule(self) -> DepthRule:
+        return DepthRule(self.boundary_window, self.boundary_mix, self.boundary_smoothing, self.boundary_threshold,
+                         self.boundary_min_size, self.boundary_lookahead)
