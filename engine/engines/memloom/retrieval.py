@@ -14,7 +14,10 @@ STATE_SUCCESSOR back to earlier states; along that chain an event inherits its
 parent's score less `chain_hop_cost` (plus `hop_cost` per weaker alternative),
 and its records the relation cites take that score, so a root cause that
 shares no words with the query ranks beside the effect it explains. One more
-record of the event (a reported change first) follows at `uncited_cost` less.
+record of the event follows: on the chain, the latest change reported before
+the cited cause (the chain's previous step inside a long event) one
+`chain_hop_cost` further back; otherwise a reported change first, at
+`uncited_cost` less.
 Every other record ranks on its own relevance. Every result carries its path:
 seed event, relation hops, then the pointer to the record and its dataset turn.
 """
@@ -143,15 +146,13 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
         path = path_to(e, parent)
         cited = _cited(sstate, parent[e])
         records = [sid for sid in sorted(sstate.out(e, Rel.EVIDENCE)) if sid in rel]
-        # one record the relation does not cite follows the citations: one reporting a change of state (the
-        # likelier cause or earlier state) first, then the most relevant
-        further = min((sid for sid in records if sid not in cited), default=None,
-                      key=lambda i: (not has_change(sstate.nodes[i].raw), -round(rel[i], 9), i))
+        further, further_cost = _further(sstate, records, cited, rel, on_chain=parent[e] is not None
+                                         and parent[e].type in chain and parent[e].reverse, settings=s)
         for sid in records:
             if parent[e] is None or e not in inherited:
                 score = rel[sid]
             else:
-                passed = inherited[e] if sid in cited else inherited[e] - s.uncited_cost if sid == further else -1e9
+                passed = inherited[e] if sid in cited else inherited[e] - further_cost if sid == further else -1e9
                 score = max(rel[sid], passed)
             offer(sid, score, origin[e], path + [Hop(e, sid, Rel.EVIDENCE)])
     if not s.has("no-realtime"):
@@ -192,6 +193,23 @@ def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
     v, etype, rev = step
     edge = state.edges.get((v, u, etype) if rev else (u, v, etype))
     return edge.confidence if edge is not None else None
+
+
+def _further(state, records: list[int], cited: set[int], rel: dict[int, float], on_chain: bool,
+             settings) -> tuple[int | None, float]:
+    """The one record of a reached event the relation does not cite that follows its citations, and what it
+    costs. On the asked chain, an event is often longer than one step of it (a meeting's topic, a session's
+    news): the latest record before the cited cause that reports a change is the chain's previous step inside
+    the event, one `chain_hop_cost` further back. Otherwise a record reporting a change (the likelier cause or
+    earlier state) comes first, then the most relevant, at `uncited_cost`."""
+    uncited = [sid for sid in records if sid not in cited]
+    if on_chain and cited & set(records):
+        first = min(cited & set(records))
+        before = [sid for sid in uncited if sid < first and has_change(state.nodes[sid].raw)]
+        if before:
+            return max(before), settings.chain_hop_cost
+    further = min(uncited, default=None, key=lambda i: (not has_change(state.nodes[i].raw), -round(rel[i], 9), i))
+    return further, settings.uncited_cost
 
 
 def _cited(state, hop: Hop | None) -> set[int]:
