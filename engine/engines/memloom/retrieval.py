@@ -14,8 +14,8 @@ STATE_SUCCESSOR back to earlier states; along that chain an event inherits its
 parent's score less `chain_hop_cost` (plus `hop_cost` per weaker alternative),
 and its records the relation cites take that score, so a root cause that
 shares no words with the query ranks beside the effect it explains. One more
-record of the event follows: on the chain, the latest change reported before
-the cited cause (the chain's previous step inside a long event) one
+record of the event follows: on the chain, the latest change the cited cause's
+speaker reported before it (the chain's previous step inside a long event) one
 `chain_hop_cost` further back; otherwise a reported change first, at
 `uncited_cost` less.
 Every other record ranks on its own relevance. Every result carries its path:
@@ -199,13 +199,15 @@ def _further(state, records: list[int], cited: set[int], rel: dict[int, float], 
              settings) -> tuple[int | None, float]:
     """The one record of a reached event the relation does not cite that follows its citations, and what it
     costs. On the asked chain, an event is often longer than one step of it (a meeting's topic, a session's
-    news): the latest record before the cited cause that reports a change is the chain's previous step inside
-    the event, one `chain_hop_cost` further back. Otherwise a record reporting a change (the likelier cause or
+    news): the latest record before the cited cause in which its speaker reports a change is the chain's
+    previous step inside the event, one `chain_hop_cost` further back. Otherwise a record reporting a change (the likelier cause or
     earlier state) comes first, then the most relevant, at `uncited_cost`."""
     uncited = [sid for sid in records if sid not in cited]
     if on_chain and cited & set(records):
         first = min(cited & set(records))
-        before = [sid for sid in uncited if sid < first and has_change(state.nodes[sid].raw)]
+        speaker = state.nodes[first].speakers
+        before = [sid for sid in uncited if sid < first and state.nodes[sid].speakers == speaker
+                  and has_change(state.nodes[sid].raw)]
         if before:
             return max(before), settings.chain_hop_cost
     further = min(uncited, default=None, key=lambda i: (not has_change(state.nodes[i].raw), -round(rel[i], 9), i))
