@@ -177,6 +177,11 @@ def test_routing_figure_marks_the_threshold_and_the_chosen_event():
     assert bar.marker.color[0] != bar.marker.color[1]
     assert any(s.x0 == 0.3 and s.x1 == 0.3 for s in fig.layout.shapes)
     assert any("τ_new = 0.3" in a.text for a in fig.layout.annotations)
+    assert "orange: the event the record joined" in fig.layout.xaxis.title.text
+    opened = lv.routing_figure({**ROUTING, "decision": "NEW_EVENT", "chosen": 12,
+                                "candidates": [{**c, "score": 0.2} for c in ROUTING["candidates"]]})
+    assert len(set(opened.data[0].marker.color)) == 1                 # no bar is orange: none was taken
+    assert opened.layout.xaxis.title.text == "routing score S_j (no candidate taken: the record opened u12)"
 
 
 def test_attrs_frame_labels_the_event_figures():

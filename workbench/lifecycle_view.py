@@ -347,8 +347,10 @@ def routing_figure(routing: dict) -> go.Figure:
                       annotation={"text": f"τ_new = {tau:g}", "font": {"color": "#d62728"}},
                       annotation_position="top")
     top = max([c.get("score", 0.0) for c in cands] + [tau if isinstance(tau, (int, float)) else 0.0, 0.1])
+    title = ("routing score S_j (orange: the event the record joined)" if joined_candidate(routing)
+             else f"routing score S_j (no candidate taken: the record opened u{chosen})")
     fig.update_layout(height=90 + 26 * max(1, len(cands)), margin={"l": 10, "r": 10, "t": 30, "b": 40},
-                      xaxis={"title": {"text": "routing score S_j (orange: chosen event)"},
+                      xaxis={"title": {"text": title},
                              "range": [0, min(1.1, top * 1.35) if top <= 1 else top * 1.35]},
                       yaxis={"categoryorder": "array", "categoryarray": labels[::-1]}, showlegend=False,
                       plot_bgcolor="#ffffff")

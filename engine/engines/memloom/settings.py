@@ -57,8 +57,8 @@ class MemLoomSettings(EngineSettings):
     k_sem: int = setting(3, "k_sem: topic-track breadth per event", minimum=0, maximum=20, group="steward",
                          label="k_sem — topic links per event")
     # event boundaries: the steward's coarse repair (fit on QMSum train by scripts/fit_boundaries.py)
-    boundary_window: float = setting(1500.0, "words heard on each side of a gap when it is scored", minimum=50.0,
-                                     maximum=20000.0, step=50.0, group="boundaries",
+    boundary_window: float = setting(1500.0, "words heard on each side of a gap when it is scored", minimum=10.0,
+                                     maximum=20000.0, step=10.0, group="boundaries",
                                      label="boundary window (words each side)")
     boundary_mix: float = setting(0.7, "weight of what is said against who holds the floor in a gap's score",
                                   minimum=0.0, maximum=1.0, step=0.05, group="boundaries",
