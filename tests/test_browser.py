@@ -57,6 +57,12 @@ def test_demo_walkthrough(tmp_path):
     assert "D1:4" in texts["retrieval"] and "D5:4" in texts["retrieval"]
     assert "commute" in texts["annotate"]
     assert len(list(tmp_path.glob("*.png"))) == 5
+    assert_readable(texts)
+
+
+def assert_readable(texts: dict[str, str]) -> None:
+    """On every page a tour read, no label is drawn cut short and no id is a bare integer."""
+    assert {k: v for k, v in texts.items() if k.endswith(("_cut", "_bare")) and v} == {}
 
 
 def test_naive_rag_session_walkthrough(tmp_path):
@@ -83,6 +89,7 @@ def test_memloom_session_walkthrough(tmp_path):
     assert "Lifecycle timeline" in texts["graph"] and "events that pass the filters" in texts["graph"]
     assert "Lanes for" in texts["graph"]            # (the graph legend lives in its iframe)
     assert texts["graph_overlaps"] == "" and texts["retrieval_overlaps"] == ""      # no label over another
+    assert_readable(texts)
     assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"] and "seed u" in texts["retrieval"]
     assert "—evidence→" in texts["retrieval"] and "stored edge" in texts["retrieval"]
     # the root cause is a result, reached from D6:6's event through CAUSAL_FOLLOW relations only, and highlighted

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 from workbench.driver.demo import demo_turn_after
@@ -130,10 +131,51 @@ def open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
 
 def look(page, texts: dict, shot, key: str, shot_name: str, page_title: str | None = None,
           wait_ms: int = 0) -> None:
-    """Open a page (unless already there), keep its visible text under `key`, take its screenshot."""
+    """Open a page (unless already there), read it (`read_page`), take its screenshot."""
     if page_title:
         open_page(page, page_title)
     if wait_ms:
         page.wait_for_timeout(wait_ms)
-    texts[key] = page.inner_text("body")
+    read_page(page, texts, key)
     shot(shot_name)
+
+
+def read_page(page, texts: dict, key: str) -> None:
+    """The page's visible text under `key`, the labels drawn cut short under `key`_cut and the ids written as
+    bare integers under `key`_bare ("" when there are none)."""
+    texts[key] = page.inner_text("body")
+    texts[f"{key}_cut"] = "; ".join(cut_labels(page))
+    texts[f"{key}_bare"] = "; ".join(bare_ids(texts[key]))
+
+
+# Labels a person reads to know what a figure or a control is: metric and widget labels, tabs, buttons.
+_LABELS = ('[data-testid="stMetricLabel"], [data-testid="stWidgetLabel"], [data-baseweb="tab"], '
+           '[data-testid="stBaseButton-secondary"], [data-testid="stBaseButton-primary"], '
+           '[data-testid="stExpander"] summary')
+_CUT = """(sel) => {
+  const cut = [];
+  for (const el of document.querySelectorAll(sel)) {
+    if (!el.offsetParent) continue;
+    for (const e of [el, ...el.querySelectorAll('*')]) {
+      const st = getComputedStyle(e);
+      if (e.scrollWidth > e.clientWidth + 1 && (st.textOverflow === 'ellipsis' || st.overflow === 'hidden'
+          || st.overflowX === 'hidden') && e.innerText.trim()) { cut.push(el.innerText.trim()); break; }
+    }
+  }
+  return cut;
+}"""
+
+
+def cut_labels(page) -> list[str]:
+    """The labels on the page drawn shorter than their text (an ellipsis, or clipped): "Buffered after i…"."""
+    return page.evaluate(_CUT, _LABELS)
+
+
+# An id where the pages write u4: a hop's end ("—evidence→ 4"), a citation or membership list ("Evidence cited:
+# 4, 7"), a hop written "u5 → 4".
+_BARE = re.compile(r"—[\w ()]+→ \d+\b|\b(?:[Ee]vidence cited|[Mm]embers|[Cc]ites?)\b:? \d+(?:, \d+)*\b|\bu\d+ → \d+\b")
+
+
+def bare_ids(text: str) -> list[str]:
+    """Ids written as bare integers in a page's visible text."""
+    return _BARE.findall(text)

@@ -15,6 +15,7 @@ from workbench.driver.browser import (
     open_at_demo_turn,
     open_at_turn,
     open_page,
+    read_page,
     shooter,
     start_long_jump,
     tall_screenshot,
@@ -66,7 +67,7 @@ def ask_free_query(page, texts: dict, shot, query: str, shot_name: str = "4_retr
     box.fill(query)
     box.press("Enter")
     wait_idle(page, 2500)
-    texts["retrieval"] = page.inner_text("body")
+    read_page(page, texts, "retrieval")
     shot(shot_name)
 
 
@@ -160,7 +161,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     open_at_turn(page, url, routing_showcase_turn())
     expect(page.get_by_text("Routing decision", exact=False).first).to_be_visible()
     page.wait_for_timeout(1500)
-    texts["replay"] = page.inner_text("body")
+    read_page(page, texts, "replay")
     shot("8_memloom_replay")
 
     jump_to_turn(page, demo_turn_after("D6:6"))
@@ -180,17 +181,17 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
         page.keyboard.press("Escape")
         wait_idle(page)
     expect(page.get_by_text("★ cited").first).to_be_visible()
-    texts["consolidation"] = page.inner_text("body")
+    read_page(page, texts, "consolidation")
     shot("9_memloom_consolidation", 2600)
     apply_gate_verdicts(page)
-    texts["applied"] = page.inner_text("body")
+    read_page(page, texts, "applied")
 
     open_page(page, "Memory graph")
     open_largest_event(page)
     texts["graph_overlaps"] = _overlaps_text(graph_frame(page))
     page.get_by_role("tab", name="Lifecycle timeline").click()
     wait_idle(page, 2500)
-    texts["graph"] = page.inner_text("body")
+    read_page(page, texts, "graph")
     shot("6_memloom_graph")
 
     open_page(page, "Retrieval")
@@ -218,7 +219,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
     else:
         page.keyboard.press("Escape")
         wait_idle(page, 2500)
-    texts["retrieval"] = page.inner_text("body")
+    read_page(page, texts, "retrieval")
     texts["highlight"] = highlight.inner_text() + " " + (combo.input_value() or "")
     texts["retrieval_overlaps"] = _overlaps_text(graph_frame(page))
     shot("7_memloom_retrieval")
@@ -353,5 +354,5 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     page.wait_for_function("() => location.pathname.endsWith('/retrieval')")
     expect(page.get_by_text("Missed gold evidence").first).to_be_visible(timeout=180_000)
     wait_idle(page, 1500)
-    texts["retrieval"] = page.inner_text("body")
+    read_page(page, texts, "retrieval")
     return texts
