@@ -321,7 +321,7 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     chosen = decisions(run_key)
 
     labels = sorted({v for p in proposals for v in detail_labels(p)})
-    cols = st.columns([3, 3, 3, 2] if labels else [3, 3, 2])
+    cols = st.columns([3, 3, 3, 3] if labels else [3, 3, 2])
     f1, f2, f3 = cols[0], cols[1], cols[-1]
     ops = f1.multiselect("Operator", sorted({op_label(schema, p.op) for p in proposals}), key="queue_ops",
                          placeholder="all operators")

@@ -139,9 +139,10 @@ SCHEMA = EngineSchema(
                   "Best first from the seeds along CAUSAL_FOLLOW (both ways), STATE_SUCCESSOR, SAME_EVENT and "
                   "TEMPORAL_NEXT: at most {hops} hops and {branching} branches per event. A why-question's causes "
                   "(a history question's earlier states) inherit the seed's score less {chain_hop_cost} per hop."),
-        StageSpec("ground", "Grounding and ranking", "ranking",
+        StageSpec("ground", "Ground and rank", "ranking",
                   "Sentence records reached by pointer (on the asked chain: the cited ones at the inherited score, "
-                  "one more at {uncited_cost} less), merged with the real-time buffer and ranked; the top "
+                  "the change the cited cause's speaker reported before it in the event at {chain_hop_cost} less, "
+                  "else one more at {uncited_cost} less), merged with the real-time buffer and ranked; the top "
                   "{final_k} are returned ({max_evidence} at most materialized)."),
     ),
     llm_roles=("router", "relation_synthesis"),
