@@ -108,6 +108,7 @@ PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (
 
 
 def instrument(meter: RoleMeter, engine) -> None:
+    from engine.llm import offline_split
     from engine.llm.base import LLM
     from engine.llm.embedder import Embedder
     from engine.llm.offline import OfflineBackend
@@ -116,7 +117,7 @@ def instrument(meter: RoleMeter, engine) -> None:
 
     meter.wrap(LLM, "call", by_first_arg=True)
     meter.wrap(Embedder, "embed", "embedder")
-    meter.wrap(OfflineBackend, "split_cuts", "split candidate cuts")
+    meter.wrap(offline_split, "split_cuts", "split candidate cuts")
     meter.wrap(OfflineBackend, "prefetch", "split cuts prefetch (embed)")
     meter.wrap(BaseEngine, "visible_neighbours", "diagnosis neighbourhood")
     meter.wrap(LinkScorer, "logits", "steward link logits")
@@ -128,11 +129,11 @@ def instrument(meter: RoleMeter, engine) -> None:
 
 
 def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:
-    from engine.llm.offline import _MAX_CUTS
+    from engine.llm.offline_split import MAX_CUTS
 
     rng = random.Random(0)
     n = -(-chars // 70)                               # the templates' mean length and a space
-    change = 1 + round((_MAX_CUTS // 2) * (n - 2) / (_MAX_CUTS - 1))    # a cut Split considers
+    change = 1 + round((MAX_CUTS // 2) * (n - 2) / (MAX_CUTS - 1))    # a cut Split considers
     sentences = [rng.choice(TOPICS[i >= change]).format(n=rng.randint(1, 999), m=rng.randint(1, 99))
                  for i in range(n)]
     sentences[change] = "By the way, " + sentences[change][0].lower() + sentences[change][1:]
