@@ -18,6 +18,7 @@ finishes and stays under 2 GB.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import random
@@ -102,9 +103,12 @@ class RoleMeter:
 
 
 # Engine-side steps metered when a process has them (found on the process's class, through the registry).
-PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (plans + edits)",
-                 "_segments": "steward event boundaries and repairs", "link_scorer": "steward link scorer (build)",
-                 "_relations": "steward relation candidates", "_curate": "steward curation (topic links)"}
+PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (plans + edits)"}
+# MemLoom's steward stages, metered in the modules that hold them (the steward calls them through the module).
+STEWARD_STEPS = {("timeline", "propose_repairs"): "steward event boundaries and repairs",
+                 ("relations", "link_scorer"): "steward link scorer (build)",
+                 ("relations", "propose_relations"): "steward relation candidates",
+                 ("curation", "curate"): "steward curation (topic links)"}
 
 
 def instrument(meter: RoleMeter, engine) -> None:
@@ -126,6 +130,8 @@ def instrument(meter: RoleMeter, engine) -> None:
         for attr, label in PROCESS_STEPS.items():
             if attr in vars(type(process)):
                 meter.wrap(type(process), attr, label)
+    for (module, attr), label in STEWARD_STEPS.items():
+        meter.wrap(importlib.import_module(f"engine.engines.memloom.{module}"), attr, label)
 
 
 def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:

@@ -14,7 +14,7 @@ import pytest
 from scipy import sparse
 
 from engine.core.segments import boundaries_from_labels, boundaries_from_ranges
-from engine.engines.memloom.steward import topic_neighbours
+from engine.engines.memloom.curation import topic_neighbours
 from engine.llm import LLM, make_backend, offline_diagnosis, offline_split
 from engine.llm.embedder import Embedder
 from engine.llm.offline_events import rewrite
