@@ -22,11 +22,14 @@ from workbench.model import (
     Workbench,
     list_conversations,
 )
-from workbench.replay_view import JumpClock, render_effects, transcript_html, turn_effects
+from workbench.progress import JumpClock
+from workbench.replay_view import render_effects
 from workbench.session_picker import session_picker
 from workbench.settings_form import settings_form
 from workbench.state import get_workbench, live_header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape
+from workbench.transcript_view import transcript_html
+from workbench.turn_effects import turn_effects
 
 SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
 SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (default)",

@@ -18,6 +18,7 @@ finishes and stays under 2 GB.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import random
@@ -102,12 +103,16 @@ class RoleMeter:
 
 
 # Engine-side steps metered when a process has them (found on the process's class, through the registry).
-PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (plans + edits)",
-                 "_segments": "steward event boundaries and repairs", "link_scorer": "steward link scorer (build)",
-                 "_relations": "steward relation candidates", "_curate": "steward curation (topic links)"}
+PROCESS_STEPS = {"diagnose": "diagnosis (whole)", "execute": "execute accepted (plans + edits)"}
+# MemLoom's steward stages, metered in the modules that hold them (the steward calls them through the module).
+STEWARD_STEPS = {("timeline", "propose_repairs"): "steward event boundaries and repairs",
+                 ("relations", "link_scorer"): "steward link scorer (build)",
+                 ("relations", "propose_relations"): "steward relation candidates",
+                 ("curation", "curate"): "steward curation (topic links)"}
 
 
 def instrument(meter: RoleMeter, engine) -> None:
+    from engine.llm import offline_split
     from engine.llm.base import LLM
     from engine.llm.embedder import Embedder
     from engine.llm.offline import OfflineBackend
@@ -116,7 +121,7 @@ def instrument(meter: RoleMeter, engine) -> None:
 
     meter.wrap(LLM, "call", by_first_arg=True)
     meter.wrap(Embedder, "embed", "embedder")
-    meter.wrap(OfflineBackend, "split_cuts", "split candidate cuts")
+    meter.wrap(offline_split, "split_cuts", "split candidate cuts")
     meter.wrap(OfflineBackend, "prefetch", "split cuts prefetch (embed)")
     meter.wrap(BaseEngine, "visible_neighbours", "diagnosis neighbourhood")
     meter.wrap(LinkScorer, "logits", "steward link logits")
@@ -125,14 +130,16 @@ def instrument(meter: RoleMeter, engine) -> None:
         for attr, label in PROCESS_STEPS.items():
             if attr in vars(type(process)):
                 meter.wrap(type(process), attr, label)
+    for (module, attr), label in STEWARD_STEPS.items():
+        meter.wrap(importlib.import_module(f"engine.engines.memloom.{module}"), attr, label)
 
 
 def conversation_file(chars: int, work: Path) -> tuple[Path, int, int]:
-    from engine.llm.offline import _MAX_CUTS
+    from engine.llm.offline_split import MAX_CUTS
 
     rng = random.Random(0)
     n = -(-chars // 70)                               # the templates' mean length and a space
-    change = 1 + round((_MAX_CUTS // 2) * (n - 2) / (_MAX_CUTS - 1))    # a cut Split considers
+    change = 1 + round((MAX_CUTS // 2) * (n - 2) / (MAX_CUTS - 1))    # a cut Split considers
     sentences = [rng.choice(TOPICS[i >= change]).format(n=rng.randint(1, 999), m=rng.randint(1, 99))
                  for i in range(n)]
     sentences[change] = "By the way, " + sentences[change][0].lower() + sentences[change][1:]

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
-from engine.bench.runner import BenchConfig, figures, run_benchmark  # noqa: E402
+from engine.bench.config import BenchConfig
+from engine.bench.result import figures
+from engine.bench.runner import run_benchmark  # noqa: E402
 from engine.bench.sweep import ray_session  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"

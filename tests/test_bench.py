@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.bench.config import BenchConfig
 from engine.bench.protocol import plan, ready_after, thresholds
-from engine.bench.runner import BenchConfig, figures, run_benchmark
+from engine.bench.result import figures
+from engine.bench.runner import run_benchmark
 from engine.cli import main
 from engine.core.conversation import Conversation, Question, Turn
 from engine.engines import ENGINES, engine_class

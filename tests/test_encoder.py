@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from engine.bench.runner import BenchConfig, figures, run_benchmark
+from engine.bench.config import BenchConfig
+from engine.bench.result import figures
+from engine.bench.runner import run_benchmark
 from engine.llm.embedder import Embedder, load_encoder
 from engine.llm.onnx_encoder import EncoderError, OnnxEncoder, check_supported
 from engine.loaders import load_conversation

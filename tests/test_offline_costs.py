@@ -14,8 +14,8 @@ import pytest
 from scipy import sparse
 
 from engine.core.segments import boundaries_from_labels, boundaries_from_ranges
-from engine.engines.memloom.steward import topic_neighbours
-from engine.llm import LLM, make_backend, offline
+from engine.engines.memloom.curation import topic_neighbours
+from engine.llm import LLM, make_backend, offline_diagnosis, offline_split
 from engine.llm.embedder import Embedder
 from engine.llm.offline_events import rewrite
 from engine.loaders import load_conversation
@@ -62,12 +62,13 @@ def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedde
     llm = LLM(backend)
     assert llm.call("diagnosis", {"target": target, "context": [neighbour]}).ok
     texts = [t for args in embed.calls for t in args[0]]
-    cut_texts, sentences = 2 * offline._MAX_CUTS, 2 * offline._MAX_SENTENCES
+    cut_texts, sentences = 2 * offline_split.MAX_CUTS, 2 * offline_diagnosis.MAX_SENTENCES
     assert len(texts) <= cut_texts + 2 + sentences
-    assert sum(map(len, texts)) <= (cut_texts + sentences) * offline._SIDE_CHARS + len(raw) + len(neighbour["raw"])
+    side = offline_split.SIDE_CHARS
+    assert sum(map(len, texts)) <= (cut_texts + sentences) * side + len(raw) + len(neighbour["raw"])
     embed.calls.clear()
     assert llm.call("split_plan", {"node_id": "1", "original_text": raw, "reason": "x"}).ok
-    assert sum(len(t) for args in embed.calls for t in args[0]) <= cut_texts * offline._SIDE_CHARS
+    assert sum(len(t) for args in embed.calls for t in args[0]) <= cut_texts * side
 
 
 def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
@@ -81,23 +82,23 @@ def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
     backend.prefetch(raws)
     sizes = [len(args[0]) for args in embed.calls]
     assert sum(sizes) == 300 and len(sizes) >= 2
-    assert max(sizes) <= offline._PREFETCH_TEXTS
+    assert max(sizes) <= offline_diagnosis.PREFETCH_TEXTS
 
 
 def test_diagnosis_embeds_only_cuts_that_could_reach_the_proposal_floor(embedder):
     """A cut whose confidence bound (shared words, substance, opening) is under the floor is never embedded,
     and that changes no diagnosis: on every demo turn the best Split found with the floor is the best Split
     found without it whenever that one reaches the floor."""
-    backend = make_backend("offline", embedder=embedder)
+    floor = offline_diagnosis.PROPOSE_FLOOR
     raws = [f"{t.speaker}: {t.text}" for t in load_conversation(DEMO_PATH).turns]
     pruned_away = 0
     for raw in raws:
-        full, pruned = backend.best_split(raw), backend.best_split(raw, floor=offline._PROPOSE_FLOOR)
-        if full is not None and full[0] >= offline._PROPOSE_FLOOR:
+        full, pruned = offline_split.best_split(raw, embedder), offline_split.best_split(raw, embedder, floor=floor)
+        if full is not None and full[0] >= floor:
             assert pruned == full, raw
         else:
-            assert pruned is None or pruned[0] < offline._PROPOSE_FLOOR, raw
-        pruned_away += len(backend._scored_cuts(raw)) - len(backend._scored_cuts(raw, floor=offline._PROPOSE_FLOOR))
+            assert pruned is None or pruned[0] < floor, raw
+        pruned_away += len(offline_split.scored_cuts(raw)) - len(offline_split.scored_cuts(raw, floor=floor))
     assert pruned_away > 0
 
 

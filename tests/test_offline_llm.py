@@ -1,7 +1,7 @@
 """The offline backend: deterministic, schema-valid, honest confidences."""
 from __future__ import annotations
 
-from engine.llm import LLM, make_backend
+from engine.llm import LLM, make_backend, offline_split
 from engine.llm.embedder import Embedder
 
 
@@ -78,10 +78,9 @@ def test_only_two_marked_substantive_topics_pass_the_split_gate():
 
 def test_split_never_cuts_before_an_attachment_note():
     """A shared image's note belongs to the words that share it, so it is never a side of its own."""
-    backend = make_backend("offline", embedder=Embedder())
     raw = ("Mel: I finished another pottery project last weekend at the studio. Look at this. [shares an image: "
            "a photo of a bowl. It has a blue glaze.]")
-    assert [c[3] for c in backend.split_cuts(raw)] == [raw[raw.index("Look"):]]
+    assert [c[3] for c in offline_split.split_cuts(raw)] == [raw[raw.index("Look"):]]
 
 
 def _link(old: str, new: str, old_speaker: str = "Maya", new_speaker: str = "Maya") -> tuple[dict, dict, dict]:
@@ -110,15 +109,14 @@ def test_state_successor_needs_a_restatement_not_a_shared_place():
 def test_split_candidates_are_bounded_for_a_long_turn():
     """A turn of thousands of sentences yields at most 32 candidate cuts with short sides (not one prefix and
     one suffix per sentence); a short turn keeps every cut between sentences, texts unchanged."""
-    backend = make_backend("offline", embedder=Embedder())
     long_text = "Ben: " + " ".join(f"Sentence number {i} is about the river lab." for i in range(5000))
-    cuts = backend.split_cuts(long_text)
+    cuts = offline_split.split_cuts(long_text)
     assert len(cuts) == 32 and [c[0] for c in cuts] == sorted({c[0] for c in cuts})
     assert cuts[0][0] == 1 and cuts[-1][0] == 4999
     assert all(len(left) <= 2000 and len(right) <= 2000 for _, _, left, right in cuts)
     for n_left, offset, _, right in cuts:
         assert long_text[offset:].startswith(right)
     short = "Jon: The plumber fixed our sink today. Also, I started the cello. My teacher is Mr. Okafor."
-    assert [(c[0], c[2], c[3]) for c in backend.split_cuts(short)] == [
+    assert [(c[0], c[2], c[3]) for c in offline_split.split_cuts(short)] == [
         (1, "The plumber fixed our sink today.", "Also, I started the cello. My teacher is Mr. Okafor."),
         (2, "The plumber fixed our sink today. Also, I started the cello.", "My teacher is Mr. Okafor.")]

@@ -309,7 +309,8 @@ def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, mon
     """A real run of All-Mem and its anchors-only ablation on the bundled demo: the stacked bar shows, per system,
     the share of gold turns in each fate the result file counts; picking a category redraws it from that
     category's counts."""
-    from engine.bench.runner import BenchConfig, run_benchmark
+    from engine.bench.config import BenchConfig
+    from engine.bench.runner import run_benchmark
     from workbench.model import DEMO_PATH
 
     monkeypatch.setenv(ENV, str(tmp_path))

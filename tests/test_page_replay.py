@@ -261,7 +261,7 @@ def test_every_path_box_refuses_files_outside_the_data_folders(at, tmp_path, mon
 def test_transcript_escapes_text_and_marks_the_cursor():
     from engine.core.conversation import Turn
     from engine.core.state import MemoryState
-    from workbench.replay_view import transcript_html
+    from workbench.transcript_view import transcript_html
 
     turns = [Turn(f"D1:{i}", "<b>Ana</b>", f"<script>alert({i})</script>", f"2024-01-01T10:0{i}:00", "1", i)
              for i in range(1, 6)]
@@ -275,7 +275,7 @@ def test_transcript_escapes_text_and_marks_the_cursor():
 
 def test_turn_effects_read_from_the_log_match_the_ingest_report():
     from workbench.model import Workbench
-    from workbench.replay_view import turn_effects
+    from workbench.turn_effects import turn_effects
 
     wb = Workbench.demo()
     wb.jump(6)
@@ -311,7 +311,7 @@ def test_a_long_jump_runs_in_the_page_with_its_progress_and_lands_on_the_target(
 
 def test_jump_clock_times_each_phase():
     from workbench.model import JumpProgress
-    from workbench.replay_view import JumpClock
+    from workbench.progress import JumpClock
 
     now = [100.0]
     clock = JumpClock(every=1.0, now=lambda: now[0])
@@ -334,7 +334,7 @@ def test_jump_clock_times_each_phase():
 def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_below_it():
     from engine.core.conversation import Turn
     from engine.core.state import MemoryState
-    from workbench.replay_view import transcript_html
+    from workbench.transcript_view import transcript_html
 
     turns = [Turn(f"D1:{i}", "Ana", "long " * 400, f"2024-01-01T10:0{i}:00", "1", i) for i in range(1, 9)]
     html = transcript_html(turns, cursor=4, head=4, state=MemoryState(), before=2, after=3)

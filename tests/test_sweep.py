@@ -190,7 +190,9 @@ def test_memwb_bench_on_ray_gives_the_serial_figures_on_the_8_dev_conversations(
     """The real benchmark (static protocol, All-Mem, naive and hybrid RAG) on the 8 LoCoMo dev conversations:
     a local Ray with 2 workers gives every figure and per-question record of the serial run. The serial run
     fills the workspace's embedding cache, which the Ray workers then read."""
-    from engine.bench.runner import BenchConfig, figures, run_benchmark
+    from engine.bench.config import BenchConfig
+    from engine.bench.result import figures
+    from engine.bench.runner import run_benchmark
     from engine.store.workspace import ENV
 
     monkeypatch.setenv(ENV, str(tmp_path / "workspace"))

@@ -33,7 +33,7 @@ def run_benchmark(choice: DataChoice, engines: list[str], ablations: list[str], 
                   progress) -> Path:
     """Run `memwb bench` in this process into a new folder under the workspace's benchmarks/; `progress` hears
     each step (done, total, label). Returns the result file."""
-    from engine.bench.runner import BenchConfig  # only when a run is asked for
+    from engine.bench.config import BenchConfig  # only when a run is asked for
     from engine.bench.runner import run_benchmark as run
 
     config = BenchConfig(dataset=choice.dataset, source=str(choice.path), engines=tuple(engines),

@@ -1,7 +1,7 @@
 """The Replay page's view of a two-state engine (GAM): its phase, the episodic buffer against its capacity, and
 on a trigger the detector's boundaries over the buffer.
 
-Everything is read from the log records around the turn (`replay_view.TurnEffects`): the `buffer` of the
+Everything is read from the log records around the turn (`turn_effects.TurnEffects`): the `buffer` of the
 turn_ingested record (tokens, T_max, tokenizer), and the `phase` and `trigger` engine variables a consolidation
 wrote (the trigger's cause, the buffer it saw, the detector's answer and boundaries, the reason code when that
 answer was refused, the tail policy, the segments consolidated and the utterances kept). An engine that writes

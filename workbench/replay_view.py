@@ -1,28 +1,20 @@
-"""UI helpers for the Replay page: the transcript window and the "what this turn caused" panel.
+"""UI helpers for the Replay page: the "what this turn caused" panel.
 
-What a turn caused is read back from the op log rather than kept from the
-last step, so it is the same whether the cursor is at the head of the log
-(just ingested) or behind it (after Back or a jump): the log is the truth,
-the view at the cursor is a fold of it.
+What a turn caused (`workbench.turn_effects`) is read back from the op log rather than kept from the last
+step, so it is the same whether the cursor is at the head of the log (just ingested) or behind it (after
+Back or a jump); this module draws it: the nodes created, anchors, edges, routing decision, status changes
+and the offline runs around the turn. The transcript is drawn by `workbench.transcript_view`.
 """
 from __future__ import annotations
 
 import html
-import time
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Callable
 
 import pandas as pd
 import streamlit as st
 
-from engine.core.conversation import Turn
-from engine.core.edge import Edge
-from engine.core.oplog import OpKind, RunInfo
-from engine.core.state import MemoryState
-from engine.core.text import seconds_text
+from engine.core.oplog import RunInfo
 from workbench.gate_view import render_gate
-from workbench.graph_style import cosine_text, edge_style, kind_field, status_tag, visibility_text
+from workbench.graph_style import cosine_text, edge_style, kind_field, visibility_text
 from workbench.lifecycle_view import (
     attrs_frame,
     cause_text,
@@ -33,237 +25,9 @@ from workbench.lifecycle_view import (
 )
 from workbench.phase_view import has_phases, render_phases
 from workbench.text import MISSING, md_escape, missing, table
+from workbench.turn_effects import TurnEffects
 
 RUN_ICON = ":material/cleaning_services:"
-_EFFECT_KINDS = (OpKind.TURN_INGESTED, OpKind.NODE_CREATED, OpKind.NODE_UPDATED, OpKind.EDGE_ADDED,
-                 OpKind.STATUS_CHANGED, OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED,
-                 OpKind.RUN_STARTED, OpKind.ENGINE_STATE_SET)
-_BUFFER_KINDS = (OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED, OpKind.NODE_RETRACTED)
-
-
-# -- a long jump's progress ------------------------------------------------------------------------
-class JumpClock:
-    """Times a jump for its progress bar: elapsed time, an estimate from the current phase's rate, and whether
-    the page should redraw now (at most every `every` seconds, and always at the start and end of a phase)."""
-
-    def __init__(self, every: float = 0.25, now: Callable[[], float] = time.monotonic):
-        self.now, self.every = now, every
-        self.start = self.previous = now()
-        self.last_drawn: float | None = None
-        self.phase, self.phase_start = "", self.start
-
-    def due(self, progress) -> bool:
-        t = self.now()
-        new_phase = progress.phase != self.phase
-        if new_phase:                              # a phase starts where the previous one's last step ended
-            self.phase, self.phase_start = progress.phase, self.previous
-        self.previous = t
-        if new_phase or self.last_drawn is None or t - self.last_drawn >= self.every or \
-                progress.done >= progress.total:
-            self.last_drawn = t
-            return True
-        return False
-
-    def left(self, progress) -> float | None:
-        """Seconds the current phase still needs at its rate so far (None before its first step)."""
-        if progress.done <= 0:
-            return None
-        return (self.previous - self.phase_start) / progress.done * (progress.total - progress.done)
-
-    def text(self, progress) -> str:
-        elapsed = f"{seconds_text(self.previous - self.start)} elapsed"
-        left = self.left(progress)
-        if progress.phase == "embedding":
-            eta = "" if left is None else f" · about {seconds_text(left)} left for the texts"
-            return (f"Jump to turn {progress.target}: embedding its turn texts {progress.done} / {progress.total}"
-                    f" · {elapsed}{eta}")
-        eta = "" if left is None else f" · about {seconds_text(left)} left"
-        return (f"Turn {progress.cursor} / {progress.target} · {progress.done} of {progress.total} turns ingested"
-                f" · {elapsed}{eta}")
-
-
-# -- transcript ------------------------------------------------------------------------------------
-def when(iso: str) -> str:
-    """Dataset time for people: '2024-05-11 19:34' (the ISO string itself if it does not parse)."""
-    try:
-        return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return iso
-
-
-def transcript_window(total: int, cursor: int, before: int, after: int) -> tuple[int, int]:
-    """Slice [start, stop) of turns to show: `before` seen turns up to the cursor and `after` upcoming ones."""
-    start = max(0, cursor - 1 - before)
-    return start, min(total, max(cursor, 1) + after)
-
-
-_TRANSCRIPT_CSS = """<style>
-.mw-tr { max-height: 470px; overflow-y: auto; display: flex; flex-direction: column-reverse;
-         border: 1px solid #e0e0e0; border-radius: 6px; padding: 4px 8px; font-size: 0.92rem; }
-.mw-tr .sess { margin: 8px 0 2px; font-weight: 600; color: #555; border-bottom: 1px solid #e6e6e6; }
-.mw-next { max-height: 220px; overflow-y: auto; border: 1px dashed #e0e0e0; border-top: none;
-           border-radius: 0 0 6px 6px; padding: 2px 8px; font-size: 0.92rem; }
-.mw-tr .row, .mw-next .row { padding: 4px 6px; margin: 2px 0; border-left: 4px solid transparent; border-radius: 3px; }
-.mw-tr .row.cur { background: #fff4cf; border-left-color: #e6a100; }
-.mw-next .row.future { opacity: 0.55; }
-.mw-next .sess { margin: 8px 0 2px; font-weight: 600; color: #555; border-bottom: 1px solid #e6e6e6; }
-.mw-tr .meta, .mw-next .meta { font-size: 0.78rem; color: #666; }
-.mw-tr .tag { font-weight: 700; color: #8a5a00; }
-</style>"""
-
-
-def transcript_html(turns: list[Turn], cursor: int, head: int, state: MemoryState, before: int = 10,
-                    after: int = 4) -> str:
-    """The turns around the cursor as escaped HTML, the current one marked and the upcoming ones dimmed.
-
-    Seen turns name the node they became in `state` (the view at the cursor) and its status when off the surface;
-    upcoming turns say whether the log already holds them (cursor behind the head) or not.
-    """
-    e = html.escape
-    start, stop = transcript_window(len(turns), cursor, before, after)
-    seen, upcoming, session = [], [], None
-    for i in range(start, stop):
-        t = turns[i]
-        rows = seen if i < cursor else upcoming
-        if t.session != session:
-            session = t.session
-            rows.append(f'<div class="sess">Session {e(t.session)} · {e(t.time[:10])}</div>')
-        if i == cursor - 1:
-            css, tag = "cur", '<span class="tag">▶ current turn</span> · '
-        elif i >= cursor:
-            css, tag = "future", "in the log, ahead of the cursor · " if i < head else "not yet ingested · "
-        else:
-            css, tag = "seen", ""
-        u = state.units.get(state.turn_units.get(t.id, -1))
-        unit = "" if u is None else f" · → {e(u.label)}{e(status_tag(u))}"
-        caption = f" <i>[shares an image: {e(t.image_caption)}]</i>" if t.image_caption else ""
-        rows.append(
-            f'<div class="row {css}"><div class="meta">{tag}#{i + 1} · {e(t.id)} · session {e(t.session)} · '
-            f'{e(when(t.time))}{unit}</div><div><b>{e(t.speaker)}</b>: {e(t.text)}{caption}</div></div>')
-    shown = f"turns {start + 1}–{stop} of {len(turns)}" if stop > start else "no turns"
-    # Seen turns scroll in a box anchored at its bottom, which is the current turn; the upcoming ones sit below
-    # it, outside that box, so however long they are the current turn stays in view.
-    ahead = f'<div class="mw-next">{"".join(upcoming)}</div>' if upcoming else ""
-    return (f'{_TRANSCRIPT_CSS}<div class="meta" style="color:#666;font-size:0.8rem">Showing {shown}</div>'
-            f'<div class="mw-tr"><div>{"".join(seen)}</div></div>{ahead}')
-
-
-# -- what a turn caused ------------------------------------------------------------------------------
-@dataclass
-class TurnEffects:
-    """One ingested turn as the log tells it; nodes are looked up in the view at the cursor."""
-
-    turn_no: int
-    turn_id: str
-    unit_id: int | None = None                               # the turn's own node
-    created: list[int] = field(default_factory=list)         # every node the ingest made, the turn's first
-    anchors: list[tuple[int, float | None]] = field(default_factory=list)
-    edges: list[Edge] = field(default_factory=list)
-    transitions: list[dict] = field(default_factory=list)    # online status changes: node, was, status, cause
-    routing: dict | None = None                              # the turn_ingested record's `routing`, if any
-    gate: list[dict] | None = None                           # its `gate` traces (RecMem's recurrence gate), if any
-    attrs: dict[int, dict] = field(default_factory=dict)     # node -> figures (attrs) the ingest wrote
-    buffers: dict[str, int] = field(default_factory=dict)    # buffer name -> size right after the ingest
-    buffer_size: int = 0                                     # nodes waiting in any buffer right after it
-    runs_before: list[str] = field(default_factory=list)    # started after the previous turn's ingest
-    runs_after: list[str] = field(default_factory=list)     # started after this turn's ingest
-    buffer: dict | None = None                               # the turn_ingested record's `buffer` (GAM's tokens)
-    variables: list[dict] = field(default_factory=list)      # engine variables set around it: key, value, seq, when
-
-
-def turn_effects(view, turn_no: int, report=None) -> TurnEffects | None:
-    """What ingesting turn number `turn_no` (1-based) did, read from the op log of `view`'s store.
-
-    Works for any engine: it reads node_created, node_updated, edge_added, status_changed and
-    buffer_pushed records the ingest wrote (actor "online"), and the `routing` payload of the
-    turn_ingested record when the engine writes one (MemLoom's event routing), which comes first.
-    Anchor cosines come from `report` (an IngestReport of that turn) when it names the same anchors as
-    the log, else they are recomputed from the view's vectors, which are the same unless a later run
-    re-described an anchor.
-    """
-    if turn_no < 1:
-        return None
-    effects, runs_before, turn_node, pushed_at = None, [], False, None
-    turn_kind = view.state.turn_kind
-    variables_before: list[dict] = []
-    for op in view.store.ops(kinds=_EFFECT_KINDS, turns=(turn_no - 1, turn_no)):   # only this turn's window
-        if op.turn > turn_no:
-            break
-        p = op.payload
-        online = effects is not None and op.actor == "online"
-        if op.kind == OpKind.TURN_INGESTED:
-            if op.turn == turn_no:
-                effects = TurnEffects(turn_no=turn_no, turn_id=p["turn_id"], runs_before=runs_before,
-                                      routing=p.get("routing"), gate=p.get("gate"), buffer=p.get("buffer"),
-                                      variables=variables_before)
-        elif op.kind == OpKind.ENGINE_STATE_SET:
-            if op.actor != "online":
-                record = {"key": p["key"], "value": p["value"], "seq": op.seq,
-                          "when": "after" if effects is not None else "before"}
-                if effects is not None:
-                    effects.variables.append(record)
-                elif op.turn == turn_no - 1:
-                    variables_before.append(record)
-        elif op.kind == OpKind.RUN_STARTED:
-            if effects is not None:
-                effects.runs_after.append(op.run_id)
-            elif op.turn == turn_no - 1:       # state.turn is turn_no - 1 only after that turn's ingest
-                runs_before.append(op.run_id)
-        elif online and op.kind == OpKind.BUFFER_PUSHED:
-            pushed_at = op.seq
-            for uid, anchors in p["entries"]:      # (a gate's queued cluster is shown with the gate instead)
-                if uid in effects.created and not effects.anchors and effects.gate is None:
-                    effects.anchors = [(a, None) for a in anchors]
-        elif online and op.kind == OpKind.NODE_CREATED:
-            node = p["node"]
-            effects.created.append(node["id"])
-            if node.get("attrs"):
-                effects.attrs[node["id"]] = dict(node["attrs"])
-            if effects.unit_id is None or (node.get("kind") == turn_kind and not turn_node):
-                effects.unit_id, turn_node = node["id"], node.get("kind") == turn_kind
-        elif online and op.kind == OpKind.EDGE_ADDED:
-            effects.edges.append(Edge(**p["edge"]))
-        elif online and op.kind == OpKind.NODE_UPDATED and isinstance(p.get("changes", {}).get("attrs"), dict):
-            effects.attrs[p["node"]] = dict(p["changes"]["attrs"])
-        elif online and op.kind == OpKind.STATUS_CHANGED:
-            effects.transitions.append(_transition(p))
-    if effects is not None and pushed_at is not None:
-        effects.buffers = _buffers_at(view.store, pushed_at)
-    if effects is not None:
-        effects.buffer_size = sum(effects.buffers.values())
-        if effects.unit_id in effects.created:
-            effects.created.remove(effects.unit_id)
-            effects.created.insert(0, effects.unit_id)
-        effects.anchors = _cosines(view, effects, report)
-    return effects
-
-
-def _buffers_at(store, seq: int) -> dict[str, int]:
-    """Each buffer's size right after record `seq`: a forward scan of the buffer records alone (small ones)."""
-    buffers: dict[str, set[int]] = {}
-    for op in store.ops(kinds=_BUFFER_KINDS, upto_seq=seq):
-        p = op.payload
-        if op.kind == OpKind.BUFFER_PUSHED:
-            buffers.setdefault(p["buffer"], set()).update(uid for uid, _ in p["entries"])
-        elif op.kind == OpKind.BUFFER_FLUSHED:
-            buffers.setdefault(p["buffer"], set()).difference_update(uid for uid, _ in p["entries"])
-        else:
-            for ids in buffers.values():
-                ids.discard(p["node"])
-    return {name: len(ids) for name, ids in buffers.items()}
-
-
-def _transition(p: dict) -> dict:
-    return {"node": p["node"], "was": p.get("was", ""), "status": p["status"], "cause": dict(p.get("cause") or {})}
-
-
-def _cosines(view, effects: TurnEffects, report) -> list[tuple[int, float | None]]:
-    if report is not None and report.unit_id == effects.unit_id and \
-            [a for a, _ in report.anchors] == [a for a, _ in effects.anchors]:
-        return [(a, float(c)) for a, c in report.anchors]
-    vecs = view.vectors
-    own = vecs.get(effects.unit_id)
-    return [(a, None if own is None or a not in vecs else float(own @ vecs[a])) for a, _ in effects.anchors]
 
 
 def process_label(schema, run: RunInfo) -> str:

@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from engine.bench.config import BenchConfig
 from engine.bench.datasets import BenchInputError
-from engine.bench.runner import REPRODUCTION_FILE, BenchConfig, BenchProgress, default_out, run_benchmark
+from engine.bench.runner import REPRODUCTION_FILE, BenchProgress, default_out, run_benchmark
 from engine.eval import reproduction
 from engine.store.data_paths import BUNDLED, shared_data
 

@@ -21,8 +21,9 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    from engine.bench.config import BenchConfig
     from engine.bench.datasets import BenchInputError
-    from engine.bench.runner import BenchConfig, run_benchmark
+    from engine.bench.runner import run_benchmark
     from engine.bench.summary import tables
 
     def names(text: str | None) -> tuple[str, ...]:

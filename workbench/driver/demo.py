@@ -97,7 +97,8 @@ def bench_demo_workspace(workspace: Path, engines: tuple[str, ...] = ("allmem", 
                          answer: str | None = None) -> Path:
     """A workspace holding a real `memwb bench` run (streaming, 5 rounds) of `engines` on the bundled demo as
     run `benchmarks/demo`; returns its result file."""
-    from engine.bench.runner import BenchConfig, run_benchmark
+    from engine.bench.config import BenchConfig
+    from engine.bench.runner import run_benchmark
     from workbench.model import DEMO_PATH
 
     return run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO_PATH), engines=engines, answer=answer,

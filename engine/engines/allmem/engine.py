@@ -8,7 +8,7 @@ from engine.core.edge import Edge
 from engine.core.node import Node
 from engine.core.oplog import OpKind
 from engine.core.proposal import Proposal
-from engine.core.text import strip_speaker
+from engine.core.text import keywords_of, strip_speaker
 from engine.core.tx import Tx
 from engine.engines.allmem import atc
 from engine.engines.allmem.executor import Executor, make_plan
@@ -17,7 +17,7 @@ from engine.engines.allmem.ranking import temporal_key, top_cap
 from engine.engines.allmem.retrieval import retrieve
 from engine.engines.allmem.schema import SCHEMA, EdgeType, Kind, Op
 from engine.engines.allmem.settings import AllMemSettings
-from engine.llm.offline import OfflineBackend, keywords_of, summary_of
+from engine.llm.offline import OfflineBackend, summary_of
 from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes

@@ -9,7 +9,7 @@ from engine.core.conversation import Turn
 from engine.core.edge import Edge
 from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord
-from engine.core.text import content_tokens, human_date, strip_speaker
+from engine.core.text import content_tokens, human_date, keywords_of, strip_speaker
 from engine.core.tx import Tx
 from engine.engines.memloom import online
 from engine.engines.memloom.explain import explain
@@ -17,7 +17,6 @@ from engine.engines.memloom.retrieval import retrieve
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.memloom.settings import MemLoomSettings
 from engine.engines.memloom.steward import Steward
-from engine.llm.offline import keywords_of
 from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes

@@ -19,11 +19,10 @@ from engine.core.edge import Edge
 from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.runtime.process import BaseProcess
-from engine.llm.offline import keywords_of
 from engine.core.node import Node, parse_id
 from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.core.state import MemoryState
-from engine.core.text import strip_speaker
+from engine.core.text import keywords_of, strip_speaker
 from engine.core.tx import Tx
 
 BUFFER = "recurrence"

@@ -29,7 +29,7 @@ from engine.retrieval.explain import Placement
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.process import BaseProcess
 from engine.runtime.reports import IngestReport
-from engine.llm.offline import keywords_of
+from engine.core.text import keywords_of
 from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord
 from engine.retrieval.result import RetrievalResult
