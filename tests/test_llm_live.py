@@ -124,6 +124,15 @@ def role_payloads(tmp_path: Path) -> dict[str, dict]:
     payloads.setdefault("merge_plan", {"sources": units[2:4], "reason": "same fact"})
     payloads.setdefault("update_plan", {"current": units[4], "superseded": units[3], "anchors": units[5:7],
                                         "reason": "a changed count"})
+    # no engine asks `event_merge` since MemLoom's boundaries became the depth rule; sessions recorded before
+    # still hold it, so it is asked the way the steward asked it: two adjacent fragments of one session
+    def fragment(i: int, us: list[dict]) -> dict:
+        return {"id": str(i), "time": us[0]["time"], "session": "1", "speakers": sorted({u["speaker"] for u in us}),
+                "sentences": [{"id": u["id"], "speaker": u["speaker"], "text": u["raw"].partition(": ")[2],
+                               "time": u["time"]} for u in us]}
+
+    payloads.setdefault("event_merge", {"earlier": fragment(101, units[:2]), "later": fragment(102, units[2:4]),
+                                        "cosine": 0.52, "gap_hours": 0.05})
     payloads.setdefault("answer", {"question": "What is the name of Jon's dog?", "question_time": "",
                                    "passages": [{"keys": [t["id"]], "time": t["time"], "text": u["raw"]}
                                                 for t, u in zip(turns, units)]})

@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.bench.result import FORMAT
 from workbench.text import MISSING
 
-FORMAT = "memwb-bench/1"
 RESULT_NAME = "result.json"
 
 _TOP = {"format": str, "dataset": str, "protocol": str, "ks": list, "rounds": int, "systems": dict, "metrics": list,

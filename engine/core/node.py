@@ -22,6 +22,12 @@ def node_label(node_id: int) -> str:
     return f"u{node_id}"
 
 
+def node_id_of(value) -> int:
+    """A node id as an LLM or a plan writes it ("12", "u12", 12); -1 when it is none."""
+    text = str(value).strip().lstrip("u")
+    return int(text) if text.isdigit() else -1
+
+
 @dataclass
 class Node:
     id: int

@@ -11,6 +11,7 @@ from itertools import combinations
 
 import numpy as np
 
+from engine.core.node import node_id_of
 from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import Op, ReasonCode
@@ -70,16 +71,11 @@ def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]
 def _tasks(data: dict):
     """Map diagnosis JSON to (op, targets, p, reason); ids that are not integers are kept as -1 for Norm."""
     for t in data["split_tasks"]:
-        yield Op.SPLIT, [_as_id(t["node_id"])], t["confidence"], t["reason"]
+        yield Op.SPLIT, [node_id_of(t["node_id"])], t["confidence"], t["reason"]
     for t in data["merge_tasks"]:
-        yield Op.MERGE, [_as_id(i) for i in t["node_ids"]], t["confidence"], t["reason"]
+        yield Op.MERGE, [node_id_of(i) for i in t["node_ids"]], t["confidence"], t["reason"]
     for t in data["update_tasks"]:
-        yield Op.UPDATE, [_as_id(t["new_node_id"]), _as_id(t["old_node_id"])], t["confidence"], t["reason"]
-
-
-def _as_id(value: str) -> int:
-    text = str(value).strip().lstrip("u")
-    return int(text) if text.isdigit() else -1
+        yield Op.UPDATE, [node_id_of(t["new_node_id"]), node_id_of(t["old_node_id"])], t["confidence"], t["reason"]
 
 
 def _route(engine: AllMemContext, proposals: list[Proposal], manual: bool) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.node import node_id_of
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
@@ -82,7 +83,7 @@ def _contract(p: Proposal, nodes) -> tuple[str, str] | None:
         return None
     if p.op == Op.REPAIR:
         held = {m for t in p.targets for m in nodes[t].members}
-        members = {as_id(m) for m in p.plan.get("members", [])}
+        members = {node_id_of(m) for m in p.plan.get("members", [])}
         if not members or not members <= held:
             return ReasonCode.SCHEMA_FAIL, "a repair's records must be records of its events"
         if len(p.targets) < 2 and held <= members:
@@ -96,7 +97,7 @@ def _contract(p: Proposal, nodes) -> tuple[str, str] | None:
     rtype = p.plan.get("type")
     if rtype not in Rel.CLOSURE:
         return ReasonCode.TYPE_CLOSURE_FAIL, f"type {rtype!r} is not one of {', '.join(Rel.CLOSURE)}"
-    cited = {as_id(x) for x in p.plan.get("evidence", [])}
+    cited = {node_id_of(x) for x in p.plan.get("evidence", [])}
     if not (cited & set(a.members)) or not (cited & set(b.members)):
         return ReasonCode.EVIDENCE_FAIL, "the relation must cite at least one record of each event"
     p.plan["evidence"] = [str(x) for x in sorted(cited & (set(a.members) | set(b.members)))]
@@ -106,9 +107,3 @@ def _contract(p: Proposal, nodes) -> tuple[str, str] | None:
     if bad:
         return ReasonCode.LIFECYCLE_FAIL, f"event(s) {bad} are not active or closed"
     return None
-
-
-def as_id(value) -> int:
-    """A node id as an LLM or a plan writes it ("12", "u12", 12); -1 when it is none."""
-    text = str(value).strip().lstrip("u")
-    return int(text) if text.isdigit() else -1

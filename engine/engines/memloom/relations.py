@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.core.node import Node
+from engine.core.node import Node, node_id_of
 from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
 from engine.core.text import strip_speaker
 from engine.engines.memloom.context import MemLoomContext
-from engine.engines.memloom.proposals import Drafts, as_id
+from engine.engines.memloom.proposals import Drafts
 from engine.engines.memloom.schema import Life, Op, Rel
 from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
 
@@ -79,7 +79,7 @@ def propose_relations(engine: MemLoomContext, drafts: Drafts, events: list[Node]
         for r in call.data["relations"]:
             if r["type"] == "NONE":
                 continue
-            targets = [as_id(r["source_id"]), as_id(r["target_id"])]
+            targets = [node_id_of(r["source_id"]), node_id_of(r["target_id"])]
             out.append(drafts.propose(Op.RELATION, targets, float(r["confidence"]), r["rationale"],
                                       {"type": r["type"], "evidence": list(r["evidence"]),
                                        "rationale": r["rationale"]}, {"type": r["type"]}))

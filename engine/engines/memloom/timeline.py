@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from engine.core.edge import Edge
-from engine.core.node import Node
+from engine.core.node import Node, node_id_of
 from engine.core.proposal import Proposal
 from engine.core.segments import deepest_boundaries, topic_depths, turn_sizes
 from engine.core.text import strip_speaker
 from engine.core.tx import Tx
 from engine.engines.memloom import online
 from engine.engines.memloom.context import MemLoomContext
-from engine.engines.memloom.proposals import Drafts, as_id
+from engine.engines.memloom.proposals import Drafts
 from engine.engines.memloom.schema import Kind, Life, Op, Rel
 from engine.engines.memloom.settings import MemLoomSettings
 
@@ -129,7 +129,7 @@ def repair(settings: MemLoomSettings, tx: Tx, p: Proposal) -> int:
     passes through); the events retire into the lineage once every record of theirs is held (`execute`)."""
     nodes = tx.state.nodes
     parts = [nodes[t] for t in p.targets]
-    members = sorted({as_id(m) for m in p.plan["members"]}, key=lambda m: (nodes[m].created_turn, m))
+    members = sorted({node_id_of(m) for m in p.plan["members"]}, key=lambda m: (nodes[m].created_turn, m))
     first, last = nodes[members[0]], nodes[members[-1]]
     stats = online.event_stats([nodes[m] for m in members])
     eid = tx.state.next_node_id
