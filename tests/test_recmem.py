@@ -231,7 +231,7 @@ def test_provenance_of_a_fact_survives_later_merges(tmp_path):
     for r in res.units:
         at = r.id
         for hop in r.provenance:                         # each hop a stored edge, walked from the result down
-            assert hop.edge_key in st.edges and hop.type == "derived_from"
+            assert hop.src == at and hop.edge_key in st.edges and hop.type == "derived_from"
             at = hop.dst
         if r.kind == "fact":
             assert [st.nodes[h.dst].kind for h in r.provenance][:2] == ["episode", "unit"]

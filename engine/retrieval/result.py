@@ -79,6 +79,17 @@ class RetrievalResult:
     context: str
     stages: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def ranked(cls, query: str, anchors: list[tuple[int, float]], expansion: list[dict],
+               candidates: list[RetrievedUnit], final_k: int | None, k: int | None,
+               stages: dict[str, float]) -> RetrievalResult:
+        """What every engine returns from its final ranking: the top `final_k` candidates (all with None), their
+        text as the context, and the sources ranked over every candidate, cut to `k` when given."""
+        top = candidates[:final_k] if final_k is not None else list(candidates)
+        sources = rank_sources(candidates)
+        return cls(query=query, anchors=anchors, expansion=expansion, candidates=candidates, units=top,
+                   source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+
     def to_dict(self, k: int | None = None, labels: bool = False) -> dict:
         name = node_label if labels else int
         expansion = [{**e, "id": name(e["id"]), "parent": name(e["parent"])} for e in self.expansion]

@@ -14,7 +14,7 @@ import time
 from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import SCHEMA, EdgeType
 from engine.retrieval.relevance import Relevance
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, path_to
 
 def superseded(state, uid: int) -> bool:
     """An archived unit an Update replaced: a version link reaches it from a unit whose provenance does not
@@ -74,14 +74,10 @@ def retrieve(engine: AllMemContext, query: str, k_sources: int | None = None) ->
 
     ranked = sorted(parent, key=lambda u: (-round(rel.score(u), 9), u))
     candidates = [_retrieved(engine, u, rel, parent, origin, hop) for u in ranked]
-    top = candidates[: s.final_k]
-    sources = rank_sources(candidates)
-    context = materialize(top)
     t3 = time.perf_counter()
     stages = {"stage1_ms": (t1 - t0) * 1e3, "stage2_ms": (t2 - t1) * 1e3, "stage3_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
-    return RetrievalResult(query=query, anchors=anchors, expansion=expansion, candidates=candidates, units=top,
-                           source_ids=sources[:k_sources] if k_sources else sources, context=context, stages=stages)
+    return RetrievalResult.ranked(query, anchors, expansion, candidates, s.final_k, k_sources, stages)
 
 
 def expansion_order(state, frontier: list[int], allowed: list[str], uniform: bool) -> list[tuple[int, int, str]]:

@@ -29,7 +29,7 @@ from engine.core.text import words
 from engine.engines.gam.context import GamContext
 from engine.engines.gam.schema import Kind, Life, Rel
 from engine.retrieval.lexical import at
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 
 TOPIC_EDGES = tuple(t for t in Rel.TOPIC)        # expansion order: the schema's priority order
 _TIME_QUERY = re.compile(r"\b(when|what (date|day|time|year|month)|how long|how many (days|weeks|months|years)|"
@@ -183,13 +183,10 @@ def retrieve(engine: GamContext, query: str, k: int | None = None) -> RetrievalR
         scored.append((math.prod(factors.values()), factors, e, anchor, path))
     scored.sort(key=lambda x: (-round(x[0], 9), -round(x[1]["P_sem"], 9), x[2]))
     candidates = [_result(engine, sc, *x) for x in scored]
-    top = candidates[: s.final_k]
-    sources = rank_sources(candidates)
     t3 = time.perf_counter()
     stages = {"anchor_ms": (t1 - t0) * 1e3, "drill_ms": (t2 - t1) * 1e3, "rerank_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
-    return RetrievalResult(query=query, anchors=anchors, expansion=expansion, candidates=candidates, units=top,
-                           source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+    return RetrievalResult.ranked(query, anchors, expansion, candidates, s.final_k, k, stages)
 
 
 def _result(engine: GamContext, sc: Scoring, score: float, factors: dict[str, float], uid: int, anchor: int,

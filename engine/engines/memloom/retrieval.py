@@ -32,7 +32,7 @@ from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
 from engine.retrieval.lexical import at
 from engine.retrieval.links import has_change
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, path_to, rank_sources
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, path_to
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
@@ -160,13 +160,10 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             offer(sid, rel[sid], sid, [])
     ranked = sorted(best, key=lambda i: (-round(best[i][0], 9), -round(rel[i], 9), i))[: s.max_evidence]
     candidates = [_result(engine, sid, best[sid], relevance) for sid in ranked]
-    top = candidates[: s.final_k]
-    sources = rank_sources(candidates)
     t3 = time.perf_counter()
     stages = {"seed_ms": (t1 - t0) * 1e3, "traverse_ms": (t2 - t1) * 1e3, "ground_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
-    return RetrievalResult(query=query, anchors=seeds, expansion=expansion, candidates=candidates, units=top,
-                           source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+    return RetrievalResult.ranked(query, seeds, expansion, candidates, s.final_k, k, stages)
 
 
 def seed_ranking(sstate, rel: dict[int, float]) -> list[tuple[int, float]]:

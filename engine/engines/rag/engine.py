@@ -19,7 +19,7 @@ from engine.core.schema import EngineSchema, EngineSettings, KindSpec, StageSpec
 from engine.core.tx import Tx
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
 from engine.retrieval.relevance import Relevance
-from engine.retrieval.result import RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.retrieval.result import RetrievalResult, RetrievedUnit
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.reports import IngestReport
 
@@ -86,12 +86,10 @@ class NaiveEngine(BaseEngine):
         rel = Relevance(self, query, self.lexical_weight())
         ranked = self._ranked(rel, self.settings.candidates)
         candidates = [self._result(uid, score, rel) for uid, score in ranked]
-        top = candidates[: self.settings.final_k]
-        sources = rank_sources(candidates)
         elapsed = (time.perf_counter() - t0) * 1e3
-        return RetrievalResult(query=query, anchors=[(r.id, r.score) for r in top], expansion=[],
-                               candidates=candidates, units=top, source_ids=sources[:k] if k else sources,
-                               context=materialize(top), stages={"rank_ms": elapsed, "total_ms": elapsed})
+        return RetrievalResult.ranked(query, [(r.id, r.score) for r in candidates[: self.settings.final_k]], [],
+                                      candidates, self.settings.final_k, k,
+                                      {"rank_ms": elapsed, "total_ms": elapsed})
 
     def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
         """Every stored turn is ranked; a turn that is not a candidate fell below the ranking's cap."""

@@ -15,7 +15,7 @@ import time
 from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Layer, Life, Rel
 from engine.retrieval.relevance import Relevance
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, materialize, rank_sources
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 
 LAYERS = (Layer.SUB, Layer.EPI, Layer.SEM)
 ABLATION = {Layer.SUB: "no-subconscious", Layer.EPI: "no-episodic", Layer.SEM: "no-semantic"}
@@ -95,12 +95,9 @@ def retrieve(engine: RecMemContext, query: str, k: int | None = None) -> Retriev
                 expansion.append({"id": h.dst, "parent": h.src, "type": h.type, "hop": depth[h.dst]})
     t2 = time.perf_counter()
     candidates = [_result(engine, uid, score, layer, chains[uid], rel) for uid, score, layer in picks]
-    sources = rank_sources(candidates)
     t3 = time.perf_counter()
-    return RetrievalResult(query=query, anchors=[(uid, score) for uid, score, _ in picks], expansion=expansion,
-                           candidates=candidates, units=list(candidates),
-                           source_ids=sources[:k] if k else sources, context=materialize(candidates),
-                           stages={"layers_ms": (t1 - t0) * 1e3, "provenance_ms": (t2 - t1) * 1e3,
+    return RetrievalResult.ranked(query, [(uid, score) for uid, score, _ in picks], expansion, candidates, None, k,
+                                  {"layers_ms": (t1 - t0) * 1e3, "provenance_ms": (t2 - t1) * 1e3,
                                    "rank_ms": (t3 - t2) * 1e3, "total_ms": (t3 - t0) * 1e3})
 
 
