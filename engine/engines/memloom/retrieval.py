@@ -93,7 +93,6 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     t1 = time.perf_counter()
 
     parent: dict[int, Hop | None] = {e: None for e, _ in seeds}
-    origin = {e: e for e, _ in seeds}
     inherited = dict(seeds)
     expansion: list[dict] = []
     if sstate is not None and not s.has("no-traversal"):
@@ -127,7 +126,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                           if etype in chain and rev and u in inherited else None)
                 if v in parent and (passed is None or passed <= inherited.get(v, float("-inf"))):
                     continue
-                parent[v], origin[v] = Hop(u, v, etype, rev), origin[u]
+                parent[v] = Hop(u, v, etype, rev)
                 if passed is not None:
                     inherited[v] = passed
                 order[v], depth[v] = inherited.get(v, order[u] - s.hop_cost), h + 1
@@ -154,7 +153,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             else:
                 passed = inherited[e] if sid in cited else inherited[e] - further_cost if sid == further else -1e9
                 score = max(rel[sid], passed)
-            offer(sid, score, origin[e], path + [Hop(e, sid, Rel.EVIDENCE)])
+            offer(sid, score, path[0].src if path else e, path + [Hop(e, sid, Rel.EVIDENCE)])
     if not s.has("no-realtime"):
         for sid in buffer_ranking(engine, rel)[: s.realtime_k]:
             offer(sid, rel[sid], sid, [])
