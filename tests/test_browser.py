@@ -78,10 +78,11 @@ def test_naive_rag_session_walkthrough(tmp_path):
 
 
 def test_memloom_session_walkthrough(tmp_path):
-    """A session opened in MemLoom: a turn's routing decision, steward relations with cited evidence applied by
-    the gate, event FSM shapes and the lifecycle timeline, the causal question's path from its seed event."""
-    with running_app(env={"MEMWB_ENGINE": "memloom"}) as url, browser_page() as page:
-        texts = memloom_walkthrough(page, url, shots=tmp_path)
+    """The demo switched to MemLoom from the Replay page's form: a turn's routing decision, steward relations with
+    cited evidence applied by the gate, event FSM shapes and the lifecycle timeline, the causal question's path
+    from its seed event, with no label cut short and no bare integer for an id."""
+    with running_app() as url, browser_page() as page:
+        texts = memloom_walkthrough(page, url, shots=tmp_path, switch=True)
     assert "Engine · MemLoom" in texts["replay"] and "What turn D" in texts["replay"]
     assert "Routing decision" in texts["replay"] and "score S_j" in texts["replay"]
     assert "★ cited" in texts["consolidation"] and "Relation" in texts["consolidation"]

@@ -124,6 +124,22 @@ def open_at_turn(page, url: str, turn: int, steps: int = 0) -> None:
     expect(page.get_by_text(f"Turn · {turn} /")).to_be_visible()
 
 
+def switch_engine(page, url: str, engine_label: str) -> None:
+    """Open the app and load the bundled demo into another engine from the Replay page's source form, as a
+    person switching engines does."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    page.get_by_text("Source, conversation, engine and settings").click()
+    wait_idle(page)
+    choose_option(page, "Engine", engine_label)
+    page.get_by_role("button", name="Load", exact=True).click()
+    wait_idle(page, 1500)
+    expect(page.get_by_text(f"Engine · {engine_label}").first).to_be_visible(timeout=180_000)
+
+
 def open_at_demo_turn(page, url: str, turn_id: str, steps: int = 0) -> None:
     """Open the app and stand just after the demo's turn `turn_id`."""
     open_at_turn(page, url, demo_turn_after(turn_id), steps)

@@ -18,6 +18,7 @@ from workbench.driver.browser import (
     read_page,
     shooter,
     start_long_jump,
+    switch_engine,
     tall_screenshot,
     wait_idle,
 )
@@ -144,8 +145,9 @@ def apply_gate_verdicts(page) -> None:
     expect(page.get_by_text(re.compile(r"run-\d+ committed: \d+ applied"))).to_be_visible()
 
 
-def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
-    """The MemLoom tour (start the app with MEMWB_ENGINE=memloom): the routing decision of a turn (with an FSM
+def memloom_walkthrough(page, url: str, shots: Path | None = None, switch: bool = False) -> dict[str, str]:
+    """The MemLoom tour (start the app with MEMWB_ENGINE=memloom, or with `switch` load MemLoom from the Replay
+    page's form, as a person switching engines does): the routing decision of a turn (with an FSM
     transition and several candidate events), a steward run reviewed in the queue (relations with their cited
     evidence) and applied by the gate, the event FSM on the graph with its largest event opened by a click and
     the lifecycle timeline, and the causal question q7 with its path. Returns each page's visible text (and the
@@ -158,7 +160,11 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None) -> dict[str, 
             tall_screenshot(page, shots / f"{name}.png", max_height)
 
     texts: dict[str, str] = {}
-    open_at_turn(page, url, routing_showcase_turn())
+    if switch:
+        switch_engine(page, url, "MemLoom")
+        jump_to_turn(page, routing_showcase_turn())
+    else:
+        open_at_turn(page, url, routing_showcase_turn())
     expect(page.get_by_text("Routing decision", exact=False).first).to_be_visible()
     page.wait_for_timeout(1500)
     read_page(page, texts, "replay")
