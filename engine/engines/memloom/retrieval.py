@@ -196,8 +196,8 @@ def _further(state, records: list[int], cited: set[int], rel: dict[int, float], 
     """The one record of a reached event the relation does not cite that follows its citations, and what it
     costs. On the asked chain, an event is often longer than one step of it (a meeting's topic, a session's
     news): the latest record before the cited cause in which its speaker reports a change is the chain's
-    previous step inside the event, one `chain_hop_cost` further back. Otherwise a record reporting a change (the likelier cause or
-    earlier state) comes first, then the most relevant, at `uncited_cost`."""
+    previous step inside the event, one `chain_hop_cost` further back. Otherwise a record reporting a change
+    (the likelier cause or earlier state) comes first, then the most relevant, at `uncited_cost`."""
     uncited = [sid for sid in records if sid not in cited]
     if on_chain and cited & set(records):
         first = min(cited & set(records))

@@ -33,10 +33,11 @@ def propose_repairs(engine: MemLoomContext, drafts: Drafts, events: list[Node], 
     `topic_depths` (what is said and who holds the floor, over windows of words) and cut by
     `deepest_boundaries` under the settings' `DepthRule`, after the last stretch a run repaired (a cut may
     pass through an online event: its records on each side go to each side's event). Each stretch between
-    two cuts becomes one event: a REPAIR of its events, or a BOUNDARY closing its only event; the stretch after the last cut stays open and is repaired into
-    one event too once it holds `min_size` words (a topic's least size), so what a run merged stays merged
-    (a later run decides only what came after it). A chat session shorter than that keeps the router's
-    events.
+    two cuts becomes one event: a REPAIR of its events, or a BOUNDARY closing its only event; the stretch
+    after the last cut stays open and is repaired into one event too once it holds `min_size` words (a
+    topic's least size), so what a run merged stays merged (a later run decides only what came after it). A
+    chat session shorter than that keeps the router's events.
+
     Returns the proposals and the events they retire or close (no relation is synthesised for those in
     this run: the events that replace them are, in the run that follows).
     """
