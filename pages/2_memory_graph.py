@@ -60,7 +60,8 @@ network = [network_label(state)] if has_network(state) else []
 layers = ["Layers"] if len(layered) >= 3 else []
 details, timeline, changes, *rest = st.tabs(["Node details", "Lifecycle timeline", "Diff between two turns",
                                              *network, *layers])
-for tab in rest[len(network):]:
+network_tabs, layer_tabs = rest[:len(network)], rest[len(network):]
+for tab in layer_tabs:
     with tab:
         render_layers(state, layered, choice.inspected)
 with details:
@@ -70,6 +71,6 @@ with timeline:
     lifecycle_panel(wb, state, choice)
 with changes:
     diff_panel(wb)
-for tab in rest:
+for tab in network_tabs:
     with tab:
         render_network(state)

@@ -107,6 +107,8 @@ def test_graph_layers_tab_draws_the_three_layers(session):
         wb.reload()
     at.switch_page(GRAPH).run()
     assert not at.exception
+    assert [t.label for t in at.tabs][-1] == "Layers"
+    assert not any("group nodes" in c.value for c in at.caption)          # no topic network: RecMem has none
     layers = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("Layers"))
     st = wb.engine.state
     assert layers["layout"]["yaxis"]["ticktext"] == ["fact", "episode", "interaction unit", "message"]
