@@ -39,9 +39,10 @@ if "MEMWB_WORKSPACE" not in os.environ:          # never the user's own workspac
 
 from engine.core.conversation import Turn  # noqa: E402
 from engine.session import open_session  # noqa: E402
+from engine.store.data_paths import shared_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = shared_data()           # ../shared/data, or MEMWB_SHARED_DATA
 LOCOMO = SHARED_DATA / "locomo" / "locomo-dev8.json"
 
 

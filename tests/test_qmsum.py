@@ -15,9 +15,10 @@ from engine.core.segments import fixed_windows, no_boundaries
 from engine.eval.segmentation import delta_b, pk, window_diff
 from engine.loaders import LoaderError, load_conversation, load_conversations
 from engine.loaders.qmsum import gold_boundaries, load_qmsum, synthetic_time, topic_segments
+from tests.conftest import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
-QMSUM = ROOT.parent / "shared" / "data" / "qmsum" / "test"
+QMSUM = SHARED_DATA / "qmsum" / "test"
 
 
 def _real(name: str) -> Path:

@@ -21,6 +21,7 @@ from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
+from tests.conftest import locomo_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -182,9 +183,6 @@ def test_a_serial_run_reports_each_task_and_keeps_going_after_a_failure():
         run_tasks([4], halve, ray="local", workers=0)
 
 
-LOCOMO_DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
-
-
 @pytest.mark.slow
 def test_memwb_bench_on_ray_gives_the_serial_figures_on_the_8_dev_conversations(tmp_path, monkeypatch):
     """The real benchmark (static protocol, All-Mem, naive and hybrid RAG) on the 8 LoCoMo dev conversations:
@@ -198,7 +196,7 @@ def test_memwb_bench_on_ray_gives_the_serial_figures_on_the_8_dev_conversations(
     monkeypatch.setenv(ENV, str(tmp_path / "workspace"))
     runs = {}
     for mode, ray in (("serial", None), ("ray", "local")):
-        config = BenchConfig(dataset="locomo", source=str(LOCOMO_DEV), engines=("allmem", "naive", "hybrid"),
+        config = BenchConfig(dataset="locomo", source=str(locomo_or_skip()), engines=("allmem", "naive", "hybrid"),
                              protocol="static", out=str(tmp_path / mode), ray=ray)
         path = run_benchmark(config)
         runs[mode] = json.loads(path.read_text(encoding="utf-8"))
