@@ -110,7 +110,8 @@ def role_payloads(tmp_path: Path) -> dict[str, dict]:
         db = tmp_path / "recmem-offline.sqlite"
         memwb("replay", demo_turns(tmp_path / "demo24.jsonl", 24), "--db", db, "--engine", "recmem", "--set",
               "theta_sim=0.4", "--set", "theta_count=3", "--set", "theta_merge=0.5", "--consolidate",
-              "every-6-turns", "--quiet", env={k: v for k, v in os.environ.items() if not k.startswith("MEMWB_")})
+              "every-6-turns", "--llm", "offline", "--quiet",
+              env={k: v for k, v in os.environ.items() if not k.startswith(("MEMWB_OPENAI", "OPENAI_"))})
         for call in logged_calls(db):
             payloads.setdefault(call["role"], payload_of(call["prompt"]))
     turns = [json.loads(line) for line in demo_turns_text()][:8]
