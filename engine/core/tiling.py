@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.core import segments
 from engine.core.segments import Boundaries
 
 
@@ -33,20 +34,7 @@ def gap_similarities(vectors: np.ndarray, window: int) -> np.ndarray:
 def depth_scores(vectors: np.ndarray, window: int) -> np.ndarray:
     """TextTiling depth of each gap: how far its similarity lies below the highest similarity reached by
     climbing from it to the left and to the right (0 where it is no valley)."""
-    sims = gap_similarities(vectors, window)
-    depth = np.zeros(len(sims))
-    for i, here in enumerate(sims):
-        left = right = here
-        j = i
-        while j > 0 and sims[j - 1] >= left:
-            j -= 1
-            left = sims[j]
-        j = i
-        while j < len(sims) - 1 and sims[j + 1] >= right:
-            j += 1
-            right = sims[j]
-        depth[i] = (left - here) + (right - here)
-    return depth
+    return segments.depth_scores(gap_similarities(vectors, window))
 
 
 def texttiling(vectors: np.ndarray, window: int, threshold: float, min_segment: int) -> Boundaries:
