@@ -199,8 +199,9 @@ def _further(state, records: list[int], cited: set[int], rel: dict[int, float], 
     previous step inside the event, one `chain_hop_cost` further back. Otherwise a record reporting a change
     (the likelier cause or earlier state) comes first, then the most relevant, at `uncited_cost`."""
     uncited = [sid for sid in records if sid not in cited]
-    if on_chain and cited & set(records):
-        first = min(cited & set(records))
+    cited_here = cited.intersection(records)
+    if on_chain and cited_here:
+        first = min(cited_here)
         speaker = state.nodes[first].speakers
         before = [sid for sid in uncited if sid < first and state.nodes[sid].speakers == speaker
                   and has_change(state.nodes[sid].raw)]
