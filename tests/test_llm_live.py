@@ -107,10 +107,12 @@ def role_payloads(tmp_path: Path) -> dict[str, dict]:
         for call in load_calls_jsonl(path):
             payloads.setdefault(call.role, payload_of(call.prompt))
     if not {"episode_merge", "fact_refinement"} <= set(payloads):
+        from tests.test_llm_recorded import RUNS, SCHEDULE
+
+        n, settings = RUNS["recmem"]                # the turns and settings of RecMem's recording
         db = tmp_path / "recmem-offline.sqlite"
-        memwb("replay", demo_turns(tmp_path / "demo24.jsonl", 24), "--db", db, "--engine", "recmem", "--set",
-              "theta_sim=0.4", "--set", "theta_count=3", "--set", "theta_merge=0.5", "--consolidate",
-              "every-6-turns", "--llm", "offline", "--quiet",
+        memwb("replay", demo_turns(tmp_path / f"demo{n}.jsonl", n), "--db", db, "--engine", "recmem",
+              *[a for s in settings for a in ("--set", s)], "--consolidate", SCHEDULE, "--llm", "offline", "--quiet",
               env={k: v for k, v in os.environ.items() if not k.startswith(("MEMWB_OPENAI", "OPENAI_"))})
         for call in logged_calls(db):
             payloads.setdefault(call["role"], payload_of(call["prompt"]))
