@@ -1,6 +1,6 @@
-"""The encoder under ONNX Runtime against the default (sentence-transformers on torch): speed and vector difference.
+"""The encoder under ONNX Runtime (the default) against sentence-transformers on torch: speed and vector difference.
 
-A measurement of the two ways to run the model (`MEMWB_ENCODER=onnx` chooses the ONNX encoder,
+A measurement of the two ways to run the model (`MEMWB_ENCODER=torch|onnx` chooses the encoder,
 engine/llm/onnx_encoder.py). Both embed the same LoCoMo turns: one query at a time (median over `--single`
 calls) and all at once (torch in batches of 64, ONNX by token length). Prints the figures and writes
 them to out/bench_onnx.json.

@@ -5,13 +5,12 @@ Vectors are looked up in this process's memory, then the session's own cache
 shared cache (`engine.store.embedding_cache`); only what none of them holds runs
 through the model, and its vectors go to both caches.
 
-The model runs under sentence-transformers on torch by default. `MEMWB_ENCODER=onnx` runs it under ONNX
-Runtime instead (`engine.llm.onnx_encoder`): about a quarter of torch's CPU time, and a text's vector does
-not depend on the batch it is encoded in. The two encoders' vectors differ by float noise (at most 1.96e-7
-on conv-26, as much as torch's own vector of a text moves when its batch changes), so the cache key is the
-same for both. Noise is still enough to flip a choice the engines leave to an exact float tie (All-Mem's
-offline merge plan picks the summary of a two-unit merge by two cosines that are equal in exact arithmetic),
-so torch stays the default and figures stay those of earlier runs.
+The model runs under ONNX Runtime by default (`engine.llm.onnx_encoder`): about a quarter of
+sentence-transformers-on-torch's CPU time, and a text's vector does not depend on the batch it is encoded
+in. `MEMWB_ENCODER=torch` runs the reference instead. The two encoders' vectors differ by float noise (at
+most 1.96e-7 on conv-26, as much as torch's own vector of a text moves when its batch changes), so the cache
+key is the same for both, and no engine leaves a choice to an exact float tie (All-Mem's offline merge plan
+rounds its cosines before breaking ties by time).
 """
 from __future__ import annotations
 
@@ -45,8 +44,8 @@ def model_loads() -> int:
 
 
 def encoder_choice(name: str | None = None) -> str:
-    """The encoder asked for: `name`, else MEMWB_ENCODER, else torch."""
-    name = name or os.environ.get(ENCODER_ENV) or "torch"
+    """The encoder asked for: `name`, else MEMWB_ENCODER, else onnx."""
+    name = name or os.environ.get(ENCODER_ENV) or "onnx"
     if name not in ENCODERS:
         raise ValueError(f"{ENCODER_ENV}={name!r}: choose {', '.join(ENCODERS)}")
     return name
@@ -106,7 +105,7 @@ class Embedder:
     def __init__(self, model_path: str | None = None, cache: EmbeddingCache | None = None, batch_size: int = 64,
                  shared: EmbeddingCache | Literal["workspace"] | None = "workspace", encoder: str | None = None):
         """`shared` is the cache every session shares: the workspace's by default, None for none. `encoder`:
-        torch or onnx (default: MEMWB_ENCODER, else torch)."""
+        torch or onnx (default: MEMWB_ENCODER, else onnx)."""
         self.model_path = model_path or default_model_path()
         self.encoder = encoder_choice(encoder)
         self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL   # the cache keys' part

@@ -71,7 +71,10 @@ class OfflineBackend(LLMBackend):
         bodies = [strip_speaker(s["raw"])[1] for s in sources]
         vecs = self.embedder.embed(bodies)
         centroid = vecs.mean(axis=0)
-        medoid = max(range(len(sources)), key=lambda i: (float(vecs[i] @ centroid), sources[i]["time"], i))
+        # cosines rounded before the tie-break: two sources are equally central in exact arithmetic, and
+        # float noise (another encoder, another batch) must not pick the summary
+        medoid = max(range(len(sources)),
+                     key=lambda i: (round(float(vecs[i] @ centroid), 4), sources[i]["time"], i))
         counts = Counter(k.lower() for s in sources for k in s.get("keywords", []))
         first_seen = {k: i for i, k in reversed(list(enumerate(k.lower() for s in sources for k in s["keywords"])))}
         keywords = sorted(counts, key=lambda k: (-counts[k], first_seen[k]))[:10]

@@ -1,6 +1,6 @@
 """The sentence encoder under ONNX Runtime: MiniLM's transformer exported once from the packaged weights.
 
-Chosen with `MEMWB_ENCODER=onnx` (torch stays the default: `engine.llm.embedder` says why). ONNX Runtime
+The default encoder (`MEMWB_ENCODER=torch` chooses the reference: `engine.llm.embedder`). ONNX Runtime
 encodes conv-26's turns in about a quarter of torch's CPU time here, needs no torch import at run time, and
 its vectors do not depend on how texts are batched: a text alone, padded beside a longer one, or among
 others of its exact length gives the same float32 vector bit for bit (`tests/test_encoder.py`). So any
