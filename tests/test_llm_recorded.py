@@ -129,6 +129,30 @@ def test_costs_compare_the_real_model_with_the_offline_rules(tmp_path: Path) -> 
     assert f"decisions on the same {decided['inputs']} inputs: {decided['both']} made by both" in table
 
 
+def test_gams_boundaries_and_topic_relations_are_compared_with_the_offline_rules(tmp_path: Path) -> None:
+    """GAM's detector and relation roles decide (where a topic ends, how two topics relate): the real
+    model's decisions are set beside the offline rules' on the same inputs, the summary role's text is not."""
+    from engine.eval.llm_costs import reference_llm
+    from engine.llm.decisions import compare, decision_rows, decisions
+    from engine.llm.embedder import Embedder
+
+    db = replayed(tmp_path, "gam")
+    calls = logged(db)
+    costs = json.loads(memwb("llm", "costs", "--db", db, "--compare", "offline", "--json").stdout)
+    for role in ("boundary_detection", "topic_relation"):
+        valid = sum(c["role"] == role and c["error_code"] is None for c in calls)
+        assert valid and costs[role]["compared"] == valid
+    assert costs["topic_summary"].get("compared", 0) == 0
+    comparisons = compare(calls, reference_llm("offline", Embedder()), ("boundary_detection", "topic_relation"))
+    relation = next(c for c in comparisons if c.role == "topic_relation" and c.a.ok)
+    assert decisions("topic_relation", relation.a.data) == {("relation", relation.a.data["relation"].strip().lower())}
+    boundary = next(c for c in comparisons if c.role == "boundary_detection")
+    assert decisions("boundary_detection", boundary.b.data) == {("boundary", b) for b in boundary.b.data["boundaries"]}
+    rows = decision_rows(comparisons, "A", "B")
+    assert any(r["decision"].startswith("relation: ") for r in rows)
+    assert all(r["on"].startswith("u") for r in rows if r["role"] == "topic_relation")
+
+
 def test_decisions_of_the_recording_beside_the_offline_rules(tmp_path: Path) -> None:
     from engine.eval.llm_costs import calls_by_run, reference_llm
     from engine.llm.decisions import compare, decision_rows

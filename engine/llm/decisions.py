@@ -1,10 +1,11 @@
 """What a role's reply decides, and two backends' decisions on the same input compared.
 
 A role's reply is partly a decision (which edits diagnosis proposes, whether two events are one, which
-relations hold, whether a Split cuts) and partly free text (summaries, keywords). `decisions(role,
-data)` reduces a validated reply to the set of its decisions; roles whose reply is only text
-(descriptor, merge and update plans) have none. A failed call is shown as such beside the other side's
-decisions, but is not counted as a difference: only two valid replies are compared.
+relations hold, whether a Split cuts, where a topic ends, how two topics relate) and partly free text
+(summaries, keywords). `decisions(role, data)` reduces a validated reply to the set of its decisions; roles
+whose reply is only text (descriptor, merge and update plans, topic summaries) have none. A failed call
+is shown as such beside the other side's decisions, but is not counted as a difference: only two valid
+replies are compared.
 
 `compare(calls, other)` asks a second backend the very inputs of recorded calls (the payload is read back
 from each prompt) and pairs the replies: the real model against the offline rules, or one recording
@@ -22,7 +23,7 @@ from engine.llm.prompts import payload_of
 
 FAILED = ("failed",)
 DECISION_ROLES = ("diagnosis", "split_plan", "router", "relation_synthesis", "event_merge", "episode_extraction",
-                  "episode_merge", "answer")
+                  "episode_merge", "boundary_detection", "topic_relation", "answer")
 
 
 def decisions(role: str, data: Mapping | None) -> frozenset[tuple] | None:
@@ -50,6 +51,10 @@ def decisions(role: str, data: Mapping | None) -> frozenset[tuple] | None:
         return frozenset(("episode", *sorted(str(u) for u in e["units"])) for e in data["episodes"])
     if role == "episode_merge":
         return frozenset({("merge", data["should_merge"] == "yes")})
+    if role == "boundary_detection":          # GAM: after which utterances the topic changes
+        return frozenset(("boundary", int(b)) for b in data["boundaries"])
+    if role == "topic_relation":
+        return frozenset({("relation", str(data["relation"]).strip().lower())})
     return frozenset({("answers", bool(str(data["answer"]).strip())),
                       *(("cites", str(k)) for k in data["evidence_keys"])})
 
@@ -73,6 +78,8 @@ def label(role: str, decision: tuple) -> str:
         return "merge into the episode" if rest[0] else "keep apart from the episode"
     if role == "episode_extraction":
         return "episode of " + " + ".join(rest)
+    if role == "boundary_detection":
+        return f"boundary after utterance {rest[0]}"
     if role == "answer" and head == "answers":
         return "answers" if rest[0] else "abstains"
     return f"{head}: {rest[0]}"
@@ -173,6 +180,11 @@ def _input_label(role: str, payload: Mapping) -> str:
         return f"{payload['earlier'].get('id', '')} | {payload['later'].get('id', '')}"
     if role == "router":
         return str(payload.get("utterance", ""))[:60]
+    if role == "boundary_detection":
+        items = payload.get("utterances") or [{}]
+        return f"utterances {items[0].get('index', 0)}–{items[-1].get('index', len(items) - 1)}"
+    if role == "topic_relation":
+        return f"u{payload['memory_1'].get('id', '')} | u{payload['memory_2'].get('id', '')}"
     if role == "answer":
         return str(payload.get("question", ""))[:60]
     return ""
