@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.node import node_label
 from engine.llm.base import LLM, LLMCall
 from engine.llm.prompts import payload_of
 
@@ -66,8 +67,8 @@ def label(role: str, decision: tuple) -> str:
     head, *rest = decision
     if role == "diagnosis":
         if head == "update":
-            return f"update: u{rest[0]} supersedes u{rest[1]}"
-        return f"{head} " + " + ".join(f"u{r}" for r in rest)
+            return f"update: {node_label(rest[0])} supersedes {node_label(rest[1])}"
+        return f"{head} " + " + ".join(node_label(r) for r in rest)
     if role == "relation_synthesis":
         return f"{head} {rest[0]} → {rest[1]}"
     if role == "split_plan":
@@ -171,9 +172,9 @@ def _raw(call: LLMCall) -> str:
 def _input_label(role: str, payload: Mapping) -> str:
     """What the input was about: the diagnosed unit, the target event, the adjacent pair, the question."""
     if role == "diagnosis":
-        return f"u{payload['target']['id']}"
+        return node_label(payload["target"]["id"])
     if role == "split_plan":
-        return f"u{payload.get('node_id', '')}"
+        return node_label(payload.get("node_id", ""))
     if role == "relation_synthesis":
         return str(payload["target"].get("id", ""))
     if role == "event_merge":
@@ -181,10 +182,10 @@ def _input_label(role: str, payload: Mapping) -> str:
     if role == "router":
         return str(payload.get("utterance", ""))[:60]
     if role == "boundary_detection":
-        items = payload.get("utterances") or [{}]
-        return f"utterances {items[0].get('index', 0)}–{items[-1].get('index', len(items) - 1)}"
+        items = payload["utterances"]          # GAM asks only about two utterances or more
+        return f"utterances {items[0]['index']}–{items[-1]['index']}"
     if role == "topic_relation":
-        return f"u{payload['memory_1'].get('id', '')} | u{payload['memory_2'].get('id', '')}"
+        return f"{node_label(payload['memory_1']['id'])} | {node_label(payload['memory_2']['id'])}"
     if role == "answer":
         return str(payload.get("question", ""))[:60]
     return ""
