@@ -160,6 +160,45 @@ def test_ablations_are_labelled_systems_with_their_own_settings(demo_run):
 
 
 @pytest.mark.slow
+def test_a_retrieval_only_ablation_rides_on_the_full_systems_replay_and_reopens_with_its_own_settings(demo_run):
+    from engine.session import open_session
+
+    out, result, _ = demo_run
+    rows = {t["system"]: t for t in result["tasks"]}
+    assert [t["system"] for t in result["tasks"]] == ["naive", "allmem", "allmem-anchors-only"]
+    assert rows["allmem-anchors-only"]["replayed_with"] == "allmem" and rows["allmem"]["replayed_with"] is None
+    host = open_session(out / rows["allmem"]["db"], create=False)
+    rider = open_session(out / rows["allmem-anchors-only"]["db"], create=False)
+    assert rider.settings.ablations == ["anchors-only"] and host.settings.ablations == []
+    assert rider.store.last_seq() == host.store.last_seq() and rider.state.nodes.keys() == host.state.nodes.keys()
+
+
+def test_a_rider_scores_what_its_own_replay_scores(tmp_path):
+    """Asked on the full system's replay with its own settings, each retrieval-only ablation gets the records
+    (ranked sources, paths, recall, where each gold turn was lost) a replay of its own gives."""
+    from dataclasses import replace
+
+    from engine.bench.tasks import BenchTask, Rider, run_task
+    from engine.engines import engine_schema
+    from engine.llm.embedder import Embedder
+
+    shared_embedder = Embedder()
+    for engine in ("allmem", "memloom"):
+        ablations = sorted(engine_schema(engine).retrieval_ablations)
+        host = BenchTask(dataset="locomo", source=str(DEMO), conversation="demo", system=engine, engine=engine,
+                         settings={}, rounds=3, workdir=str(tmp_path / "shared"),
+                         riders=tuple(Rider(f"{engine}-{a}", {"ablations": [a]}, (a,)) for a in ablations))
+        shared = run_task(host, shared_embedder)
+        assert [r["system"] for r in shared["riders"]] == [f"{engine}-{a}" for a in ablations]
+        for rider, ridden in zip(host.riders, shared["riders"]):
+            alone = run_task(replace(host.ridden_by(rider), workdir=str(tmp_path / "alone")), shared_embedder)
+            assert ridden["questions"] == alone["questions"], rider.system
+            assert [r["memory"] for r in ridden["rounds"]] == [r["memory"] for r in alone["rounds"]]
+        differs = [r["system"] for r in shared["riders"] if r["questions"] != shared["questions"]]
+        assert differs, f"no retrieval ablation of {engine} changed a ranking on the demo"
+
+
+@pytest.mark.slow
 def test_same_command_twice_gives_the_same_figures(tmp_path):
     runs = []
     for name in ("one", "two"):

@@ -187,3 +187,22 @@ def test_ingested_turns_carry_their_content_hash_and_a_changed_file_is_refused(r
     for field, value in (("speaker", "Someone"), ("time", "2030-01-01T00:00:00"), ("session", "9"),
                          ("image_caption", "a photo")):
         assert changed(turns[0], **{field: value}).content_hash != turns[0].content_hash, field
+
+
+@pytest.mark.parametrize("name", [e for e in ENGINES if engine_schema(e).retrieval_ablations])
+def test_a_retrieval_ablation_writes_the_log_the_full_system_writes(name, demo, tmp_path):
+    """What lets a benchmark ask a retrieval-only ablation on the full system's replay: with every one of them
+    on, the engine writes the same records (LLM calls aside: they carry their latency)."""
+    schema = engine_schema(name)
+    assert schema.retrieval_ablations <= set(schema.ablations)
+
+    def records(settings: dict) -> list:
+        eng = open_session(tmp_path / f"{len(settings)}.sqlite", engine=name, settings=settings)
+        replay(eng, demo, Schedule.parse("every-1-sessions"))
+        assert eng.settings.ablations == settings.get("ablations", [])
+        return [(op.kind, op.payload) for op in eng.store.ops() if op.kind != OpKind.LLM_CALL]
+
+    base = FIXTURE_SETTINGS.get(name, {})
+    full = records(base)
+    assert len(full) > TURNS
+    assert records({**base, "ablations": sorted(schema.retrieval_ablations)}) == full

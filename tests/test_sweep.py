@@ -161,6 +161,10 @@ def test_workers_get_the_offline_hub_the_workspace_and_the_drivers_code(monkeypa
     env = worker_env(replay_and_retrieve)
     assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
     assert env["MEMWB_WORKSPACE"] == str(tmp_path / "ws")
+    monkeypatch.delenv("MEMWB_ENCODER_THREADS", raising=False)
+    assert worker_env()["MEMWB_ENCODER_THREADS"] == "1"          # one CPU a worker, one encoder thread
+    monkeypatch.setenv("MEMWB_ENCODER_THREADS", "3")
+    assert worker_env()["MEMWB_ENCODER_THREADS"] == "3"          # unless the driver says otherwise
     # this checkout's engine package (not another install of it) and this test module, ahead of the rest
     assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), str(Path(__file__).resolve().parent), "/elsewhere"]
 

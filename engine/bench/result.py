@@ -54,7 +54,8 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
             error = o.error.to_dict()
         db = o.result["db"] if o.result else str(Path(o.task.workdir) / o.task.db_name)
         task_rows.append({"conversation": o.task.conversation, "system": o.task.system,
-                          "seconds": round(o.seconds, 2), "db": db and _relative(Path(db), out), "error": error})
+                          "seconds": round(o.seconds, 2), "db": db and _relative(Path(db), out), "error": error,
+                          "replayed_with": (o.result or {}).get("replayed_with")})
     labels = [s.label for s in systems]
     detail, summary = [], {}
     for label in labels:

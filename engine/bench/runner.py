@@ -1,7 +1,8 @@
 """Run a benchmark: every system on every conversation of a dataset, pooled into one result file.
 
 `run_benchmark(BenchConfig(...))` checks the input (dataset, file, engines, ablations) before anything
-runs (`engine.bench.config`), builds one `BenchTask` per (conversation, system), runs them, and writes
+runs (`engine.bench.config`), builds one `BenchTask` per (conversation, system) — a system that differs from
+another only in retrieval-only ablations rides on that one's replay (`engine.bench.tasks`) — runs them, and writes
 `result.json` (docs/BENCHMARK_FORMAT.md, pooled by `engine.bench.result`) and `summary.md` into the output
 folder, keeping each task's session database under `sessions/` so a miss can be reopened. `memwb bench`
 and the Benchmark page both call it.
@@ -18,7 +19,10 @@ from engine.bench.config import BenchConfig, check, system_schedule
 from engine.bench.result import assemble
 from engine.bench.summary import summary_markdown
 from engine.bench.sweep import run_tasks
-from engine.bench.tasks import BenchTask, run_task
+from engine.bench.config import System
+from engine.bench.sweep import TaskOutcome
+from engine.bench.tasks import BenchTask, Rider, run_task
+from engine.engines import engine_schema, known_engines
 from engine.eval import reproduction
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS
 
@@ -51,22 +55,62 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     sessions = out / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
     ks = tuple(config.ks)
+    riders = riders_by_host(systems)
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
                        rounds=config.rounds, ks=ks, schedule=system_schedule(config, spec, s.engine),
                        workdir=str(sessions), answer=config.answer, llm=config.llm,
-                       answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS)
-             for src in found for s in systems]
+                       answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS,
+                       riders=tuple(Rider(r.label, r.settings, r.ablations) for r in riders.get(s.label, ())))
+             for src in found for s in systems if s.label in riders]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
     outcomes = run_tasks(tasks, run_task, ray=config.ray,
                           progress=(lambda d, t, label: progress(BenchProgress(d, t, label))) if progress else None)
+    order = {s.label: i for i, s in enumerate(systems)}
+    where = {(src.path, src.conversation): i for i, src in enumerate(found)}
+    outcomes = sorted((one for o in outcomes for one in unpack_riders(o)),
+                      key=lambda o: (where[(o.task.source, o.task.conversation)], order[o.task.system]))
     result = assemble(config, spec, found, systems, outcomes, out)
     path = out / "result.json"
     path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(summary_markdown(result), encoding="utf-8")
     write_reproduction(result, out)
     return path
+
+
+def riders_by_host(systems: list[System]) -> dict[str, list[System]]:
+    """Each system that replays, with the systems that ride on its replay: a system whose ablations include
+    retrieval-only ones rides on the system that has the same settings without them, when that one runs."""
+    by_settings = {(s.engine, _key(s.settings)): s.label for s in systems}
+    registered = set(known_engines())
+    hosts: dict[str, list[System]] = {}
+    for s in systems:
+        retrieval = set(s.ablations) & engine_schema(s.engine).retrieval_ablations if s.engine in registered else set()
+        host = None
+        if retrieval:
+            host = by_settings.get((s.engine, _key({**s.settings, "ablations": sorted(set(s.ablations) - retrieval)})))
+        if host is None:
+            hosts.setdefault(s.label, [])
+        else:
+            hosts.setdefault(host, []).append(s)
+    return hosts
+
+
+def _key(settings: dict) -> str:
+    return json.dumps(settings, sort_keys=True)
+
+
+def unpack_riders(outcome: TaskOutcome) -> list[TaskOutcome]:
+    """A task's outcome, then one per rider as if it had run alone (a failed replay fails its riders too)."""
+    task, result = outcome.task, outcome.result
+    ridden = [task.ridden_by(r) for r in task.riders]
+    if result is None:
+        return [outcome, *(TaskOutcome(t, None, outcome.error, 0.0, outcome.worker) for t in ridden)]
+    rides = result.pop("riders", [])
+    seconds = [r.pop("seconds") for r in rides]
+    host = TaskOutcome(task, result, None, outcome.seconds - sum(seconds), outcome.worker)
+    return [host, *(TaskOutcome(t, r, None, sec, outcome.worker) for t, r, sec in zip(ridden, rides, seconds))]
 
 
 def write_reproduction(result: dict, out: Path) -> dict | None:

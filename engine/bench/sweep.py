@@ -151,6 +151,9 @@ def worker_env(run: Run | None = None) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # a worker holds one CPU: an encoder with more threads than that only contends with the other workers
+    # (dev-8, four engines, --ray on 2 cores: 273 s with 2 threads a worker, 249 s with 1)
+    env.setdefault("MEMWB_ENCODER_THREADS", "1")
     env[WORKSPACE_ENV] = str(workspace_dir())
     roots = [_import_root(sys.modules["engine"])]
     if run is not None and getattr(run, "__module__", None) in sys.modules:

@@ -9,6 +9,12 @@ Latency: inserts are timed per step (`ingest`, and `offline` for a scheduled run
 `total` for the whole step); queries by the engine's own stages (`RetrievalResult.stages`). Turn and
 question texts are embedded before the stream starts, so no stage pays for the embedding model.
 
+Riders: an ablation that changes retrieval only (`EngineSchema.retrieval_ablations`) writes the same log as
+the system without it, so it rides on that system's replay: at each checkpoint its questions are asked
+with its own settings on the same memory, and its session database is a copy of the host's with its
+settings (a miss reopens as that system retrieves). An `--ablations all` run replays once per
+distinct log instead of once per system.
+
 Answers (`task.answer` names an LLM backend): at each checkpoint every visible question is also answered
 from its retrieved units and scored with token F1, BLEU-1, ROUGE-L, exact match and AA (the answer's
 cited keys cover the gold evidence). The `full-history` system has no memory: it answers each question
@@ -16,8 +22,10 @@ from every turn ingested so far, the ceiling an engine's retrieval is measured a
 """
 from __future__ import annotations
 
+import sqlite3
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from engine.bench.datasets import Source, dataset, load_source, question_types
@@ -46,6 +54,15 @@ ANSWER_METRICS = ["f1", "bleu1", "rouge_l", "em", "aa"]
 
 
 @dataclass(frozen=True)
+class Rider:
+    """A system asked on another system's replay: it differs from it only in retrieval-only ablations."""
+
+    system: str
+    settings: dict
+    ablations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class BenchTask:
     """Everything one task needs, as plain values (picklable, `to_dict` is JSON)."""
 
@@ -64,10 +81,11 @@ class BenchTask:
     answer: str | None = None        # LLM backend that answers each question (None: retrieval only)
     llm: str = "offline"             # LLM backend of the engine's own roles
     answer_budget: int = DEFAULT_CONTEXT_TOKENS     # estimated tokens of passages an answer reads at most
+    riders: tuple[Rider, ...] = ()   # systems asked on this task's replay (module docstring)
 
     @property
     def label(self) -> str:
-        return f"{self.conversation} · {self.system}"
+        return f"{self.conversation} · {', '.join([self.system, *(r.system for r in self.riders)])}"
 
     @property
     def db_name(self) -> str:
@@ -76,6 +94,10 @@ class BenchTask:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def ridden_by(self, rider: Rider) -> "BenchTask":
+        """The task `rider` would be on its own (what its outcome is reported as)."""
+        return replace(self, system=rider.system, settings=rider.settings, ablations=rider.ablations, riders=())
 
 
 def run_task(task: BenchTask, embedder) -> dict:
@@ -102,8 +124,18 @@ def run_task(task: BenchTask, embedder) -> dict:
                           conversation=conv.id, source=task.source, schedule=task.schedule)
     engine.prefetch(conv.turns)
     engine.embedder.embed([q.question for q in questions])
-    run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder),
-               final_round=checkpoints[-1].round if checkpoints else None)
+    final_round = checkpoints[-1].round if checkpoints else None
+    run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder), final_round=final_round)
+    riders = [(r, _Run(task.ridden_by(r), spec, conv, questions, types, engine, answering_llm(task, embedder),
+                       final_round=final_round, inserts=run)) for r in task.riders]
+
+    def ask(cp: Checkpoint) -> None:
+        run.checkpoint(cp)
+        for rider, rider_run in riders:
+            started = time.perf_counter()
+            with _settings(engine, rider.settings):
+                rider_run.checkpoint(cp)
+            rider_run.seconds += time.perf_counter() - started
     schedule = Schedule.parse(task.schedule)
     due = {}
     for cp in checkpoints:
@@ -112,21 +144,62 @@ def run_task(task: BenchTask, embedder) -> dict:
         run.insert(lambda timings: step(engine, conv, schedule, timings))
         if not at_end:
             for cp in due.get(engine.state.turn, []):
-                run.checkpoint(cp)
+                ask(cp)
     if at_end:
         if schedule.kind != "manual":       # what is left is consolidated once every turn is in, as replay ends
             run.insert(lambda timings: engine.end_of_stream(), stage="offline")
         for cp in checkpoints:
-            run.checkpoint(cp)
-    return run.result(db)
+            ask(cp)
+    out = run.result(db)
+    out["riders"] = []
+    for _, rider_run in riders:
+        started = time.perf_counter()
+        ridden = rider_run.result(_rider_db(db, rider_run.task, task.system), replayed_with=task.system)
+        out["riders"].append({**ridden, "seconds": rider_run.seconds + time.perf_counter() - started})
+    return out
+
+
+@contextmanager
+def _settings(engine, settings: dict):
+    """`engine` retrieving with `settings` for a block (a rider's questions), its own settings back after."""
+    own = engine.settings
+    engine.settings = type(own).from_dict(settings)
+    try:
+        yield
+    finally:
+        engine.settings = own
+
+
+def _rider_db(host: Path, rider: BenchTask, host_system: str) -> Path:
+    """A copy of the host's session database holding the rider's settings: reopened, it retrieves as the
+    rider did (its log is the host's, which is the rider's own: the two differ in retrieval only)."""
+    from engine.store.log_store import Store
+
+    target = host.with_name(rider.db_name)
+    for stale in (target, target.with_name(target.name + "-wal"), target.with_name(target.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    src, dst = sqlite3.connect(host), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    store = Store(target)
+    store.set_meta(settings=rider.settings, replayed_with=host_system)
+    store.engine.dispose()
+    return target
 
 
 class _Run:
     """The records of one task as its stream goes."""
 
     def __init__(self, task: BenchTask, spec, conv: Conversation, questions: list[Question],
-                 types: dict[str, str], engine, llm=None, final_round: int | None = None):
+                 types: dict[str, str], engine, llm=None, final_round: int | None = None,
+                 inserts: "_Run | None" = None):
+        """`inserts`: the run whose replay this one rides (its insert timings are this run's too)."""
         self.task, self.spec, self.conv, self.engine, self.llm = task, spec, conv, engine, llm
+        self.host = inserts
+        self.seconds = 0.0                     # a rider's own time: its checkpoints and its database copy
         self.final_round = final_round         # where each gold turn was lost is followed at this round
         self.questions = {q.id: q for q in questions}
         self.types = types
@@ -176,8 +249,9 @@ class _Run:
             if cp.round == self.final_round:
                 res = answers[qid][0]
                 rec["misses"] = [m.to_dict() for m in follow_gold(self.engine, res, rec["gold"], self.task.ks[0])]
+        inserts = self.host.rounds[-1]["insert_ms"] if self.host else self.insert_round
         self.rounds.append({"round": cp.round, "turns": state.turn, "questions": len(cp.visible),
-                            "memory": memory_size(state), "insert_ms": self.insert_round, "query_ms": query})
+                            "memory": memory_size(state), "insert_ms": inserts, "query_ms": query})
         self.insert_round = {}
 
     def _record(self, qid: str, round_no: int, res, said, turn: int) -> None:
@@ -191,11 +265,13 @@ class _Run:
             for u in res.units])
         return rec
 
-    def result(self, db: Path) -> dict:
+    def result(self, db: Path, replayed_with: str | None = None) -> dict:
         state = self.engine.state
+        inserts = self.host.insert_all if self.host else self.insert_all
         out = {"conversation": self.conv.id, "system": self.task.system, "turns": state.turn, "db": str(db),
+               "replayed_with": replayed_with,
                "rounds": self.rounds, "questions": [self.records[q] for q in self.questions if q in self.records],
-               "latency_ms": {"insert": self.insert_all, "query": self.query_all},
+               "latency_ms": {"insert": inserts, "query": self.query_all},
                "llm_tokens": _tokens(self.engine.store, self.llm),
                "llm_costs": _costs(self.engine.store, self.llm, self.engine.embedder),
                "construction": llm_tokens_by_role(self.engine.store),

@@ -170,5 +170,6 @@ SCHEMA = EngineSchema(
     ),
     llm_roles=("boundary_detection", "topic_summary", "topic_relation"),
     ablations=ABLATIONS,
+    retrieval_ablations=frozenset({"no-expansion", "no-mfr", "no-buffer", "no-lexical"}),
     turn_kind=Kind.EVENT,
 )

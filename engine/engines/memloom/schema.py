@@ -4,6 +4,7 @@ from __future__ import annotations
 from engine.core.proposal import LLMReason
 from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
+from engine.engines.memloom.settings import ABLATIONS
 
 
 class Kind:
@@ -146,4 +147,6 @@ SCHEMA = EngineSchema(
                   "{final_k} are returned ({max_evidence} at most materialized)."),
     ),
     llm_roles=("router", "relation_synthesis"),
+    ablations=ABLATIONS,
+    retrieval_ablations=frozenset({"no-traversal", "no-realtime", "no-lexical"}),
 )
