@@ -6,6 +6,9 @@ them to out/bench_workbench.json.
 - `jump_cold_s` / `jump_warm_s`: `Workbench.jump` to the end of conv-26 (All-Mem, every-3-sessions: the
   Replay page's default) from an empty embedding cache (a new workspace for the run), and again into a new database with every vector
   cached; each with its ratio to `embed_batch_s` (target: cold within 3x) and warm turns/s (target >= 300).
+- `jump.embedded` / `embed_needed_s`: how many texts the cold jump ran through the model (All-Mem embeds more
+  than the turns: each utterance, its descriptor, the offline diagnosis's sentences), and how long one fresh
+  batch of exactly those texts takes: `cold_needed_ratio` is the replay's cost beyond the encoding it needs.
 - `page_switch_s`: each page run headless by Streamlit's AppTest on a workbench of about 400 units (conv-26)
   and about 2,000 units (several LoCoMo conversations in one JSONL conversation), first visit and again
   (target <= 1 s at 2,000 units).
@@ -62,19 +65,37 @@ def embed_batch(turns) -> float:
     return seconds
 
 
+def recorded(model, into: list[str]):
+    """`model` (the process's one encoder) with its `encode` noting every text it is given into `into`; returns
+    the undo."""
+    encode = model.encode
+
+    def noting(texts):
+        into.extend(texts)
+        return encode(texts)
+    model.encode = noting
+    return lambda: vars(model).pop("encode")
+
+
 def jumps(workdir: Path) -> dict:
     emb = Embedder()
     emb.warm()
     cold = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "cold"), embedder=emb)
     n = cold.total_turns
+    texts: list[str] = []
+    undo = recorded(emb.model(), texts)
     cold_s, _ = timed(lambda: cold.jump(n))
+    undo()
+    needed = Embedder(shared=None)
+    needed_s, _ = timed(lambda: needed.embed(texts))
     warm = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "warm"),
                           embedder=cold.engine.embedder)
     encoded = warm.engine.embedder.encoded
     warm_s, _ = timed(lambda: warm.jump(n))
     assert warm.engine.embedder.encoded == encoded, "the warm jump ran the model"
     return {"turns": n, "cold_s": cold_s, "warm_s": warm_s, "warm_turns_per_s": n / warm_s,
-            "units": len(cold.engine.state.units), "embedder": cold.engine.embedder}
+            "units": len(cold.engine.state.units), "embedded": len(texts), "embed_needed_s": needed_s,
+            "cold_needed_ratio": cold_s / needed_s, "embedder": cold.engine.embedder}
 
 
 def diagnosis(workdir: Path, embedder: Embedder) -> dict:
@@ -126,6 +147,8 @@ def jump_figures(work: Path, conversation, result: dict) -> Embedder:
     print(f"jump to the end of {CONVERSATION} ({j['turns']} turns, {j['units']} units): cold {j['cold_s']:.2f} s "
           f"= {j['cold_ratio']:.1f}x the batch embed; warm {j['warm_s']:.2f} s = {j['warm_ratio']:.1f}x, "
           f"{j['warm_turns_per_s']:.0f} turns/s")
+    print(f"the cold jump embedded {j['embedded']} texts; those in one batch: {j['embed_needed_s']:.2f} s, so the "
+          f"cold jump is {j['cold_needed_ratio']:.1f}x the encoding it needs")
     d = diagnosis(work, embedder)
     print(f"Run diagnosis on a full buffer ({d['buffered']} units): {d['seconds']:.2f} s, "
           f"{d['proposals']} proposals")

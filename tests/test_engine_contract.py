@@ -194,7 +194,7 @@ def test_a_retrieval_ablation_writes_the_log_the_full_system_writes(name, demo, 
     """What lets a benchmark ask a retrieval-only ablation on the full system's replay: with every one of them
     on, the engine writes the same records (LLM calls aside: they carry their latency)."""
     schema = engine_schema(name)
-    assert schema.retrieval_ablations <= set(schema.ablations)
+    assert set(schema.retrieval_ablations) <= set(schema.ablations)
 
     def records(settings: dict) -> list:
         eng = open_session(tmp_path / f"{len(settings)}.sqlite", engine=name, settings=settings)

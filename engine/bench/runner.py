@@ -56,13 +56,15 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     sessions.mkdir(parents=True, exist_ok=True)
     ks = tuple(config.ks)
     riders = riders_by_host(systems)
+    # system by system: two workers then replay two conversations at once, never one conversation twice, so
+    # whatever the engines embed alike is encoded once and read from the shared cache after
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
                        rounds=config.rounds, ks=ks, schedule=system_schedule(config, spec, s.engine),
                        workdir=str(sessions), answer=config.answer, llm=config.llm,
                        answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS,
                        riders=tuple(Rider(r.label, r.settings, r.ablations) for r in riders.get(s.label, ())))
-             for src in found for s in systems if s.label in riders]
+             for s in systems if s.label in riders for src in found]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
     outcomes = run_tasks(tasks, run_task, ray=config.ray,
@@ -86,7 +88,8 @@ def riders_by_host(systems: list[System]) -> dict[str, list[System]]:
     registered = set(known_engines())
     hosts: dict[str, list[System]] = {}
     for s in systems:
-        retrieval = set(s.ablations) & engine_schema(s.engine).retrieval_ablations if s.engine in registered else set()
+        declared = engine_schema(s.engine).retrieval_ablations if s.engine in registered else ()
+        retrieval = set(s.ablations) & set(declared)
         host = None
         if retrieval:
             host = by_settings.get((s.engine, _key({**s.settings, "ablations": sorted(set(s.ablations) - retrieval)})))

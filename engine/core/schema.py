@@ -144,7 +144,7 @@ class EngineSchema:
     ablations: dict[str, str] = field(default_factory=dict)
     # the ablations that change retrieval only (the log a replay writes is the same with or without them): a
     # benchmark asks their questions on the replay of the system without them instead of replaying again
-    retrieval_ablations: frozenset[str] = frozenset()
+    retrieval_ablations: tuple[str, ...] = ()
     schedule: str = ""          # the offline schedule the engine's paper runs on ("" = the dataset's or the CLI's)
     turn_kind: str = TURN_KIND          # the kind an ingested dataset turn becomes (GAM: its `event` units)
 

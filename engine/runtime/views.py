@@ -88,6 +88,15 @@ class DerivedViews:
     def vector(self, uid: int) -> np.ndarray:
         return self.vectors[uid]
 
+    def derived(self, name: str, build):
+        """`build()`, computed once until the views change (the next applied record): what retrieval derives
+        from the state alone (an engine's node lists, its per-node facts), asked query after query."""
+        memo = self.__dict__.setdefault("_derived", {})
+        hit = memo.get(name)
+        if hit is None or hit[0] != self._views_version:
+            hit = memo[name] = (self._views_version, build())
+        return hit[1]
+
     def stacked_vectors(self, ids: list[int]) -> np.ndarray:
         """`np.stack` of the vectors of `ids`, in that order; the last one asked for is kept until the views
         change, so query after query over one memory does not copy every vector again (same array, same

@@ -142,5 +142,5 @@ SCHEMA = EngineSchema(
     ),
     llm_roles=("descriptor", "diagnosis", "split_plan", "merge_plan", "update_plan"),
     ablations=ABLATIONS,
-    retrieval_ablations=frozenset({"anchors-only", "no-recovery-links", "no-type-priority", "no-lexical"}),
+    retrieval_ablations=("anchors-only", "no-lexical", "no-recovery-links", "no-type-priority"),
 )

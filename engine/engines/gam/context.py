@@ -19,3 +19,5 @@ class GamContext(IndexedMemory, Protocol):
     settings: GamSettings
     llm: LLM
     vectors: dict[int, np.ndarray]
+
+    def derived(self, name: str, build): ...

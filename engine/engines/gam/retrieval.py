@@ -18,6 +18,8 @@ factors are on the result (`RetrievedUnit.factors`).
 """
 from __future__ import annotations
 
+import functools
+import heapq
 import math
 import re
 import time
@@ -47,7 +49,9 @@ def time_sensitive(query: str) -> bool:
     return bool(_TIME_QUERY.search(query))
 
 
+@functools.lru_cache(maxsize=65536)
 def has_temporal(text: str) -> bool:
+    """Cached: the re-rank asks it of every reached event, query after query."""
     return bool(_TEMPORAL.search(text))
 
 
@@ -74,10 +78,10 @@ class Relevance:
 
     @classmethod
     def of(cls, engine: GamContext, zq: np.ndarray, bm25: np.ndarray, kind: str, weight: float) -> "Relevance":
-        ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == kind)
+        ids, matrix = engine.derived(f"vectors of {kind}", lambda: _stacked(engine, kind))
         if not ids:
             return cls([], {}, {}, {}, weight, (0.0, 1.0, 0.0, 1.0))
-        dense = np.stack([engine.vectors[i] for i in ids]) @ zq
+        dense = matrix @ zq
         lex = at(bm25, np.asarray(ids, dtype=np.int64)) if weight else np.zeros(len(ids))
         dmu, dsd = float(dense.mean()), float(dense.std() or 1.0)
         lmu, lsd = float(lex.mean()), float(lex.std() or 1.0)
@@ -90,26 +94,32 @@ class Relevance:
         return (self.dense[uid] - dmu) / dsd, ((self.lexical[uid] - lmu) / lsd if self.weight else 0.0)
 
 
+def _stacked(engine: GamContext, kind: str) -> tuple[list[int], np.ndarray]:
+    """The ids of `kind`'s nodes in id order and their vectors stacked in that order."""
+    ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == kind)
+    return ids, np.stack([engine.vectors[i] for i in ids]) if ids else np.zeros((0, 0), np.float32)
+
+
 @dataclass
 class Scoring:
-    """What the stages share for one query: both relevances and the factor indicators."""
+    """What the stages share for one query: both relevances, the factor indicators and the re-rank's constants."""
 
     topics: Relevance
     events: Relevance
     time_query: bool
     named: set[str]
+    betas: tuple[float, float, float]           # β_time, β_role, β_conf (all 1 under no-mfr)
+    consistent: frozenset[int]                   # events that passed their topic's self-consistency check
+    sigmoid: tuple[float, float]                 # P_sem's slope and center
 
     def factors(self, engine: GamContext, uid: int) -> dict[str, float]:
         """P_sem and each β_k^I_k of an event, in Eq. 11's order (β = 1 where the indicator is 0)."""
-        s, node = engine.settings, engine.state.nodes[uid]
-        off = s.has("no-mfr")
-        time_on = self.time_query and has_temporal(node.raw)
-        role_on = bool(self.named & set(node.speakers))
-        conf_on = uid in consistent(engine, uid)
-        return {"P_sem": round(sigmoid(s.psem_slope * (self.events.fused[uid] - s.psem_center)), 6),
-                "β_time": s.beta_time if time_on and not off else 1.0,
-                "β_role": s.beta_role if role_on and not off else 1.0,
-                "β_conf": s.beta_conf if conf_on and not off else 1.0}
+        node = engine.state.nodes[uid]
+        (b_time, b_role, b_conf), (slope, center) = self.betas, self.sigmoid
+        return {"P_sem": round(sigmoid(slope * (self.events.fused[uid] - center)), 6),
+                "β_time": b_time if self.time_query and has_temporal(node.raw) else 1.0,
+                "β_role": b_role if self.named and not self.named.isdisjoint(node.speakers) else 1.0,
+                "β_conf": b_conf if uid in self.consistent else 1.0}
 
 
 def scoring(engine: GamContext, query: str) -> Scoring:
@@ -117,10 +127,14 @@ def scoring(engine: GamContext, query: str) -> Scoring:
     zq = engine.embedder.embed_one(query)
     bm25 = engine.bm25.score_vector(query)
     lexical = not s.has("no-lexical")
-    speakers = {sp for n in engine.state.nodes.values() if n.kind == Kind.EVENT for sp in n.speakers}
+    speakers = engine.derived("speakers", lambda: {sp for n in engine.state.nodes.values() if n.kind == Kind.EVENT
+                                                   for sp in n.speakers})
+    mfr = not s.has("no-mfr")
     return Scoring(Relevance.of(engine, zq, bm25, Kind.TOPIC, s.anchor_lexical_weight if lexical else 0.0),
                    Relevance.of(engine, zq, bm25, Kind.EVENT, s.rerank_lexical_weight if lexical else 0.0),
-                   time_sensitive(query), named_speakers(query, speakers))
+                   time_sensitive(query), named_speakers(query, speakers),
+                   (s.beta_time, s.beta_role, s.beta_conf) if mfr else (1.0, 1.0, 1.0),
+                   consistent_events(engine), (s.psem_slope, s.psem_center))
 
 
 def consistent(engine: GamContext, uid: int) -> set[int]:
@@ -130,15 +144,23 @@ def consistent(engine: GamContext, uid: int) -> set[int]:
     return set(state.nodes[topic].attrs.get("consistent", ())) if topic is not None else set()
 
 
+def consistent_events(engine: GamContext) -> frozenset[int]:
+    """Every event that passed its topic's self-consistency check (`consistent`), kept until the state changes."""
+    return engine.derived("consistent events", lambda: frozenset(
+        n.id for n in engine.state.nodes.values() if n.kind == Kind.EVENT and n.id in consistent(engine, n.id)))
+
+
 def anchor_ranking(sc: Scoring) -> list[tuple[int, float]]:
     """Every topic by fused relevance, ties by id."""
     return sorted(sc.topics.fused.items(), key=lambda p: (-round(p[1], 9), p[0]))
 
 
-def buffer_ranking(engine: GamContext, sc: Scoring) -> list[int]:
-    """The active buffer's events by fused relevance, ties by id."""
+def buffer_ranking(engine: GamContext, sc: Scoring, top: int | None = None) -> list[int]:
+    """The active buffer's events by fused relevance, ties by id (the first `top` when given)."""
     live = [i for i in sc.events.ids if engine.state.nodes[i].status == Life.BUFFERED]
-    return sorted(live, key=lambda i: (-round(sc.events.fused[i], 9), i))
+    fused = sc.events.fused
+    key = lambda i: (-round(fused[i], 9), i)        # noqa: E731
+    return sorted(live, key=key) if top is None else heapq.nsmallest(top, live, key=key)
 
 
 def expand(state, anchors: list[int]) -> tuple[dict[int, Hop | None], list[dict]]:
@@ -174,15 +196,17 @@ def retrieve(engine: GamContext, query: str, k: int | None = None) -> RetrievalR
                 expansion.append({"id": e, "parent": topic, "type": Rel.CROSS, "hop": len(path) + 1,
                                   "reverse": False})
     if not s.has("no-buffer"):
-        for e in buffer_ranking(engine, sc)[: s.buffer_k]:
+        for e in buffer_ranking(engine, sc, s.buffer_k):
             reached.setdefault(e, (e, []))
     t2 = time.perf_counter()
     scored = []
     for e, (anchor, path) in reached.items():
         factors = sc.factors(engine, e)
-        scored.append((math.prod(factors.values()), factors, e, anchor, path))
-    scored.sort(key=lambda x: (-round(x[0], 9), -round(x[1]["P_sem"], 9), x[2]))
-    candidates = [_result(engine, sc, *x) for x in scored]
+        score = math.prod(factors.values())
+        # P_sem is already rounded to 6 places, which rounding to 9 would keep
+        scored.append(((-round(score, 9), -factors["P_sem"], e), score, factors, e, anchor, path))
+    scored.sort(key=lambda x: x[0])
+    candidates = [_result(engine, sc, *x[1:]) for x in scored]
     t3 = time.perf_counter()
     stages = {"anchor_ms": (t1 - t0) * 1e3, "drill_ms": (t2 - t1) * 1e3, "rerank_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
@@ -191,8 +215,8 @@ def retrieve(engine: GamContext, query: str, k: int | None = None) -> RetrievalR
 
 def _result(engine: GamContext, sc: Scoring, score: float, factors: dict[str, float], uid: int, anchor: int,
             path: list[Hop]) -> RetrievedUnit:
-    u = engine.state.nodes[uid]
-    return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(sc.events.dense[uid], 6),
-                         lexical=round(sc.events.lexical[uid], 6), anchor=anchor, hop=len(path), path=path,
+    u, events = engine.state.nodes[uid], sc.events
+    return RetrievedUnit(id=uid, visible=u.visible, score=round(score, 6), dense=round(events.dense[uid], 6),
+                         lexical=round(events.lexical[uid], 6), anchor=anchor, hop=len(path), path=path,
                          source_ids=list(u.source_ids), time=u.time, raw=u.raw, kind=u.kind, status=u.status,
-                         factors=dict(factors))
+                         factors=factors)

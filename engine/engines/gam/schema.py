@@ -170,6 +170,6 @@ SCHEMA = EngineSchema(
     ),
     llm_roles=("boundary_detection", "topic_summary", "topic_relation"),
     ablations=ABLATIONS,
-    retrieval_ablations=frozenset({"no-expansion", "no-mfr", "no-buffer", "no-lexical"}),
+    retrieval_ablations=("no-buffer", "no-expansion", "no-lexical", "no-mfr"),
     turn_kind=Kind.EVENT,
 )

@@ -47,7 +47,7 @@ def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -
             continue
         sig = _signals(rel, uid, None)
         if "buffer" not in cache:
-            cache["buffer"] = {u: i for i, u in enumerate(buffer_ranking(engine, rel.fused), 1)}
+            cache["buffer"] = {u: i for i, u in enumerate(buffer_ranking(engine, rel.order), 1)}
         buffer_rank = cache["buffer"].get(uid)
         pointing = sorted(e for e in (sstate.inc(uid, Rel.EVIDENCE) if sstate is not None and uid in sstate.nodes
                                       else ()) if sstate.nodes[e].kind == Kind.EVENT)
@@ -69,7 +69,7 @@ def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -
                                  f"status {node.status}; no event on the snapshot points to it")
         else:
             if "seeds" not in cache:
-                cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(sstate, rel.fused), 1)}
+                cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(snap, rel.fused), 1)}
             out[uid] = _unreached(engine, sstate, res, uid, sig, pointing, cache)
     return out
 

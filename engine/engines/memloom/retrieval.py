@@ -58,8 +58,10 @@ class Relevance:
 
     def __init__(self, engine: MemLoomContext, query: str):
         s = engine.settings
-        ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE)
+        ids = engine.derived("sentences", lambda: sorted(n.id for n in engine.state.nodes.values()
+                                                         if n.kind == Kind.SENTENCE))
         self.fused: dict[int, float] = {}
+        self.order: dict[int, float] = {}          # fused rounded to 9 places: every ranking's key
         self.dense: dict[int, float] = {}
         self.lexical: dict[int, float] = {}
         self.weight = 0.0 if s.has("no-lexical") else s.lexical_weight
@@ -75,9 +77,10 @@ class Relevance:
             lex = at(engine.bm25.score_vector(query), np.asarray(ids, dtype=np.int64))
             self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
             fused = fused + self.weight * (lex - self.lex_mu) / self.lex_sd
-        self.fused = {i: float(v) for i, v in zip(ids, fused)}
-        self.dense = {i: float(v) for i, v in zip(ids, dense)}
-        self.lexical = {i: float(v) for i, v in zip(ids, lex)}
+        self.fused = dict(zip(ids, fused.tolist()))
+        self.order = {i: round(v, 9) for i, v in self.fused.items()}
+        self.dense = dict(zip(ids, dense.tolist()))
+        self.lexical = dict(zip(ids, lex.tolist()))
 
 
 def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
@@ -89,7 +92,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     rel = relevance.fused
     snap = engine.published_view()
     sstate = snap.state if snap is not None else None
-    seeds = seed_ranking(sstate, rel)[: s.seeds]
+    seeds = seed_ranking(snap, rel, s.seeds)
     t1 = time.perf_counter()
 
     parent: dict[int, Hop | None] = {e: None for e, _ in seeds}
@@ -105,18 +108,10 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             key, h, u = heapq.heappop(heap)
             if h >= s.hops or (key, h) != (-round(order[u], 9), depth[u]):      # at the cap, or taken over
                 continue
-            steps = []
-            for etype in TRAVERSED:
-                steps += [(v, etype, False) for v in sstate.out(u, etype)]
-                steps += [(v, etype, True) for v in sstate.inc(u, etype)]
-            steps.sort(key=lambda x: (not (x[1] in chain and x[2]), x[1] not in chain, PRIORITY[x[1]],
-                                      -(_conf(sstate, u, x) or 0.0), x[0]))
             taken = 0
-            for v, etype, rev in steps:
+            for v, etype, rev in event_steps(snap, u, chain):
                 if taken >= s.branching:
                     break
-                if sstate.nodes[v].kind != Kind.EVENT:
-                    continue
                 # only the chain the question asks for, walked back in time (why: causes, history: earlier
                 # states), passes the seed's rank on: its most confident link costs little, each weaker
                 # alternative a full hop more; any other relation only makes its records candidates on
@@ -135,54 +130,101 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                 heapq.heappush(heap, (-round(order[v], 9), h + 1, v))
     t2 = time.perf_counter()
 
-    best: dict[int, tuple[float, int, list[Hop]]] = {}         # sentence -> (score, anchor, path)
+    rounded = relevance.order
+    # sentence -> (score, its rounding, -hops, anchor, event it was reached through or None); the path is
+    # built for the returned ones only
+    best: dict[int, tuple[float, float, int, int, int | None]] = {}
 
-    def offer(sid: int, score: float, anchor: int, path: list[Hop]) -> None:
-        if sid not in best or (round(score, 9), -len(path)) > (round(best[sid][0], 9), -len(best[sid][2])):
-            best[sid] = (score, anchor, path)
+    def offer(sid: int, score: float, key: float, anchor: int, hops: int, event: int | None) -> None:
+        old = best.get(sid)
+        if old is None or (key, -hops) > (old[1], old[2]):
+            best[sid] = (score, key, -hops, anchor, event)
 
+    evidence = snap.derived("evidence", dict) if snap is not None else {}      # event -> its records, in id order
+    paths: dict[int, list[Hop]] = {}
     for e in parent:
-        path = path_to(e, parent)
+        path = paths[e] = path_to(e, parent)
         cited = _cited(sstate, parent[e])
-        records = [sid for sid in sorted(sstate.out(e, Rel.EVIDENCE)) if sid in rel]
-        further, further_cost = _further(sstate, records, cited, rel, on_chain=parent[e] is not None
+        if e not in evidence:
+            evidence[e] = sorted(sstate.out(e, Rel.EVIDENCE))
+        records = [sid for sid in evidence[e] if sid in rel]
+        further, further_cost = _further(sstate, records, cited, rounded, on_chain=parent[e] is not None
                                          and parent[e].type in chain and parent[e].reverse, settings=s)
+        passes = parent[e] is not None and e in inherited
+        anchor = path[0].src if path else e
         for sid in records:
-            if parent[e] is None or e not in inherited:
-                score = rel[sid]
-            else:
+            score, key = rel[sid], rounded[sid]
+            if passes:
                 passed = inherited[e] if sid in cited else inherited[e] - further_cost if sid == further else -1e9
-                score = max(rel[sid], passed)
-            offer(sid, score, path[0].src if path else e, path + [Hop(e, sid, Rel.EVIDENCE)])
+                if passed > score:
+                    score, key = passed, round(passed, 9)
+            offer(sid, score, key, anchor, len(path) + 1, e)
     if not s.has("no-realtime"):
-        for sid in buffer_ranking(engine, rel)[: s.realtime_k]:
-            offer(sid, rel[sid], sid, [])
-    ranked = sorted(best, key=lambda i: (-round(best[i][0], 9), -round(rel[i], 9), i))[: s.max_evidence]
-    candidates = [_result(engine, sid, best[sid], relevance) for sid in ranked]
+        for sid in buffer_ranking(engine, rounded, s.realtime_k):
+            offer(sid, rel[sid], rounded[sid], sid, 0, None)
+    ranked = heapq.nsmallest(s.max_evidence, best, key=lambda i: (-best[i][1], -rounded[i], i))
+    candidates = []
+    for sid in ranked:
+        score, _, _, anchor, e = best[sid]
+        path = paths[e] + [Hop(e, sid, Rel.EVIDENCE)] if e is not None else []
+        candidates.append(_result(engine, sid, (score, anchor, path), relevance))
     t3 = time.perf_counter()
     stages = {"seed_ms": (t1 - t0) * 1e3, "traverse_ms": (t2 - t1) * 1e3, "ground_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
     return RetrievalResult.ranked(query, seeds, expansion, candidates, s.final_k, k, stages)
 
 
-def seed_ranking(sstate, rel: dict[int, float]) -> list[tuple[int, float]]:
-    """Every published event on the snapshot's surface by its best record's relevance, ties by id."""
-    if sstate is None:
+def event_steps(snap: MemLoomContext, u: int, chain: tuple[str, ...]) -> list[tuple[int, str, bool]]:
+    """The events one relation away from `u` on the snapshot, (event, type, reverse), in the order the walk
+    tries them: the asked chain walked back first, then the chain's other direction, then by type priority,
+    confidence and id (kept until the snapshot changes)."""
+    memo = snap.derived("event_steps", dict)
+    found = memo.get((u, chain))
+    if found is None:
+        state = snap.state
+        steps = []
+        for etype in TRAVERSED:
+            steps += [(v, etype, False) for v in state.out(u, etype)]
+            steps += [(v, etype, True) for v in state.inc(u, etype)]
+        steps.sort(key=lambda x: (not (x[1] in chain and x[2]), x[1] not in chain, PRIORITY[x[1]],
+                                  -(_conf(state, u, x) or 0.0), x[0]))
+        found = memo[(u, chain)] = [x for x in steps if state.nodes[x[0]].kind == Kind.EVENT]
+    return found
+
+
+def seed_ranking(snap: MemLoomContext | None, rel: dict[int, float], top: int | None = None) -> list[tuple[int, float]]:
+    """Every published event on the snapshot's surface by its best record's relevance, ties by id (the
+    first `top` of them when given)."""
+    if snap is None:
         return []
     scored = []
-    for e in sstate.nodes.values():
-        if e.kind == Kind.EVENT and e.visible and e.attrs.get("published"):
-            members = [m for m in e.members if m in rel]
-            if members:
-                scored.append((e.id, max(rel[m] for m in members)))
-    return sorted(scored, key=lambda p: (-round(p[1], 9), p[0]))
+    for e, members in published_events(snap):
+        found = [rel[m] for m in members if m in rel]
+        if found:
+            scored.append((e, max(found)))
+    return _first(scored, lambda p: (-round(p[1], 9), p[0]), top)
 
 
-def buffer_ranking(engine: MemLoomContext, rel: dict[int, float]) -> list[int]:
-    """Stream two: the sentence records no steward run has curated yet, by relevance, ties by id."""
-    live = [n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED
-            and n.id in rel]
-    return sorted(live, key=lambda i: (-round(rel[i], 9), i))
+def published_events(snap: MemLoomContext) -> list[tuple[int, tuple[int, ...]]]:
+    """The snapshot's seed surface: each published visible event with its member records (kept until the
+    snapshot changes)."""
+    return snap.derived("published_events", lambda: [
+        (e.id, tuple(e.members)) for e in snap.state.nodes.values()
+        if e.kind == Kind.EVENT and e.visible and e.attrs.get("published")])
+
+
+def buffer_ranking(engine: MemLoomContext, order: dict[int, float], top: int | None = None) -> list[int]:
+    """Stream two: the sentence records no steward run has curated yet, by relevance (`Relevance.order`),
+    ties by id (the first `top` of them when given)."""
+    live = [i for i in engine.derived("buffered", lambda: [
+        n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED])
+        if i in order]
+    return _first(live, lambda i: (-order[i], i), top)
+
+
+def _first(items: list, key, top: int | None) -> list:
+    """`sorted(items, key=key)[:top]`, without sorting what falls below `top`."""
+    return sorted(items, key=key) if top is None else heapq.nsmallest(top, items, key=key)
 
 
 def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
@@ -191,7 +233,7 @@ def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
     return edge.confidence if edge is not None else None
 
 
-def _further(state, records: list[int], cited: set[int], rel: dict[int, float], on_chain: bool,
+def _further(state, records: list[int], cited: set[int], order: dict[int, float], on_chain: bool,
              settings) -> tuple[int | None, float]:
     """The one record of a reached event the relation does not cite that follows its citations, and what it
     costs. On the asked chain, an event is often longer than one step of it (a meeting's topic, a session's
@@ -207,7 +249,7 @@ def _further(state, records: list[int], cited: set[int], rel: dict[int, float], 
                   and has_change(state.nodes[sid].raw)]
         if before:
             return max(before), settings.chain_hop_cost
-    further = min(uncited, default=None, key=lambda i: (not has_change(state.nodes[i].raw), -round(rel[i], 9), i))
+    further = min(uncited, default=None, key=lambda i: (not has_change(state.nodes[i].raw), -order[i], i))
     return further, settings.uncited_cost
 
 

@@ -148,5 +148,5 @@ SCHEMA = EngineSchema(
     ),
     llm_roles=("router", "relation_synthesis"),
     ablations=ABLATIONS,
-    retrieval_ablations=frozenset({"no-traversal", "no-realtime", "no-lexical"}),
+    retrieval_ablations=("no-lexical", "no-realtime", "no-traversal"),
 )

@@ -146,6 +146,6 @@ SCHEMA = EngineSchema(
     ),
     llm_roles=("episode_extraction", "episode_merge", "fact_refinement"),
     ablations=ABLATIONS,
-    retrieval_ablations=frozenset({"no-subconscious", "no-episodic", "no-lexical"}),
+    retrieval_ablations=("no-episodic", "no-lexical", "no-subconscious"),
     schedule="every-1-turns",       # consolidation right at the trigger (§3.2): a run after every turn that queued
 )
