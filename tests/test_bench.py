@@ -265,6 +265,9 @@ def test_causal_suite_reports_chain_metrics(tmp_path):
     result = result_of(tmp_path)
     assert result["metrics"] == ["scr@5", "scr@10", "chain_recall@5", "chain_recall@10", "r@5"]
     assert result["conversations"] == ["lab-freezer", "family-eid"]
+    # run system by system and longest conversation first, reported in the file's order, system by system
+    assert [(t["conversation"], t["system"]) for t in result["tasks"]] == [
+        ("lab-freezer", "naive"), ("lab-freezer", "memloom"), ("family-eid", "naive"), ("family-eid", "memloom")]
     scenarios = [c for c in load_conversations(CAUSAL) if c.id in ("lab-freezer", "family-eid")]
     assert len(result["questions"]) == 2 * sum(len(c.questions) for c in scenarios)
     for q in result["questions"]:

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from engine.bench.config import BenchConfig, check, system_schedule
+from engine.bench.config import BenchConfig, System, check, system_schedule
+from engine.bench.datasets import load_source
 from engine.bench.result import assemble
 from engine.bench.summary import summary_markdown
-from engine.bench.sweep import run_tasks
-from engine.bench.config import System
-from engine.bench.sweep import TaskOutcome
+from engine.bench.sweep import TaskOutcome, run_tasks
 from engine.bench.tasks import BenchTask, Rider, run_task
 from engine.engines import engine_schema, known_engines
 from engine.eval import reproduction
@@ -57,14 +56,16 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     ks = tuple(config.ks)
     riders = riders_by_host(systems)
     # system by system: two workers then replay two conversations at once, never one conversation twice, so
-    # whatever the engines embed alike is encoded once and read from the shared cache after
+    # whatever the engines embed alike is encoded once and read from the shared cache after; the longest
+    # conversations first, so the last task to finish is a short one
+    longest_first = sorted(found, key=lambda src: -len(load_source(src).turns))
     tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
                        rounds=config.rounds, ks=ks, schedule=system_schedule(config, spec, s.engine),
                        workdir=str(sessions), answer=config.answer, llm=config.llm,
                        answer_budget=config.answer_budget or DEFAULT_CONTEXT_TOKENS,
                        riders=tuple(Rider(r.label, r.settings, r.ablations) for r in riders.get(s.label, ())))
-             for s in systems if s.label in riders for src in found]
+             for s in systems if s.label in riders for src in longest_first]
     if progress:
         progress(BenchProgress(0, len(tasks), "starting"))
     outcomes = run_tasks(tasks, run_task, ray=config.ray,
