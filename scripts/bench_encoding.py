@@ -24,24 +24,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-bench-encoding-")   # cold: an empty cache
 
-from results import write_json  # noqa: E402
+from results import noting_encoder, write_json  # noqa: E402
 
 from engine.bench.config import BenchConfig  # noqa: E402
 from engine.bench.runner import run_benchmark  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
-
-
-def noting(model, texts: list[str], seconds: list[float]) -> None:
-    """`model.encode` (the process's one encoder) noting each text it is given and the time each call takes."""
-    encode = model.encode
-
-    def timed(batch):
-        started = time.perf_counter()
-        out = encode(batch)
-        seconds.append(time.perf_counter() - started)
-        texts.extend(batch)
-        return out
-    model.encode = timed
 
 
 def main() -> int:
@@ -55,12 +42,12 @@ def main() -> int:
     embedder.warm()
     texts: list[str] = []
     seconds: list[float] = []
-    noting(embedder.model(), texts, seconds)
+    undo = noting_encoder(embedder.model(), texts, seconds)
     started = time.perf_counter()
     run_benchmark(BenchConfig(dataset=args.dataset, source=args.source, engines=tuple(args.engines.split(",")),
                               out=tempfile.mkdtemp(prefix="memwb-bench-encoding-run-")))
     run_s = time.perf_counter() - started
-    vars(embedder.model()).pop("encode")
+    undo()
     distinct = list(dict.fromkeys(texts))
     batch_s = time.perf_counter()
     Embedder(shared=None).embed(distinct)

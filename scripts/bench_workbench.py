@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-bench-workspace-")   # cold means an empty cache
 
-from results import write_json  # noqa: E402
+from results import noting_encoder, write_json  # noqa: E402
 
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
@@ -65,25 +65,13 @@ def embed_batch(turns) -> float:
     return seconds
 
 
-def recorded(model, into: list[str]):
-    """`model` (the process's one encoder) with its `encode` noting every text it is given into `into`; returns
-    the undo."""
-    encode = model.encode
-
-    def noting(texts):
-        into.extend(texts)
-        return encode(texts)
-    model.encode = noting
-    return lambda: vars(model).pop("encode")
-
-
 def jumps(workdir: Path) -> dict:
     emb = Embedder()
     emb.warm()
     cold = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "cold"), embedder=emb)
     n = cold.total_turns
     texts: list[str] = []
-    undo = recorded(emb.model(), texts)
+    undo = noting_encoder(emb.model(), texts)
     cold_s, _ = timed(lambda: cold.jump(n))
     undo()
     needed = Embedder(shared=None)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 
@@ -22,3 +23,19 @@ def write_json(path: str | Path, data: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1))
     print(f"written to {out}")
+
+
+def noting_encoder(model, texts: list[str], seconds: list[float] | None = None):
+    """`model.encode` (the process's one encoder) noting every text it is given into `texts` (and each call's
+    time into `seconds`); returns the undo."""
+    encode = model.encode
+
+    def noting(batch):
+        started = time.perf_counter()
+        out = encode(batch)
+        if seconds is not None:
+            seconds.append(time.perf_counter() - started)
+        texts.extend(batch)
+        return out
+    model.encode = noting
+    return lambda: vars(model).pop("encode")

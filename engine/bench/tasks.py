@@ -115,8 +115,7 @@ def run_task(task: BenchTask, embedder) -> dict:
         return _full_history(task, spec, conv, questions, types, checkpoints, embedder)
     db = Path(task.workdir) / task.db_name
     db.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-        stale.unlink(missing_ok=True)
+    _remove_sqlite(db)
     settings = dict(task.settings)
     if task.ablations:
         settings["ablations"] = sorted(task.ablations)
@@ -127,7 +126,7 @@ def run_task(task: BenchTask, embedder) -> dict:
     final_round = checkpoints[-1].round if checkpoints else None
     run = _Run(task, spec, conv, questions, types, engine, answering_llm(task, embedder), final_round=final_round)
     riders = [(r, _Run(task.ridden_by(r), spec, conv, questions, types, engine, answering_llm(task, embedder),
-                       final_round=final_round, inserts=run)) for r in task.riders]
+                       final_round=final_round, host=run)) for r in task.riders]
 
     def ask(cp: Checkpoint) -> None:
         run.checkpoint(cp)
@@ -176,8 +175,7 @@ def _rider_db(host: Path, rider: BenchTask, host_system: str) -> Path:
     from engine.store.log_store import Store
 
     target = host.with_name(rider.db_name)
-    for stale in (target, target.with_name(target.name + "-wal"), target.with_name(target.name + "-shm")):
-        stale.unlink(missing_ok=True)
+    _remove_sqlite(target)
     src, dst = sqlite3.connect(host), sqlite3.connect(target)
     try:
         src.backup(dst)
@@ -190,15 +188,21 @@ def _rider_db(host: Path, rider: BenchTask, host_system: str) -> Path:
     return target
 
 
+def _remove_sqlite(db: Path) -> None:
+    """A SQLite file and its write-ahead log gone, for a task's fresh session."""
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)
+
+
 class _Run:
     """The records of one task as its stream goes."""
 
     def __init__(self, task: BenchTask, spec, conv: Conversation, questions: list[Question],
                  types: dict[str, str], engine, llm=None, final_round: int | None = None,
-                 inserts: "_Run | None" = None):
-        """`inserts`: the run whose replay this one rides (its insert timings are this run's too)."""
+                 host: "_Run | None" = None):
+        """`host`: the run whose replay this one rides (its insert timings are this run's too)."""
         self.task, self.spec, self.conv, self.engine, self.llm = task, spec, conv, engine, llm
-        self.host = inserts
+        self.host = host
         self.seconds = 0.0                     # a rider's own time: its checkpoints and its database copy
         self.final_round = final_round         # where each gold turn was lost is followed at this round
         self.questions = {q.id: q for q in questions}

@@ -7,6 +7,7 @@ exist in the state the retrieval ran on, starting at the result's seed.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import asdict, dataclass, field
 
 from engine.core.node import node_label
@@ -112,6 +113,11 @@ def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
             if sid not in first:
                 first[sid], within[sid] = rank, r.source_scores.get(sid, 0.0)
     return sorted(best, key=lambda sid: (-best[sid], first[sid], -within[sid], sid))
+
+
+def first_by(items: list, key, top: int | None = None) -> list:
+    """`sorted(items, key=key)[:top]` (all of them when `top` is None), without sorting what falls below `top`."""
+    return sorted(items, key=key) if top is None else heapq.nsmallest(top, items, key=key)
 
 
 def materialize(units: list[RetrievedUnit]) -> str:

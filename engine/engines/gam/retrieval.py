@@ -19,7 +19,6 @@ factors are on the result (`RetrievedUnit.factors`).
 from __future__ import annotations
 
 import functools
-import heapq
 import math
 import re
 import time
@@ -31,7 +30,7 @@ from engine.core.text import words
 from engine.engines.gam.context import GamContext
 from engine.engines.gam.schema import Kind, Life, Rel
 from engine.retrieval.lexical import at
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_by
 
 TOPIC_EDGES = tuple(t for t in Rel.TOPIC)        # expansion order: the schema's priority order
 _TIME_QUERY = re.compile(r"\b(when|what (date|day|time|year|month)|how long|how many (days|weeks|months|years)|"
@@ -159,8 +158,7 @@ def buffer_ranking(engine: GamContext, sc: Scoring, top: int | None = None) -> l
     """The active buffer's events by fused relevance, ties by id (the first `top` when given)."""
     live = [i for i in sc.events.ids if engine.state.nodes[i].status == Life.BUFFERED]
     fused = sc.events.fused
-    key = lambda i: (-round(fused[i], 9), i)        # noqa: E731
-    return sorted(live, key=key) if top is None else heapq.nsmallest(top, live, key=key)
+    return first_by(live, lambda i: (-round(fused[i], 9), i), top)
 
 
 def expand(state, anchors: list[int]) -> tuple[dict[int, Hop | None], list[dict]]:

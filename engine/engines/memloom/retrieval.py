@@ -32,7 +32,7 @@ from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
 from engine.retrieval.lexical import at
 from engine.retrieval.links import has_change
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, path_to
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_by, path_to
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
@@ -162,7 +162,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     if not s.has("no-realtime"):
         for sid in buffer_ranking(engine, rounded, s.realtime_k):
             offer(sid, rel[sid], rounded[sid], sid, 0, None)
-    ranked = heapq.nsmallest(s.max_evidence, best, key=lambda i: (-best[i][1], -rounded[i], i))
+    ranked = first_by(list(best), lambda i: (-best[i][1], -rounded[i], i), s.max_evidence)
     candidates = []
     for sid in ranked:
         score, _, _, anchor, e = best[sid]
@@ -202,7 +202,7 @@ def seed_ranking(snap: MemLoomContext | None, rel: dict[int, float], top: int | 
         found = [rel[m] for m in members if m in rel]
         if found:
             scored.append((e, max(found)))
-    return _first(scored, lambda p: (-round(p[1], 9), p[0]), top)
+    return first_by(scored, lambda p: (-round(p[1], 9), p[0]), top)
 
 
 def published_events(snap: MemLoomContext) -> list[tuple[int, tuple[int, ...]]]:
@@ -219,12 +219,7 @@ def buffer_ranking(engine: MemLoomContext, order: dict[int, float], top: int | N
     live = [i for i in engine.derived("buffered", lambda: [
         n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED])
         if i in order]
-    return _first(live, lambda i: (-order[i], i), top)
-
-
-def _first(items: list, key, top: int | None) -> list:
-    """`sorted(items, key=key)[:top]`, without sorting what falls below `top`."""
-    return sorted(items, key=key) if top is None else heapq.nsmallest(top, items, key=key)
+    return first_by(live, lambda i: (-order[i], i), top)
 
 
 def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
