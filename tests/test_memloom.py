@@ -13,7 +13,7 @@ from engine.core.oplog import OpKind
 from engine.core.ops import apply
 from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.engines.memloom.retrieval import Relevance, query_intent
+from engine.engines.memloom.retrieval import query_intent, relevance
 from engine.loaders import load_conversation
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
@@ -222,7 +222,7 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     query = "Which breed is Jon's dog Pepper?"
     assert query_intent(query) == "lookup"
     result = eng.retrieve(query)
-    fused = Relevance(eng, query).fused
+    fused = relevance(eng, query).fused
     assert any(len(u.path) > 1 for u in result.units), "nothing was reached through a relation"
     for u in result.units:
         assert u.score == pytest.approx(fused[u.id], abs=1e-5)

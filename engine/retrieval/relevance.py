@@ -14,6 +14,7 @@ same formula for a node off the surface.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,6 +43,102 @@ class ScoresById(Mapping):
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self.values))
+
+
+class ById(Mapping):
+    """A read-only {id: value} view of an array aligned with increasing `ids` (`where[id]` its position, -1 when
+    absent), rounded to `decimals` on read when given: per-id reads of a query's scores without a dict per query."""
+
+    def __init__(self, ids: np.ndarray, where: np.ndarray, values: np.ndarray, decimals: int | None = None):
+        self.ids, self.where, self.values, self.decimals = ids, where, values, decimals
+
+    def __contains__(self, uid: object) -> bool:
+        return isinstance(uid, (int, np.integer)) and 0 <= uid < len(self.where) and self.where[uid] >= 0
+
+    def __getitem__(self, uid: int) -> float:
+        if uid not in self:
+            raise KeyError(uid)
+        value = float(self.values[self.where[uid]])
+        return value if self.decimals is None else round(value, self.decimals)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids.tolist())
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class Positions(NamedTuple):
+    """A fixed set of node ids in increasing order and where each sits (`where[id]`, -1 when not in the set)."""
+
+    ids: list[int]
+    array: np.ndarray
+    where: np.ndarray
+
+    @classmethod
+    def of(cls, ids: list[int]) -> "Positions":
+        array = np.asarray(ids, dtype=np.int64)
+        where = np.full(int(array[-1]) + 1 if len(array) else 0, -1, dtype=np.int64)
+        where[array] = np.arange(len(array))
+        return cls(list(ids), array, where)
+
+
+class KindRelevance:
+    """z(dense) + w·z(BM25) of a fixed set of nodes (an engine's records of one kind), z over that set: the
+    relevance MemLoom ranks its sentence records by and GAM its topics and events. Arrays aligned with the ids;
+    `fused`, `order` (fused rounded as rankings key it), `dense` and `lexical` read them by id."""
+
+    def __init__(self, at_: Positions, dense: np.ndarray, bm25_by_id: np.ndarray, weight: float):
+        """`dense`: the set's cosines in id order; `bm25_by_id`: the query's BM25 indexed by node id."""
+        self.positions, self.weight = at_, weight
+        ids, where = at_.array, at_.where
+        n = len(ids)
+        lex = at(bm25_by_id, ids) if weight and n else np.zeros(n)
+        self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = 0.0, 1.0, 0.0, 1.0
+        if n:
+            self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std() or 1.0)
+            self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
+        fused = (dense - self.dense_mu) / self.dense_sd
+        if weight:
+            fused = fused + weight * (lex - self.lex_mu) / self.lex_sd
+        self.scores = fused
+        self.fused = ById(ids, where, fused)
+        self.order = ById(ids, where, fused, DECIMALS)
+        self.dense = ById(ids, where, dense)
+        self.lexical = ById(ids, where, lex)
+
+    @property
+    def ids(self) -> list[int]:
+        return self.positions.ids
+
+    def z(self, uid: int) -> tuple[float, float]:
+        """The z-values of both signals of `uid`."""
+        return ((self.dense[uid] - self.dense_mu) / self.dense_sd,
+                (self.lexical[uid] - self.lex_mu) / self.lex_sd if self.weight else 0.0)
+
+    def lookup(self, ids: list[int]) -> tuple[dict[int, float], dict[int, float]]:
+        """{id: fused} and {id: fused rounded to `DECIMALS`} of those of `ids` in the set: the records a query
+        reads again and again, as plain dicts."""
+        found = np.asarray(ids, dtype=np.int64)
+        where = self.positions.where
+        found = found[found < len(where)]
+        pos = where[found]
+        found, pos = found[pos >= 0], pos[pos >= 0]
+        fused = dict(zip(found.tolist(), self.scores[pos].tolist()))
+        return fused, {uid: round(v, DECIMALS) for uid, v in fused.items()}
+
+    def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
+        """The fused, dense and lexical scores of `ids` (all in the set), as lists in that order."""
+        pos = self.positions.where[np.asarray(ids, dtype=np.int64)]
+        return self.scores[pos].tolist(), self.dense.values[pos].tolist(), self.lexical.values[pos].tolist()
+
+    def ranked(self, among: np.ndarray | None = None, top: int | None = None) -> list[tuple[int, float]]:
+        """The best `top` (all by default) of the set, or of the ids `among` it, by fused score rounded to
+        `DECIMALS`, ties by id, with their fused score."""
+        pos = np.arange(len(self.positions.array)) if among is None else self.positions.where[among]
+        ids, scores = self.positions.array[pos], self.scores[pos]
+        chosen = top_k(ids, scores, len(ids) if top is None else min(top, len(ids)), DECIMALS)
+        return [(uid, self.fused[uid]) for uid in chosen]
 
 
 class Relevance:

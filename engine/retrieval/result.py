@@ -108,10 +108,13 @@ def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
     first: dict[str, int] = {}
     within: dict[str, float] = {}
     for rank, r in enumerate(candidates):
+        score = r.score
         for sid in r.source_ids:
-            best[sid] = max(best.get(sid, -1e18), r.score)
-            if sid not in first:
-                first[sid], within[sid] = rank, r.source_scores.get(sid, 0.0)
+            held = best.get(sid)
+            if held is None:
+                best[sid], first[sid], within[sid] = score, rank, r.source_scores.get(sid, 0.0)
+            elif score > held:
+                best[sid] = score
     return sorted(best, key=lambda sid: (-best[sid], first[sid], -within[sid], sid))
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from engine.engines.memloom.context import MemLoomContext
-from engine.engines.memloom.retrieval import TRAVERSED, Relevance, buffer_ranking, seed_ranking
+from engine.engines.memloom.retrieval import TRAVERSED, buffer_ranking, relevance, seed_ranking
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
+from engine.retrieval.relevance import KindRelevance
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
@@ -24,7 +25,7 @@ SEED, TRAVERSE, GROUND = (s.key for s in SCHEMA.stages)
 def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     s = engine.settings
     state = engine.state
-    rel = Relevance(engine, res.query)
+    rel = relevance(engine, res.query)
     ranks = candidate_ranks(res)
     by_id = {r.id: r for r in res.candidates}
     snap = engine.published_view()
@@ -47,7 +48,7 @@ def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -
             continue
         sig = _signals(rel, uid, None)
         if "buffer" not in cache:
-            cache["buffer"] = {u: i for i, u in enumerate(buffer_ranking(engine, rel.order), 1)}
+            cache["buffer"] = {u: i for i, u in enumerate(buffer_ranking(engine, rel), 1)}
         buffer_rank = cache["buffer"].get(uid)
         pointing = sorted(e for e in (sstate.inc(uid, Rel.EVIDENCE) if sstate is not None and uid in sstate.nodes
                                       else ()) if sstate.nodes[e].kind == Kind.EVENT)
@@ -69,7 +70,7 @@ def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -
                                  f"status {node.status}; no event on the snapshot points to it")
         else:
             if "seeds" not in cache:
-                cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(snap, rel.fused), 1)}
+                cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(snap, rel), 1)}
             out[uid] = _unreached(engine, sstate, res, uid, sig, pointing, cache)
     return out
 
@@ -105,7 +106,7 @@ def _neighbours(sstate, u: int) -> list[int]:
     return [v for t in TRAVERSED for v in (*sstate.out(u, t), *sstate.inc(u, t)) if sstate.nodes[v].kind == Kind.EVENT]
 
 
-def _signals(rel: Relevance, uid: int, r: RetrievedUnit | None) -> Signals:
+def _signals(rel: KindRelevance, uid: int, r: RetrievedUnit | None) -> Signals:
     d, lex = rel.dense[uid], rel.lexical[uid]
     own = rel.fused[uid]
     score = own if r is None else r.score

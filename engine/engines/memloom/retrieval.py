@@ -30,8 +30,9 @@ import numpy as np
 
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
-from engine.retrieval.lexical import at
 from engine.retrieval.links import has_change
+from engine.retrieval.index import top_k
+from engine.retrieval.relevance import DECIMALS, KindRelevance, Positions
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_by, path_to
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
@@ -53,34 +54,16 @@ def query_intent(query: str) -> str:
     return "lookup"
 
 
-class Relevance:
+def relevance(engine: MemLoomContext, query: str) -> KindRelevance:
     """z(dense) + w·z(BM25) of every sentence record of the live state, with both signals kept."""
-
-    def __init__(self, engine: MemLoomContext, query: str):
-        s = engine.settings
-        ids = engine.derived("sentences", lambda: sorted(n.id for n in engine.state.nodes.values()
-                                                         if n.kind == Kind.SENTENCE))
-        self.fused: dict[int, float] = {}
-        self.order: dict[int, float] = {}          # fused rounded to 9 places: every ranking's key
-        self.dense: dict[int, float] = {}
-        self.lexical: dict[int, float] = {}
-        self.weight = 0.0 if s.has("no-lexical") else s.lexical_weight
-        self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = 0.0, 1.0, 0.0, 1.0      # the z-statistics
-        if not ids:
-            return
-        zq = engine.embedder.embed_one(query)
-        dense = engine.stacked_vectors(ids) @ zq
-        self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std() or 1.0)
-        fused = (dense - self.dense_mu) / self.dense_sd
-        lex = np.zeros(len(ids))
-        if self.weight:
-            lex = at(engine.bm25.score_vector(query), np.asarray(ids, dtype=np.int64))
-            self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
-            fused = fused + self.weight * (lex - self.lex_mu) / self.lex_sd
-        self.fused = dict(zip(ids, fused.tolist()))
-        self.order = {i: round(v, 9) for i, v in self.fused.items()}
-        self.dense = dict(zip(ids, dense.tolist()))
-        self.lexical = dict(zip(ids, lex.tolist()))
+    s = engine.settings
+    at_ = engine.derived("sentences", lambda: Positions.of(sorted(
+        n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE)))
+    weight = 0.0 if s.has("no-lexical") else s.lexical_weight
+    if not at_.ids:
+        return KindRelevance(at_, np.zeros(0), np.zeros(0), weight)
+    dense = engine.stacked_vectors(at_.ids) @ engine.embedder.embed_one(query)
+    return KindRelevance(at_, dense, engine.bm25.score_vector(query) if weight else np.zeros(0), weight)
 
 
 def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
@@ -88,11 +71,10 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     t0 = time.perf_counter()
     intent = query_intent(query)
     chain = CHAIN.get(intent, ())
-    relevance = Relevance(engine, query)
-    rel = relevance.fused
+    scores = relevance(engine, query)
     snap = engine.published_view()
     sstate = snap.state if snap is not None else None
-    seeds = seed_ranking(snap, rel, s.seeds)
+    seeds = seed_ranking(snap, scores, s.seeds)
     t1 = time.perf_counter()
 
     parent: dict[int, Hop | None] = {e: None for e, _ in seeds}
@@ -130,7 +112,6 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                 heapq.heappush(heap, (-round(order[v], 9), h + 1, v))
     t2 = time.perf_counter()
 
-    rounded = relevance.order
     # sentence -> (score, its rounding, -hops, anchor, event it was reached through or None); the path is
     # built for the returned ones only
     best: dict[int, tuple[float, float, int, int, int | None]] = {}
@@ -141,12 +122,15 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             best[sid] = (score, key, -hops, anchor, event)
 
     evidence = snap.derived("evidence", dict) if snap is not None else {}      # event -> its records, in id order
+    for e in parent:
+        if e not in evidence:
+            evidence[e] = sorted(sstate.out(e, Rel.EVIDENCE))
+    buffered = buffer_ranking(engine, scores, s.realtime_k) if not s.has("no-realtime") else []
+    rel, rounded = scores.lookup([sid for e in parent for sid in evidence[e]] + buffered)
     paths: dict[int, list[Hop]] = {}
     for e in parent:
         path = paths[e] = path_to(e, parent)
         cited = _cited(sstate, parent[e])
-        if e not in evidence:
-            evidence[e] = sorted(sstate.out(e, Rel.EVIDENCE))
         records = [sid for sid in evidence[e] if sid in rel]
         further, further_cost = _further(sstate, records, cited, rounded, on_chain=parent[e] is not None
                                          and parent[e].type in chain and parent[e].reverse, settings=s)
@@ -159,15 +143,14 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                 if passed > score:
                     score, key = passed, round(passed, 9)
             offer(sid, score, key, anchor, len(path) + 1, e)
-    if not s.has("no-realtime"):
-        for sid in buffer_ranking(engine, rounded, s.realtime_k):
-            offer(sid, rel[sid], rounded[sid], sid, 0, None)
+    for sid in buffered:
+        offer(sid, rel[sid], rounded[sid], sid, 0, None)
     ranked = first_by(list(best), lambda i: (-best[i][1], -rounded[i], i), s.max_evidence)
     candidates = []
     for sid in ranked:
         score, _, _, anchor, e = best[sid]
         path = paths[e] + [Hop(e, sid, Rel.EVIDENCE)] if e is not None else []
-        candidates.append(_result(engine, sid, (score, anchor, path), relevance))
+        candidates.append(_result(engine, sid, (score, anchor, path), scores))
     t3 = time.perf_counter()
     stages = {"seed_ms": (t1 - t0) * 1e3, "traverse_ms": (t2 - t1) * 1e3, "ground_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
@@ -192,34 +175,45 @@ def event_steps(snap: MemLoomContext, u: int, chain: tuple[str, ...]) -> list[tu
     return found
 
 
-def seed_ranking(snap: MemLoomContext | None, rel: dict[int, float], top: int | None = None) -> list[tuple[int, float]]:
+def seed_ranking(snap: MemLoomContext | None, rel: KindRelevance, top: int | None = None) -> list[tuple[int, float]]:
     """Every published event on the snapshot's surface by its best record's relevance, ties by id (the
     first `top` of them when given)."""
     if snap is None:
         return []
-    scored = []
-    for e, members in published_events(snap):
-        found = [rel[m] for m in members if m in rel]
-        if found:
-            scored.append((e, max(found)))
-    return first_by(scored, lambda p: (-round(p[1], 9), p[0]), top)
+    events, members, starts = published_events(snap)
+    if not len(events):
+        return []
+    where = rel.positions.where
+    pos = np.where(members < len(where), where[np.minimum(members, max(len(where) - 1, 0))], -1) \
+        if len(where) else np.full(len(members), -1)
+    best = np.maximum.reduceat(np.where(pos >= 0, rel.scores[np.maximum(pos, 0)] if len(rel.scores) else 0.0,
+                                        -np.inf), starts)
+    found = np.isfinite(best)
+    chosen = top_k(events[found], best[found], int(found.sum()) if top is None else min(top, int(found.sum())),
+                   DECIMALS)
+    return [(e, float(best[i])) for e, i in zip(chosen, np.searchsorted(events, chosen))]
 
 
-def published_events(snap: MemLoomContext) -> list[tuple[int, tuple[int, ...]]]:
-    """The snapshot's seed surface: each published visible event with its member records (kept until the
-    snapshot changes)."""
-    return snap.derived("published_events", lambda: [
-        (e.id, tuple(e.members)) for e in snap.state.nodes.values()
-        if e.kind == Kind.EVENT and e.visible and e.attrs.get("published")])
+def published_events(snap: MemLoomContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The snapshot's seed surface: each published visible event (in id order), all their member records one
+    event after another, and where each event's members start (kept until the snapshot changes)."""
+    def build():
+        found = sorted((e.id, tuple(e.members)) for e in snap.state.nodes.values()
+                       if e.kind == Kind.EVENT and e.visible and e.attrs.get("published") and e.members)
+        members = [m for _, ms in found for m in ms]
+        starts = np.cumsum([0] + [len(ms) for _, ms in found[:-1]]) if found else np.zeros(0)
+        return (np.asarray([e for e, _ in found], dtype=np.int64), np.asarray(members, dtype=np.int64),
+                np.asarray(starts, dtype=np.int64))
+    return snap.derived("published_events", build)
 
 
-def buffer_ranking(engine: MemLoomContext, order: dict[int, float], top: int | None = None) -> list[int]:
-    """Stream two: the sentence records no steward run has curated yet, by relevance (`Relevance.order`),
-    ties by id (the first `top` of them when given)."""
-    live = [i for i in engine.derived("buffered", lambda: [
-        n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED])
-        if i in order]
-    return first_by(live, lambda i: (-order[i], i), top)
+def buffer_ranking(engine: MemLoomContext, rel: KindRelevance, top: int | None = None) -> list[int]:
+    """Stream two: the sentence records no steward run has curated yet, by relevance (`order`), ties by id (the
+    first `top` of them when given)."""
+    buffered = engine.derived("buffered", lambda: np.asarray(sorted(
+        n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED),
+        dtype=np.int64))
+    return [sid for sid, _ in rel.ranked(buffered, top)]
 
 
 def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
@@ -256,7 +250,7 @@ def _cited(state, hop: Hop | None) -> set[int]:
     return set(edge.evidence) if edge is not None else set()
 
 
-def _result(engine, sid: int, found: tuple[float, int, list[Hop]], rel: "Relevance") -> RetrievedUnit:
+def _result(engine, sid: int, found: tuple[float, int, list[Hop]], rel: KindRelevance) -> RetrievedUnit:
     score, anchor, path = found
     u = engine.state.nodes[sid]
     return RetrievedUnit(id=sid, visible=u.visible, score=round(score, 6), dense=round(rel.dense[sid], 6),

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Layer, Life, Rel
-from engine.retrieval.relevance import Relevance
+from engine.retrieval.index import top_k
+from engine.retrieval.relevance import DECIMALS, Relevance
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 
 LAYERS = (Layer.SUB, Layer.EPI, Layer.SEM)
@@ -43,17 +46,32 @@ def relevance(engine: RecMemContext, query: str) -> Relevance:
     return Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight)
 
 
-def layer_ranks(engine: RecMemContext, rel: Relevance) -> dict[int, tuple[str, int, float]]:
-    """Every surface node's layer, rank within its layer (1-based) and score."""
-    seen = {layer: 0 for layer in LAYERS}
+def layer_ranks(engine: RecMemContext, rel: Relevance, quota: dict[str, int] | None = None
+                ) -> dict[int, tuple[str, int, float]]:
+    """Each layer's surface nodes by score (ties by id) with their rank within the layer (1-based) and score:
+    every one, or each layer's first `quota[layer]`."""
     out = {}
-    for uid, score in rel.ranked_surface():
-        layer = layer_of(engine.state.nodes[uid])
-        if layer is None:
+    for layer, ids in surface_layers(engine).items():
+        if not len(ids):
             continue
-        seen[layer] += 1
-        out[uid] = (layer, seen[layer], score)
+        scores = rel.scores[rel.surface.where[ids]]
+        chosen = top_k(ids, scores, len(ids) if quota is None else min(quota[layer], len(ids)), DECIMALS)
+        for rank, uid in enumerate(chosen, 1):
+            out[uid] = (layer, rank, rel.score(uid))
     return out
+
+
+def surface_layers(engine: RecMemContext) -> dict[str, np.ndarray]:
+    """The retrieval surface's ids of each layer, in id order (kept until the state changes)."""
+    def build() -> dict[str, np.ndarray]:
+        found: dict[str, list[int]] = {layer: [] for layer in LAYERS}
+        nodes = engine.state.nodes
+        for uid in engine.index.surface().ids.tolist():
+            layer = layer_of(nodes[uid])
+            if layer is not None:
+                found[layer].append(uid)
+        return {layer: np.asarray(ids, dtype=np.int64) for layer, ids in found.items()}
+    return engine.derived("surface layers", build)
 
 
 def provenance(state, uid: int) -> list[Hop]:
@@ -77,9 +95,8 @@ def retrieve(engine: RecMemContext, query: str, k: int | None = None) -> Retriev
     rel = relevance(engine, query)
     quota = budgets(engine)
     picks: list[tuple[int, float, str]] = []
-    for uid, (layer, rank, score) in layer_ranks(engine, rel).items():
-        if rank <= quota[layer]:
-            picks.append((uid, score, layer))
+    for uid, (layer, _, score) in layer_ranks(engine, rel, quota).items():
+        picks.append((uid, score, layer))
     picks.sort(key=lambda p: (-round(p[1], 9), p[0]))
     t1 = time.perf_counter()
     state = engine.state
