@@ -134,6 +134,9 @@ if not systems:
     st.info("Choose at least one system.")
     st.stop()
 st.dataframe(table(bv.summary_frame(result, systems).round(3)), hide_index=True, width="stretch")
+if any(t.get("replayed_with") for t in result.tasks):
+    st.caption("**replay**: a retrieval-only ablation is asked at every checkpoint on its host's replay, with its own "
+               "settings (`tasks[].replayed_with`); its seconds are its questions only.")
 
 st.markdown("#### Per-round curves")
 st.caption("Each round re-asks every question visible so far. Overall: all of them; fixed cohort: the questions "

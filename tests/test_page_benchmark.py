@@ -329,6 +329,9 @@ def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, mon
     assert off["y"][1] > off["y"][0] == 0       # what anchors-only loses to consolidation, Stage 2 recovered
     table = next(d.value for d in at.dataframe if "held back by" in d.value.columns)
     assert list(table["system"]) == ["allmem", "allmem-anchors-only"]
+    summary = next(d.value for d in at.dataframe if "replay" in d.value.columns)
+    assert dict(zip(summary["system"], summary["replay"])) == {"allmem": "own", "allmem-anchors-only": "allmem's"}
+    assert [t["replayed_with"] for t in result.tasks] == [None, "allmem"]
 
     at.selectbox(key="bench_miss_category").set_value("2").run()
     assert not at.exception

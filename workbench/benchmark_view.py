@@ -281,10 +281,15 @@ def _first(fig: go.Figure, group: str) -> bool:
 
 # -- tables -----------------------------------------------------------------------------------------------
 def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
-    """Per system at the last round: every metric overall and on the cohort, latency p50s, the task time."""
+    """Per system at the last round: every metric overall and on the cohort, latency p50s, the task time, and
+    whose replay it was asked on (its own, or its host's for a retrieval-only ablation: then its seconds are
+    its questions only)."""
     seconds: dict[str, float] = {}
+    hosts: dict[str, str] = {}
     for t in result.tasks:
         seconds[t["system"]] = seconds.get(t["system"], 0.0) + float(t.get("seconds") or 0.0)
+        if t.get("replayed_with"):
+            hosts[t["system"]] = t["replayed_with"]
     rows = []
     for s in systems:
         summary = result.summary.get(s, {})
@@ -301,6 +306,7 @@ def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
         row["build LLM calls / conv"] = cost["calls"] if cost else None
         row["build tokens / conv"] = cost["total"] if cost else None
         row["seconds"] = round(seconds.get(s, 0.0), 1)
+        row["replay"] = f"{hosts[s]}'s" if s in hosts else "own"     # a retrieval-only ablation rides its host's
         rows.append(row)
     return pd.DataFrame(rows)
 

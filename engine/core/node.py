@@ -17,6 +17,22 @@ from dataclasses import dataclass, field
 TURN_KIND = "turn"       # the node kind every engine makes for an ingested dataset turn
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def json_copy(value):
+    """A deep copy of a JSON value (dicts, lists, scalars), as `copy.deepcopy` makes it without its memo and
+    dispatch: node attributes and member lists are copied on every update and checkpoint."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else json_copy(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
 def node_label(node_id: int) -> str:
     """A node's id as every page and JSON output writes it: "u4"."""
     return f"u{node_id}"
@@ -62,7 +78,7 @@ class Node:
                 "time": self.time, "kind": self.kind, "source_ids": list(self.source_ids),
                 "speakers": list(self.speakers), "session": self.session, "status": self.status,
                 "created_turn": self.created_turn, "made_by": self.made_by, "members": list(self.members),
-                "attrs": copy.deepcopy(self.attrs), "visible": self.visible}
+                "attrs": json_copy(self.attrs), "visible": self.visible}
 
     def payload(self) -> dict:
         """What the log stores: everything but the derived `visible`."""
@@ -77,7 +93,7 @@ class Node:
     @classmethod
     def from_dict(cls, data: dict) -> "Node":
         names = cls.__dataclass_fields__
-        return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in names})
+        return cls(**{k: json_copy(v) for k, v in data.items() if k in names})
 
 
 def parse_id(value) -> int | None:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from engine.core.edge import Edge
 from engine.core.errors import WorkbenchError
-from engine.core.node import Node
+from engine.core.node import Node, json_copy
 from engine.core.oplog import OpKind, OpRecord, RunInfo
 from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
@@ -122,7 +122,7 @@ def _node_updated(s: MemoryState, op: OpRecord) -> None:
     for key, value in op.payload["changes"].items():
         if key not in _UPDATABLE:
             raise ValueError(f"node_updated cannot change {key!r}; only {', '.join(_UPDATABLE)}")
-        setattr(u, key, copy.deepcopy(value))
+        setattr(u, key, json_copy(value))
 
 
 def _status_changed(s: MemoryState, op: OpRecord) -> None:

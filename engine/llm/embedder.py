@@ -153,18 +153,18 @@ class Embedder:
         keys = [self.key(t) for t in texts]
         missing = [k for k in dict.fromkeys(keys) if k not in self.memory]
         if missing and self.cache is not None:
-            self.memory.update(self.cache.get_embeddings(missing))
+            self._remember(self.cache.get_embeddings(missing))
             missing = [k for k in missing if k not in self.memory]
         if missing and self.shared is not None:
             found = self.shared.get_embeddings(missing)
-            self.memory.update(found)
+            self._remember(found)
             if found and self.cache is not None:
                 self.cache.put_embeddings(found)
         todo = {k: t for k, t in zip(keys, texts) if k not in self.memory}
         if todo:
             vecs = self.model().encode(list(todo.values()))
             fresh = dict(zip(todo.keys(), vecs))
-            self.memory.update(fresh)
+            self._remember(fresh)
             self.encoded += len(fresh)
             for cache in (self.cache, self.shared):
                 if cache is not None:
@@ -173,5 +173,13 @@ class Embedder:
         self.dim = out.shape[1]
         return out
 
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        """Keep vectors in memory, read-only: `embed_one` hands them out as they are."""
+        for v in vectors.values():
+            v.flags.writeable = False
+        self.memory.update(vectors)
+
     def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        """One text's vector; a text already in memory is returned as stored (read-only), without a copy."""
+        hit = self.memory.get(self.key(text))
+        return hit if hit is not None else self.embed([text])[0]

@@ -205,11 +205,11 @@ class MemLoomEngine(BaseEngine):
         if not self.settings.close_on_session_shift:
             return []
         closed = []
-        for e in sorted(self.state.nodes.values(), key=lambda n: n.id):
-            if e.kind == Kind.EVENT and e.status in Life.JOINABLE and e.session != turn.session:
-                tx.set_status(e.id, Life.CLOSED, {"rule": "session_shift", "from_session": e.session,
-                                                  "to_session": turn.session})
-                closed.append(e.id)
+        for e in sorted((n for n in self.state.nodes.values() if n.kind == Kind.EVENT and n.status in Life.JOINABLE
+                         and n.session != turn.session), key=lambda n: n.id):
+            tx.set_status(e.id, Life.CLOSED, {"rule": "session_shift", "from_session": e.session,
+                                              "to_session": turn.session})
+            closed.append(e.id)
         waiting = set(self.state.buffer(STEWARD))
         if any(e not in waiting for e in closed):
             tx.push_buffer(STEWARD, [(e, []) for e in closed if e not in waiting])

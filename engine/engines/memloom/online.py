@@ -5,6 +5,7 @@ Replay page explain a routing decision with the same numbers.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -78,7 +79,13 @@ def event_stats(members: list[Node]) -> dict:
     speakers = Counter(sp for m in members for sp in (m.speakers or [""]))
     total = sum(speakers.values()) or 1
     return {"n": len(members), "p": {k: round(v / total, 4) for k, v in sorted(speakers.items())},
-            "V": sum(len(words(m.raw)) for m in members)}
+            "V": sum(word_count(m.raw) for m in members)}
+
+
+@functools.lru_cache(maxsize=65536)
+def word_count(text: str) -> int:
+    """Cached: an event's token mass is re-summed over its members each time it grows."""
+    return len(words(text))
 
 
 def entropy(p: dict) -> float:
