@@ -6,8 +6,9 @@ shared by every engine.
 """
 from __future__ import annotations
 
-import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+from engine.core.node import json_copy
 
 
 class Status:
@@ -69,6 +70,10 @@ class Proposal:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def copy(self) -> "Proposal":
+        """An independent copy (its targets, plan and detail its own): a state's clone copies every proposal."""
+        return replace(self, targets=list(self.targets), plan=json_copy(self.plan), detail=json_copy(self.detail))
+
     @classmethod
     def from_dict(cls, data: dict) -> "Proposal":
-        return cls(**copy.deepcopy(data))
+        return cls(**json_copy(data))

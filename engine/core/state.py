@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.core.edge import Edge
-from engine.core.node import TURN_KIND, Node
+from engine.core.node import TURN_KIND, Node, json_copy
 from engine.core.oplog import RunInfo
 from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
@@ -132,17 +132,22 @@ class MemoryState:
         self.in_adj[dst][etype].discard(src)
 
     def clone(self) -> "MemoryState":
-        """An independent copy sharing only the schema. Nodes, edges and adjacency (nearly all of a state) are
-        copied by their own types; the rest, small, by deepcopy."""
+        """An independent copy sharing only the schema. Each part is copied by its own type (nodes, edges,
+        adjacency, proposals, runs) or as the JSON it is (buffers, engine state); the rest, scalars, by
+        deepcopy."""
+        own = ("schema", "nodes", "edges", "out_adj", "in_adj", "proposals", "runs", "buffers", "engine_state",
+               "turn_ids", "turn_units")
         twin = copy.copy(self)
-        rest = {name: value for name, value in vars(self).items()
-                if name not in ("schema", "nodes", "edges", "out_adj", "in_adj")}
-        twin.__dict__.update(copy.deepcopy(rest))
+        twin.__dict__.update(copy.deepcopy({name: value for name, value in vars(self).items() if name not in own}))
         twin.nodes = {uid: u.copy() for uid, u in self.nodes.items()}
         twin.edges = {key: e.copy() for key, e in self.edges.items()}
         twin.out_adj, twin.in_adj = _copy_adjacency(self.out_adj), _copy_adjacency(self.in_adj)
+        twin.proposals = {pid: p.copy() for pid, p in self.proposals.items()}
+        twin.runs = {rid: replace(r, summary=json_copy(r.summary)) for rid, r in self.runs.items()}
+        twin.buffers = {name: {u: list(a) for u, a in buf.items()} for name, buf in self.buffers.items()}
+        twin.engine_state = json_copy(self.engine_state)
+        twin.turn_ids, twin.turn_units = list(self.turn_ids), dict(self.turn_units)
         return twin
-
 
     # -- checkpoints ---------------------------------------------------------
     def to_dict(self) -> dict:
