@@ -293,7 +293,8 @@ def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
     rows = []
     for s in systems:
         summary = result.summary.get(s, {})
-        row = {"system": s, "engine": result.data["systems"].get(s, {}).get("engine", s)}
+        row = {"system": s, "engine": result.data["systems"].get(s, {}).get("engine", s),
+               "replay": f"{hosts[s]}'s" if s in hosts else "own"}     # a retrieval-only ablation rides its host's
         row |= {m: (summary.get("overall") or {}).get(m) for m in result.metrics}
         row |= {f"cohort {m}": (summary.get("cohort") or {}).get(m) for m in result.metrics[:2]}
         inserts = stage_p50(summary.get("latency_ms"), "insert")
@@ -306,7 +307,6 @@ def summary_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
         row["build LLM calls / conv"] = cost["calls"] if cost else None
         row["build tokens / conv"] = cost["total"] if cost else None
         row["seconds"] = round(seconds.get(s, 0.0), 1)
-        row["replay"] = f"{hosts[s]}'s" if s in hosts else "own"     # a retrieval-only ablation rides its host's
         rows.append(row)
     return pd.DataFrame(rows)
 
