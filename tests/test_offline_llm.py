@@ -120,3 +120,20 @@ def test_split_candidates_are_bounded_for_a_long_turn():
     assert [(c[0], c[2], c[3]) for c in offline_split.split_cuts(short)] == [
         (1, "The plumber fixed our sink today.", "Also, I started the cello. My teacher is Mr. Okafor."),
         (2, "The plumber fixed our sink today. Also, I started the cello.", "My teacher is Mr. Okafor.")]
+
+
+def test_an_occasion_told_again_on_another_day_is_another_occasion():
+    """"Won a tournament last week" said in January and again in March are two tournaments: diagnosis proposes
+    neither an Update (the March one would archive the January one, which a question about the first win
+    needs) nor a Merge. Said twice on one day, the two are one occasion, and the retelling supersedes."""
+    llm = client()
+    first = node(1, "Nate: I won my first video game tournament last week, so exciting!", "2022-01-21T19:31:00",
+                 speaker="Nate")
+    again = "Nate: I just won another regional video game tournament last week, it was so cool!"
+
+    def tasks(time):
+        data = llm.call("diagnosis", {"target": node(2, again, time, speaker="Nate"), "context": [first]}).data
+        return data["update_tasks"] + data["merge_tasks"]
+
+    assert tasks("2022-03-10T14:00:00") == []
+    assert tasks("2022-01-21T19:45:00"), "the same occasion retold the same day is no longer proposed"

@@ -54,6 +54,9 @@ _DONE = re.compile(r"\b(yesterday|last (?:week|month|year|weekend|night|time|sum
                    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tues|fri|sat)|\w+ ago|recently|"
                    r"finally|went|did|finished|joined|started|took|made|had|got|signed up|won|attended|visited|"
                    r"ran|moved|adopted|bought|passed|completed|opened|launched|tried)\b", re.I)
+_DATED = re.compile(r"\b(yesterday|today|tonight|this (?:morning|afternoon|evening)|last (?:week|month|year|weekend|"
+                    r"night|summer|fall|winter|spring|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+                    r"\w+ (?:days?|weeks?|months?|years?) ago|the other day)\b", re.I)
 _IDIOMS = re.compile(r"can'?t wait|no worries|no problem|no doubt|don'?t forget|never give up|not bad|"
                      r"can'?t believe|no way")
 _VALUE_WORDS = frozenset(content_tokens(" ".join(
@@ -119,6 +122,8 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
     if match is None:
         return None
     subject, was, now, restated = match
+    if _dated(was) and _dated(now) and _day(old) != _day(new):
+        return None         # two occasions told on different days ("won a tournament last week"): both stand
     changed = _value_change(was, now)
     if changed:
         conf = _logistic(subject, _SAME_SUBJECT_MID, _SAME_SUBJECT_SCALE)
@@ -212,6 +217,16 @@ def _value_change(was: str, now: str) -> str:
     if _plan(was) and _done(now) and tw & tn:
         return f"a plan, then its outcome ({', '.join(sorted(tw & tn)[:3])})"
     return ""
+
+
+def _dated(sentence: str) -> bool:
+    """A report of one occasion, dated from when it is told ("last week", "yesterday", "two days ago"): told
+    again on another day, it is another occasion, neither a restatement nor a new value of the first."""
+    return bool(_DATED.search(sentence))
+
+
+def _day(statement: dict) -> str:
+    return (statement.get("time") or "")[:10]
 
 
 def _propositionterms(sentence: str) -> frozenset[str]:
