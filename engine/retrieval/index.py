@@ -33,6 +33,27 @@ def top_k(ids: Sequence[int] | np.ndarray, scores: np.ndarray, k: int, decimals:
     return [int(ids[i]) for i in order[:k]]
 
 
+def where_of(ids: np.ndarray) -> np.ndarray:
+    """A position lookup for increasing `ids`: where[id] is id's index in `ids`, -1 for an id not among them
+    (length max id + 1)."""
+    where = np.full(int(ids[-1]) + 1 if len(ids) else 0, -1, dtype=np.int64)
+    where[ids] = np.arange(len(ids))
+    return where
+
+
+def position(where: np.ndarray, uid: int) -> int:
+    """`uid`'s index by a `where_of` lookup, -1 when it is not among the ids (or beyond the largest)."""
+    return int(where[uid]) if 0 <= uid < len(where) else -1
+
+
+def positions(where: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`position` of each of `ids` at once."""
+    inside = ids < len(where)
+    out = np.full(len(ids), -1, dtype=np.int64)
+    out[inside] = where[ids[inside]]
+    return out
+
+
 def inner_products(matrix_ptr, vector: np.ndarray, rows: int) -> np.ndarray:
     """Dot products of `vector` with `rows` stored float32 rows (a FAISS pointer): one C loop, each row on its
     own, so a row's value never depends on its position or on how many rows there are (BLAS's does)."""
@@ -114,9 +135,7 @@ class VisibleIndex:
             stored = faiss.vector_to_array(self.index.id_map).astype(np.int64)
             storage = np.argsort(stored, kind="stable")
             ids = stored[storage]
-            where = np.full(int(ids[-1]) + 1 if len(ids) else 0, -1, dtype=np.int64)
-            where[ids] = np.arange(len(ids))
-            self._surface = Surface(ids, storage, where)
+            self._surface = Surface(ids, storage, where_of(ids))
         return self._surface
 
     def surface_scores(self, vector: np.ndarray) -> tuple[Surface, np.ndarray]:

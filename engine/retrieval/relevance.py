@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine.retrieval.index import cosine, top_k
+from engine.retrieval.index import cosine, position, positions, top_k, where_of
 from engine.retrieval.lexical import at
 from engine.retrieval.memory import IndexedMemory
 
@@ -46,30 +46,34 @@ class ScoresById(Mapping):
 
 
 class ById(Mapping):
-    """A read-only {id: value} view of an array aligned with increasing `ids` (`where[id]` its position, -1 when
-    absent), rounded to `decimals` on read when given: per-id reads of a query's scores without a dict per query."""
+    """A read-only {id: value} view of an array aligned with a `Positions` set, rounded to `decimals` on read when
+    given: per-id reads of a query's scores without a dict per query."""
 
-    def __init__(self, ids: np.ndarray, where: np.ndarray, values: np.ndarray, decimals: int | None = None):
-        self.ids, self.where, self.values, self.decimals = ids, where, values, decimals
+    def __init__(self, at_: "Positions", values: np.ndarray, decimals: int | None = None):
+        self.positions, self.values, self.decimals = at_, values, decimals
+
+    def _index(self, uid: object) -> int:
+        return position(self.positions.where, uid) if isinstance(uid, (int, np.integer)) else -1
 
     def __contains__(self, uid: object) -> bool:
-        return isinstance(uid, (int, np.integer)) and 0 <= uid < len(self.where) and self.where[uid] >= 0
+        return self._index(uid) >= 0
 
     def __getitem__(self, uid: int) -> float:
-        if uid not in self:
+        i = self._index(uid)
+        if i < 0:
             raise KeyError(uid)
-        value = float(self.values[self.where[uid]])
+        value = float(self.values[i])
         return value if self.decimals is None else round(value, self.decimals)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.ids.tolist())
+        return iter(self.positions.ids)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.positions.ids)
 
 
 class Positions(NamedTuple):
-    """A fixed set of node ids in increasing order and where each sits (`where[id]`, -1 when not in the set)."""
+    """A fixed set of node ids in increasing order and where each sits (`where_of`)."""
 
     ids: list[int]
     array: np.ndarray
@@ -78,9 +82,11 @@ class Positions(NamedTuple):
     @classmethod
     def of(cls, ids: list[int]) -> "Positions":
         array = np.asarray(ids, dtype=np.int64)
-        where = np.full(int(array[-1]) + 1 if len(array) else 0, -1, dtype=np.int64)
-        where[array] = np.arange(len(array))
-        return cls(list(ids), array, where)
+        return cls(list(ids), array, where_of(array))
+
+    def find(self, ids: list[int] | np.ndarray) -> np.ndarray:
+        """The index of each of `ids` in the set, -1 for one not in it."""
+        return positions(self.where, np.asarray(ids, dtype=np.int64))
 
 
 class KindRelevance:
@@ -91,7 +97,7 @@ class KindRelevance:
     def __init__(self, at_: Positions, dense: np.ndarray, bm25_by_id: np.ndarray, weight: float):
         """`dense`: the set's cosines in id order; `bm25_by_id`: the query's BM25 indexed by node id."""
         self.positions, self.weight = at_, weight
-        ids, where = at_.array, at_.where
+        ids = at_.array
         n = len(ids)
         lex = at(bm25_by_id, ids) if weight and n else np.zeros(n)
         self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = 0.0, 1.0, 0.0, 1.0
@@ -102,10 +108,10 @@ class KindRelevance:
         if weight:
             fused = fused + weight * (lex - self.lex_mu) / self.lex_sd
         self.scores = fused
-        self.fused = ById(ids, where, fused)
-        self.order = ById(ids, where, fused, DECIMALS)
-        self.dense = ById(ids, where, dense)
-        self.lexical = ById(ids, where, lex)
+        self.fused = ById(at_, fused)
+        self.order = ById(at_, fused, DECIMALS)
+        self.dense = ById(at_, dense)
+        self.lexical = ById(at_, lex)
 
     @property
     def ids(self) -> list[int]:
@@ -120,11 +126,8 @@ class KindRelevance:
         """{id: fused} and {id: fused rounded to `DECIMALS`} of those of `ids` in the set: the records a query
         reads again and again, as plain dicts."""
         found = np.asarray(ids, dtype=np.int64)
-        where = self.positions.where
-        found = found[found < len(where)]
-        pos = where[found]
-        found, pos = found[pos >= 0], pos[pos >= 0]
-        fused = dict(zip(found.tolist(), self.scores[pos].tolist()))
+        pos = self.positions.find(found)
+        fused = dict(zip(found[pos >= 0].tolist(), self.scores[pos[pos >= 0]].tolist()))
         return fused, {uid: round(v, DECIMALS) for uid, v in fused.items()}
 
     def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
@@ -166,8 +169,7 @@ class Relevance:
             self.scores = self.dense_scores
 
     def _position(self, uid: int) -> int:
-        where = self.surface.where
-        return int(where[uid]) if 0 <= uid < len(where) else -1
+        return position(self.surface.where, uid)
 
     @property
     def visible_dense(self) -> dict[int, float]:

@@ -183,11 +183,10 @@ def seed_ranking(snap: MemLoomContext | None, rel: KindRelevance, top: int | Non
     events, members, starts = published_events(snap)
     if not len(events):
         return []
-    where = rel.positions.where
-    pos = np.where(members < len(where), where[np.minimum(members, max(len(where) - 1, 0))], -1) \
-        if len(where) else np.full(len(members), -1)
-    best = np.maximum.reduceat(np.where(pos >= 0, rel.scores[np.maximum(pos, 0)] if len(rel.scores) else 0.0,
-                                        -np.inf), starts)
+    pos = rel.positions.find(members)
+    values = np.full(len(members), -np.inf)
+    values[pos >= 0] = rel.scores[pos[pos >= 0]]
+    best = np.maximum.reduceat(values, starts)           # each event's best record; -inf when none is live
     found = np.isfinite(best)
     chosen = top_k(events[found], best[found], int(found.sum()) if top is None else min(top, int(found.sum())),
                    DECIMALS)
