@@ -4,14 +4,18 @@ Each scenario of the split is replayed into every engine (same embedder, same
 schedule), then each question is asked once; its gold evidence is the chain
 (root cause first). Prints a table per engine (overall and per category) and
 writes every figure and per-question ranking to out/causal-<split>.json.
-Tune on the validation split only.
+With --paraphrases each chain question is also asked in the other wordings of
+datasets/causal/paraphrases/<split>.json, scored in a second table. Tune on the
+validation split only.
 
     python scripts/eval_causal.py [--split validation|test] [--engines memloom,allmem,naive,hybrid]
-                                  [--set memloom.KEY=VALUE ...] [--scenarios ID ...]
+                                  [--set memloom.KEY=VALUE ...] [--scenarios ID ...] [--paraphrases [FILE]]
+                                  [--file YOUR.jsonl]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -33,6 +37,28 @@ SUITE = ROOT / "datasets" / "causal"
 CATEGORY = {1: "causal chain", 2: "state succession", 4: "single-hop"}
 
 
+def mean(rows: list[dict], key: str) -> float | None:
+    return round(statistics.mean(r[key] for r in rows), 4) if rows else None
+
+
+def table(rows: list[dict], engines: list[str], title: str) -> dict:
+    """Print SCR@5, SCR@10 and chain recall@5 per engine, overall and per category; return them."""
+    print(title)
+    print(f"{'engine':10} {'SCR@5':>7} {'SCR@10':>7} {'CR@5':>7}   " +
+          "  ".join(f"{CATEGORY.get(c, c)} SCR@5/CR@5" for c in sorted({r['category'] for r in rows})))
+    figures = {}
+    for name in engines:
+        mine = [r for r in rows if r["engine"] == name]
+        cats = {c: [r for r in mine if r["category"] == c] for c in sorted({r["category"] for r in mine})}
+        e = figures[name] = {"scr5": mean(mine, "scr5"), "scr10": mean(mine, "scr10"), "cr5": mean(mine, "cr5"),
+                             "by_category": {str(c): {"n": len(sub), "scr5": mean(sub, "scr5"),
+                                                      "scr10": mean(sub, "scr10"), "cr5": mean(sub, "cr5")}
+                                             for c, sub in cats.items()}}
+        print(f"{name:10} {e['scr5']:7.3f} {e['scr10']:7.3f} {e['cr5']:7.3f}   " +
+              "  ".join(f"{mean(sub, 'scr5'):.3f}/{mean(sub, 'cr5'):.3f} (n={len(sub)})" for sub in cats.values()))
+    return figures
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", default="validation", choices=["validation", "test"])
@@ -41,13 +67,20 @@ def main() -> int:
                     help="override an engine setting, e.g. memloom.hop_cost=0.5 (value parsed as JSON)")
     ap.add_argument("--schedule", default="every-3-sessions")
     ap.add_argument("--scenarios", nargs="*")
+    ap.add_argument("--file", help="a JSONL file of scenarios to evaluate instead of the split (your own suite)")
+    ap.add_argument("--paraphrases", nargs="?", const="", metavar="FILE",
+                    help="also ask each question in the other wordings of FILE (question id -> list of wordings; "
+                         "default datasets/causal/paraphrases/<split>.json): how much of a score is its wording")
     ap.add_argument("--out")
     args = ap.parse_args()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     overrides = parse_overrides(args.set)
-    scenarios = load_conversations(SUITE / f"{args.split}.jsonl")
+    scenarios = load_conversations(Path(args.file) if args.file else SUITE / f"{args.split}.jsonl")
     if args.scenarios:
         scenarios = [c for c in scenarios if c.id in set(args.scenarios)]
+    wordings = {}
+    if args.paraphrases is not None:
+        wordings = json.loads(Path(args.paraphrases or SUITE / "paraphrases" / f"{args.split}.json").read_text())
     embedder, work = Embedder(), Path(tempfile.mkdtemp(prefix="memwb-causal-"))
     rows = []
     started = time.perf_counter()
@@ -57,34 +90,27 @@ def main() -> int:
                                embedder=embedder)
             replay(eng, conv, Schedule.parse(args.schedule))
             for q in conv.questions:
-                ranked = eng.retrieve(q.question, k=10).source_ids
-                rows.append({"engine": name, "scenario": conv.id, "question": q.id, "category": q.category,
-                             "chain": list(q.evidence), "ranked": ranked[:10],
-                             "scr5": strict_chain_recall(ranked, q.evidence, 5),
-                             "scr10": strict_chain_recall(ranked, q.evidence, 10),
-                             "cr5": chain_recall(ranked, q.evidence, 5), "r5": recall_at_k(ranked, q.evidence, 5)})
+                for variant, text in enumerate([q.question, *wordings.get(q.id, [])]):
+                    ranked = eng.retrieve(text, k=10).source_ids
+                    rows.append({"engine": name, "scenario": conv.id, "question": q.id, "category": q.category,
+                                 "variant": variant, "text": text, "chain": list(q.evidence), "ranked": ranked[:10],
+                                 "scr5": strict_chain_recall(ranked, q.evidence, 5),
+                                 "scr10": strict_chain_recall(ranked, q.evidence, 10),
+                                 "cr5": chain_recall(ranked, q.evidence, 5),
+                                 "r5": recall_at_k(ranked, q.evidence, 5)})
     elapsed = time.perf_counter() - started
-
-    def mean(sub, key):
-        return round(statistics.mean(r[key] for r in sub), 4) if sub else None
-
-    result = {"split": args.split, "scenarios": len(scenarios), "questions": len(rows) // max(len(engines), 1),
-              "settings": overrides, "schedule": args.schedule, "seconds": round(elapsed, 1), "engines": {}}
-    print(f"{args.split}: {len(scenarios)} scenarios, {result['questions']} questions ({elapsed:.0f}s)")
-    print(f"{'engine':10} {'SCR@5':>7} {'SCR@10':>7} {'CR@5':>7}   " +
-          "  ".join(f"{CATEGORY.get(c, c)} SCR@5/CR@5" for c in sorted({r['category'] for r in rows})))
-    for name in engines:
-        mine = [r for r in rows if r["engine"] == name]
-        cats = {c: [r for r in mine if r["category"] == c] for c in sorted({r["category"] for r in mine})}
-        result["engines"][name] = {"scr5": mean(mine, "scr5"), "scr10": mean(mine, "scr10"), "cr5": mean(mine, "cr5"),
-                                   "by_category": {str(c): {"n": len(sub), "scr5": mean(sub, "scr5"),
-                                                            "scr10": mean(sub, "scr10"), "cr5": mean(sub, "cr5")}
-                                                   for c, sub in cats.items()}}
-        e = result["engines"][name]
-        print(f"{name:10} {e['scr5']:7.3f} {e['scr10']:7.3f} {e['cr5']:7.3f}   " +
-              "  ".join(f"{mean(sub, 'scr5'):.3f}/{mean(sub, 'cr5'):.3f} (n={len(sub)})" for sub in cats.values()))
+    name = Path(args.file).name if args.file else args.split
+    asked = [r for r in rows if r["variant"] == 0]
+    result = {"split": name, "scenarios": len(scenarios), "questions": len(asked) // max(len(engines), 1),
+              "settings": overrides, "schedule": args.schedule, "seconds": round(elapsed, 1),
+              "engines": table(asked, engines, f"{name}: {len(scenarios)} scenarios, "
+                                                f"{len(asked) // max(len(engines), 1)} questions ({elapsed:.0f}s)")}
+    other = [r for r in rows if r["variant"] > 0]
+    if other:
+        result["paraphrased"] = table(other, engines, f"\nthe same questions in {len(other) // len(engines)} "
+                                                      "other wordings")
     result["questions_detail"] = rows
-    write_json(args.out or ROOT / "out" / f"causal-{args.split}.json", result)
+    write_json(args.out or ROOT / "out" / f"causal-{name}.json", result)
     return 0
 
 

@@ -2,7 +2,9 @@
 
 Positives: each gold chain's consecutive turns (earlier -> later); negatives: every
 other earlier turn of the same scenario. Logistic regression with a small L2
-penalty, fit by Newton's method in numpy. Prints the weights to paste into
+penalty, fit by Newton's method in numpy, once per cap on the substance feature
+(`SUBSTANCES`); the cap whose fit ranks the true predecessor first most often on
+validation is kept. Prints the weights to paste into
 `engine/retrieval/links.py` and, per split, how often the true predecessor of a chain
 turn ranks first / in the top 3 among all earlier turns, and the precision and recall
 of MemLoom's relation gate (a pair passes when its probability reaches `--gate`,
@@ -29,18 +31,19 @@ from results import write_json  # noqa: E402
 from engine.core.text import strip_speaker  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
-from engine.retrieval.links import BIAS, FEATURES, WEIGHTS, LinkScorer, Utterance  # noqa: E402
+from engine.retrieval.links import BIAS, FEATURES, SUBSTANCE_CAP, WEIGHTS, LinkScorer, Utterance  # noqa: E402
 
 SUITE = ROOT / "datasets" / "causal"
+SUBSTANCES = (5, 6, 8, 10, 12, 1000)      # caps on the content words the substance feature counts
 
 
-def pairs(split: str, embedder: Embedder):
+def pairs(split: str, embedder: Embedder, cap: int = SUBSTANCE_CAP):
     """(features, label, group) for every (chain turn, earlier turn) pair of the split."""
     X, y, groups = [], [], []
     for conv in load_conversations(SUITE / f"{split}.jsonl"):
         sess = {s: i for i, s in enumerate(conv.sessions)}
         utts = [Utterance(i, t.speaker, strip_speaker(t.raw)[1], sess[t.session]) for i, t in enumerate(conv.turns)]
-        scorer = LinkScorer(utts, embedder.embed([u.text for u in utts]))
+        scorer = LinkScorer(utts, embedder.embed([u.text for u in utts]), substance_cap=cap)
         index = {t.id: i for i, t in enumerate(conv.turns)}
         for q in conv.questions:
             chain = [index[e] for e in q.evidence]
@@ -87,14 +90,22 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "out" / "link_fit.json"))
     args = ap.parse_args()
     embedder = Embedder()
-    Xv, yv, gv = pairs("validation", embedder)
-    w, b = fit(Xv, yv)
+    fits = {}
+    for cap in SUBSTANCES:
+        Xv, yv, gv = pairs("validation", embedder, cap)
+        w, b = fit(Xv, yv)
+        fits[cap] = (float(np.mean(ranks(Xv, yv, gv, w, b) == 1)), w, b)
+        print(f"substance cap {cap:5}: validation top1 {fits[cap][0]:.3f}")
+    cap = max(SUBSTANCES, key=lambda c: (fits[c][0], -c))
+    _, w, b = fits[cap]
+    Xv, yv, gv = pairs("validation", embedder, cap)
     print("fit on validation:", len(gv), "pairs,", int(yv.sum()), "links")
-    print("WEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
+    print(f"SUBSTANCE_CAP = {cap}\nWEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
     print("  (" + ", ".join(FEATURES) + ")")
-    out = {"features": list(FEATURES), "weights": [round(float(x), 3) for x in w], "bias": round(b, 3), "splits": {}}
+    out = {"features": list(FEATURES), "substance_cap": cap, "weights": [round(float(x), 3) for x in w],
+           "bias": round(b, 3), "substance_caps": {c: round(f[0], 3) for c, f in fits.items()}, "splits": {}}
     for split in ("validation", "test"):
-        X, y, g = (Xv, yv, gv) if split == "validation" else pairs(split, embedder)
+        X, y, g = (Xv, yv, gv) if split == "validation" else pairs(split, embedder, cap)
         for label, (ww, bb) in (("fit now", (w, b)), ("in engine/retrieval/links.py", (WEIGHTS, BIAS))):
             r = ranks(X, y, g, ww, bb)
             row = {"links": len(r), "top1": round(float(np.mean(r == 1)), 3), "top3": round(float(np.mean(r <= 3)), 3),

@@ -159,3 +159,16 @@ def test_retrieval_report_without_dense(suite):
     report = retrieval_report(suite, k=5, dense=False)["bm25"]
     assert report["chain_questions"] >= 28 and report["root"] == 0.0 and report["chain"] == 0.0
     assert report["effect"] > 0.9                        # the focal turn is the one the question is about
+
+
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_paraphrases_reword_the_chain_questions_of_their_split(split):
+    """Every chain question of a split has other wordings, each a different question text, and no other
+    question (of either split) has any."""
+    from engine.loaders import load_conversations
+    wordings = json.loads((SUITE / "paraphrases" / f"{split}.json").read_text(encoding="utf-8"))
+    chain = {q.id: q.question for conv in load_conversations(SUITE / f"{split}.jsonl") for q in conv.questions
+             if q.category == 1}
+    assert set(wordings) == set(chain)
+    for qid, texts in wordings.items():
+        assert texts and all(t.strip() and t != chain[qid] for t in texts) and len(set(texts)) == len(texts)

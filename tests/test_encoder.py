@@ -109,7 +109,10 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     tree and says so in its commit: MemLoom's events at a meeting's granularity (issue 21.2) moved MemLoom's
     figures and left All-Mem's, naive's and hybrid's equal to that earlier reference; ONNX Runtime as the default
     encoder, with All-Mem's merge plan no longer leaving its summary to a float tie, moved every score in its
-    6th decimal and one All-Mem merge summary (so the order of D1:11 and D5:9). The fixture is `figures`
+    6th decimal and one All-Mem merge summary (so the order of D1:11 and D5:9); the link model's substance
+    feature, MemLoom's walk from the record it arrived at and two demo turns that name what they follow from
+    ("the end of March", "the commute") moved MemLoom's figures and, through the changed words, All-Mem's and
+    hybrid's scores (their last-round R@5 unchanged). The fixture is `figures`
     of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""
     monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))

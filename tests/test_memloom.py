@@ -226,3 +226,21 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     assert any(len(u.path) > 1 for u in result.units), "nothing was reached through a relation"
     for u in result.units:
         assert u.score == pytest.approx(fused[u.id], abs=1e-5)
+
+
+@pytest.mark.parametrize("query", [
+    "Why was the defence pushed back?", "What caused the defence to be pushed back?",
+    "Did the freezer failure lead to the delay?", "Was the broken boiler the reason Yuki joined the gym?",
+    "Trace the chain of events that ended with the delay.", "How did Bruno end up living in the box room?",
+    "What's behind Marcus no longer starting?", "How did it come about that Tomas defends in July?",
+    "Did the storm have anything to do with it?", "Sam is off for a month. What sequence of events brought that "
+    "about?", "Why, in the end, did Sam leave?"])
+def test_a_why_question_is_recognised_however_it_is_worded(query):
+    """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
+    assert query_intent(query) == "cause"
+
+
+@pytest.mark.parametrize("query", ["What causes does John support?", "Where did the friends end up staying?",
+                                   "When is the essay due?", "Which breed is Jon's dog Pepper?"])
+def test_a_cause_word_used_for_something_else_is_a_lookup(query):
+    assert query_intent(query) == "lookup"

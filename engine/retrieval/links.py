@@ -4,9 +4,14 @@ A causal or state chain in conversation moves from turn to turn through
 shared things: the same rare words, a name or code, the person one turn is
 said by and the next one mentions, a change of state on the earlier side, a
 cue such as "because" on the later side, and closeness in meaning and in
-sessions. `LinkScorer` turns those signals into one logistic score per
-sentence pair, vectorised over every (later, earlier) pair of a
-conversation. The weights were fit by `scripts/fit_links.py` on the
+sessions. A cause is news, not a reaction to it: the earlier side's substance
+(how many content words it says) tells a report ("the compressor on the big
+minus-eighty gave out") from the short replies that echo its words ("Do you at
+least still have the plasmids?"), which a causal suite's distractors and real
+conversations are full of. It counts up to `SUBSTANCE_CAP` content words: past
+a sentence's worth, a longer turn is not more of a cause. `LinkScorer` turns
+those signals into one logistic score per sentence pair, vectorised over every
+(later, earlier) pair of a conversation. The weights were fit by `scripts/fit_links.py` on the
 validation split of the team's causal suite only (consecutive turns of gold
 chains as positives, every other earlier turn as negatives); the script
 prints how often the true predecessor ranks first on both splits.
@@ -29,10 +34,11 @@ from engine.core.text import STOPWORDS, content_tokens, words
 if TYPE_CHECKING:
     from engine.core.node import Node
 
-FEATURES = ("cosine", "lexical", "entities", "mention", "same_speaker", "cue", "change", "session_gap")
-WEIGHTS = np.array([2.716, 0.467, 0.474, 0.975, 0.415, 0.104, 0.647, -1.000])
-BIAS = -4.120
+FEATURES = ("cosine", "lexical", "entities", "mention", "same_speaker", "cue", "change", "session_gap", "substance")
+WEIGHTS = np.array([2.370, 0.334, 0.778, 0.866, 0.379, -0.004, 0.157, -0.883, 3.381])
+BIAS = -11.109
 LEXICAL_CAP = 15.0
+SUBSTANCE_CAP = 10        # content words past which a turn is no more substantive (chosen on validation)
 # Cost bounds of the steward's candidate search. A target is scored against the LINK_POOL most recent
 # earlier utterances only (a LoCoMo conversation has under 1,000 turns, so there it sees them all; the
 # session-gap weight already discounts older ones), and LINK_ROWS of its own utterances at a time, so
@@ -81,7 +87,7 @@ class LinkScorer:
     with utterances x vocabulary (super-linear: the vocabulary grows with the conversation too).
     """
 
-    def __init__(self, utterances: list[Utterance], vectors: np.ndarray):
+    def __init__(self, utterances: list[Utterance], vectors: np.ndarray, substance_cap: int = SUBSTANCE_CAP):
         self.items = utterances
         self.pos = {u.id: i for i, u in enumerate(utterances)}
         self.vectors = vectors
@@ -104,6 +110,7 @@ class LinkScorer:
         self.cue = np.array([bool(cue_of(u.text)) for u in utterances], dtype=float)
         self.change = np.array([has_change(u.text) for u in utterances], dtype=float)
         self.session = np.array([u.session for u in utterances], dtype=float)
+        self.substance = np.array([math.log1p(min(len(content_tokens(u.text)), substance_cap)) for u in utterances])
         self.token_sets, self.entity_sets = toks, ents
 
     def features(self, later: list[int], earlier: list[int]) -> np.ndarray:
@@ -119,7 +126,8 @@ class LinkScorer:
         cue = np.repeat(self.cue[L][:, None], len(E), axis=1)
         change = np.repeat(self.change[E][None, :], len(L), axis=0)
         gap = np.log1p(np.maximum(self.session[L][:, None] - self.session[E][None, :], 0))
-        return np.stack([cos, lex, ent, mention, same, cue, change, gap], axis=-1)
+        substance = np.repeat(self.substance[E][None, :], len(L), axis=0)
+        return np.stack([cos, lex, ent, mention, same, cue, change, gap, substance], axis=-1)
 
     def logits(self, later: list[int], earlier: list[int]) -> np.ndarray:
         """(len(later), len(earlier)) logits, computed `LINK_ROWS` later utterances at a time."""

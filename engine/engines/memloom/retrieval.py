@@ -24,10 +24,12 @@ seed event, relation hops, then the pointer to the record and its dataset turn.
 from __future__ import annotations
 
 import heapq
+import re
 import time
 
 import numpy as np
 
+from engine.core.text import words
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
 from engine.retrieval.links import has_change
@@ -37,8 +39,20 @@ from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_b
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
-_CAUSAL_ASK = ("why", "how come", "what led", "what caused", "what made", "what started", "reason", "because of what",
-               "what prompted", "what forced", "what triggered", "explain")
+# What a why-question looks like however it is worded: an asked cause ("why", "what caused", "the reason"), a
+# chain asked to be traced ("what led to", "how did … end up", "the chain of events behind"), or a cause put up
+# for checking ("did X lead to Y", "was X the reason", "anything to do with"). Matched on words, so
+# punctuation and word order around a cue do not matter.
+_CAUSE_WORDS = frozenset("""why caused causing reason reasons because led trigger triggered
+prompted forced resulted consequence explain explains trace reconstruct""".split())
+_CAUSE_PHRASES = re.compile(
+    r"\bhow come\b|\bcauses? of\b|\b(?:did|does|do|could|would|might) \b.*\bcause\b"
+    r"|\b(?:lead|leads|leading) to\b|\bdue to\b|\bresult(?:ed|s)? (?:in|from)\b|\bwhat made\b"
+    r"|\bwhat got\b|\bbrought (?:\w+ )?about\b|\b(?:come|came) about\b|\bhow did it happen\b"
+    r"|\b(?:chain|sequence|series) of events\b|\banything to do with\b|\bresponsible for\b|\broot\b"
+    r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ )?behind\b"
+    r"|\bhow (?:did|does|do|has|have|had|would|could) \b.*\b(?:end|ended|ending|ends) up\b"
+    r"|\bhow (?:did|does|do|has|have|had) \b.*\b(?:come|came) to\b|\bwalk (?:me|us) through how\b")
 _HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "change over", "history", "at first",
                 "first", "over time", "until", "still", "anymore", "now")
 CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
@@ -46,10 +60,11 @@ CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
 
 def query_intent(query: str) -> str:
     """The retrieval intent of a query: `cause` (why …), `history` (before / now / changed) or `lookup`."""
-    low = " " + " ".join(query.lower().replace("?", " ").split()) + " "
-    if any(f" {cue} " in low for cue in _CAUSAL_ASK):
+    ws = words(query)
+    low = " ".join(ws)
+    if _CAUSE_WORDS.intersection(ws) or _CAUSE_PHRASES.search(low):
         return "cause"
-    if any(f" {cue} " in low for cue in _HISTORY_ASK):
+    if any(f" {cue} " in f" {low} " for cue in _HISTORY_ASK):
         return "history"
     return "lookup"
 
@@ -84,6 +99,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
         # best first: the event with the highest score to pass on expands first, so a strong seed's chain
         # claims its events before a weak seed reaches them by some other relation
         order, depth = dict(seeds), {e: 0 for e, _ in seeds}
+        arrival = {e: best_record(sstate, e, scores) for e, _ in seeds} if chain else {}
         heap = [(-round(sc, 9), 0, e) for e, sc in seeds]
         heapq.heapify(heap)
         while heap:
@@ -91,7 +107,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             if h >= s.hops or (key, h) != (-round(order[u], 9), depth[u]):      # at the cap, or taken over
                 continue
             taken = 0
-            for v, etype, rev in event_steps(snap, u, chain):
+            for v, etype, rev in continuing(sstate, event_steps(snap, u, chain), u, arrival.get(u), chain):
                 if taken >= s.branching:
                     break
                 # only the chain the question asks for, walked back in time (why: causes, history: earlier
@@ -106,6 +122,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                 parent[v] = Hop(u, v, etype, rev)
                 if passed is not None:
                     inherited[v] = passed
+                    arrival[v] = sstate.edges[(v, u, etype)].evidence[0]
                 order[v], depth[v] = inherited.get(v, order[u] - s.hop_cost), h + 1
                 taken += 1
                 expansion.append({"id": v, "parent": u, "type": etype, "hop": h + 1, "reverse": rev})
@@ -173,6 +190,31 @@ def event_steps(snap: MemLoomContext, u: int, chain: tuple[str, ...]) -> list[tu
                                   -(_conf(state, u, x) or 0.0), x[0]))
         found = memo[(u, chain)] = [x for x in steps if state.nodes[x[0]].kind == Kind.EVENT]
     return found
+
+
+def best_record(state, event: int, rel: KindRelevance) -> int | None:
+    """The record that made `event` a seed: its most relevant member (ties by id)."""
+    scores, _ = rel.lookup(list(state.nodes[event].members))
+    return min(scores, key=lambda sid: (-round(scores[sid], DECIMALS), sid), default=None)
+
+
+def continuing(state, steps: list[tuple[int, str, bool]], u: int, arrived: int | None, chain: tuple[str, ...]
+               ) -> list[tuple[int, str, bool]]:
+    """`steps` with the asked chain's links that continue from the record the walk arrived at first.
+
+    An event can hold two stories (a session's news and a friend's race); the chain goes on from the record
+    it came in by, so a relation whose effect is that record comes before a more confident one whose effect
+    is another record of the event. Otherwise the order of `event_steps` stands."""
+    if arrived is None:
+        return steps
+
+    def elsewhere(step: tuple[int, str, bool]) -> bool:
+        v, etype, rev = step
+        if not (rev and etype in chain):
+            return False
+        evidence = state.edges[(v, u, etype)].evidence
+        return not evidence or evidence[-1] != arrived
+    return sorted(steps, key=elsewhere)
 
 
 def seed_ranking(snap: MemLoomContext | None, rel: KindRelevance, top: int | None = None) -> list[tuple[int, float]]:
