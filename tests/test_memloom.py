@@ -244,3 +244,25 @@ def test_a_why_question_is_recognised_however_it_is_worded(query):
                                    "When is the essay due?", "Which breed is Jon's dog Pepper?"])
 def test_a_cause_word_used_for_something_else_is_a_lookup(query):
     assert query_intent(query) == "lookup"
+
+
+def test_each_story_of_an_event_is_offered_its_own_causes():
+    """A target event holding two stories (records a and b): b's cause is offered even when two earlier events
+    link more strongly to a. Ranked by the event's single strongest link, a's two would fill both places."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from engine.engines.memloom.relations import candidate_causes
+    from engine.retrieval.links import LinkScorer, Utterance
+
+    texts = ["alpha bravo charlie delta", "echo foxtrot golf hotel", "india juliet kilo lima",
+             "mike november oscar papa", "quebec romeo sierra tango"]
+    e1, e2, e3 = np.eye(4)[:3]
+    b = 0.5 * e2 + math.sqrt(0.75) * e3
+    vectors = np.stack([e1, e1, e2, e1, b])
+    scorer = LinkScorer([Utterance(i, f"S{i}", t, 0) for i, t in enumerate(texts)], vectors)
+    earlier = [SimpleNamespace(id=10 + i, members=[i]) for i in range(3)]      # x1, x2 (a's story), y (b's)
+    offered = [eid for eid, _ in candidate_causes(scorer, [3, 4], earlier, limit=2)]
+    assert sorted(offered) == [10, 12]
+    assert {eid: link[2] for eid, link in candidate_causes(scorer, [3, 4], earlier, limit=3)} == {10: 3, 11: 3, 12: 4}

@@ -20,7 +20,7 @@ from engine.llm.embedder import Embedder
 from engine.llm.offline_events import rewrite
 from engine.loaders import load_conversation
 from engine.retrieval.index import SEARCH_SLACK, VisibleIndex, top_k
-from engine.retrieval.links import LINK_POOL, LinkScorer, Utterance, strongest_links
+from engine.retrieval.links import LINK_POOL, LinkScorer, Utterance, strongest_links_of_each
 from workbench.model import DEMO_PATH
 
 
@@ -195,15 +195,18 @@ def test_link_scorer_stores_words_sparsely_for_10000_utterances():
 
 
 def _strongest_exhaustive(scorer, later, groups):
+    """Each later utterance's strongest link into each group, group by group in plain Python."""
     pool = [m for _, members in groups for m in members]
     logits = scorer.logits(later, pool)
-    best, start = {}, 0
-    for gid, members in groups:
-        block = logits[:, start:start + len(members)]
-        li, ei = np.unravel_index(int(np.argmax(block)), block.shape)
-        best[gid] = (float(block[li, ei]), members[ei], later[li])
-        start += len(members)
-    return best
+    out = []
+    for r, u in enumerate(later):
+        best, start = {}, 0
+        for gid, members in groups:
+            block = logits[r, start:start + len(members)]
+            best[gid] = (float(block.max()), members[int(np.argmax(block))], u)
+            start += len(members)
+        out.append(best)
+    return out
 
 
 def test_relation_candidates_score_a_bounded_window_of_10000_utterances():
@@ -215,7 +218,7 @@ def test_relation_candidates_score_a_bounded_window_of_10000_utterances():
     later = [9990, 9991, 9992]
     logits = Counting(scorer.logits)
     scorer.logits = logits
-    best = strongest_links(scorer, later, events)
+    best = strongest_links_of_each(scorer, later, events)
     assert sum(len(a) * len(b) for a, b in logits.calls) <= len(later) * LINK_POOL
     first = 9990 - LINK_POOL                                              # the oldest utterance in the window
     window = [(e.id, [m for m in e.members if m >= first]) for e in events if e.members[-1] >= first]
@@ -223,7 +226,7 @@ def test_relation_candidates_score_a_bounded_window_of_10000_utterances():
     small = events[:40]
     ties = LinkScorer([Utterance(i, "Maya", "the same words", 0) for i in range(200)], np.ones((200, 4)) / 2)
     for sc in (scorer, ties):
-        assert strongest_links(sc, [199, 198], small) == _strongest_exhaustive(
+        assert strongest_links_of_each(sc, [199, 198], small) == _strongest_exhaustive(
             sc, [199, 198], [(e.id, e.members) for e in small])
 
 

@@ -110,7 +110,7 @@ def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict
 
 # -- relation synthesis ---------------------------------------------------------------------------
 RESTATES = 0.3         # shared share of content words that makes a second sentence a restatement of the first
-MAX_CAUSES = 3          # an event has few direct causes: the weaker candidates lose to the strongest three
+MAX_CAUSES = 3          # a statement has few direct causes: the weaker candidates lose to its strongest three
 
 
 def _logistic(x: float) -> float:
@@ -171,9 +171,13 @@ def synthesize(payload: dict) -> dict:
         if rel is not None:
             relations.append({"source_id": cand["id"], "target_id": target["id"], **rel})
     causal = sorted((r for r in relations if r["type"] == "CAUSAL_FOLLOW"), key=lambda r: -r["confidence"])
-    for r in causal[MAX_CAUSES:]:
-        r["type"] = "NONE"
-        r["rationale"] += f"; weaker than the {MAX_CAUSES} strongest candidate causes"
+    kept: dict[str, int] = {}
+    for r in causal:                        # per effect sentence: an event can hold two stories
+        effect = r["evidence"][-1]
+        kept[effect] = kept.get(effect, 0) + 1
+        if kept[effect] > MAX_CAUSES:
+            r["type"] = "NONE"
+            r["rationale"] += f"; weaker than the {MAX_CAUSES} strongest candidate causes of its sentence"
     return {"relations": relations}
 
 

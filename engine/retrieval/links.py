@@ -146,15 +146,30 @@ def probability(logit: float) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-def strongest_links(scorer: LinkScorer, later: list[int], earlier: Sequence["Node"],
-                    window: int = LINK_POOL) -> dict[int, tuple[float, int, int]]:
-    """Each earlier group's (event's) strongest link to the `later` utterances: group id -> (logit, its
-    utterance, the later utterance), the first maximum with later utterances outer and earlier inner.
+def strongest_links_of_each(scorer: LinkScorer, later: list[int], earlier: Sequence["Node"],
+                            window: int = LINK_POOL) -> list[dict[int, tuple[float, int, int]]]:
+    """For each of the `later` utterances, each earlier group's (event's) strongest link to it: group id ->
+    (logit, the group's utterance, the later utterance), the first maximum in time order.
 
     Only the last `window` utterances of `earlier` (groups in time order) are scored, so a target's
     candidates cost O(len(later) x window) whatever the conversation's length; groups wholly before the
-    window are not candidates. The per-group maxima are taken over columns in numpy, not group by group.
+    window are not candidates. One logit matrix, its per-group maxima taken row by row in numpy.
     """
+    groups, pool, starts = _pool(earlier, window)
+    if not later or not groups:
+        return [{} for _ in later]
+    logits = scorer.logits(later, pool)
+    sizes = [len(members) for _, members in groups]
+    group_max = np.maximum.reduceat(logits, starts, axis=1)
+    at_max = logits == np.repeat(group_max, sizes, axis=1)
+    first = np.minimum.reduceat(np.where(at_max, np.arange(len(pool)), len(pool)), starts, axis=1)
+    return [{gid: (float(group_max[r, g]), pool[int(first[r, g])], u) for g, (gid, _) in enumerate(groups)}
+            for r, u in enumerate(later)]
+
+
+def _pool(earlier: Sequence["Node"], window: int) -> tuple[list[tuple[int, list[int]]], list[int], np.ndarray]:
+    """The groups (id, members) whose utterances fall in the last `window` of `earlier`, those utterances in
+    order, and where each group's start in them."""
     groups: list[tuple[int, list[int]]] = []
     size = 0
     for e in reversed(earlier):
@@ -164,20 +179,8 @@ def strongest_links(scorer: LinkScorer, later: list[int], earlier: Sequence["Nod
         groups.append((e.id, members))
         size += len(members)
     groups.reverse()
-    if not later or not groups:
-        return {}
     pool = [m for _, members in groups for m in members]
-    logits = scorer.logits(later, pool)
-    starts = np.cumsum([0] + [len(members) for _, members in groups[:-1]])
-    column_max = logits.max(axis=0)
-    first_row = logits.argmax(axis=0)
-    group_max = np.maximum.reduceat(column_max, starts)
-    width = len(pool)
-    at_max = column_max == np.repeat(group_max, [len(members) for _, members in groups])
-    order = np.where(at_max, first_row * width + np.arange(width), len(later) * width)
-    first = np.minimum.reduceat(order, starts)
-    return {gid: (float(group_max[g]), pool[int(first[g] % width)], later[int(first[g] // width)])
-            for g, (gid, _) in enumerate(groups)}
+    return groups, pool, np.cumsum([0] + [len(members) for _, members in groups[:-1]])
 
 
 def _binary(sets: list[set], vocab: dict) -> sparse.csr_matrix:

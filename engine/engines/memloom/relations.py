@@ -14,7 +14,7 @@ from engine.core.text import strip_speaker
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.proposals import Drafts
 from engine.engines.memloom.schema import Life, Op, Rel
-from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links
+from engine.retrieval.links import LinkScorer, Utterance, cue_of, has_change, probability, strongest_links_of_each
 
 
 def event_payload(engine: MemLoomContext, e: Node, must: list[int] = (), limit: int = 12) -> dict:
@@ -38,11 +38,33 @@ def link_scorer(engine: MemLoomContext) -> LinkScorer:
     return LinkScorer(utts, vectors)
 
 
+def candidate_causes(scorer: LinkScorer, members: list[int], earlier: list[Node], limit: int
+                     ) -> list[tuple[int, tuple[float, int, int]]]:
+    """At most `limit` earlier events offered as causes of a target event, taken from its records' own rankings
+    in turn (every record's strongest cause, then every record's second, ...), each event with the strongest
+    link it has to any record; strongest first (ties by id).
+
+    An event can hold two stories: ranked by the event's single strongest link, one story's causes would
+    crowd out the other's."""
+    rankings = [sorted(links.items(), key=lambda kv: (-kv[1][0], kv[0]))
+                for links in strongest_links_of_each(scorer, members, earlier)]
+    best: dict[int, tuple[float, int, int]] = {}
+    for depth in range(max(map(len, rankings), default=0)):
+        for ranking in rankings:
+            if depth < len(ranking):
+                eid, link = ranking[depth]
+                if (eid in best and link[0] > best[eid][0]) or (eid not in best and len(best) < limit):
+                    best[eid] = link
+        if len(best) >= limit:
+            break
+    return sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))
+
+
 def propose_relations(engine: MemLoomContext, drafts: Drafts, events: list[Node], fresh: set[int]
                       ) -> list[Proposal]:
     """Dual track + bounded synthesis: link-ranked candidate causes per fresh event, one call per target.
 
-    A target's candidates come from the last `LINK_POOL` earlier utterances (`strongest_links`), so each
+    A target's candidates come from the last `LINK_POOL` earlier utterances (`strongest_links_of_each`), so each
     fresh event costs time linear in its own size, not in the conversation's."""
     s = engine.settings
     curated = [e for e in events if e.status in Life.CURATED]
@@ -59,8 +81,7 @@ def propose_relations(engine: MemLoomContext, drafts: Drafts, events: list[Node]
                                   {"type": Rel.TEMPORAL_NEXT, "evidence": [str(prev.members[-1]),
                                                                            str(target.members[0])],
                                    "rationale": "the next event in time"}, {"type": Rel.TEMPORAL_NEXT}))
-        best = strongest_links(scorer, target.members, earlier)   # event -> its (logit, cause, effect)
-        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[: s.relation_candidates]
+        ranked = candidate_causes(scorer, target.members, earlier, s.relation_candidates)
         zt = engine.vectors[target.id]
         cands = []
         for eid, (logit, c_id, t_id) in ranked:
