@@ -5,12 +5,14 @@ schedule), then each question is asked once; its gold evidence is the chain
 (root cause first). Prints a table per engine (overall and per category) and
 writes every figure and per-question ranking to out/causal-<split>.json.
 With --paraphrases each chain question is also asked in the other wordings of
-datasets/causal/paraphrases/<split>.json, scored in a second table. Tune on the
-validation split only.
+datasets/causal/paraphrases/<split>.json, scored in a second table. With
+--intra-cycle each question is asked before the steward curates the turns after
+its last scheduled run (the newest turns still in MemLoom's real-time buffer), as
+a streaming `memwb bench` asks them. Tune on the validation split only.
 
     python scripts/eval_causal.py [--split validation|test] [--engines memloom,allmem,naive,hybrid]
                                   [--set memloom.KEY=VALUE ...] [--scenarios ID ...] [--paraphrases [FILE]]
-                                  [--file YOUR.jsonl]
+                                  [--file YOUR.jsonl] [--intra-cycle]
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from results import parse_overrides, write_json  # noqa: E402
 from engine.eval.metrics import chain_recall, recall_at_k, strict_chain_recall  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
-from engine.runtime.replay import Schedule, replay  # noqa: E402
+from engine.runtime.replay import Schedule, replay, step  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
 SUITE = ROOT / "datasets" / "causal"
@@ -67,6 +69,9 @@ def main() -> int:
                     help="override an engine setting, e.g. memloom.hop_cost=0.5 (value parsed as JSON)")
     ap.add_argument("--schedule", default="every-3-sessions")
     ap.add_argument("--scenarios", nargs="*")
+    ap.add_argument("--intra-cycle", action="store_true",
+                    help="ask before the steward curates the turns after its last scheduled run (as a streaming "
+                         "`memwb bench` asks): the freshness gap, where the newest turns are in the real-time buffer")
     ap.add_argument("--file", help="a JSONL file of scenarios to evaluate instead of the split (your own suite)")
     ap.add_argument("--paraphrases", nargs="?", const="", metavar="FILE",
                     help="also ask each question in the other wordings of FILE (question id -> list of wordings; "
@@ -88,7 +93,12 @@ def main() -> int:
         for name in engines:
             eng = open_session(work / f"{conv.id}-{name}.sqlite", engine=name, settings=overrides.get(name) or None,
                                embedder=embedder)
-            replay(eng, conv, Schedule.parse(args.schedule))
+            if args.intra_cycle:
+                schedule = Schedule.parse(args.schedule)
+                while step(eng, conv, schedule) is not None:
+                    pass
+            else:
+                replay(eng, conv, Schedule.parse(args.schedule))
             for q in conv.questions:
                 for variant, text in enumerate([q.question, *wordings.get(q.id, [])]):
                     ranked = eng.retrieve(text, k=10).source_ids

@@ -112,7 +112,8 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     6th decimal and one All-Mem merge summary (so the order of D1:11 and D5:9); the link model's substance
     feature, MemLoom's walk from the record it arrived at and two demo turns that name what they follow from
     ("the end of March", "the commute") moved MemLoom's figures and, through the changed words, All-Mem's and
-    hybrid's scores (their last-round R@5 unchanged). The fixture is `figures`
+    hybrid's scores (their last-round R@5 unchanged); MemLoom's why-questions seeded by buffered records
+    (logic links at query time) moved its round-1 figures. The fixture is `figures`
     of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""
     monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))

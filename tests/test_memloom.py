@@ -15,7 +15,7 @@ from engine.core.state import MemoryState
 from engine.engines import engine_schema
 from engine.engines.memloom.retrieval import query_intent, relevance
 from engine.loaders import load_conversation
-from engine.runtime.replay import Schedule, replay
+from engine.runtime.replay import Schedule, replay, step
 from engine.session import open_session
 from tests.conftest import ROOT, turn
 
@@ -266,3 +266,28 @@ def test_each_story_of_an_event_is_offered_its_own_causes():
     offered = [eid for eid, _ in candidate_causes(scorer, [3, 4], earlier, limit=2)]
     assert sorted(offered) == [10, 12]
     assert {eid: link[2] for eid, link in candidate_causes(scorer, [3, 4], earlier, limit=3)} == {10: 3, 11: 3, 12: 4}
+
+
+def test_a_why_question_asked_before_the_steward_runs_walks_back_from_the_buffer(tmp_path):
+    """The freshness failsafe: when the effect (D6:6) and one step of its chain (D4:2) are still in the real-time
+    buffer, the logic track links them at query time to each other and to the curated event of the step before
+    (D3:9), and the walk goes on along the stored relations to the root cause (D2:6)."""
+    conv = load_conversation(DEMO)
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom")
+    schedule = Schedule.parse("every-3-sessions")
+    while eng.state.turn == 0 or conv.turns[eng.state.turn - 1].id != "D6:6":
+        step(eng, conv, schedule)
+    st = eng.state
+    assert [st.nodes[st.turn_units[t]].status for t in ("D3:9", "D4:2", "D6:6")] == ["grounded", "buffered",
+                                                                                       "buffered"]
+    result = eng.retrieve("Why has Maya been missing deadlines?")
+    found = {u.source_ids[0]: u for u in result.units}
+    assert [u.source_ids[0] for u in result.units[:4]] == ["D6:6", "D4:2", "D3:9", "D2:6"]
+    effect = st.turn_units["D6:6"]
+    assert result.anchors[0][0] == effect
+    root = [(h.type, h.reverse) for h in found["D2:6"].path]
+    assert root == [("logic_link", True), ("logic_link", True), ("CAUSAL_FOLLOW", True), ("evidence", False)]
+    assert ("logic_link" not in {t for _, _, t in st.edges}
+            and "logic_link" in {e.name for e in engine_schema("memloom").edge_types})
+    eng.settings.ablations = ["no-realtime"]
+    assert "D2:6" not in {u.source_ids[0] for u in eng.retrieve("Why has Maya been missing deadlines?").units[:4]}

@@ -43,8 +43,9 @@ def edge_style(etype: str, schema: EngineSchema | None = None) -> dict:
 
 
 def edge_types_of(state: MemoryState) -> list[str]:
-    """The schema's edge types in its order, then any other type the state holds."""
-    declared = [e.name for e in state.schema.edge_types] if state.schema else []
+    """The schema's stored edge types in its order (not the query-time ones: the graph never holds them), then
+    any other type the state holds."""
+    declared = [e.name for e in state.schema.edge_types if not e.query_time] if state.schema else []
     return declared + sorted(set(state.edge_counts()) - set(declared))
 
 

@@ -153,14 +153,17 @@ def path_edge_labels(r: RetrievedUnit) -> dict[tuple[int, int, str], str]:
 
 
 def hops_frame(state: MemoryState, r: RetrievedUnit) -> pd.DataFrame:
-    """One result's path hop by hop: the stored edge each hop walked, its direction, confidence and cited records."""
+    """One result's path hop by hop: the stored edge each hop walked, its direction, confidence and cited records
+    (a hop over a link the engine finds at query time, MemLoom's logic links, walked no stored edge)."""
+    query_time = {t.name for t in state.schema.edge_types if t.query_time}
     rows = []
     for i, h in enumerate(r.path, 1):
         src, dst, etype = _edge_key(h)
         edge = state.edges.get((src, dst, etype))
         to = state.units.get(h.dst)
         rows.append({"hop": i, "walk": f"u{h.src} → {unit_ref(state, h.dst)}", "edge type": etype,
-                     "stored edge": f"u{src} —{etype}→ u{dst}",
+                     "stored edge": f"u{src} —{etype}→ u{dst}" if edge is not None or etype not in query_time
+                     else "none: found at query time",
                      "direction": "reverse (against the stored edge)" if getattr(h, "reverse", False) else "forward",
                      "confidence": None if edge is None or edge.confidence is None else round(edge.confidence, 3),
                      "cites": ", ".join(f"u{c}" for c in (getattr(edge, "evidence", None) or [])),

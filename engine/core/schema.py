@@ -44,7 +44,8 @@ class EdgeTypeSpec:
     """A typed, directed edge. Lower `priority` is expanded first; `recovery` links lead off the surface;
     `lineage` links are the ones every off-surface node must stay reachable along; a `weighted` edge's
     confidence is its weight; a `structural` one follows from the timeline alone (MemLoom's TEMPORAL_NEXT), so
-    the review queue puts its proposals under one decision instead of a card each."""
+    the review queue puts its proposals under one decision instead of a card each; a `query_time` one is never
+    stored: retrieval finds it as it walks (a path may hold it, the graph never does)."""
 
     name: str
     label: str
@@ -58,6 +59,7 @@ class EdgeTypeSpec:
     description: str = ""
     weighted: bool = False     # the edge's confidence is its weight: drawn wider the more confident (GAM's relations)
     structural: bool = False   # follows from the timeline: decided together in the review queue
+    query_time: bool = False   # found by retrieval as it walks, never stored (MemLoom's logic links)
 
 
 @dataclass(frozen=True)

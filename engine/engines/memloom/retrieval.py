@@ -24,15 +24,18 @@ seed event, relation hops, then the pointer to the record and its dataset turn.
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
 from engine.core.text import words
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
-from engine.retrieval.links import has_change
+from engine.engines.memloom.relations import link_scorer
+from engine.retrieval.links import has_change, strongest_links_of_each
 from engine.retrieval.index import top_k
 from engine.retrieval.relevance import DECIMALS, KindRelevance, Positions
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_by, path_to
@@ -90,24 +93,32 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     snap = engine.published_view()
     sstate = snap.state if snap is not None else None
     seeds = seed_ranking(snap, scores, s.seeds)
+    buffered = buffer_ranking(engine, scores, s.realtime_k) if not s.has("no-realtime") else []
+    fresh = fresh_seeds(scores, seeds, buffered, s.seeds) if chain == CHAIN["cause"] else []
     t1 = time.perf_counter()
 
-    parent: dict[int, Hop | None] = {e: None for e, _ in seeds}
-    inherited = dict(seeds)
+    parent: dict[int, Hop | None] = {e: None for e, _ in [*seeds, *fresh]}
+    inherited = dict([*seeds, *fresh])
     expansion: list[dict] = []
-    if sstate is not None and not s.has("no-traversal"):
+    logic: dict[tuple[int, int], int] = {}      # a query-time logic-track hop (from, to) -> the record it cites
+    if (sstate is not None or fresh) and not s.has("no-traversal"):
         # best first: the event with the highest score to pass on expands first, so a strong seed's chain
         # claims its events before a weak seed reaches them by some other relation
-        order, depth = dict(seeds), {e: 0 for e, _ in seeds}
+        order, depth = dict(inherited), {e: 0 for e in inherited}
         arrival = {e: best_record(sstate, e, scores) for e, _ in seeds} if chain else {}
-        heap = [(-round(sc, 9), 0, e) for e, sc in seeds]
+        arrival.update((b, b) for b, _ in fresh)
+        heap = [(-round(sc, 9), 0, e) for e, sc in inherited.items()]
         heapq.heapify(heap)
         while heap:
             key, h, u = heapq.heappop(heap)
             if h >= s.hops or (key, h) != (-round(order[u], 9), depth[u]):      # at the cap, or taken over
                 continue
             taken = 0
-            for v, etype, rev in continuing(sstate, event_steps(snap, u, chain), u, arrival.get(u), chain):
+            if u in arrival and u == arrival[u] and engine.state.nodes[u].status == Life.BUFFERED:
+                steps = fresh_causes(engine, snap, u, s, logic)
+            else:
+                steps = continuing(sstate, event_steps(snap, u, chain), u, arrival.get(u), chain)
+            for v, etype, rev in steps:
                 if taken >= s.branching:
                     break
                 # only the chain the question asks for, walked back in time (why: causes, history: earlier
@@ -116,41 +127,43 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                 # their own relevance. The chain takes over an event already reached (a weak seed, say)
                 # when it passes on more than that event has.
                 passed = (inherited[u] - s.chain_hop_cost - taken * s.hop_cost
-                          if etype in chain and rev and u in inherited else None)
+                          if (etype in chain or etype == Rel.LOGIC) and rev and u in inherited else None)
                 if v in parent and (passed is None or passed <= inherited.get(v, float("-inf"))):
                     continue
                 parent[v] = Hop(u, v, etype, rev)
                 if passed is not None:
                     inherited[v] = passed
-                    arrival[v] = sstate.edges[(v, u, etype)].evidence[0]
+                    arrival[v] = logic[(u, v)] if etype == Rel.LOGIC else sstate.edges[(v, u, etype)].evidence[0]
                 order[v], depth[v] = inherited.get(v, order[u] - s.hop_cost), h + 1
                 taken += 1
                 expansion.append({"id": v, "parent": u, "type": etype, "hop": h + 1, "reverse": rev})
                 heapq.heappush(heap, (-round(order[v], 9), h + 1, v))
     t2 = time.perf_counter()
 
-    # sentence -> (score, its rounding, -hops, anchor, event it was reached through or None); the path is
-    # built for the returned ones only
-    best: dict[int, tuple[float, float, int, int, int | None]] = {}
+    # sentence -> (score, its rounding, -hops, anchor, event it was reached through or None, whether the logic
+    # track reached it itself); the path is built for the returned ones only
+    best: dict[int, tuple[float, float, int, int, int | None, bool]] = {}
 
-    def offer(sid: int, score: float, key: float, anchor: int, hops: int, event: int | None) -> None:
+    def offer(sid: int, score: float, key: float, anchor: int, hops: int, event: int | None,
+              linked: bool = False) -> None:
         old = best.get(sid)
         if old is None or (key, -hops) > (old[1], old[2]):
-            best[sid] = (score, key, -hops, anchor, event)
+            best[sid] = (score, key, -hops, anchor, event, linked)
 
+    records_reached = [u for u in parent if engine.state.nodes[u].kind == Kind.SENTENCE]
+    events = [u for u in parent if engine.state.nodes[u].kind != Kind.SENTENCE]
     evidence = snap.derived("evidence", dict) if snap is not None else {}      # event -> its records, in id order
-    for e in parent:
+    for e in events:
         if e not in evidence:
             evidence[e] = sorted(sstate.out(e, Rel.EVIDENCE))
-    buffered = buffer_ranking(engine, scores, s.realtime_k) if not s.has("no-realtime") else []
-    rel, rounded = scores.lookup([sid for e in parent for sid in evidence[e]] + buffered)
+    rel, rounded = scores.lookup([sid for e in events for sid in evidence[e]] + buffered + records_reached)
     paths: dict[int, list[Hop]] = {}
-    for e in parent:
+    for e in events:
         path = paths[e] = path_to(e, parent)
-        cited = _cited(sstate, parent[e])
+        cited = _cited(sstate, parent[e], logic)
         records = [sid for sid in evidence[e] if sid in rel]
-        further, further_cost = _further(sstate, records, cited, rounded, on_chain=parent[e] is not None
-                                         and parent[e].type in chain and parent[e].reverse, settings=s)
+        further, further_cost = _further(sstate, records, cited, rounded, on_chain=_walked_back(parent[e], chain),
+                                         settings=s)
         passes = parent[e] is not None and e in inherited
         anchor = path[0].src if path else e
         for sid in records:
@@ -162,16 +175,71 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             offer(sid, score, key, anchor, len(path) + 1, e)
     for sid in buffered:
         offer(sid, rel[sid], rounded[sid], sid, 0, None)
+    for sid in records_reached:           # buffered records on a chain the logic track found at query time
+        path = paths[sid] = path_to(sid, parent)
+        score = max(rel[sid], inherited.get(sid, rel[sid]))
+        offer(sid, score, round(score, 9), path[0].src if path else sid, len(path), None, linked=True)
     ranked = first_by(list(best), lambda i: (-best[i][1], -rounded[i], i), s.max_evidence)
     candidates = []
     for sid in ranked:
-        score, _, _, anchor, e = best[sid]
-        path = paths[e] + [Hop(e, sid, Rel.EVIDENCE)] if e is not None else []
+        score, _, _, anchor, e, linked = best[sid]
+        path = paths[e] + [Hop(e, sid, Rel.EVIDENCE)] if e is not None else paths[sid] if linked else []
         candidates.append(_result(engine, sid, (score, anchor, path), scores))
     t3 = time.perf_counter()
     stages = {"seed_ms": (t1 - t0) * 1e3, "traverse_ms": (t2 - t1) * 1e3, "ground_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
-    return RetrievalResult.ranked(query, seeds, expansion, candidates, s.final_k, k, stages)
+    anchors = sorted([*seeds, *fresh], key=lambda x: (-round(x[1], DECIMALS), x[0]))
+    return RetrievalResult.ranked(query, anchors, expansion, candidates, s.final_k, k, stages)
+
+
+def fresh_seeds(scores: KindRelevance, seeds: list[tuple[int, float]], buffered: list[int], top: int
+                ) -> list[tuple[int, float]]:
+    """The buffered records that rank among the `top` seeds when records and events compete on one score: the
+    newest turns, which no steward run has curated yet, seed a why-question's chain too (the freshness
+    failsafe of the dual stream, §3.6)."""
+    own, _ = scores.lookup(buffered[:top])
+    pool = sorted([*((e, sc, False) for e, sc in seeds), *((b, own[b], True) for b in buffered[:top])],
+                  key=lambda x: (-round(x[1], DECIMALS), x[0]))[:top]
+    return [(b, sc) for b, sc, is_record in pool if is_record]
+
+
+def fresh_causes(engine: MemLoomContext, snap: MemLoomContext | None, record: int, settings,
+                 logic: dict[tuple[int, int], int]) -> list[tuple[int, str, bool]]:
+    """A buffered record's causes as the logic track scores them now, before any steward run: the earlier
+    published events and buffered records its strongest links reach at the relation gate (θ_rel), the most
+    probable first, at most `branching`. Each step is a `logic_link` walked back, and `logic` records the
+    earlier record it cites, so the walk goes on from there along the curated relations."""
+    rows, last = engine.derived("logic_links", lambda: logic_links(engine, snap))
+    gate = math.log(settings.theta_rel / (1 - settings.theta_rel)) if 0 < settings.theta_rel < 1 else -math.inf
+    steps = []
+    for gid, (logit, cited, _) in sorted(rows.get(record, {}).items(), key=lambda kv: (-kv[1][0], kv[0])):
+        if logit < gate or len(steps) >= settings.branching:
+            break
+        if last[gid] < record:
+            logic[(record, gid)] = cited
+            steps.append((gid, Rel.LOGIC, True))
+    return steps
+
+
+def logic_links(engine: MemLoomContext, snap: MemLoomContext | None
+                ) -> tuple[dict[int, dict[int, tuple[float, int, int]]], dict[int, int]]:
+    """Every buffered record's strongest link into each published event and each buffered record, scored in
+    one pass of the logic track (kept until the state changes: a streaming benchmark asks all of a
+    checkpoint's questions of one state), and each of those groups' last record."""
+    scorer = link_scorer(engine)
+    groups = [SimpleNamespace(id=int(e), members=list(snap.state.nodes[int(e)].members))
+              for e in published_events(snap)[0]] if snap is not None else []
+    records = [int(b) for b in buffered_records(engine) if int(b) in scorer.pos]
+    groups += [SimpleNamespace(id=b, members=[b]) for b in records]
+    groups = sorted((g for g in groups if g.members and all(m in scorer.pos for m in g.members)),
+                    key=lambda g: (g.members[-1], g.id))
+    rows = strongest_links_of_each(scorer, records, groups) if records and groups else []
+    return dict(zip(records, rows)), {g.id: g.members[-1] for g in groups}
+
+
+def _walked_back(hop: Hop | None, chain: tuple[str, ...]) -> bool:
+    """Whether `hop` walked the asked chain back in time (a stored relation of it, or a query-time logic link)."""
+    return hop is not None and hop.reverse and (hop.type in chain or hop.type == Rel.LOGIC)
 
 
 def event_steps(snap: MemLoomContext, u: int, chain: tuple[str, ...]) -> list[tuple[int, str, bool]]:
@@ -251,10 +319,14 @@ def published_events(snap: MemLoomContext) -> tuple[np.ndarray, np.ndarray, np.n
 def buffer_ranking(engine: MemLoomContext, rel: KindRelevance, top: int | None = None) -> list[int]:
     """Stream two: the sentence records no steward run has curated yet, by relevance (`order`), ties by id (the
     first `top` of them when given)."""
-    buffered = engine.derived("buffered", lambda: np.asarray(sorted(
+    return [sid for sid, _ in rel.ranked(buffered_records(engine), top)]
+
+
+def buffered_records(engine: MemLoomContext) -> np.ndarray:
+    """The sentence records in the real-time buffer, in id order (kept until the state changes)."""
+    return engine.derived("buffered", lambda: np.asarray(sorted(
         n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED),
         dtype=np.int64))
-    return [sid for sid, _ in rel.ranked(buffered, top)]
 
 
 def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
@@ -283,10 +355,13 @@ def _further(state, records: list[int], cited: set[int], order: dict[int, float]
     return further, settings.uncited_cost
 
 
-def _cited(state, hop: Hop | None) -> set[int]:
-    """Sentence records the relation that reached an event cites as its evidence."""
+def _cited(state, hop: Hop | None, logic: dict[tuple[int, int], int]) -> set[int]:
+    """Sentence records the relation that reached an event cites as its evidence (for a query-time logic link,
+    the earlier record it found)."""
     if hop is None or state is None:
         return set()
+    if hop.type == Rel.LOGIC:
+        return {logic[(hop.src, hop.dst)]}
     edge = state.edges.get(hop.edge_key)
     return set(edge.evidence) if edge is not None else set()
 

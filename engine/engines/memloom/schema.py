@@ -32,6 +32,7 @@ class Rel:
     EVIDENCE = "evidence"      # event -> sentence record: the reference pointer
     TOPIC = "topic"            # topic track: ANN neighbours between events (scaffold, not a relation)
     LINEAGE = "lineage"        # repaired event -> the retired events it replaced
+    LOGIC = "logic_link"       # query time only: a buffered record -> its earlier cause as the logic track scores it
 
 
 class Op:
@@ -100,6 +101,10 @@ SCHEMA = EngineSchema(
                      description="repaired event -> a retired event it replaced (lineage registry)"),
         EdgeTypeSpec(Rel.TOPIC, "topic", "#1f77b4", True, 1.0, 0.35, 6,
                      description="topic track: nearest events by centroid (scaffold)"),
+        EdgeTypeSpec(Rel.LOGIC, "logic link", "#d62728", True, 1.5, 0.6, 7, query_time=True,
+                     description="query time only, never stored: a buffered record (no steward run has curated "
+                                 "it yet) -> the earlier record the logic track links it to, walked back by a "
+                                 "why-question (the dual stream's freshness failsafe)"),
     ),
     processes=(ProcessSpec("steward", "Off-peak steward", "steward",
                            "event boundaries and timeline repair → topic and logic tracks → relation synthesis → "
@@ -139,7 +144,9 @@ SCHEMA = EngineSchema(
         StageSpec("traverse", "Relation closure", "expansion",
                   "Best first from the seeds along CAUSAL_FOLLOW (both ways), STATE_SUCCESSOR, SAME_EVENT and "
                   "TEMPORAL_NEXT: at most {hops} hops and {branching} branches per event. A why-question's causes "
-                  "(a history question's earlier states) inherit the seed's score less {chain_hop_cost} per hop."),
+                  "(a history question's earlier states) inherit the seed's score less {chain_hop_cost} per hop. A "
+                  "buffered record that seeds a why-question reaches its causes by logic links (the logic track's "
+                  "strongest links at the relation gate, scored at query time: no steward run has curated it)."),
         StageSpec("ground", "Ground and rank", "ranking",
                   "Sentence records reached by pointer (on the asked chain: the cited ones at the inherited score, "
                   "the change the cited cause's speaker reported before it in the event at {chain_hop_cost} less, "
