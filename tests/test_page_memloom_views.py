@@ -227,6 +227,18 @@ def test_reverse_hops_are_named_and_highlight_the_stored_edge():
     assert "seed u12 —CAUSAL_FOLLOW (reverse)→ u7" in block and "[D1:3*]" in block
 
 
+def test_a_query_time_hop_is_shown_as_found_not_stored():
+    """A logic link (MemLoom's freshness failsafe) walked no stored edge: the hop table says so."""
+    state = _path_state()
+    r = RetrievedUnit(id=3, visible=False, score=1.0, dense=0.1, lexical=0.0, anchor=13, hop=2,
+                      path=[Hop(13, 7, "logic_link", reverse=True), Hop(7, 3, "evidence")], source_ids=["D1:3"],
+                      time="t", raw="Ana: the landlord sold the building", kind="turn", status="grounded")
+    hops = rv.hops_frame(state, r)
+    assert list(hops["stored edge"]) == ["none: found at query time", "u7 —evidence→ u3"]
+    assert list(hops["direction"]) == ["back to an earlier cause", "forward"]
+    assert hops["confidence"].isna().iloc[0] and hops["cites"].iloc[0] == ""
+
+
 def test_seed_word_comes_from_the_seeds_stage():
     assert rv.seed_word(SCHEMA) == "seed"
     assert rv.seed_word(engine_schema("allmem")) == "anchor"

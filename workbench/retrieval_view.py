@@ -164,7 +164,8 @@ def hops_frame(state: MemoryState, r: RetrievedUnit) -> pd.DataFrame:
         rows.append({"hop": i, "walk": f"u{h.src} → {unit_ref(state, h.dst)}", "edge type": etype,
                      "stored edge": f"u{src} —{etype}→ u{dst}" if edge is not None or etype not in query_time
                      else "none: found at query time",
-                     "direction": "reverse (against the stored edge)" if getattr(h, "reverse", False) else "forward",
+                     "direction": ("back to an earlier cause" if etype in query_time else
+                                   "reverse (against the stored edge)") if getattr(h, "reverse", False) else "forward",
                      "confidence": None if edge is None or edge.confidence is None else round(edge.confidence, 3),
                      "cites": ", ".join(f"u{c}" for c in (getattr(edge, "evidence", None) or [])),
                      "reached": "" if to is None else short(to.raw or to.summary, 80)})
