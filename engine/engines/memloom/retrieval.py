@@ -209,32 +209,41 @@ def fresh_causes(engine: MemLoomContext, snap: MemLoomContext | None, record: in
     published events and buffered records its strongest links reach at the relation gate (θ_rel), the most
     probable first, at most `branching`. Each step is a `logic_link` walked back, and `logic` records the
     earlier record it cites, so the walk goes on from there along the curated relations."""
-    rows, last = engine.derived("logic_links", lambda: logic_links(engine, snap))
+    track = engine.derived("logic_track", lambda: LogicTrack(engine, snap))
     gate = math.log(settings.theta_rel / (1 - settings.theta_rel)) if 0 < settings.theta_rel < 1 else -math.inf
     steps = []
-    for gid, (logit, cited, _) in sorted(rows.get(record, {}).items(), key=lambda kv: (-kv[1][0], kv[0])):
+    for gid, (logit, cited, _) in track.links(record):
         if logit < gate or len(steps) >= settings.branching:
             break
-        if last[gid] < record:
-            logic[(record, gid)] = cited
-            steps.append((gid, Rel.LOGIC, True))
+        logic[(record, gid)] = cited
+        steps.append((gid, Rel.LOGIC, True))
     return steps
 
 
-def logic_links(engine: MemLoomContext, snap: MemLoomContext | None
-                ) -> tuple[dict[int, dict[int, tuple[float, int, int]]], dict[int, int]]:
-    """Every buffered record's strongest link into each published event and each buffered record, scored in
-    one pass of the logic track (kept until the state changes: a streaming benchmark asks all of a
-    checkpoint's questions of one state), and each of those groups' last record."""
-    scorer = link_scorer(engine)
-    groups = [SimpleNamespace(id=int(e), members=list(snap.state.nodes[int(e)].members))
-              for e in published_events(snap)[0]] if snap is not None else []
-    records = [int(b) for b in buffered_records(engine) if int(b) in scorer.pos]
-    groups += [SimpleNamespace(id=b, members=[b]) for b in records]
-    groups = sorted((g for g in groups if g.members and all(m in scorer.pos for m in g.members)),
-                    key=lambda g: (g.members[-1], g.id))
-    rows = strongest_links_of_each(scorer, records, groups) if records and groups else []
-    return dict(zip(records, rows)), {g.id: g.members[-1] for g in groups}
+class LogicTrack:
+    """The logic track at query time over one state: the link scorer of every sentence record, the groups a
+    buffered record may link into (published events, buffered records), and each asked record's links, kept
+    until the state changes (a streaming benchmark asks all of a checkpoint's questions of one state). Only the
+    records a walk expands are scored, one row each, so a long unconsolidated buffer costs nothing up front."""
+
+    def __init__(self, engine: MemLoomContext, snap: MemLoomContext | None):
+        self.scorer = link_scorer(engine)
+        pos = self.scorer.pos
+        groups = [SimpleNamespace(id=int(e), members=list(snap.state.nodes[int(e)].members))
+                  for e in published_events(snap)[0]] if snap is not None else []
+        groups += [SimpleNamespace(id=int(b), members=[int(b)]) for b in buffered_records(engine) if int(b) in pos]
+        self.groups = sorted((g for g in groups if g.members and all(m in pos for m in g.members)),
+                             key=lambda g: (g.members[-1], g.id))
+        self.rows: dict[int, list[tuple[int, tuple[float, int, int]]]] = {}
+
+    def links(self, record: int) -> list[tuple[int, tuple[float, int, int]]]:
+        """`record`'s strongest link into each earlier group, strongest first (ties by group id)."""
+        if record not in self.rows:
+            earlier = [g for g in self.groups if g.members[-1] < record]
+            found = strongest_links_of_each(self.scorer, [record], earlier)[0] if earlier and record in \
+                self.scorer.pos else {}
+            self.rows[record] = sorted(found.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        return self.rows[record]
 
 
 def _walked_back(hop: Hop | None, chain: tuple[str, ...]) -> bool:
