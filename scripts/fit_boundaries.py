@@ -5,13 +5,15 @@ words) is deepest, and decides at each run only what lies after the last run: th
 stays merged. This script replays that on every train meeting exactly as the QMSum benchmark schedules
 it (a steward run every 200 turns and one when the meeting ends): at each run the depths of the turns
 heard so far, boundaries taken by `deepest_boundaries` after the last boundary, among the gaps heard
-since the last run that merged the open stretch (one shorter than `min_size` words waits). Each setting of the grid is scored against the human topic segmentation (Pk,
-WindowDiff, boundaries per meeting); the winner has the lowest mean (Pk + WindowDiff) / 2 among the
-settings whose boundaries per meeting are within 2x of gold's (the issue's target; a rule that never
-cuts wins Pk alone). A 5-fold cross-validation over meetings (fit on four fifths, score the fifth)
-estimates how the choice carries to meetings it never saw. Fixed 50-turn windows and no boundary are
-printed beside it. `--check N` replays N train meetings through the real engine with the winning rule and
-prints its boundaries beside the simulation's (the engine cuts only between its online events).
+since the last run that merged the open stretch (one shorter than `min_size` words waits). Each setting
+of the grid is scored against the human topic segmentation (Pk, WindowDiff, boundaries per meeting).
+Among the settings whose boundaries per meeting are within 2x of gold's (the issue's target; a rule that
+never cuts wins Pk alone), the winner is the one that cuts least among those within one standard error
+of the lowest mean (Pk + WindowDiff) / 2 (`best`). A 5-fold cross-validation over meetings (fit on four
+fifths, score the fifth) estimates how the choice carries to meetings it never saw. Fixed 50-turn
+windows and no boundary are printed beside it. `--check N` replays N train meetings through the real
+engine with the winning rule and prints its boundaries beside the simulation's (the engine cuts only
+between its online events).
 
 Prints the figures and writes them with the fitted values to --out. Only `train/` is read.
 
@@ -102,9 +104,21 @@ def eligible(f: dict) -> bool:
 
 
 def best(results: dict[DepthRule, dict[str, list[int]]], meetings: list[Meeting]) -> tuple[DepthRule, dict]:
+    """The one-standard-error rule: among the eligible settings whose mean (Pk + WindowDiff) / 2 is within one
+    standard error (over meetings) of the lowest, the one that cuts least. The lowest mean itself is the best
+    of 648 noisy estimates on 33 meetings, and chosen so it does worse on meetings it did not see (5-fold:
+    held-out Pk 0.396, WindowDiff 0.419, worse than no boundary); the sparest near-best setting generalises."""
     scored = [(rule, score(meetings, hyps)) for rule, hyps in results.items()]
     ok = [(r, f) for r, f in scored if eligible(f)] or scored
-    return min(ok, key=lambda rf: ((rf[1]["pk"] + rf[1]["window_diff"]) / 2, rf[1]["boundaries"]))
+    lowest, _ = min(ok, key=lambda rf: (mean_error(rf[1]), rf[1]["boundaries"]))
+    per_meeting = [mean_error(evaluate(m.gold, results[lowest][m.id], m.n)) for m in meetings]
+    limit = statistics.mean(per_meeting) + statistics.stdev(per_meeting) / len(per_meeting) ** 0.5
+    return min(((r, f) for r, f in ok if mean_error(f) <= limit), key=lambda rf: (rf[1]["boundaries"],
+                                                                                 mean_error(rf[1])))
+
+
+def mean_error(f: dict) -> float:
+    return (f["pk"] + f["window_diff"]) / 2
 
 
 def check(meetings: list[Meeting], rule: DepthRule, embedder: Embedder) -> list[dict]:

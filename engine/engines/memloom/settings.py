@@ -57,17 +57,17 @@ class MemLoomSettings(EngineSettings):
     k_sem: int = setting(3, "k_sem: topic-track breadth per event", minimum=0, maximum=20, group="steward",
                          label="k_sem — topic links per event")
     # event boundaries: the steward's coarse repair (fit on QMSum train by scripts/fit_boundaries.py)
-    boundary_window: float = setting(1500.0, "words heard on each side of a gap when it is scored", minimum=10.0,
+    boundary_window: float = setting(1000.0, "words heard on each side of a gap when it is scored", minimum=10.0,
                                      maximum=20000.0, step=10.0, group="boundaries",
                                      label="boundary window (words each side)")
-    boundary_mix: float = setting(0.7, "weight of what is said against who holds the floor in a gap's score",
+    boundary_mix: float = setting(1.0, "weight of what is said against who holds the floor in a gap's score",
                                   minimum=0.0, maximum=1.0, step=0.05, group="boundaries",
                                   label="content vs floor weight")
     boundary_smoothing: int = setting(9, "gaps in the moving average of the similarity curve", minimum=1,
                                       maximum=51, group="boundaries", label="smoothing (gaps)")
-    boundary_threshold: float = setting(0.12, "least depth of a gap that ends an event", minimum=0.0, maximum=2.0,
+    boundary_threshold: float = setting(0.15, "least depth of a gap that ends an event", minimum=0.0, maximum=2.0,
                                         step=0.01, group="boundaries", label="depth threshold")
-    boundary_min_size: float = setting(700.0, "least words between two event boundaries", minimum=0.0,
+    boundary_min_size: float = setting(400.0, "least words between two event boundaries", minimum=0.0,
                                        maximum=50000.0, step=50.0, group="boundaries",
                                        label="least words between boundaries")
     boundary_lookahead: float = setting(300.0, "least words heard after a gap before the steward may cut it",
