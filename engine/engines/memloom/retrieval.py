@@ -24,7 +24,6 @@ seed event, relation hops, then the pointer to the record and its dataset turn.
 from __future__ import annotations
 
 import heapq
-import math
 import re
 import time
 from types import SimpleNamespace
@@ -35,7 +34,7 @@ from engine.core.text import words
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Rel
 from engine.engines.memloom.relations import link_scorer
-from engine.retrieval.links import has_change, strongest_links_of_each
+from engine.retrieval.links import has_change, probability, strongest_links_of_each
 from engine.retrieval.index import top_k
 from engine.retrieval.relevance import DECIMALS, KindRelevance, Positions
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_by, path_to
@@ -114,7 +113,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
             if h >= s.hops or (key, h) != (-round(order[u], 9), depth[u]):      # at the cap, or taken over
                 continue
             taken = 0
-            if u in arrival and u == arrival[u] and engine.state.nodes[u].status == Life.BUFFERED:
+            if engine.state.nodes[u].kind == Kind.SENTENCE:        # a buffered record: no relation leads from it
                 steps = fresh_causes(engine, snap, u, s, logic)
             else:
                 steps = continuing(sstate, event_steps(snap, u, chain), u, arrival.get(u), chain)
@@ -210,10 +209,9 @@ def fresh_causes(engine: MemLoomContext, snap: MemLoomContext | None, record: in
     probable first, at most `branching`. Each step is a `logic_link` walked back, and `logic` records the
     earlier record it cites, so the walk goes on from there along the curated relations."""
     track = engine.derived("logic_track", lambda: LogicTrack(engine, snap))
-    gate = math.log(settings.theta_rel / (1 - settings.theta_rel)) if 0 < settings.theta_rel < 1 else -math.inf
     steps = []
     for gid, (logit, cited, _) in track.links(record):
-        if logit < gate or len(steps) >= settings.branching:
+        if probability(logit) < settings.theta_rel or len(steps) >= settings.branching:
             break
         logic[(record, gid)] = cited
         steps.append((gid, Rel.LOGIC, True))
