@@ -93,7 +93,8 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     sstate = snap.state if snap is not None else None
     seeds = seed_ranking(snap, scores, s.seeds)
     buffered = buffer_ranking(engine, scores, s.realtime_k) if not s.has("no-realtime") else []
-    fresh = fresh_seeds(scores, seeds, buffered, s.seeds) if chain == CHAIN["cause"] else []
+    fresh = (fresh_seeds(scores, seeds, buffered, s.seeds) if chain == CHAIN["cause"] and not s.has("no-relations")
+             else [])
     t1 = time.perf_counter()
 
     parent: dict[int, Hop | None] = {e: None for e, _ in [*seeds, *fresh]}

@@ -7,7 +7,8 @@ from engine.core.schema import EngineSettings, setting
 from engine.core.segments import DepthRule
 
 ABLATIONS = {
-    "no-relations": "the steward synthesises no relations (events and evidence pointers only)",
+    "no-relations": "no logic track: the steward synthesises no relations and retrieval follows no logic links "
+                    "(events and evidence pointers only)",
     "no-repair": "the steward neither repairs nor cuts the timeline (events stay as the router made them)",
     "no-traversal": "retrieval grounds the seed events only (no relation closure)",
     "no-realtime": "retrieval ignores the real-time buffer of uncurated sentence records",
