@@ -127,7 +127,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
                 # their own relevance. The chain takes over an event already reached (a weak seed, say)
                 # when it passes on more than that event has.
                 passed = (inherited[u] - s.chain_hop_cost - taken * s.hop_cost
-                          if (etype in chain or etype == Rel.LOGIC) and rev and u in inherited else None)
+                          if walks_back(etype, rev, chain) and u in inherited else None)
                 if v in parent and (passed is None or passed <= inherited.get(v, float("-inf"))):
                     continue
                 parent[v] = Hop(u, v, etype, rev)
@@ -162,8 +162,9 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
         path = paths[e] = path_to(e, parent)
         cited = _cited(sstate, parent[e], logic)
         records = [sid for sid in evidence[e] if sid in rel]
-        further, further_cost = _further(sstate, records, cited, rounded, on_chain=_walked_back(parent[e], chain),
-                                         settings=s)
+        hop = parent[e]
+        further, further_cost = _further(sstate, records, cited, rounded, settings=s,
+                                         on_chain=hop is not None and walks_back(hop.type, hop.reverse, chain))
         passes = parent[e] is not None and e in inherited
         anchor = path[0].src if path else e
         for sid in records:
@@ -245,9 +246,10 @@ class LogicTrack:
         return self.rows[record]
 
 
-def _walked_back(hop: Hop | None, chain: tuple[str, ...]) -> bool:
-    """Whether `hop` walked the asked chain back in time (a stored relation of it, or a query-time logic link)."""
-    return hop is not None and hop.reverse and (hop.type in chain or hop.type == Rel.LOGIC)
+def walks_back(etype: str, reverse: bool, chain: tuple[str, ...]) -> bool:
+    """Whether a step walks the asked chain back in time: a stored relation of it against its direction, or a
+    query-time logic link (found from the effect to its cause). Only such steps pass the seed's score on."""
+    return reverse and (etype in chain or etype == Rel.LOGIC)
 
 
 def event_steps(snap: MemLoomContext, u: int, chain: tuple[str, ...]) -> list[tuple[int, str, bool]]:
