@@ -282,7 +282,10 @@ def continuing(state, steps: list[tuple[int, str, bool]], u: int, arrived: int |
 
     An event can hold two stories (a session's news and a friend's race); the chain goes on from the record
     it came in by, so a relation whose effect is that record comes before a more confident one whose effect
-    is another record of the event. Otherwise the order of `event_steps` stands."""
+    is another record of the event, and the event's other relations (its context) come before that other
+    story's chain too. Walking every chain link first instead cost 8 of LoCoMo dev's 46 why-questions their
+    gold turn, which sits beside the question's turn, and left the causal validation split's SCR@5 as it was.
+    Otherwise the order of `event_steps` stands."""
     if arrived is None:
         return steps
 
