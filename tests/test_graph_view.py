@@ -191,6 +191,23 @@ def test_a_reverse_hop_highlights_and_labels_the_stored_edge():
     assert "label" not in next(e for e in edges if (e["from"], e["to"]) == (6, 5))
 
 
+def test_a_hop_found_at_query_time_is_drawn_on_the_path():
+    """A logic link (MemLoom's freshness failsafe) is no stored edge; the path draws it anyway, in its type's
+    style, between the buffered record and its cause, titled as found at query time, and the legend names it."""
+    state = memloom_state()
+    assert (1, 3, "logic_link") not in state.edges and (3, 1, "logic_link") not in state.edges
+    html = build_graph_html(state, highlight_edges=[(1, 3, "logic_link"), (6, 4, "CAUSAL_FOLLOW")],
+                            edge_labels={(1, 3, "logic_link"): "hop 1 (reverse)"})
+    _, edges = _graph(html)
+    logic = [e for e in edges if (e["from"], e["to"]) == (1, 3)]
+    assert len(logic) == 1 and logic[0]["width"] == 5 and logic[0]["label"] == "hop 1 (reverse)"
+    assert "found at query time, not stored" in logic[0]["title"]
+    assert logic[0]["color"]["color"] == edge_style("logic_link", MEMLOOM)["color"]
+    assert "logic link" in _legend(html)
+    _, plain = _graph(build_graph_html(state))
+    assert not [e for e in plain if (e["from"], e["to"]) == (1, 3)]        # never drawn off a path
+
+
 def test_an_engine_without_edges_draws_nodes_only():
     naive = engine_schema("naive")
     s = _add(_state(naive), _unit(1, "Ana: hi"), _unit(2, "Ben: hello"))

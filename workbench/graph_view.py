@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pyvis.edge import Edge
 from pyvis.network import Network
 
+from engine.core.edge import Edge as MemoryEdge
 from engine.core.state import MemoryState
 from engine.core.walks import lineage_types
 from workbench.graph_document import document_html, vis_options
@@ -254,6 +255,12 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
             drawing.edges += 1
             drawing.seen.edge_types.add(etype)
             drawing.seen.path |= key in path
+    for key in _found_at_query_time(state, path):
+        if key[0] in drawn and key[1] in drawn:
+            _add_edge(net, _query_time_options(state, key, positions, path, labels, large))
+            drawing.edges += 1
+            drawing.seen.edge_types.add(key[2])
+            drawing.seen.path = True
     order = {t: i for i, t in enumerate(edge_types_of(state))}
     for (a, b, etype), count in _strongest(summary, hairy, drawing.thinned):
         style = edge_style(etype, schema)
@@ -334,6 +341,22 @@ def _edge_options(state: MemoryState, key, edge, positions, path, labels, large:
         options |= {"label": labels[key], "font": {"size": 13, "color": "#1a1a1a", "strokeWidth": 4,
                                                     "strokeColor": "#ffffff", "align": "top"}}
     return options
+
+
+def _found_at_query_time(state: MemoryState, path: set[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The path's hops over a link the engine finds at query time (MemLoom's logic links): no stored edge holds
+    them, so the path would break there if only stored edges were drawn."""
+    kinds = {t.name for t in state.schema.edge_types if t.query_time} if state.schema is not None else set()
+    return sorted(k for k in path if k not in state.edges and k[2] in kinds)
+
+
+def _query_time_options(state: MemoryState, key: tuple[int, int, str], positions, path, labels, large: bool) -> dict:
+    """A query-time hop drawn like a stored edge of its type (cause -> effect), titled as found, not stored."""
+    src, dst, etype = key
+    options = _edge_options(state, key, MemoryEdge(src, dst, etype), positions, path, labels, large)
+    label = html.escape(edge_style(etype, state.schema)["label"])
+    return options | {"title": f"<b>{label}</b> u{src} → u{dst}<br>found at query time, not stored: the engine "
+                               f"scored this link while answering the question"}
 
 
 def _group_name(state: MemoryState, end: int | str) -> str:
