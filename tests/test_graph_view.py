@@ -208,6 +208,20 @@ def test_a_hop_found_at_query_time_is_drawn_on_the_path():
     assert not [e for e in plain if (e["from"], e["to"]) == (1, 3)]        # never drawn off a path
 
 
+def test_a_path_label_on_a_level_edge_is_set_horizontally():
+    """vis-network draws a "top"-aligned label of a level edge pointing left at the canvas origin, far from its
+    edge (seen on the Retrieval page: "hop 4" beside Session 1); labels of level edges are set horizontally."""
+    state = memloom_state()
+    keys = [(4, 6, "CAUSAL_FOLLOW"), (6, 5, "evidence"), (1, 3, "logic_link")]
+    nodes, edges = _graph(build_graph_html(state, highlight_edges=keys, edge_labels={k: "hop" for k in keys}))
+    at = {n["id"]: (n["x"], n["y"]) for n in nodes}
+    labelled = [e for e in edges if "label" in e]
+    assert len(labelled) == 3 and any(at[e["from"]][1] == at[e["to"]][1] for e in labelled)
+    for e in labelled:
+        level = at[e["from"]][1] == at[e["to"]][1]
+        assert e["font"]["align"] == ("horizontal" if level else "top")
+
+
 def test_an_engine_without_edges_draws_nodes_only():
     naive = engine_schema("naive")
     s = _add(_state(naive), _unit(1, "Ana: hi"), _unit(2, "Ben: hello"))

@@ -338,8 +338,11 @@ def _edge_options(state: MemoryState, key, edge, positions, path, labels, large:
                "width": width, "color": {"color": style["color"], "opacity": opacity},
                "smooth": False if large or neighbours else {"enabled": True, "type": "curvedCW", "roundness": 0.18}}
     if key in labels:
+        # vis-network draws a "top"-aligned label of a level edge pointing left at the canvas origin (it skips
+        # the move to the edge when the label's angle is 0), so a level edge's label is set horizontally
         options |= {"label": labels[key], "font": {"size": 13, "color": "#1a1a1a", "strokeWidth": 4,
-                                                    "strokeColor": "#ffffff", "align": "top"}}
+                                                    "strokeColor": "#ffffff", "align": "horizontal" if y1 == y2
+                                                    else "top"}}
     return options
 
 
