@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pyvis.edge import Edge
 from pyvis.network import Network
 
-from engine.core.edge import Edge as MemoryEdge
 from engine.core.state import MemoryState
 from engine.core.walks import lineage_types
 from workbench.graph_document import document_html, vis_options
+from workbench.graph_edges import edge_options, query_time_hops, query_time_options, stored_key
 from workbench.graph_groups import (
     BAND_PREFIX,
     GROUP_PREFIX,
@@ -49,7 +49,6 @@ from workbench.graph_style import (
     OPENED,
     edge_dashes,
     edge_style,
-    edge_title,
     edge_types_of,
     fold_mark,
     kind_label,
@@ -57,13 +56,11 @@ from workbench.graph_style import (
     node_options,
     readable,
     unit_title,
-    weighted_width,
 )
 
 EDGE_TYPE_LIMIT = 400            # more drawn edges of one type than this (and denser than HAIRBALL_DENSITY
 HAIRBALL_DENSITY = 1.5           # per node): only the highlighted ones are drawn, similarity links typically
 SUMMARY_PER_GROUP = 2            # of a thinned type, each group keeps its strongest links to this many others
-NEIGHBOUR_DX = 260               # two nodes on one line at most this far apart are joined by a straight edge
 
 
 @dataclass
@@ -125,8 +122,8 @@ def build_graph_html(state: MemoryState, **options) -> str:
 def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types, visible_only, sessions, search,
              focus, max_nodes, statuses, edge_labels, expand, group, fold, hops, expand_highlighted,
              aspect) -> tuple[Network, Drawing]:
-    path = {_stored_key(state, tuple(k)) for k in highlight_edges}
-    labels = {_stored_key(state, tuple(k)): str(v) for k, v in (edge_labels or {}).items()}
+    path = {stored_key(state, tuple(k)) for k in highlight_edges}
+    labels = {stored_key(state, tuple(k)): str(v) for k, v in (edge_labels or {}).items()}
     ringed = {u for u in highlight_units if u in state.units}
     pinned = ringed | {u for s, d, _ in path for u in (s, d)}
     filters = {"edge_types": edge_types, "visible_only": visible_only, "sessions": sessions, "search": search,
@@ -251,13 +248,13 @@ def _network(state: MemoryState, *, highlight_edges, highlight_units, edge_types
             drawing.thinned[etype] = len(items) - len(kept)
             items = kept
         for key, edge in items:
-            _add_edge(net, _edge_options(state, key, edge, positions, path, labels, large))
+            _add_edge(net, edge_options(state, key, edge, positions, path, labels, large))
             drawing.edges += 1
             drawing.seen.edge_types.add(etype)
             drawing.seen.path |= key in path
-    for key in _found_at_query_time(state, path):
+    for key in query_time_hops(state, path):
         if key[0] in drawn and key[1] in drawn:
-            _add_edge(net, _query_time_options(state, key, positions, path, labels, large))
+            _add_edge(net, query_time_options(state, key, positions, path, labels, large))
             drawing.edges += 1
             drawing.seen.edge_types.add(key[2])
             drawing.seen.path = True
@@ -325,43 +322,6 @@ def _add_edge(net: Network, options: dict) -> None:
     net.edges.append(Edge(options.pop("from"), options.pop("to"), True, **options).options)
 
 
-def _edge_options(state: MemoryState, key, edge, positions, path, labels, large: bool) -> dict:
-    style = edge_style(edge.type, state.schema)
-    width, opacity = style["width"], style["opacity"]
-    if style.get("weighted") and edge.confidence is not None:
-        width = weighted_width(width, edge.confidence)
-    if path:
-        width, opacity = (5, 1.0) if key in path else (width, 0.2)
-    (x1, y1), (x2, y2) = positions[edge.src], positions[edge.dst]
-    neighbours = y1 == y2 and abs(x1 - x2) <= NEIGHBOUR_DX    # next to each other in a line: a straight line
-    options = {"from": edge.src, "to": edge.dst, "title": edge_title(edge, state.schema), "dashes": edge_dashes(style),
-               "width": width, "color": {"color": style["color"], "opacity": opacity},
-               "smooth": False if large or neighbours else {"enabled": True, "type": "curvedCW", "roundness": 0.18}}
-    if key in labels:
-        # vis-network draws a "top"-aligned label of a level edge pointing left at the canvas origin (it skips
-        # the move to the edge when the label's angle is 0), so a level edge's label is set horizontally
-        options |= {"label": labels[key], "font": {"size": 13, "color": "#1a1a1a", "strokeWidth": 4,
-                                                    "strokeColor": "#ffffff", "align": "horizontal" if y1 == y2
-                                                    else "top"}}
-    return options
-
-
-def _found_at_query_time(state: MemoryState, path: set[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """The path's hops over a link the engine finds at query time (MemLoom's logic links): no stored edge holds
-    them, so the path would break there if only stored edges were drawn."""
-    kinds = {t.name for t in state.schema.edge_types if t.query_time} if state.schema is not None else set()
-    return sorted(k for k in path if k not in state.edges and k[2] in kinds)
-
-
-def _query_time_options(state: MemoryState, key: tuple[int, int, str], positions, path, labels, large: bool) -> dict:
-    """A query-time hop drawn like a stored edge of its type (cause -> effect), titled as found, not stored."""
-    src, dst, etype = key
-    options = _edge_options(state, key, MemoryEdge(src, dst, etype), positions, path, labels, large)
-    label = html.escape(edge_style(etype, state.schema)["label"])
-    return options | {"title": f"<b>{label}</b> u{src} → u{dst}<br>found at query time, not stored: the engine "
-                               f"scored this link while answering the question"}
-
-
 def _group_name(state: MemoryState, end: int | str) -> str:
     if isinstance(end, str):
         return f"Session {end.removeprefix(GROUP_PREFIX)}"
@@ -386,12 +346,6 @@ def _node_title(state: MemoryState, unit, mark: str, drawing: Drawing) -> str:
         return f"{title}<br><i>Drawn open with its members: click it to fold them into it.</i>"
     return (f"{title}<br><i>Folded: {inside} of its {len(unit.members)} members drawn into it (their edges end "
             f"here). Click it to open it.</i>")
-
-
-def _stored_key(state: MemoryState, key: tuple[int, int, str]) -> tuple[int, int, str]:
-    """A path hop may walk an edge against its direction (e.g. from an archived node to its representative)."""
-    src, dst, etype = key
-    return (dst, src, etype) if key not in state.edges and (dst, src, etype) in state.edges else key
 
 
 def _plural(words: Iterable[str]) -> str:
