@@ -79,10 +79,36 @@ def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
     backend.embedder = SimpleNamespace(embed=embed)
     raws = [f"Maya: Crew {i} repaired the old kitchen sink with new copper pipes this morning. By the way, "
             f"orchestra {i} moved its spring concert rehearsal to Friday evening downtown." for i in range(150)]
-    backend.prefetch(raws)
+    backend.prefetch([{"target": {"id": str(i), "raw": raw, "speaker": "Maya"}, "context": []}
+                      for i, raw in enumerate(raws)])
     sizes = [len(args[0]) for args in embed.calls]
     assert sum(sizes) == 300 and len(sizes) >= 2
     assert max(sizes) <= offline_diagnosis.PREFETCH_TEXTS
+
+
+def test_after_the_prefetch_a_diagnosis_runs_nothing_through_the_model():
+    """The prefetch embeds the sentences `compare` aligns (pairs of one speaker's statements) with the cuts, so
+    the diagnosis that follows finds every vector in the cache; a pair of two speakers' statements, which
+    diagnosis never aligns, is not embedded."""
+    embedder = Embedder(shared=None)
+    stamp = "quokka"           # words no other test embeds: the first encoding of these texts is this test's
+    target = {"id": "2", "speaker": "Maya", "time": "2024-03-01T10:00:00",
+              "raw": f"Maya: The {stamp} shelter moved its adoption day to Sunday. We adopted two kittens there."}
+    same = {"id": "1", "speaker": "Maya", "time": "2024-02-01T10:00:00",
+            "raw": f"Maya: The {stamp} shelter holds its adoption day on Saturday. We want to adopt a kitten."}
+    other = {"id": "3", "speaker": "Ben", "time": "2024-02-02T10:00:00",
+             "raw": f"Ben: My {stamp} cousin repaired the garden fence. The paint dried in the afternoon sun."}
+    payload = {"target": target, "context": [same, other]}
+    backend = make_backend("offline", embedder=embedder)
+    embedder.embed([offline_diagnosis.strip_speaker(u["raw"])[1] for u in (target, same, other)])  # ingest's
+    before = embedder.encoded
+    backend.prefetch([payload])
+    prefetched = embedder.encoded - before
+    assert prefetched > 0
+    assert LLM(backend).call("diagnosis", payload).ok
+    assert embedder.encoded - before == prefetched                  # the diagnosis found everything cached
+    assert not any(embedder.key(t) in embedder.memory                # Ben's sentences were never aligned
+                   for t in offline_diagnosis._content_sentences(offline_diagnosis.strip_speaker(other["raw"])[1]))
 
 
 def test_diagnosis_embeds_only_cuts_that_could_reach_the_proposal_floor(embedder):

@@ -132,9 +132,9 @@ class OfflineBackend(LLMBackend):
         return offline_topics.relate(p)
 
     # -- ahead of the roles ----------------------------------------------------
-    def prefetch(self, raws: list[str]) -> None:
-        """Embed the Split cuts a diagnosis of these texts will score, in large batches, ahead of it."""
-        offline_diagnosis.prefetch(raws, self.embedder)
+    def prefetch(self, payloads: list[dict]) -> None:
+        """Embed what the diagnosis of these payloads will score (cuts, aligned sentences) in large batches."""
+        offline_diagnosis.prefetch(payloads, self.embedder)
 
     def _segment(self, text: str, label: str) -> dict:
         return {"segment_text": text, "segment_summary": summary_of(text),

@@ -112,10 +112,7 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
     how surely the pair is about one subject: a logistic in its cosine. Two statements are redundant when
     every sentence of the shorter is restated in the other: a Merge's confidence is a logistic in the
     better of the statements' cosine and the weakest of those sentences' best cosines."""
-    if (a.get("speaker") or "") != (b.get("speaker") or ""):
-        return None
-    ta, tb = _statement_terms(a["raw"]), _statement_terms(b["raw"])
-    if len(ta) < MIN_CONTENT or len(tb) < MIN_CONTENT:
+    if not comparable(a, b):
         return None
     new, old = (a, b) if _is_newer(a, b) else (b, a)
     match = align(strip_speaker(old["raw"])[1], strip_speaker(new["raw"])[1], embedder)
@@ -153,17 +150,33 @@ def align(old: str, new: str, embedder) -> tuple[float, str, str, float] | None:
     return float(sims[i, j]), so[i], sn[j], restated
 
 
-def prefetch(raws: list[str], embedder) -> None:
-    """Embed the candidate cuts diagnosis will score, of many texts, in large batches (the per-target calls
-    then hit the cache): those that could reach the proposal floor.
+def comparable(a: dict, b: dict) -> bool:
+    """Whether diagnosis compares two statements sentence by sentence: one speaker's, each with at least
+    `MIN_CONTENT` content words."""
+    return ((a.get("speaker") or "") == (b.get("speaker") or "") and len(_statement_terms(a["raw"])) >= MIN_CONTENT
+            and len(_statement_terms(b["raw"])) >= MIN_CONTENT)
 
-    The distinct cut sides (at most 64 a text, each at most `SIDE_CHARS` characters) are sorted by length and
-    go to the embedder `PREFETCH_TEXTS` at a time, so a batch pads little and one batch of vectors is in
-    flight at once.
+
+def prefetch(payloads: list[dict], embedder) -> None:
+    """Embed what diagnosing these payloads (target and context) will score, in large batches, ahead of it
+    (the per-target calls then hit the cache): each target's candidate cuts that could reach the proposal floor
+    and the sentences of every pair of statements `compare` aligns.
+
+    The distinct texts (cut sides at most 64 a text, sentences at most `MAX_SENTENCES` a statement, each at most
+    `SIDE_CHARS` characters) are sorted by length and go to the embedder `PREFETCH_TEXTS` at a time, so a batch
+    pads little and one batch of vectors is in flight at once. Aligning sentences two or three at a time, as the
+    targets come, cost a cold conv-26 replay 238 model calls for 415 texts.
     """
-    texts = sorted({t for raw in raws for _, _, left, right, _, _ in scored_cuts(raw, floor=PROPOSE_FLOOR)
-                    for t in (left, right)},
-                   key=lambda t: (len(t), t))          # like lengths together: little padding in a model batch
+    wanted: set[str] = set()
+    for p in payloads:
+        target = p["target"]
+        wanted.update(t for _, _, left, right, _, _ in scored_cuts(target["raw"], floor=PROPOSE_FLOOR)
+                      for t in (left, right))
+        for n in p.get("context", []):
+            if n["id"] != target["id"] and comparable(target, n):
+                for raw in (target["raw"], n["raw"]):
+                    wanted.update(_content_sentences(strip_speaker(raw)[1]))
+    texts = sorted(wanted, key=lambda t: (len(t), t))          # like lengths together: little padding in a batch
     for start in range(0, len(texts), PREFETCH_TEXTS):
         embedder.embed(texts[start:start + PREFETCH_TEXTS])
 

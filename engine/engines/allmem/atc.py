@@ -44,12 +44,13 @@ def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]
     proposals: list[Proposal] = []
     next_id = state.next_proposal_id
     targets = [t for t in state.buffer("atc") if t in state.units]
+    payloads = {t: {"target": unit_payload(engine, t),
+                    "context": [unit_payload(engine, c) for c, _ in engine.visible_neighbours(t, s.diagnosis_anchors)]}
+                for t in targets}
     if isinstance(engine.llm.backend, OfflineBackend):
-        engine.llm.backend.prefetch([state.units[t].raw for t in targets])
+        engine.llm.backend.prefetch(list(payloads.values()))
     for target in targets:
-        context = [uid for uid, _ in engine.visible_neighbours(target, s.diagnosis_anchors)]
-        payload = {"target": unit_payload(engine, target), "context": [unit_payload(engine, c) for c in context]}
-        call = engine.llm.call("diagnosis", payload)
+        call = engine.llm.call("diagnosis", payloads[target])
         if not call.ok:
             proposals.append(Proposal(id=next_id, run_id=run_id, op="diagnosis", targets=[target], confidence=0.0,
                                       reason=call.error or "", context_target=target, gate=GateVerdict.FAIL,
