@@ -36,7 +36,7 @@ def edge_options(state: MemoryState, key, edge, positions, path, labels, large: 
 def query_time_hops(state: MemoryState, path: set[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """The path's hops over a link the engine finds at query time (MemLoom's logic links): no stored edge holds
     them, so the path would break there if only stored edges were drawn."""
-    kinds = {t.name for t in state.schema.edge_types if t.query_time} if state.schema is not None else set()
+    kinds = state.schema.query_time_types if state.schema is not None else ()
     return sorted(k for k in path if k not in state.edges and k[2] in kinds)
 
 

@@ -155,7 +155,7 @@ def path_edge_labels(r: RetrievedUnit) -> dict[tuple[int, int, str], str]:
 def hops_frame(state: MemoryState, r: RetrievedUnit) -> pd.DataFrame:
     """One result's path hop by hop: the stored edge each hop walked, its direction, confidence and cited records
     (a hop over a link the engine finds at query time, MemLoom's logic links, walked no stored edge)."""
-    query_time = {t.name for t in state.schema.edge_types if t.query_time}
+    query_time = state.schema.query_time_types
     rows = []
     for i, h in enumerate(r.path, 1):
         src, dst, etype = _edge_key(h)

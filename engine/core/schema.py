@@ -185,6 +185,11 @@ class EngineSchema:
         return tuple(e.name for e in self.edge_types if e.recovery)
 
     @property
+    def query_time_types(self) -> tuple[str, ...]:
+        """Edge types retrieval finds as it walks and never stores (a path may hold them, the graph never does)."""
+        return tuple(e.name for e in self.edge_types if e.query_time)
+
+    @property
     def lineage_types(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.edge_types if e.lineage)
 
