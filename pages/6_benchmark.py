@@ -17,6 +17,7 @@ from engine.store.data_paths import PathRefused, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
+from workbench import bench_checks as bc
 from workbench import bench_questions as bq
 from workbench import bench_run
 from workbench import benchmark_view as bv
@@ -29,7 +30,7 @@ from workbench.text import md_code, md_escape, table
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
 PER_RESULT = ("bench_systems", "bench_metric", "bench_miss_category", "bench_q_systems", "bench_q_categories", "bench_q_misses",
-              "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
+              "bench_q_changed", "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
 
 wb = get_workbench()
 header(wb)
@@ -153,6 +154,15 @@ with right:
     st.markdown(f"#### {md_escape(metric)} vs query latency")
     st.plotly_chart(bv.tradeoff_figure(result, systems, metric), width="stretch", key="bench_tradeoff")
 
+paired = bc.paired_frame(result, metric)
+if paired is not None:
+    st.markdown(f"#### Ablations against their full system · {md_escape(metric)}")
+    st.caption("Each ablation beside its engine's full system on the same questions (meetings for boundaries) at "
+               "the last round: the difference, its 95% paired-bootstrap interval, and how many questions the "
+               "ablation scored higher, lower and the same on. When the interval holds 0 the run cannot tell the "
+               "ablation from the full system: read the questions it changed, not the sign.")
+    st.dataframe(table(paired), hide_index=True, width="stretch")
+
 if any((result.summary.get(s) or {}).get("misses") for s in systems):
     st.markdown("#### Where the misses were lost (last round)")
     st.caption("Each gold turn of each question followed through the system's memory: found in the top k, never "
@@ -193,7 +203,7 @@ if result.boundaries:
                "negative: over-merging). fixed-50 is the fixed-window baseline.")
     st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
 
-paper = bv.reproduction_frame(result)
+paper = bc.reproduction_frame(result)
 if paper is not None:
     st.markdown("#### Paper check")
     st.caption("The engine's own paper figures that this run measures, beside the project's. ↓: lower is better. "
@@ -206,13 +216,17 @@ bench_costs_section(result)
 
 # -- questions -------------------------------------------------------------------------------------------------
 st.markdown("#### Questions")
-f1, f2, f3 = st.columns([3, 3, 1], vertical_alignment="bottom")
+f1, f2, f3, f4 = st.columns([3, 3, 1, 1.6], vertical_alignment="bottom")
 shown_systems = f1.multiselect("System", systems, default=systems, key="bench_q_systems")
 keys = sorted({str(q.get("category")) for q in result.questions})
 cats = f2.multiselect("Category", keys, key="bench_q_categories", format_func=result.category_label,
                       placeholder="all categories")
 misses = f3.checkbox("Misses only", key="bench_q_misses")
-records = bq.filtered_questions(result, bq.QuestionFilter(tuple(shown_systems), tuple(cats), misses, metric))
+changed = f4.checkbox("Ablation changed", key="bench_q_changed", disabled=paired is None,
+                      help="Only the questions an ablation scored differently from its full system on "
+                           f"{metric} (last round), each beside the full system's record.")
+records = bq.filtered_questions(result, bq.QuestionFilter(tuple(shown_systems), tuple(cats), misses, metric,
+                                                          changed and paired is not None))
 st.caption(f"{len(records)} of {len(result.questions)} question records. A miss: {md_escape(metric)} below 1 at "
            "the question's last asking. Select a row to read it below.")
 TABLE = "bench_q_table"

@@ -221,3 +221,33 @@ def test_a_server_that_refuses_is_named_without_its_password():
         message = str(err.value)
         assert message.startswith("cannot open postgresql+psycopg://") and "127.0.0.1:1/memory: " in message
         assert "s3cret" not in message and "\n" not in message
+
+
+def test_checkpoints_space_out_as_the_memory_grows(db_url):
+    """A checkpoint writes the whole fold, so its spacing grows with the memory (a quarter of its nodes, in
+    records, once that passes `checkpoint_every`): a growing memory pays for its checkpoints linearly, and
+    every point of its history still folds from the nearest one to the log's own fold."""
+    import json
+    import zlib
+
+    from sqlalchemy import text as sql
+
+    from engine.store.log_store import CHECKPOINT_SHARE
+    from tests.conftest import turn
+
+    eng = open_session(db_url, engine="naive")
+    eng.store.checkpoint_every = 10
+    places = ["river", "harbour", "market", "station", "library", "orchard", "bakery", "stadium"]
+    for i in range(1, 241):
+        eng.ingest(turn(i, "Maya" if i % 2 else "Leo", f"Day {i}: we walked past the {places[i % 8]} and "
+                                                        f"counted {i * 7} birds on the way.", str(1 + i // 40), i))
+    with eng.store.engine.connect() as conn:
+        rows = conn.execute(sql("SELECT seq, body FROM checkpoint ORDER BY seq")).all()
+    seqs = [seq for seq, _ in rows]
+    nodes = [len(json.loads(zlib.decompress(body))["nodes"]) for _, body in rows]
+    gaps = [b - a for a, b in zip([0, *seqs], seqs)]
+    assert all(gap >= max(10, n // CHECKPOINT_SHARE) for gap, n in zip(gaps, nodes)), list(zip(gaps, nodes))
+    assert max(gaps) > 10 * 4 and len(seqs) < eng.state.seq // 10 / 2      # fixed spacing would write seq/10
+    for target in (seqs[-1], seqs[-1] - 1, seqs[len(seqs) // 2] + 3, eng.state.seq):
+        assert eng.store.load_state(upto_seq=target).to_dict() == \
+            eng.store.load_state(upto_seq=target, checkpoints=False).to_dict()

@@ -10,6 +10,7 @@ import pytest
 from apptest import shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
+from engine.eval.significance import per_item
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
 from workbench import bench_run
@@ -339,6 +340,32 @@ def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, mon
     for trace, fate in zip(fig["data"], bv.Fate):
         for system, n in zip(trace["x"], trace["customdata"]):
             assert n == result.summary[system]["misses"]["by_category"]["2"][fate]
+
+    # the ablation beside its full system, question by question, for the metric picked on the page
+    for metric in ("r@5", "n@10"):
+        at.selectbox(key="bench_metric").set_value(metric).run()
+        assert not at.exception
+        paired = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+        row = paired.iloc[0]
+        mine, full = (per_item(result.data, s, metric) for s in ("allmem-anchors-only", "allmem"))
+        assert (row["ablation"], row["full system"]) == ("allmem-anchors-only", "allmem")
+        assert (row["higher"], row["lower"], row["same"]) == (sum(mine[k] > full[k] for k in mine),
+                                                            sum(mine[k] < full[k] for k in mine),
+                                                            sum(mine[k] == full[k] for k in mine))
+        assert row[f"Δ {metric}"] == pytest.approx(sum(mine[k] - full[k] for k in mine) / len(mine), abs=1e-4)
+
+    # the questions that make the difference: ticking the box keeps the ablation's changed records, each beside
+    # the full system's record of the same question
+    at.selectbox(key="bench_metric").set_value("r@5").run()
+    assert at.checkbox(key="bench_q_changed").disabled is False
+    at.checkbox(key="bench_q_changed").check().run()
+    assert not at.exception
+    shown = questions_table(at)
+    mine, full = (per_item(result.data, s, "r@5") for s in ("allmem-anchors-only", "allmem"))
+    changed = sorted(k for k in mine if mine[k] != full[k])
+    assert changed, "anchors-only changed no question of the demo; the filter is not exercised"
+    assert sorted(zip(shown["conversation"], shown["id"], shown["system"])) == sorted(
+        k + (s,) for k in changed for s in ("allmem", "allmem-anchors-only"))
 
 
 def test_names_from_the_file_stay_literal_and_no_cell_reads_none(tmp_path, workspace, monkeypatch):

@@ -11,6 +11,7 @@ from conftest import ROOT
 from test_bench import BUDGET_TALK, DEMO, DESIGN_TALK, _meeting, bench, result_of
 
 from engine.eval.reproduction import PAPER_ROWS, SAME_WITHIN, reproduction_plan
+from engine.eval.significance import compare_systems, per_item
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +56,24 @@ def test_an_allmem_run_writes_its_paper_rows_beside_the_measured_figures(tmp_pat
     assert report["measured"] == 3 * 2 + 2 and report["directions_checked"] == 5    # R@5, N@5; VR: full, no-split
     text = (out / "reproduction.md").read_text(encoding="utf-8")
     assert "| All-Mem Table 10 | w/o Split | `allmem-no-split` | r@5 | 0.451 |" in text
+    # each difference with its paired interval over the questions both systems answered, from the records
+    paired = compare_systems(result, "allmem-no-split", "allmem", "r@5")
+    assert split["project_interval"] == [paired.low, paired.high] and paired.n == len(per_item(result, "allmem", "r@5"))
+    assert split["within_noise"] == (paired.low <= 0 <= paired.high)
+    assert paired.low <= split["project_vs_reference"] <= paired.high
+    assert rows[("allmem", "visible_ratio")]["project_interval"] is None        # not a per-question figure
+    assert report["directions_beyond_noise"] == sum(1 for r in report["rows"] if r["within_noise"] is False
+                                                    and r["agrees"] is not None)
+    assert f"[{paired.low:+.3f}, {paired.high:+.3f}]" in text
+    # summary.md: each ablation against the full system, with the questions it scored higher / lower / same on
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "**ablations against the full system**" in summary
+    for system in ("allmem-no-split", "allmem-anchors-only"):
+        mine, full_r5 = per_item(result, system, "r@5"), per_item(result, "allmem", "r@5")
+        higher = sum(mine[k] > full_r5[k] for k in mine)
+        lower = sum(mine[k] < full_r5[k] for k in mine)
+        line = next(x for x in summary.splitlines() if x.startswith(f"| {system} | allmem |"))
+        assert f"| {higher} / {lower} / {len(mine) - higher - lower} |" in line
 
 
 def test_a_qmsum_run_puts_memloom_and_fixed_windows_beside_table_2(tmp_path):

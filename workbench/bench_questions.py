@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from engine.eval.significance import ablation_references, per_item
 from workbench.bench_result import BenchResult
 from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
 
@@ -22,12 +23,28 @@ class QuestionFilter:
     categories: tuple[str, ...]         # category keys; empty: all
     misses_only: bool
     metric: str                         # what decides hit or miss
+    changed_only: bool = False          # only questions an ablation scored differently from its full system
 
 
 def filtered_questions(result: BenchResult, f: QuestionFilter) -> list[dict]:
+    changed = changed_by_ablations(result, f.metric) if f.changed_only else set()
     return [q for q in result.questions
             if q["system"] in f.systems and (not f.categories or str(q.get("category")) in f.categories)
-            and (not f.misses_only or is_miss(q, f.metric))]
+            and (not f.misses_only or is_miss(q, f.metric))
+            and (not f.changed_only or question_key(q) + (q["system"],) in changed)]
+
+
+def changed_by_ablations(result: BenchResult, metric: str) -> set[tuple[str, str, str]]:
+    """(conversation, question, system) of each ablation's record whose `metric` at the last round differs from
+    its engine's full system's on the same question, and of that full system's record: the handful of questions
+    that make an ablation's difference, side by side."""
+    out: set[tuple[str, str, str]] = set()
+    for ablation, full in ablation_references(result.data).items():
+        mine, theirs = per_item(result.data, ablation, metric), per_item(result.data, full, metric)
+        for key in mine.keys() & theirs.keys():
+            if mine[key] is not None and theirs[key] is not None and mine[key] != theirs[key]:
+                out |= {key + (ablation,), key + (full,)}
+    return out
 
 
 def questions_frame(result: BenchResult, records: list[dict], metric: str) -> pd.DataFrame:

@@ -17,7 +17,6 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from engine.eval import reproduction
 from engine.eval.misses import FATE_LABELS, Fate
 from workbench.bench_result import BenchResult
 from workbench.text import md_code, md_escape
@@ -368,25 +367,3 @@ def boundaries_frame(result: BenchResult) -> pd.DataFrame:
         agg["delta_b_rate"] = frame.groupby("system", sort=False)["delta_b_rate"].mean()
     agg = agg.rename(columns={"pk": "Pk", "window_diff": "WindowDiff", "delta_b": "ΔB", "delta_b_rate": "ΔB rate"})
     return agg.reset_index().round(3)
-
-
-def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
-    """The paper rows this result measures (engine.eval.reproduction), one line per paper figure; None when
-    the run measures none."""
-    report = reproduction.compare(result.data)
-    if not report["measured"]:
-        return None
-    rows = []
-    for r in report["rows"]:
-        if r["reference"] is None:
-            direction = "reference (full system)"
-        elif r["agrees"] is None:
-            direction = "not measured"
-        else:
-            direction = f"paper {r['paper_direction']}, here {r['project_direction']}" + \
-                ("  ✓" if r["agrees"] else "  ✗")
-        rows.append({"paper table": r["table"], "variant": r["variant"], "system": r["system"],
-                     "metric": r["metric"] + (" ↓" if r["lower_is_better"] else ""), "paper": r["paper"],
-                     "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
-                     "project Δ vs full": r["project_vs_reference"], "direction": direction})
-    return pd.DataFrame(rows)

@@ -7,6 +7,8 @@ QMSum the boundary figures.
 from __future__ import annotations
 
 from engine.eval.misses import Fate
+from engine.eval.reproduction import interval_text
+from engine.eval.significance import LEVEL, ablation_references, compare_systems
 
 
 def _fmt(value) -> str:
@@ -100,6 +102,29 @@ def structure_table(result: dict) -> list[str]:
             ""]
 
 
+def paired_table(result: dict) -> list[str]:
+    """Each ablation against its engine's full system, question by question at the last round
+    (engine.eval.significance): the difference per headline metric with its paired-bootstrap interval, and how
+    many questions the ablation scored higher and lower on the first of them."""
+    pairs = ablation_references(result)
+    metrics = headline(result)
+    rows = []
+    for label, reference in pairs.items():
+        found = [compare_systems(result, label, reference, m) for m in metrics]
+        if found[0] is None:
+            continue
+        first = found[0]
+        rows.append([label, reference, *(x for p in found for x in (
+            None if p is None else f"{p.delta:+.4f}", interval_text(None if p is None else [p.low, p.high]))),
+            f"{first.gained} / {first.lost} / {first.tied}", "within noise" if first.within_noise else "beyond noise"])
+    if not rows:
+        return []
+    return [f"**ablations against the full system** (paired over the same questions, last round; {LEVEL:.0%} "
+            "paired-bootstrap interval of the difference)", "",
+            *_table(["system", "vs", *(h for m in metrics for h in (f"Δ {m}", "interval")),
+                     f"questions higher / lower / same ({metrics[0]})", f"verdict ({metrics[0]})"], rows), ""]
+
+
 def misses_table(result: dict) -> list[str]:
     """Per system: where the gold turns went at the last round (engine.eval.misses), and what held back the
     ones that were on the surface or candidates."""
@@ -191,7 +216,8 @@ def tables(result: dict) -> str:
     """Per-round and per-category tables (what `memwb bench` prints at the end)."""
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
     if result["dataset"] != "qmsum":
-        lines += rounds_tables(result) + category_table(result) + structure_table(result) + misses_table(result)
+        lines += (rounds_tables(result) + category_table(result) + structure_table(result) + paired_table(result)
+                  + misses_table(result))
     else:
         lines += boundaries_table(result)
     lines += costs_tables(result)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from engine.eval.significance import LEVEL, compare_systems
+
 FORMAT = "memwb-reproduction/1"
 
 
@@ -106,7 +108,8 @@ def compare(result: dict, engine: str | None = None) -> dict:
     for row in paper_rows(engine, result.get("dataset")):
         ours = measured(result, row.system, row.metric)
         entry = {**asdict(row), "paper": row.value, "project": ours, "paper_vs_reference": None,
-                 "project_vs_reference": None, "paper_direction": None, "project_direction": None, "agrees": None}
+                 "project_vs_reference": None, "project_interval": None, "within_noise": None,
+                 "paper_direction": None, "project_direction": None, "agrees": None}
         del entry["value"]
         if row.reference is not None:
             ref = next((r for r in PAPER_ROWS if r.system == row.reference and r.metric == row.metric
@@ -117,6 +120,10 @@ def compare(result: dict, engine: str | None = None) -> dict:
             entry.update(paper_vs_reference=_round(paper_delta), project_vs_reference=_round(ours_delta),
                          paper_direction=_direction(paper_delta, row.lower_is_better),
                          project_direction=_direction(ours_delta, row.lower_is_better))
+            paired = compare_systems(result, row.system, row.reference, row.metric) if ours_delta is not None \
+                else None
+            if paired is not None:
+                entry.update(project_interval=[paired.low, paired.high], within_noise=paired.within_noise)
             if entry["paper_direction"] and entry["project_direction"]:
                 entry["agrees"] = entry["paper_direction"] == entry["project_direction"]
         rows.append(entry)
@@ -124,7 +131,8 @@ def compare(result: dict, engine: str | None = None) -> dict:
     directed = [r for r in measured_rows if r["agrees"] is not None]
     return {"format": FORMAT, "dataset": result.get("dataset"), "command": result.get("command"), "rows": rows,
             "measured": len(measured_rows), "directions_checked": len(directed),
-            "directions_agree": sum(r["agrees"] for r in directed)}
+            "directions_agree": sum(r["agrees"] for r in directed),
+            "directions_beyond_noise": sum(1 for r in directed if r["within_noise"] is False)}
 
 
 def _round(value: float | None) -> float | None:
@@ -139,25 +147,36 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
+def interval_text(interval: list[float] | None) -> str:
+    """A paired difference's interval as the report and the Benchmark page show it."""
+    return "–" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
+
+
 def markdown(report: dict) -> str:
     """The report as a table: one line per paper cell, the directions side by side."""
     lines = [f"# Paper reproduction · {report['dataset']}", "",
              f"{report['measured']} paper figures measured by this run; the variant moves the paper's way in "
-             f"{report['directions_agree']} of {report['directions_checked']} that have a reference.", "",
+             f"{report['directions_agree']} of {report['directions_checked']} that have a reference. "
+             f"In {report.get('directions_beyond_noise', 0)} of those the project's difference is beyond noise: "
+             f"its {LEVEL:.0%} paired-bootstrap interval (over the questions, or meetings, both systems were "
+             "scored on) leaves out 0. A difference whose interval holds 0 is marked \"within noise\": this run "
+             "cannot tell it from no difference.", "",
              "| paper table | variant | system | metric | paper | project | paper Δ vs full | project Δ vs full "
-             "| direction (paper / project) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"| {LEVEL:.0%} interval of project Δ | direction (paper / project) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         if r["reference"] is None:
             direction = "reference"
         elif r["agrees"] is None:
             direction = f"{r['paper_direction'] or '–'} / {r['project_direction'] or 'not measured'}"
         else:
-            direction = f"{r['paper_direction']} / {r['project_direction']} " + ("✓" if r["agrees"] else "✗")
+            direction = f"{r['paper_direction']} / {r['project_direction']} " + ("✓" if r["agrees"] else "✗") + \
+                (" (within noise)" if r.get("within_noise") else "")
         lines.append(f"| {r['table']} | {r['variant']} | `{r['system']}` | {r['metric']}"
                      f"{' (lower is better)' if r['lower_is_better'] else ''} | {_cell(r['paper'])} | "
                      f"{_cell(r['project'])} | {_signed(r['paper_vs_reference'])} | "
-                     f"{_signed(r['project_vs_reference'])} | {direction} |")
+                     f"{_signed(r['project_vs_reference'])} | {interval_text(r.get('project_interval'))} | "
+                     f"{direction} |")
     if report.get("command"):
         lines += ["", f"Measured by `{report['command']}`."]
     return "\n".join(lines) + "\n"

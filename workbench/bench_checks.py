@@ -1,0 +1,51 @@
+"""The Benchmark page's checks of a result: the paper rows it measures and its ablations against their full
+system, each difference with its paired-bootstrap interval (`engine.eval.significance`), so a researcher can
+tell a direction from noise before reading anything into it."""
+from __future__ import annotations
+
+import pandas as pd
+
+from engine.eval import reproduction
+from engine.eval.reproduction import interval_text
+from engine.eval.significance import ablation_references, compare_systems
+from workbench.bench_result import BenchResult
+
+
+def paired_frame(result: BenchResult, metric: str) -> pd.DataFrame | None:
+    """Each ablation of the run against its engine's full system on `metric`, paired over the questions (or
+    meetings) both were scored on; None when the run has no ablation beside its full system."""
+    rows = []
+    for system, reference in ablation_references(result.data).items():
+        p = compare_systems(result.data, system, reference, metric)
+        if p is None:
+            continue
+        rows.append({"ablation": system, "full system": reference, f"Δ {metric}": p.delta,
+                     "95% interval": interval_text([p.low, p.high]), "higher": p.gained, "lower": p.lost,
+                     "same": p.tied, "verdict": "within noise" if p.within_noise else
+                     ("lower than full" if p.delta < 0 else "higher than full")})
+    return pd.DataFrame(rows) if rows else None
+
+
+def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
+    """The paper rows this result measures (engine.eval.reproduction), one line per paper figure; None when
+    the run measures none."""
+    report = reproduction.compare(result.data)
+    if not report["measured"]:
+        return None
+    rows = []
+    for r in report["rows"]:
+        if r["reference"] is None:
+            direction = "reference (full system)"
+        elif r["agrees"] is None:
+            direction = "not measured"
+        else:
+            direction = f"paper {r['paper_direction']}, here {r['project_direction']}" + \
+                ("  ✓" if r["agrees"] else "  ✗")
+            if r.get("within_noise"):
+                direction += " (within noise)"
+        rows.append({"paper table": r["table"], "variant": r["variant"], "system": r["system"],
+                     "metric": r["metric"] + (" ↓" if r["lower_is_better"] else ""), "paper": r["paper"],
+                     "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
+                     "project Δ vs full": r["project_vs_reference"],
+                     "95% interval of project Δ": interval_text(r.get("project_interval")), "direction": direction})
+    return pd.DataFrame(rows)
