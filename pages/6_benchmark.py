@@ -208,7 +208,8 @@ if paper is not None:
     st.markdown("#### Paper check")
     st.caption("The engine's own paper figures that this run measures, beside the project's. ↓: lower is better. "
                "Absolute values differ (other models, prompts and data handling); what should hold is the "
-               "direction: a variant the paper found worse than its full system should be worse here too (✓). "
+               "direction: a variant the paper found worse than its full system should be worse here too (✓), and only "
+               "a difference whose 95% paired-bootstrap interval leaves out 0 says anything (else: within noise). "
                "`memwb reproduce ENGINE` runs every dataset the paper rows need.")
     st.dataframe(table(paper), hide_index=True, width="stretch")
 

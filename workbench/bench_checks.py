@@ -47,5 +47,5 @@ def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
                      "metric": r["metric"] + (" ↓" if r["lower_is_better"] else ""), "paper": r["paper"],
                      "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
                      "project Δ vs full": r["project_vs_reference"],
-                     "95% interval of project Δ": interval_text(r.get("project_interval")), "direction": direction})
+                     "project Δ 95% interval": interval_text(r.get("project_interval")), "direction": direction})
     return pd.DataFrame(rows)
