@@ -30,7 +30,7 @@ from workbench.text import md_code, md_escape, table
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
 PER_RESULT = ("bench_systems", "bench_metric", "bench_miss_category", "bench_q_systems", "bench_q_categories", "bench_q_misses",
-              "bench_q_changed", "bench_q_pick", "bench_q_other")              # choices that belong to the result shown
+              "bench_q_changed", "bench_q_pick", "bench_q_other", "bench_against")              # choices that belong to the result shown
 
 wb = get_workbench()
 header(wb)
@@ -154,14 +154,19 @@ with right:
     st.markdown(f"#### {md_escape(metric)} vs query latency")
     st.plotly_chart(bv.tradeoff_figure(result, systems, metric), width="stretch", key="bench_tradeoff")
 
-paired = bc.paired_frame(result, metric)
-if paired is not None:
-    st.markdown(f"#### Ablations against their full system · {md_escape(metric)}")
-    st.caption("Each ablation beside its engine's full system on the same questions (meetings for boundaries) at "
-               "the last round: the difference, its 95% paired-bootstrap interval, and how many questions the "
-               "ablation scored higher, lower and the same on. When the interval holds 0 the run cannot tell the "
-               "ablation from the full system: read the questions it changed, not the sign.")
-    st.dataframe(table(paired), hide_index=True, width="stretch")
+ablated = bc.FULL_SYSTEMS in bc.against_choices(result)
+if len(result.systems) > 1:
+    st.markdown(f"#### Paired differences · {md_escape(metric)}")
+    st.caption("Each system beside another on the same questions (meetings for boundaries) at the last round: the "
+               "difference, its 95% paired-bootstrap interval, and how many questions it scored higher, lower and "
+               "the same on. When the interval holds 0 the run cannot tell the two apart: read the questions that "
+               "changed, not the sign.")
+    against = st.columns([1, 2])[0].selectbox("Against", bc.against_choices(result), key="bench_against")
+    paired = bc.paired_frame(result, metric, against)
+    if paired is None:
+        st.caption("No question (or meeting) was scored by both.")
+    else:
+        st.dataframe(table(paired), hide_index=True, width="stretch")
 
 if any((result.summary.get(s) or {}).get("misses") for s in systems):
     st.markdown("#### Where the misses were lost (last round)")
@@ -223,11 +228,11 @@ keys = sorted({str(q.get("category")) for q in result.questions})
 cats = f2.multiselect("Category", keys, key="bench_q_categories", format_func=result.category_label,
                       placeholder="all categories")
 misses = f3.checkbox("Misses only", key="bench_q_misses")
-changed = f4.checkbox("Ablation changed", key="bench_q_changed", disabled=paired is None,
+changed = f4.checkbox("Ablation changed", key="bench_q_changed", disabled=not ablated,
                       help="Only the questions an ablation scored differently from its full system on "
                            f"{metric} (last round), each beside the full system's record.")
 records = bq.filtered_questions(result, bq.QuestionFilter(tuple(shown_systems), tuple(cats), misses, metric,
-                                                          changed and paired is not None))
+                                                          changed and ablated))
 st.caption(f"{len(records)} of {len(result.questions)} question records. A miss: {md_escape(metric)} below 1 at "
            "the question's last asking. Select a row to read it below.")
 TABLE = "bench_q_table"

@@ -96,6 +96,20 @@ def test_a_workspace_run_opens_with_every_chart(workspace):
     assert {t["legendgroup"] for t in overall["data"]} == {"naive"} and len(overall["data"]) == 4
 
 
+def test_a_run_without_ablations_pairs_every_system_with_the_one_picked(workspace):
+    at = open_page()
+    result = load_result(workspace)
+    against = at.selectbox(key="bench_against")
+    assert against.options == result.systems and at.checkbox(key="bench_q_changed").disabled
+    metric = at.selectbox(key="bench_metric").value
+    paired = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    other = [s for s in result.systems if s != against.value]
+    assert list(paired["system"]) == other and set(paired["against"]) == {against.value}
+    mine, ref = (per_item(result.data, s, metric) for s in (other[0], against.value))
+    shared = mine.keys() & ref.keys()
+    assert shared and paired.iloc[0]["same"] == sum(mine[k] == ref[k] for k in shared)
+
+
 def test_filters_change_the_question_table(workspace):
     at = open_page()
     assert len(questions_table(at)) == 12                      # 6 questions × 2 systems
@@ -348,11 +362,19 @@ def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, mon
         paired = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
         row = paired.iloc[0]
         mine, full = (per_item(result.data, s, metric) for s in ("allmem-anchors-only", "allmem"))
-        assert (row["ablation"], row["full system"]) == ("allmem-anchors-only", "allmem")
+        assert (row["system"], row["against"]) == ("allmem-anchors-only", "allmem")
         assert (row["higher"], row["lower"], row["same"]) == (sum(mine[k] > full[k] for k in mine),
                                                             sum(mine[k] < full[k] for k in mine),
                                                             sum(mine[k] == full[k] for k in mine))
         assert row[f"Δ {metric}"] == pytest.approx(sum(mine[k] - full[k] for k in mine) / len(mine), abs=1e-4)
+
+    # against any one system instead: every other system beside it
+    at.selectbox(key="bench_against").set_value("allmem-anchors-only").run()
+    paired = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    assert list(zip(paired["system"], paired["against"])) == [("allmem", "allmem-anchors-only")]
+    mine, full = (per_item(result.data, s, at.selectbox(key="bench_metric").value)
+                  for s in ("allmem", "allmem-anchors-only"))
+    assert paired.iloc[0]["higher"] == sum(mine[k] > full[k] for k in mine)
 
     # the questions that make the difference: ticking the box keeps the ablation's changed records, each beside
     # the full system's record of the same question

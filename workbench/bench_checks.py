@@ -1,6 +1,7 @@
-"""The Benchmark page's checks of a result: the paper rows it measures and its ablations against their full
-system, each difference with its paired-bootstrap interval (`engine.eval.significance`), so a researcher can
-tell a direction from noise before reading anything into it."""
+"""The Benchmark page's checks of a result: the paper rows it measures, and its systems against each other (each
+ablation against its full system, or every system against one), each difference with its paired-bootstrap
+interval (`engine.eval.significance`), so a researcher can tell a direction from noise before reading anything
+into it."""
 from __future__ import annotations
 
 import pandas as pd
@@ -11,18 +12,30 @@ from engine.eval.significance import ablation_references, compare_systems
 from workbench.bench_result import BenchResult
 
 
-def paired_frame(result: BenchResult, metric: str) -> pd.DataFrame | None:
-    """Each ablation of the run against its engine's full system on `metric`, paired over the questions (or
-    meetings) both were scored on; None when the run has no ablation beside its full system."""
+FULL_SYSTEMS = "each ablation's full system"          # the comparison `paired_frame` makes by default
+
+
+def against_choices(result: BenchResult) -> list[str]:
+    """What the page offers to compare every system with: each ablation's full system (when the run has one)
+    first, then any one system of the run."""
+    return ([FULL_SYSTEMS] if ablation_references(result.data) else []) + result.systems
+
+
+def paired_frame(result: BenchResult, metric: str, against: str = FULL_SYSTEMS) -> pd.DataFrame | None:
+    """Systems against others on `metric`, paired over the questions (or meetings) both were scored on: each
+    ablation against its engine's full system (`FULL_SYSTEMS`), or every other system against the one named;
+    None when nothing pairs."""
+    pairs = ablation_references(result.data) if against == FULL_SYSTEMS else \
+        {s: against for s in result.systems if s != against}
     rows = []
-    for system, reference in ablation_references(result.data).items():
+    for system, reference in pairs.items():
         p = compare_systems(result.data, system, reference, metric)
         if p is None:
             continue
-        rows.append({"ablation": system, "full system": reference, f"Δ {metric}": p.delta,
+        rows.append({"system": system, "against": reference, f"Δ {metric}": p.delta,
                      "95% interval": interval_text([p.low, p.high]), "higher": p.gained, "lower": p.lost,
                      "same": p.tied, "verdict": "within noise" if p.within_noise else
-                     ("lower than full" if p.delta < 0 else "higher than full")})
+                     (f"lower than {reference}" if p.delta < 0 else f"higher than {reference}")})
     return pd.DataFrame(rows) if rows else None
 
 
