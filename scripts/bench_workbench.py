@@ -3,9 +3,10 @@ them to out/bench_workbench.json.
 
 - `embed_batch_s`: conv-26's turn texts embedded once in one batch by a fresh embedder (the model loaded
   beforehand), the yardstick of the jump targets.
-- `jump_cold_s` / `jump_warm_s`: `Workbench.jump` to the end of conv-26 (All-Mem, every-3-sessions: the
-  Replay page's default) from an empty embedding cache (a new workspace for the run), and again into a new database with every vector
-  cached; each with its ratio to `embed_batch_s` (target: cold within 3x) and warm turns/s (target >= 300).
+- `jump_cold_s` / `jump_warm_s`: `Workbench.jump` to the end of conv-26 (`--engine`, All-Mem by default;
+  every-3-sessions: the Replay page's default) from an empty embedding cache (a new workspace for the run), and
+  again into a new database with every vector cached; each with its ratio to `embed_batch_s` (target: cold
+  within 3x) and warm turns/s (target >= 300).
 - `jump.embedded` / `embed_needed_s`: how many texts the cold jump ran through the model (All-Mem embeds more
   than the turns: each utterance, its descriptor, the offline diagnosis's sentences), and how long one fresh
   batch of exactly those texts takes: `cold_needed_ratio` is the replay's cost beyond the encoding it needs.
@@ -13,11 +14,15 @@ them to out/bench_workbench.json.
   and about 2,000 units (several LoCoMo conversations in one JSONL conversation), first visit and again
   (target <= 1 s at 2,000 units).
 - `diagnosis_s`: Run diagnosis (`engine.propose`, what the Consolidation page's button calls) on conv-26 with
-  every unit still buffered (manual schedule).
+  every unit still buffered (manual schedule), for an engine with offline processes.
+
+One engine per run, since a cold jump needs an embedding cache no other engine has filled:
+`--engine memloom --parts jumps` measures MemLoom's replay against the same batch.
 
 Timings on a shared machine vary with its load: the load average is recorded beside them.
 
-    python scripts/bench_workbench.py [--out out/bench_workbench.json] [--units 2000] [--skip-pages]
+    python scripts/bench_workbench.py [--out out/bench_workbench.json] [--units 2000] [--parts jumps,pages]
+                                      [--engine allmem]
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-bench-workspace-"
 
 from results import noting_encoder, write_json  # noqa: E402
 
+from engine.engines import engine_schema, known_engines  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from workbench.model import LOCOMO_PATH, Workbench  # noqa: E402
@@ -65,10 +71,11 @@ def embed_batch(turns) -> float:
     return seconds
 
 
-def jumps(workdir: Path) -> dict:
+def jumps(workdir: Path, engine: str) -> dict:
     emb = Embedder()
     emb.warm()
-    cold = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "cold"), embedder=emb)
+    cold = Workbench.open(LOCOMO_PATH, CONVERSATION, engine, schedule=SCHEDULE, workdir=folder(workdir, "cold"),
+                          embedder=emb)
     n = cold.total_turns
     texts: list[str] = []
     undo = noting_encoder(emb.model(), texts)
@@ -76,7 +83,7 @@ def jumps(workdir: Path) -> dict:
     undo()
     needed = Embedder(shared=None)
     needed_s, _ = timed(lambda: needed.embed(texts))
-    warm = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule=SCHEDULE, workdir=folder(workdir, "warm"),
+    warm = Workbench.open(LOCOMO_PATH, CONVERSATION, engine, schedule=SCHEDULE, workdir=folder(workdir, "warm"),
                           embedder=cold.engine.embedder)
     encoded = warm.engine.embedder.encoded
     warm_s, _ = timed(lambda: warm.jump(n))
@@ -86,8 +93,9 @@ def jumps(workdir: Path) -> dict:
             "cold_needed_ratio": cold_s / needed_s, "embedder": cold.engine.embedder}
 
 
-def diagnosis(workdir: Path, embedder: Embedder) -> dict:
-    wb = Workbench.open(LOCOMO_PATH, CONVERSATION, schedule="manual", workdir=folder(workdir, "diag"), embedder=embedder)
+def diagnosis(workdir: Path, embedder: Embedder, engine: str) -> dict:
+    wb = Workbench.open(LOCOMO_PATH, CONVERSATION, engine, schedule="manual", workdir=folder(workdir, "diag"),
+                        embedder=embedder)
     wb.jump(wb.total_turns)
     buffered = wb.engine.state.buffered()
     seconds, proposals = timed(lambda: wb.engine.propose(manual=True))
@@ -125,22 +133,24 @@ def page_switches(wb: Workbench) -> dict:
     return {page: {"first_s": s[0], "again_s": s[1]} for page, s in out.items()}
 
 
-def jump_figures(work: Path, conversation, result: dict) -> Embedder:
+def jump_figures(work: Path, conversation, result: dict, engine: str) -> Embedder:
     """Batch embed, cold and warm jumps, diagnosis on a full buffer; returns the embedder holding the vectors."""
     batch = embed_batch(conversation.turns)
-    j = jumps(work)
+    j = jumps(work, engine)
     embedder = j.pop("embedder")
     j.update(cold_ratio=j["cold_s"] / batch, warm_ratio=j["warm_s"] / batch)
     print(f"embed {len(conversation.turns)} turns of {CONVERSATION} in one batch: {batch:.2f} s")
-    print(f"jump to the end of {CONVERSATION} ({j['turns']} turns, {j['units']} units): cold {j['cold_s']:.2f} s "
-          f"= {j['cold_ratio']:.1f}x the batch embed; warm {j['warm_s']:.2f} s = {j['warm_ratio']:.1f}x, "
-          f"{j['warm_turns_per_s']:.0f} turns/s")
+    print(f"{engine}: jump to the end of {CONVERSATION} ({j['turns']} turns, {j['units']} units): "
+          f"cold {j['cold_s']:.2f} s = {j['cold_ratio']:.1f}x the batch embed; warm {j['warm_s']:.2f} s = "
+          f"{j['warm_ratio']:.1f}x, {j['warm_turns_per_s']:.0f} turns/s")
     print(f"the cold jump embedded {j['embedded']} texts; those in one batch: {j['embed_needed_s']:.2f} s, so the "
           f"cold jump is {j['cold_needed_ratio']:.1f}x the encoding it needs")
-    d = diagnosis(work, embedder)
-    print(f"Run diagnosis on a full buffer ({d['buffered']} units): {d['seconds']:.2f} s, "
-          f"{d['proposals']} proposals")
-    result.update(embed_batch_s=batch, jump=j, diagnosis=d)
+    result.update(engine=engine, embed_batch_s=batch, jump=j)
+    if engine_schema(engine).processes:
+        d = diagnosis(work, embedder, engine)
+        print(f"Run diagnosis on a full buffer ({d['buffered']} units): {d['seconds']:.2f} s, "
+              f"{d['proposals']} proposals")
+        result.update(diagnosis=d)
     return embedder
 
 
@@ -149,6 +159,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "out" / "bench_workbench.json"))
     ap.add_argument("--units", type=int, default=2000, help="size of the larger page-switch workbench")
     ap.add_argument("--parts", default="jumps,pages", help="jumps (batch embed, jumps, diagnosis) and/or pages")
+    ap.add_argument("--engine", default="allmem", choices=known_engines(), help="the engine the jumps replay")
     args = ap.parse_args()
     if not LOCOMO_PATH.exists():
         raise SystemExit(f"LoCoMo is missing at {LOCOMO_PATH}")
@@ -159,7 +170,7 @@ def main() -> int:
     result = {"conversation": CONVERSATION, "schedule": SCHEDULE, "cpus": os.cpu_count()}
     embedder = Embedder()
     if "jumps" in parts:
-        embedder = jump_figures(work, conversation, result)
+        embedder = jump_figures(work, conversation, result, args.engine)
     if "pages" in parts:
         result["page_switch_s"] = {}
         small = Workbench.open(LOCOMO_PATH, CONVERSATION, workdir=folder(work, "p400"), embedder=embedder)
