@@ -29,8 +29,9 @@ from workbench.text import md_code, md_escape, table
 
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
-PER_RESULT = ("bench_systems", "bench_metric", "bench_miss_category", "bench_q_systems", "bench_q_categories", "bench_q_misses",
-              "bench_q_changed", "bench_q_pick", "bench_q_other", "bench_against")              # choices that belong to the result shown
+PER_RESULT = ("bench_systems", "bench_metric", "bench_miss_category", "bench_q_systems", "bench_q_categories",
+              "bench_q_misses", "bench_q_changed", "bench_q_pick", "bench_q_other",
+              "bench_against")              # choices that belong to the result shown
 
 wb = get_workbench()
 header(wb)
@@ -41,6 +42,18 @@ benchmarks = workspace_dir() / "benchmarks"
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _load(path: str, stamp: float) -> BenchResult:
     return load_result(path)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _paired(path: str, stamp: float, metric: str, against: str, _result: BenchResult):
+    """The paired table of one result file as it was at `stamp`: its bootstraps take a few tenths of a second on
+    an ablation run, too much to repeat on every rerun of the page."""
+    return bc.paired_frame(_result, metric, against)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _paper(path: str, stamp: float, _result: BenchResult):
+    return bc.reproduction_frame(_result)
 
 
 def open_result(text: str) -> BenchResult | None:
@@ -154,15 +167,17 @@ with right:
     st.markdown(f"#### {md_escape(metric)} vs query latency")
     st.plotly_chart(bv.tradeoff_figure(result, systems, metric), width="stretch", key="bench_tradeoff")
 
-ablated = bc.FULL_SYSTEMS in bc.against_choices(result)
+stamp = result.path.stat().st_mtime
+choices = bc.against_choices(result)
+ablated = bc.FULL_SYSTEMS in choices
 if len(result.systems) > 1:
     st.markdown(f"#### Paired differences · {md_escape(metric)}")
     st.caption("Each system beside another on the same questions (meetings for boundaries) at the last round: the "
                "difference, its 95% paired-bootstrap interval, and how many questions it scored higher, lower and "
                "the same on. When the interval holds 0 the run cannot tell the two apart: read the questions that "
                "changed, not the sign.")
-    against = st.columns([1, 2])[0].selectbox("Against", bc.against_choices(result), key="bench_against")
-    paired = bc.paired_frame(result, metric, against)
+    against = st.columns([1, 2])[0].selectbox("Against", choices, key="bench_against")
+    paired = _paired(str(result.path), stamp, metric, against, result)
     if paired is None:
         st.caption("No question (or meeting) was scored by both.")
     else:
@@ -208,7 +223,7 @@ if result.boundaries:
                "negative: over-merging). fixed-50 is the fixed-window baseline.")
     st.dataframe(table(bv.boundaries_frame(result)), hide_index=True, width="stretch")
 
-paper = bc.reproduction_frame(result)
+paper = _paper(str(result.path), stamp, result)
 if paper is not None:
     st.markdown("#### Paper check")
     st.caption("The engine's own paper figures that this run measures, beside the project's. ↓: lower is better. "

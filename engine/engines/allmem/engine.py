@@ -107,7 +107,7 @@ class AllMemEngine(BaseEngine):
 
     def _session_predecessor(self, session: str, t: str) -> int | None:
         """The latest earlier turn unit of the same session (Key_tau, cap 1)."""
-        cands = [u.id for u in self.turns_of_session(session) if u.kind == Kind.TURN and u.time <= t]
+        cands = [u.id for u in self.turns_of_session(session) if u.time <= t]
         best = top_cap(cands, self.settings.cap_temporal, lambda i: temporal_key(self.state.nodes[i]))
         return best[0] if best else None
 
