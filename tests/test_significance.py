@@ -36,6 +36,9 @@ def test_a_consistent_gain_is_beyond_noise_and_the_interval_matches_the_normal_o
     assert p.low == pytest.approx(d.mean() - half, abs=0.004) and p.high == pytest.approx(d.mean() + half, abs=0.004)
     assert p.low > 0 and not p.within_noise
     assert paired_difference(ours, ref) == p            # seeded: one result, one interval
+    assert p.verdict("full") == "higher than full"
+    assert paired_difference(ref, ours).verdict("mine") == "lower than mine"
+    assert paired_difference(ref, dict(ref)).verdict("full") == "within noise"
 
 
 def test_only_items_both_systems_were_scored_on_are_paired():

@@ -34,8 +34,7 @@ def paired_frame(result: BenchResult, metric: str, against: str = FULL_SYSTEMS) 
             continue
         rows.append({"system": system, "against": reference, f"Δ {metric}": p.delta,
                      "95% interval": interval_text([p.low, p.high]), "higher": p.gained, "lower": p.lost,
-                     "same": p.tied, "verdict": "within noise" if p.within_noise else
-                     (f"lower than {reference}" if p.delta < 0 else f"higher than {reference}")})
+                     "same": p.tied, "verdict": p.verdict(reference)})
     return pd.DataFrame(rows) if rows else None
 
 

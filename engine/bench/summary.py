@@ -116,7 +116,7 @@ def paired_table(result: dict) -> list[str]:
         first = found[0]
         rows.append([label, reference, *(x for p in found for x in (
             None if p is None else f"{p.delta:+.4f}", interval_text(None if p is None else [p.low, p.high]))),
-            f"{first.gained} / {first.lost} / {first.tied}", "within noise" if first.within_noise else "beyond noise"])
+            f"{first.gained} / {first.lost} / {first.tied}", first.verdict(reference)])
     if not rows:
         return []
     return [f"**ablations against the full system** (paired over the same questions, last round; {LEVEL:.0%} "

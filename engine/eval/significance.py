@@ -41,6 +41,12 @@ class PairedDifference:
         """The interval holds 0: the question sample cannot tell the two systems apart."""
         return self.low <= 0.0 <= self.high
 
+    def verdict(self, reference: str) -> str:
+        """What the comparison says, in the words every table of it uses: within noise, or which way it goes."""
+        if self.within_noise:
+            return "within noise"
+        return f"{'lower' if self.delta < 0 else 'higher'} than {reference}"
+
     def to_dict(self) -> dict:
         return {**asdict(self), "within_noise": self.within_noise}
 
