@@ -273,6 +273,24 @@ def test_names_from_the_file_reach_plotly_as_text():
                                             bv.tradeoff_figure(result, result.systems, "r@5")) for t in f.data)
 
 
+def test_names_on_the_tradeoff_plot_do_not_print_over_each_other():
+    """An engine's ablations sit on its latency and nearly its recall: one label for the group, the others'
+    names in their hovers; two close systems are named one above and one below; a system elsewhere keeps its
+    own label above it."""
+    points = {"allmem": (0.53, 0.575), "allmem-no-split": (0.52, 0.573), "allmem-no-merge": (0.55, 0.577),
+              "allmem-no-lexical": (0.50, 0.463), "memloom": (2.2, 0.593), "gam": (2.37, 0.545),
+              "naive": (None, 0.5)}
+    assert bv.point_labels(points) == {"allmem": ("allmem + 2 more", "top center"),
+                                       "allmem-no-lexical": ("allmem-no-lexical", "top center"),
+                                       "memloom": ("memloom", "top center"), "gam": ("gam", "bottom center")}
+    result = BenchResult(BENCH_FIXTURE, json.loads(BENCH_FIXTURE.read_text()))
+    fig = bv.tradeoff_figure(result, result.systems, "r@5")
+    shown = {t.name: (t.text[0], t.textposition) for t in fig.data}
+    points = {t.name: (t.x[0], t.y[0]) for t in fig.data}
+    assert {s: v for s, v in shown.items() if v[0]} == bv.point_labels(points)
+    assert all(t.name in t.hovertemplate for t in fig.data)
+
+
 def test_boundaries_table_means_over_meetings(tmp_path, workspace, monkeypatch):
     """QMSum: the table pools each system's meetings (fixed-50 included), hand-computed means; the page shows it."""
     data = json.loads(BENCH_FIXTURE.read_text())

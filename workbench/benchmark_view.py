@@ -155,19 +155,56 @@ def latency_figure(result: BenchResult, systems: list[str], kind: str) -> go.Fig
 
 
 def tradeoff_figure(result: BenchResult, systems: list[str], metric: str) -> go.Figure:
-    """`metric` at the last round against query latency p50: one point per system."""
+    """`metric` at the last round against query latency p50: one point per system. Names that would print over
+    each other (an engine's ablations share its latency and nearly its recall) are shared out by
+    `point_labels`; each point's hover still names it."""
     colors = system_colors(result.systems)
+    points = {s: (query_p50(result.summary.get(s, {}).get("latency_ms")),
+                  (result.summary.get(s, {}).get("overall") or {}).get(metric)) for s in systems}
+    labels = point_labels(points)
     fig = go.Figure()
     for s in systems:
-        summary = result.summary.get(s, {})
-        x, y = query_p50(summary.get("latency_ms")), (summary.get("overall") or {}).get(metric)
-        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", name=esc(s), text=[esc(s)],
-                                 textposition="top center", marker=dict(size=14, color=colors[s]),
+        x, y = points[s]
+        text, where = labels.get(s, ("", "top center"))
+        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", name=esc(s), text=[esc(text)],
+                                 textposition=where, marker=dict(size=14, color=colors[s]),
                                  hovertemplate=f"{esc(s)}<br>query p50 %{{x:.2f}} ms<br>{esc(metric)} %{{y:.3f}}"
                                                "<extra></extra>"))
-    fig.update_layout(height=340, xaxis=dict(title="query latency p50 (ms)", rangemode="tozero"),
-                      yaxis=dict(title=esc(metric), range=[0, 1.08]), showlegend=False, **_LAYOUT)
+    right = max((x for x, y in points.values() if x is not None and y is not None), default=None)
+    x_axis = dict(title="query latency p50 (ms)", rangemode="tozero")
+    if right:
+        x_axis["range"] = [0, right * 1.25]        # room for the rightmost name, centred on its point
+    fig.update_layout(height=340, xaxis=x_axis, yaxis=dict(title=esc(metric), range=[0, 1.08]), showlegend=False,
+                      **_LAYOUT)
     return fig
+
+
+def point_labels(points: dict[str, tuple[float | None, float | None]], x_share: float = 0.25,
+                 y_near: float = 0.06) -> dict[str, tuple[str, str]]:
+    """(text, position) of each labelled point of the trade-off plot. A point joins the first group (in
+    `points` order) whose first point is within `x_share` of the x axis (drawn from 0) and `y_near` on y: about
+    a label's width and height. A lone point is named above it; a pair, one above and one below; a larger
+    group once, above its first point, with how many more share the spot. Points without both coordinates get
+    no label."""
+    placed = {s: (x, y) for s, (x, y) in points.items() if x is not None and y is not None}
+    span = max((x for x, _ in placed.values()), default=0.0) or 1.0
+    groups: list[list[str]] = []
+    for s, (x, y) in placed.items():
+        for group in groups:
+            gx, gy = placed[group[0]]
+            if abs(x - gx) <= x_share * span and abs(y - gy) <= y_near:
+                group.append(s)
+                break
+        else:
+            groups.append([s])
+    labels = {}
+    for group in groups:
+        if len(group) == 2:
+            labels[group[0]], labels[group[1]] = (group[0], "top center"), (group[1], "bottom center")
+        else:
+            more = f" + {len(group) - 1} more" if len(group) > 2 else ""
+            labels[group[0]] = (group[0] + more, "top center")
+    return labels
 
 
 def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
