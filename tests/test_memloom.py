@@ -90,6 +90,19 @@ def test_event_fsm_invariants_over_random_sequences(tmp_path_factory, actions):
                 assert "not the latest" in str(exc)
         check_log(eng)
         assert eng.store.load_state(checkpoints=False).nodes.keys() == eng.state.nodes.keys()
+        check_status_view(eng)
+
+
+def check_status_view(eng) -> None:
+    """The engine's nodes-by-status view (what routing and the session-shift close read instead of a pass over
+    every node) holds exactly the state's nodes of each kind and status, through ingests, runs and undos."""
+    kinds = {n.kind for n in eng.state.nodes.values()}
+    statuses = {n.status for n in eng.state.nodes.values()} | {s.name for s in SCHEMA.statuses}
+    for kind in kinds:
+        for status in statuses:
+            expect = sorted(n.id for n in eng.state.nodes.values() if n.kind == kind and n.status == status)
+            assert [n.id for n in eng.nodes_in_status(kind, (status,))] == expect, (kind, status)
+    assert sum(len(v) for v in eng.status_nodes.values()) == len(eng.state.nodes)
 
 
 def test_hdra_score_and_routing_decision(make_engine):

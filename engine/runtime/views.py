@@ -1,5 +1,5 @@
-"""The views an engine derives from its fold: node vectors, the FAISS index of the retrieval surface, BM25, and
-each session's turn nodes.
+"""The views an engine derives from its fold: node vectors, the FAISS index of the retrieval surface, BM25,
+each session's turn nodes, and the nodes of each kind in each status.
 
 They are caches, never the truth: rebuilt from the state on open, kept in step
 with every committed record (`sync`), and thrown away with the engine. An
@@ -48,9 +48,12 @@ class DerivedViews:
             self.index.add(visible, np.stack([self.vectors[i] for i in visible]))
         self.bm25 = BM25()
         self.session_turns: dict[str, set[int]] = {}
+        self.status_nodes: dict[tuple[str, str], set[int]] = {}
+        self._status_key: dict[int, tuple[str, str]] = {}
         for u in nodes:
             self._index_lexical(u)
             self._index_session(u)
+            self._index_status(u)
 
     def _index_session(self, u: Node) -> None:
         if u.kind == self.state.turn_kind:
@@ -62,6 +65,23 @@ class DerivedViews:
         nodes = self.state.nodes
         return [nodes[i] for i in sorted(self.session_turns.get(session, ()))
                 if i in nodes and nodes[i].session == session]
+
+    def _index_status(self, u: Node) -> None:
+        key = (u.kind, u.status)
+        old = self._status_key.get(u.id)
+        if old == key:
+            return
+        if old is not None:
+            self.status_nodes[old].discard(u.id)
+        self.status_nodes.setdefault(key, set()).add(u.id)
+        self._status_key[u.id] = key
+
+    def nodes_in_status(self, kind: str, statuses: tuple[str, ...]) -> list[Node]:
+        """The nodes of `kind` in any of `statuses`, in id order: what a per-turn rule (MemLoom's open events)
+        looks among without a pass over every node, which made a long memory's ingest quadratic."""
+        nodes = self.state.nodes
+        ids = sorted(i for status in statuses for i in self.status_nodes.get((kind, status), ()))
+        return [nodes[i] for i in ids if i in nodes and nodes[i].kind == kind and nodes[i].status in statuses]
 
     def _index_lexical(self, u: Node) -> None:
         text = self.lexical_text(u)
@@ -84,10 +104,12 @@ class DerivedViews:
                 self.vectors[u.id] = self.embed_node(u)
                 self._index_lexical(u)
                 self._index_session(u)
+                self._index_status(u)
                 if u.visible:
                     self.index.add([u.id], self.vectors[u.id][None, :])
             elif op.kind == OpKind.STATUS_CHANGED and p["node"] in self.state.nodes:
                 uid = p["node"]
+                self._index_status(self.state.nodes[uid])
                 if self.state.nodes[uid].visible:
                     self.index.add([uid], self.vectors[uid][None, :])
                 else:
@@ -98,6 +120,9 @@ class DerivedViews:
                 self.vectors.pop(p["node"], None)
                 for turns in self.session_turns.values():
                     turns.discard(p["node"])
+                key = self._status_key.pop(p["node"], None)
+                if key is not None:
+                    self.status_nodes[key].discard(p["node"])
 
     def embed_node(self, node: Node) -> np.ndarray:
         return self.embedder.embed_one(self.embed_text(node))

@@ -152,7 +152,8 @@ class MemLoomEngine(BaseEngine):
                         speakers=[turn.speaker], session=turn.session, status=Life.BUFFERED, created_turn=turn_no,
                         attrs={k: routed[k] for k in ("rewritten", "intent", "topics", "references", "dates")})
         v_m = self.route_vector(sentence)
-        events = online.joinable(state, turn.session, turn_no, s.join_window)
+        events = online.joinable(self.nodes_in_status(Kind.EVENT, Life.JOINABLE), turn.session, turn_no,
+                                 s.join_window)
         cands = online.score_candidates(s, v_m, events, {e.id: self.vectors[e.id] for e in events}, turn.time,
                                         turn_no)
         decision = "NEW_EVENT" if not cands or cands[0].score < s.tau_new else "CONTINUE"
@@ -205,8 +206,7 @@ class MemLoomEngine(BaseEngine):
         if not self.settings.close_on_session_shift:
             return []
         closed = []
-        for e in sorted((n for n in self.state.nodes.values() if n.kind == Kind.EVENT and n.status in Life.JOINABLE
-                         and n.session != turn.session), key=lambda n: n.id):
+        for e in (n for n in self.nodes_in_status(Kind.EVENT, Life.JOINABLE) if n.session != turn.session):
             tx.set_status(e.id, Life.CLOSED, {"rule": "session_shift", "from_session": e.session,
                                               "to_session": turn.session})
             closed.append(e.id)

@@ -14,7 +14,6 @@ from datetime import datetime
 import numpy as np
 
 from engine.core.node import Node
-from engine.core.state import MemoryState
 from engine.core.text import words
 from engine.engines.memloom.schema import Kind, Life
 from engine.engines.memloom.settings import MemLoomSettings
@@ -48,15 +47,15 @@ class Candidate:
                 "b_sw": self.short_window, "score": round(self.score, 4)}
 
 
-def joinable(state: MemoryState, session: str, turn_no: int, window: int) -> list[Node]:
-    """S_join: provisional or active events of the current session updated within `window` turns
-    (the temporal-boundary filter, which also bounds the routing cost per turn), made online.
+def joinable(open_events: list[Node], session: str, turn_no: int, window: int) -> list[Node]:
+    """S_join: of the open (provisional or active) events, those of the current session updated within `window`
+    turns (the temporal-boundary filter, which also bounds the routing cost per turn), made online.
 
     An event the steward repaired is curated structure: the online path writes drafts only (MemLoom's
     provisional-first contract), so new talk opens a new event that the next run folds into it or cuts
     from it. Were the repaired event to take the talk directly, a topic boundary inside that talk could
     never be cut."""
-    return [n for n in state.nodes.values() if n.kind == Kind.EVENT and n.status in Life.JOINABLE
+    return [n for n in open_events if n.kind == Kind.EVENT and n.status in Life.JOINABLE
             and n.session == session and turn_no - n.attrs.get("last_turn", n.created_turn) <= window
             and n.made_by in ("", "online")]
 
