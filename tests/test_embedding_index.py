@@ -28,3 +28,30 @@ def test_index_holds_only_what_it_is_given_and_breaks_ties_by_id():
     assert 10 not in idx.ids and [i for i, _ in idx.search(v[0], 3)] == [11, 12]
     idx.add([11], v[2][None, :])                                   # re-adding replaces the vector
     assert idx.search(v[2], 1)[0][0] == 11 and len(idx) == 2
+
+
+def test_a_vector_replaced_in_place_scores_as_in_an_index_built_afresh():
+    """A unit already on the surface gets its new vector in its own row (no FAISS removal, which compacts the
+    index): every search and every surface score equals those of an index built from the final vectors."""
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(40, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    idx = VisibleIndex(16)
+    idx.add(list(range(30)), vecs[:30])
+    idx.remove([4, 17])
+    surface = idx.surface()
+    final = {i: vecs[i] for i in range(30) if i not in (4, 17)}
+    for step, uid in enumerate([5, 29, 0, 5]):                     # ids already there, one replaced twice
+        final[uid] = vecs[30 + step]
+        idx.add([uid], vecs[30 + step][None, :])
+    assert idx.surface() is surface                               # the same rows: nothing was rebuilt
+    idx.add([4, 6], np.stack([vecs[35], vecs[36]]))               # one back on the surface, one replaced
+    final[4], final[6] = vecs[35], vecs[36]
+    fresh = VisibleIndex(16)
+    fresh.add(sorted(final), np.stack([final[i] for i in sorted(final)]))
+    assert idx.ids == fresh.ids and len(idx) == len(final)
+    for q in vecs[30:40]:
+        assert idx.search(q, 8) == fresh.search(q, 8)
+        (ids, dense), (ids2, dense2) = [(s.ids.tolist(), d.tolist()) for s, d in (idx.surface_scores(q),
+                                                                                fresh.surface_scores(q))]
+        assert ids == ids2 and dense == dense2

@@ -95,12 +95,25 @@ class VisibleIndex:
         return len(self.ids)
 
     def add(self, ids: list[int], vectors: np.ndarray) -> None:
+        """Put `ids` on the surface with these vectors. One already there keeps its row and has its vector
+        overwritten in place: a group node's centroid changes on every turn that joins it, and removing a row
+        from FAISS compacts the whole index and rebuilds its id map (most of a 100,000-unit MemLoom ingest).
+        No score depends on a row's position (`inner_products`), so where a vector sits changes nothing."""
         if not ids:
             return
-        self.remove([i for i in ids if i in self.ids])
-        self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
-        self.ids.update(ids)
-        self._surface = None
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        kept = [j for j, i in enumerate(ids) if i in self.ids]
+        if kept:
+            surface = self.surface()
+            rows = surface.storage[positions(surface.where, np.asarray([ids[j] for j in kept], dtype=np.int64))]
+            n = self.flat.ntotal
+            stored = faiss.rev_swig_ptr(self.flat.get_xb(), n * self.dim).reshape(n, self.dim)
+            stored[rows] = vectors[kept]
+        fresh = [j for j, i in enumerate(ids) if i not in self.ids]
+        if fresh:
+            self.index.add_with_ids(vectors[fresh], np.asarray([ids[j] for j in fresh], dtype=np.int64))
+            self.ids.update(ids[j] for j in fresh)
+            self._surface = None
 
     def remove(self, ids: list[int]) -> None:
         present = [i for i in ids if i in self.ids]
