@@ -90,6 +90,7 @@ class VisibleIndex:
         self.index = faiss.IndexIDMap2(self.flat)
         self.ids: set[int] = set()
         self._surface: Surface | None = None
+        self._rows: dict[int, int] | None = {}        # id -> FAISS row; None after a removal shifted rows
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -104,23 +105,33 @@ class VisibleIndex:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
         kept = [j for j, i in enumerate(ids) if i in self.ids]
         if kept:
-            surface = self.surface()
-            rows = surface.storage[positions(surface.where, np.asarray([ids[j] for j in kept], dtype=np.int64))]
+            rows = self.rows()
             n = self.flat.ntotal
             stored = faiss.rev_swig_ptr(self.flat.get_xb(), n * self.dim).reshape(n, self.dim)
-            stored[rows] = vectors[kept]
+            stored[[rows[ids[j]] for j in kept]] = vectors[kept]
         fresh = [j for j, i in enumerate(ids) if i not in self.ids]
         if fresh:
+            first = self.flat.ntotal
             self.index.add_with_ids(vectors[fresh], np.asarray([ids[j] for j in fresh], dtype=np.int64))
             self.ids.update(ids[j] for j in fresh)
+            if self._rows is not None:
+                self._rows.update((ids[j], first + r) for r, j in enumerate(fresh))
             self._surface = None
+
+    def rows(self) -> dict[int, int]:
+        """Each id's row in FAISS storage: kept as rows are appended, read again from the id map after a
+        removal (which shifts every later row down)."""
+        if self._rows is None:
+            stored = faiss.vector_to_array(self.index.id_map).tolist()
+            self._rows = dict(zip(stored, range(len(stored))))
+        return self._rows
 
     def remove(self, ids: list[int]) -> None:
         present = [i for i in ids if i in self.ids]
         if present:
             self.index.remove_ids(np.asarray(present, dtype=np.int64))
             self.ids.difference_update(present)
-            self._surface = None
+            self._surface = self._rows = None
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top-k (id, cosine), ties (equal to 6 decimals) broken by smaller id for determinism.
