@@ -18,6 +18,7 @@ from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
 from workbench import bench_checks as bc
+from workbench import bench_misses as bm
 from workbench import bench_questions as bq
 from workbench import bench_run
 from workbench import benchmark_view as bv
@@ -191,11 +192,11 @@ if any((result.summary.get(s) or {}).get("misses") for s in systems):
                "full system to see where the recall it loses goes.")
     cat_keys = sorted({k for s in systems for k in ((result.summary.get(s) or {}).get("misses") or {})
                        .get("by_category", {})}, key=bv.category_sort_key)
-    miss_cat = st.selectbox("Category", [bv.ALL_CATEGORIES, *cat_keys], key="bench_miss_category",
-                            format_func=lambda c: "all categories" if c == bv.ALL_CATEGORIES
+    miss_cat = st.selectbox("Category", [bm.ALL_CATEGORIES, *cat_keys], key="bench_miss_category",
+                            format_func=lambda c: "all categories" if c == bm.ALL_CATEGORIES
                             else result.category_label(c))
-    st.plotly_chart(bv.misses_figure(result, systems, miss_cat), width="stretch", key="bench_misses")
-    st.dataframe(table(bv.misses_frame(result, systems)), hide_index=True, width="stretch")
+    st.plotly_chart(bm.misses_figure(result, systems, miss_cat), width="stretch", key="bench_misses")
+    st.dataframe(table(bm.misses_frame(result, systems)), hide_index=True, width="stretch")
 
 st.markdown("#### Latency by stage (p50, last round)")
 left, right = st.columns(2)

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from engine.eval.significance import per_item
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
+from workbench import bench_misses as bm
 from workbench import bench_run
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
@@ -335,7 +336,7 @@ def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
 
 def _misses_chart(at: AppTest) -> dict:
     return next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if any(t.get("name") == bv.esc(bv.FATE_LABELS[bv.Fate.FOUND]) for t in json.loads(c.proto.spec)["data"]))
+                if any(t.get("name") == bv.esc(bm.FATE_LABELS[bm.Fate.FOUND]) for t in json.loads(c.proto.spec)["data"]))
 
 
 def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, monkeypatch):
@@ -354,11 +355,11 @@ def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, mon
     at = open_page()
     fig = _misses_chart(at)
     assert [t["x"] for t in fig["data"]][0] == ["allmem", "allmem-anchors-only"]
-    for trace, fate in zip(fig["data"], bv.Fate):
+    for trace, fate in zip(fig["data"], bm.Fate):
         for system, y, n in zip(trace["x"], trace["y"], trace["customdata"]):
             fates = result.summary[system]["misses"]["fates"]
             assert n == fates[fate] and y == pytest.approx(fates[fate] / sum(fates.values()))
-    off = [t for t in fig["data"] if t["name"] == bv.esc(bv.FATE_LABELS[bv.Fate.OFF_SURFACE])][0]
+    off = [t for t in fig["data"] if t["name"] == bv.esc(bm.FATE_LABELS[bm.Fate.OFF_SURFACE])][0]
     assert off["y"][1] > off["y"][0] == 0       # what anchors-only loses to consolidation, Stage 2 recovered
     table = next(d.value for d in at.dataframe if "held back by" in d.value.columns)
     assert list(table["system"]) == ["allmem", "allmem-anchors-only"]
@@ -369,7 +370,7 @@ def test_where_the_misses_were_lost_stacks_each_systems_gold_turns(tmp_path, mon
     at.selectbox(key="bench_miss_category").set_value("2").run()
     assert not at.exception
     fig = _misses_chart(at)
-    for trace, fate in zip(fig["data"], bv.Fate):
+    for trace, fate in zip(fig["data"], bm.Fate):
         for system, n in zip(trace["x"], trace["customdata"]):
             assert n == result.summary[system]["misses"]["by_category"]["2"][fate]
 

@@ -17,14 +17,13 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from engine.eval.misses import FATE_LABELS, Fate
 from workbench.bench_result import BenchResult
 from workbench.text import md_code, md_escape
 
 PALETTE = qualitative.Plotly + qualitative.D3
 STACK = qualitative.Set2 + qualitative.Pastel1
 MEMORY_COLUMNS = 4                   # systems per row of the memory-growth grid
-_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
+LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
 
 
 def esc(text) -> str:
@@ -95,7 +94,7 @@ def curves_figure(result: BenchResult, systems: list[str], scope: str = "overall
                           row=1, col=i)
     fig.update_xaxes(dtick=1, title_text="round")
     fig.update_yaxes(range=[0, 1.02])
-    fig.update_layout(height=350, **_LAYOUT)
+    fig.update_layout(height=350, **LAYOUT)
     fig.update_layout(title=dict(text=SCOPES[scope], font=dict(size=14)), margin=dict(t=70, b=40),
                       legend=dict(orientation="h", y=-0.3))
     return fig
@@ -115,7 +114,7 @@ def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.
                              customdata=[(by_cat.get(k) or {}).get("n") for k in keys],
                              hovertemplate=f"{esc(s)} · %{{x}}<br>{esc(metric)} %{{y:.3f}} (n=%{{customdata}})"
                                            "<extra></extra>"))
-    fig.update_layout(barmode="group", height=340, yaxis=dict(range=[0, 1.02], title=esc(metric)), **_LAYOUT)
+    fig.update_layout(barmode="group", height=340, yaxis=dict(range=[0, 1.02], title=esc(metric)), **LAYOUT)
     return fig
 
 
@@ -150,7 +149,7 @@ def latency_figure(result: BenchResult, systems: list[str], kind: str) -> go.Fig
                              name=esc(stage), marker_color=STACK[i % len(STACK)],
                              hovertemplate=f"%{{x}} · {esc(stage)}: %{{y:.2f}} ms<extra></extra>"))
     fig.update_layout(barmode="stack", height=340, title=f"{kind} p50 by stage (ms)",
-                      yaxis=dict(title="ms"), **_LAYOUT)
+                      yaxis=dict(title="ms"), **LAYOUT)
     return fig
 
 
@@ -175,7 +174,7 @@ def tradeoff_figure(result: BenchResult, systems: list[str], metric: str) -> go.
     if right:
         x_axis["range"] = [0, right * 1.25]        # room for the rightmost name, centred on its point
     fig.update_layout(height=340, xaxis=x_axis, yaxis=dict(title=esc(metric), range=[0, 1.08]), showlegend=False,
-                      **_LAYOUT)
+                      **LAYOUT)
     return fig
 
 
@@ -251,53 +250,12 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
                                  hovertemplate=f"{esc(s)} · {esc(t)}<br>round %{{x}}: %{{y}}<extra></extra>"),
                           row=row + 1, col=col)
     fig.update_xaxes(dtick=1)
-    fig.update_layout(barmode="stack", height=300 * blocks + 120, **_LAYOUT)
+    fig.update_layout(barmode="stack", height=300 * blocks + 120, **LAYOUT)
     fig.update_layout(legend=dict(orientation="h", y=-0.1 / blocks))
     return fig
 
 
-FATE_COLORS = {Fate.FOUND: "#59a14f", Fate.NOT_STORED: "#7f7f7f", Fate.OFF_SURFACE: "#e15759",
-               Fate.NOT_REACHED: "#f28e2b", Fate.BELOW_K: "#edc948"}
-ALL_CATEGORIES = ""
 COV_SHOWN = (1, 2, 4)             # the hop budgets whose Cov(H) the summary table shows
-
-
-def misses_figure(result: BenchResult, systems: list[str], category: str = ALL_CATEGORIES) -> go.Figure:
-    """Where each system's gold turns went at the last round (engine.eval.misses): one stacked bar per system,
-    the share of gold turns found in the top k, never stored, consolidated off the surface and not recovered,
-    on the surface but not reached, or a candidate ranked below k. `category` limits it to one category."""
-    shown = [s for s in systems if (result.summary.get(s) or {}).get("misses")]
-    counts = {}
-    for s in shown:
-        m = result.summary[s]["misses"]
-        counts[s] = (m.get("by_category") or {}).get(category) or {} if category else m.get("fates") or {}
-    fig = go.Figure()
-    for fate in Fate:
-        totals = [sum(counts[s].values()) or 1 for s in shown]
-        ys = [counts[s].get(fate, 0) / t for s, t in zip(shown, totals)]
-        fig.add_trace(go.Bar(x=[esc(s) for s in shown], y=ys, name=esc(FATE_LABELS[fate]),
-                             marker_color=FATE_COLORS[fate], customdata=[counts[s].get(fate, 0) for s in shown],
-                             hovertemplate=f"%{{x}} · {esc(FATE_LABELS[fate])}<br>%{{y:.1%}} of gold turns "
-                                           "(%{customdata})<extra></extra>"))
-    k = next((result.summary[s]["misses"].get("k") for s in shown), None)
-    fig.update_layout(barmode="stack", height=380, yaxis=dict(range=[0, 1], tickformat=".0%",
-                                                              title=f"gold turns (k = {k})"), **_LAYOUT)
-    return fig
-
-
-def misses_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
-    """Per system: gold turns by fate, then which signal held back the turns that were on the surface or
-    candidates but missed the top k, and the engine's drop codes of the missed ones."""
-    rows = []
-    for s in systems:
-        m = (result.summary.get(s) or {}).get("misses")
-        if not m:
-            continue
-        row = {"system": s, **{FATE_LABELS[Fate(f)]: n for f, n in (m.get("fates") or {}).items()}}
-        row["held back by"] = ", ".join(f"{k} {v}" for k, v in (m.get("signals") or {}).items()) or "–"
-        row["drops"] = ", ".join(f"{k} {v}" for k, v in (m.get("drops") or {}).items()) or "–"
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def answer_line(answer: dict) -> str:
@@ -389,7 +347,7 @@ def construction_figure(result: BenchResult, systems: list[str]) -> go.Figure:
                                      hovertemplate=f"{esc(s)} · {esc(role)}: %{{y:,.0f}} {part} tokens, "
                                                    f"{r.get('calls', 0):g} calls per conversation<extra></extra>"))
     fig.update_layout(barmode="stack", height=360, yaxis_title="tokens per conversation",
-                      title="Construction cost: LLM tokens per conversation, by role", **_LAYOUT)
+                      title="Construction cost: LLM tokens per conversation, by role", **LAYOUT)
     return fig
 
 
