@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from engine.eval.misses import FATE_LABELS, Fate
 from workbench.bench_result import BenchResult
-from workbench.benchmark_view import LAYOUT, esc
+from workbench.benchmark_view import SYSTEM_BARS, esc
 
 FATE_COLORS = {Fate.FOUND: "#59a14f", Fate.NOT_STORED: "#7f7f7f", Fate.OFF_SURFACE: "#e15759",
                Fate.NOT_REACHED: "#f28e2b", Fate.BELOW_K: "#edc948"}
@@ -33,7 +33,7 @@ def misses_figure(result: BenchResult, systems: list[str], category: str = ALL_C
                                            "(%{customdata})<extra></extra>"))
     k = next((result.summary[s]["misses"].get("k") for s in shown), None)
     fig.update_layout(barmode="stack", height=380, yaxis=dict(range=[0, 1], tickformat=".0%",
-                                                              title=f"gold turns (k = {k})"), **LAYOUT)
+                                                              title=f"gold turns (k = {k})"), **SYSTEM_BARS)
     return fig
 
 

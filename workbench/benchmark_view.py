@@ -24,6 +24,10 @@ PALETTE = qualitative.Plotly + qualitative.D3
 STACK = qualitative.Set2 + qualitative.Pastel1
 MEMORY_COLUMNS = 4                   # systems per row of the memory-growth grid
 LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
+# bars with a system's name under each: names an ablation long slant down, so the legend goes above the plot
+# (under the title) and the bottom margin grows with the names
+SYSTEM_BARS = dict(margin=dict(l=10, r=10, t=90, b=10), legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
+                   xaxis=dict(automargin=True))
 
 
 def esc(text) -> str:
@@ -148,8 +152,8 @@ def latency_figure(result: BenchResult, systems: list[str], kind: str) -> go.Fig
         fig.add_trace(go.Bar(x=[esc(s) for s in systems], y=[per_system[s].get(stage) for s in systems],
                              name=esc(stage), marker_color=STACK[i % len(STACK)],
                              hovertemplate=f"%{{x}} · {esc(stage)}: %{{y:.2f}} ms<extra></extra>"))
-    fig.update_layout(barmode="stack", height=340, title=f"{kind} p50 by stage (ms)",
-                      yaxis=dict(title="ms"), **LAYOUT)
+    fig.update_layout(barmode="stack", height=380, title=f"{kind} p50 by stage (ms)",
+                      yaxis=dict(title="ms"), **SYSTEM_BARS)
     return fig
 
 
@@ -346,8 +350,10 @@ def construction_figure(result: BenchResult, systems: list[str]) -> go.Figure:
                                      marker_color=color, opacity=opacity, showlegend=_first(fig, group),
                                      hovertemplate=f"{esc(s)} · {esc(role)}: %{{y:,.0f}} {part} tokens, "
                                                    f"{r.get('calls', 0):g} calls per conversation<extra></extra>"))
-    fig.update_layout(barmode="stack", height=360, yaxis_title="tokens per conversation",
-                      title="Construction cost: LLM tokens per conversation, by role", **LAYOUT)
+    # no title (the page's heading names the chart): the top margin holds the legend, a role's prompt and
+    # completion an entry each, several rows of them
+    fig.update_layout(barmode="stack", height=440, yaxis_title="tokens per conversation (by role)",
+                      **{**SYSTEM_BARS, "margin": dict(l=10, r=10, t=140, b=10)})
     return fig
 
 
