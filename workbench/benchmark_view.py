@@ -23,7 +23,7 @@ from workbench.text import md_code, md_escape
 PALETTE = qualitative.Plotly + qualitative.D3
 STACK = qualitative.Set2 + qualitative.Pastel1
 MEMORY_COLUMNS = 4                   # systems per row of the memory-growth grid
-LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
 # bars with a system's name under each: names an ablation long slant down, so the legend goes above the plot
 # (under the title) and the bottom margin grows with the names
 SYSTEM_BARS = dict(margin=dict(l=10, r=10, t=90, b=10), legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
@@ -98,7 +98,7 @@ def curves_figure(result: BenchResult, systems: list[str], scope: str = "overall
                           row=1, col=i)
     fig.update_xaxes(dtick=1, title_text="round")
     fig.update_yaxes(range=[0, 1.02])
-    fig.update_layout(height=350, **LAYOUT)
+    fig.update_layout(height=350, **_LAYOUT)
     fig.update_layout(title=dict(text=SCOPES[scope], font=dict(size=14)), margin=dict(t=70, b=40),
                       legend=dict(orientation="h", y=-0.3))
     return fig
@@ -118,7 +118,7 @@ def category_figure(result: BenchResult, systems: list[str], metric: str) -> go.
                              customdata=[(by_cat.get(k) or {}).get("n") for k in keys],
                              hovertemplate=f"{esc(s)} · %{{x}}<br>{esc(metric)} %{{y:.3f}} (n=%{{customdata}})"
                                            "<extra></extra>"))
-    fig.update_layout(barmode="group", height=340, yaxis=dict(range=[0, 1.02], title=esc(metric)), **LAYOUT)
+    fig.update_layout(barmode="group", height=340, yaxis=dict(range=[0, 1.02], title=esc(metric)), **_LAYOUT)
     return fig
 
 
@@ -178,7 +178,7 @@ def tradeoff_figure(result: BenchResult, systems: list[str], metric: str) -> go.
     if right:
         x_axis["range"] = [0, right * 1.25]        # room for the rightmost name, centred on its point
     fig.update_layout(height=340, xaxis=x_axis, yaxis=dict(title=esc(metric), range=[0, 1.08]), showlegend=False,
-                      **LAYOUT)
+                      **_LAYOUT)
     return fig
 
 
@@ -254,7 +254,7 @@ def memory_figure(result: BenchResult, systems: list[str]) -> go.Figure:
                                  hovertemplate=f"{esc(s)} · {esc(t)}<br>round %{{x}}: %{{y}}<extra></extra>"),
                           row=row + 1, col=col)
     fig.update_xaxes(dtick=1)
-    fig.update_layout(barmode="stack", height=300 * blocks + 120, **LAYOUT)
+    fig.update_layout(barmode="stack", height=300 * blocks + 120, **_LAYOUT)
     fig.update_layout(legend=dict(orientation="h", y=-0.1 / blocks))
     return fig
 

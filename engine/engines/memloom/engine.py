@@ -210,10 +210,10 @@ class MemLoomEngine(BaseEngine):
             tx.set_status(e.id, Life.CLOSED, {"rule": "session_shift", "from_session": e.session,
                                               "to_session": turn.session})
             closed.append(e.id)
-        if closed:
-            waiting = set(self.state.buffer(STEWARD))
-            if any(e not in waiting for e in closed):
-                tx.push_buffer(STEWARD, [(e, []) for e in closed if e not in waiting])
+        waiting = set(self.state.buffer(STEWARD)) if closed else set()
+        handed = [(e, []) for e in closed if e not in waiting]
+        if handed:
+            tx.push_buffer(STEWARD, handed)
         return closed
 
     def _lifecycle(self, tx: Tx, eid: int, status: str, stats: dict, turn: Turn) -> list[dict]:

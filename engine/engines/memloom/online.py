@@ -15,7 +15,6 @@ import numpy as np
 
 from engine.core.node import Node
 from engine.core.text import words
-from engine.engines.memloom.schema import Kind, Life
 from engine.engines.memloom.settings import MemLoomSettings
 
 COMPLETION_CUES = ("that's settled", "all set", "all done", "it's done", "we're done", "that's done",
@@ -55,9 +54,8 @@ def joinable(open_events: list[Node], session: str, turn_no: int, window: int) -
     provisional-first contract), so new talk opens a new event that the next run folds into it or cuts
     from it. Were the repaired event to take the talk directly, a topic boundary inside that talk could
     never be cut."""
-    return [n for n in open_events if n.kind == Kind.EVENT and n.status in Life.JOINABLE
-            and n.session == session and turn_no - n.attrs.get("last_turn", n.created_turn) <= window
-            and n.made_by in ("", "online")]
+    return [n for n in open_events if n.session == session
+            and turn_no - n.attrs.get("last_turn", n.created_turn) <= window and n.made_by in ("", "online")]
 
 
 def score_candidates(s: MemLoomSettings, v_m: np.ndarray, events: list[Node], centroids: dict[int, np.ndarray],
