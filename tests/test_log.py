@@ -146,6 +146,61 @@ def test_illegal_lifecycle_transition_is_refused(make_engine):
     assert eng.state.units[uid].status == "visible"           # the live state never saw the isolated edit
 
 
+def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(make_engine):
+    """Tx works on a copy-on-write clone: every kind of record applied to it (nodes, edges, proposals, runs,
+    buffers, engine variables) leaves the live state as it was, and the clone ends where applying the same
+    records to a full copy ends."""
+    from engine.core.edge import Edge
+    from engine.core.node import Node
+    from engine.core.ops import apply
+    from engine.core.proposal import Proposal
+    from engine.core.state import MemoryState
+    from engine.core.tx import Tx
+
+    eng = make_engine()
+    ids = ingest(eng, UPDATE_OLD, SISTER_A, UPDATE_NEW, SISTER_B)
+    eng.consolidate()
+    before = eng.state.to_dict()
+
+    def adjacency(state):
+        return {u: (sorted(e.key for e in state.out_edges(u)), sorted(e.key for e in state.in_edges(u)))
+                for u in state.nodes}
+
+    links = adjacency(eng.state)
+    old, sister, new, other = (ids[t.id] for t in (UPDATE_OLD, SISTER_A, UPDATE_NEW, SISTER_B))
+    run = next(iter(eng.state.runs))
+    tx = Tx(eng.state, turn=eng.state.turn, run_id="r-clone")
+    tx.emit(OpKind.RUN_STARTED, {"mode": "manual"})
+    tx.set_status(new, "archived")
+    tx.set_descriptor(sister, "a changed summary", ["changed"])
+    tx.update_node(old, attrs={"note": "changed"}, source_ids=["D1:1", "D9:9"])
+    tx.create_node(Node(id=tx.state.next_node_id, raw="a node of the run", summary="", keywords=[], time="",
+                        kind="unit", source_ids=["D9:9"]))
+    made = tx.state.next_node_id - 1
+    tx.add_edge(Edge(src=old, dst=made, type="semantic", confidence=0.5))
+    tx.add_edge(Edge(src=sister, dst=old, type="semantic", confidence=0.4))
+    for e in list(tx.state.out_edges(old))[:1]:
+        tx.remove_edge(*e.key)
+    tx.retract_node(made)
+    tx.push_buffer("clone-test", [(old, [sister])])
+    tx.set_var("phase", {"phase": "changed"})
+    pid = tx.state.next_proposal_id
+    tx.make_proposal(Proposal(id=pid, run_id="r-clone", op="merge", targets=[old, sister], confidence=0.5,
+                               reason="a test"))
+    for p in list(eng.state.proposals)[:2]:
+        tx.update_proposal(p, note="changed")
+    tx.emit(OpKind.RUN_UNDONE, {"undone_run": run})
+    tx.emit(OpKind.RUN_COMMITTED, {"summary": {"n": 1}})
+    assert eng.state.to_dict() == before and adjacency(eng.state) == links
+    full = MemoryState.from_dict(before, eng.state.schema)
+    for op in tx.ops:
+        apply(full, op)
+    assert tx.state.to_dict() == full.to_dict()
+    assert adjacency(tx.state) == adjacency(full)
+    assert tx.state.nodes[old] is not eng.state.nodes[old]        # a changed node is the clone's own
+    assert tx.state.nodes[other] is eng.state.nodes[other]        # the others are still shared
+
+
 def test_old_databases_are_refused_with_a_clear_message(db_url):
     from sqlalchemy import create_engine
 

@@ -88,7 +88,7 @@ def _node_created(s: MemoryState, op: OpRecord) -> None:
     if not node.status:
         node.status = s.initial_status
     node.visible = s.on_surface(node.status)
-    s.nodes[node.id] = node
+    s.put_node(node)
     s.next_node_id = max(s.next_node_id, node.id + 1)
     if node.kind == s.turn_kind:
         for sid in node.source_ids:
@@ -109,7 +109,7 @@ def _node_retracted(s: MemoryState, op: OpRecord) -> None:
 
 
 def _descriptor_changed(s: MemoryState, op: OpRecord) -> None:
-    u = s.nodes[op.payload["node"]]
+    u = s.node_to_change(op.payload["node"])
     u.summary = op.payload["summary"]
     u.keywords = list(op.payload["keywords"])
 
@@ -118,7 +118,7 @@ _UPDATABLE = ("members", "attrs", "source_ids", "speakers")
 
 
 def _node_updated(s: MemoryState, op: OpRecord) -> None:
-    u = s.nodes[op.payload["node"]]
+    u = s.node_to_change(op.payload["node"])
     for key, value in op.payload["changes"].items():
         if key not in _UPDATABLE:
             raise ValueError(f"node_updated cannot change {key!r}; only {', '.join(_UPDATABLE)}")
@@ -127,7 +127,7 @@ def _node_updated(s: MemoryState, op: OpRecord) -> None:
 
 def _status_changed(s: MemoryState, op: OpRecord) -> None:
     p = op.payload
-    u = s.nodes[p["node"]]
+    u = s.node_to_change(p["node"])
     if not (p.get("cause") or {}).get("undo_of") and not s.legal(u.status, p["status"]):
         raise IllegalTransition(f"u{u.id} ({u.kind}): {u.status} -> {p['status']} is not a legal transition")
     u.status = p["status"]
@@ -253,32 +253,32 @@ def _turn_ingested(s: MemoryState, op: OpRecord) -> None:
 
 def _proposal_made(s: MemoryState, op: OpRecord) -> None:
     p = Proposal.from_dict(copy.deepcopy(op.payload["proposal"]))
-    s.proposals[p.id] = p
+    s.put_proposal(p)
     s.next_proposal_id = max(s.next_proposal_id, p.id + 1)
 
 
 def _proposal_updated(s: MemoryState, op: OpRecord) -> None:
-    p = s.proposals[op.payload["id"]]
+    p = s.proposal_to_change(op.payload["id"])
     for key, value in op.payload["changes"].items():
         setattr(p, key, copy.deepcopy(value))
 
 
 def _run_started(s: MemoryState, op: OpRecord) -> None:
-    s.runs[op.run_id] = RunInfo(run_id=op.run_id, mode=op.payload.get("mode", ""), turn=op.turn,
-                                process=op.payload.get("process", ""), first_seq=op.seq, last_seq=op.seq)
+    s.put_run(RunInfo(run_id=op.run_id, mode=op.payload.get("mode", ""), turn=op.turn,
+                      process=op.payload.get("process", ""), first_seq=op.seq, last_seq=op.seq))
 
 
 def _run_committed(s: MemoryState, op: OpRecord) -> None:
-    run = s.runs[op.run_id]
+    run = s.run_to_change(op.run_id)
     run.status, run.last_seq, run.summary = "committed", op.seq, dict(op.payload.get("summary", {}))
 
 
 def _run_undone(s: MemoryState, op: OpRecord) -> None:
-    s.runs[op.payload["undone_run"]].status = "undone"
+    s.run_to_change(op.payload["undone_run"]).status = "undone"
 
 
 def _run_discarded(s: MemoryState, op: OpRecord) -> None:
-    run = s.runs[op.run_id]
+    run = s.run_to_change(op.run_id)
     run.status, run.last_seq = "discarded", op.seq
 
 

@@ -2,7 +2,9 @@
 
 Offline runs build their edits here so that a run applies atomically or not
 at all: if anything raises before the commit, the live state and the store are
-untouched. The helpers record every prior value an op's inverse needs.
+untouched. The copy is a copy-on-write clone (`MemoryState.clone`): read a node
+or proposal from `tx.state` again after changing it. The helpers record every
+prior value an op's inverse needs.
 """
 from __future__ import annotations
 
