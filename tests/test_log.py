@@ -201,6 +201,25 @@ def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(mak
     assert tx.state.nodes[other] is eng.state.nodes[other]        # the others are still shared
 
 
+def test_nodes_and_proposals_write_every_field_as_asdict_does():
+    """Node.to_dict and Proposal.to_dict are written out for speed; a field added to either, or a nested value
+    shared with the object, would make a checkpoint or a log record differ from the object."""
+    from dataclasses import asdict
+
+    from engine.core.node import Node
+    from engine.core.proposal import Proposal
+
+    node = Node(id=3, raw="r", summary="s", keywords=["k"], time="t", kind="unit", source_ids=["D1:1"],
+                speakers=["A"], members=[1, 2], attrs={"a": {"b": [1]}})
+    prop = Proposal(id=5, run_id="r1", op="merge", targets=[1, 2], confidence=0.5, reason="why",
+                    plan={"keep": [1]}, detail={"evidence": [{"turn": "D1:1"}]})
+    for item in (node, prop):
+        data = item.to_dict()
+        assert data == asdict(item) and list(data) == list(asdict(item))
+        data[next(k for k in data if isinstance(data[k], list))].append("changed")
+        assert item.to_dict() == asdict(item) and data != asdict(item)
+
+
 def test_old_databases_are_refused_with_a_clear_message(db_url):
     from sqlalchemy import create_engine
 

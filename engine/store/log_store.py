@@ -213,14 +213,16 @@ class Store:
 
     def _checkpoint_due(self, conn: Connection, state: MemoryState) -> bool:
         """Whether the fold is far enough past the newest checkpoint to store another: `checkpoint_every`
-        records, or a `CHECKPOINT_SHARE`-th of its node count in records once the memory is larger. A checkpoint
-        writes the whole fold, so a fixed spacing made ingest quadratic (a naive memory's second 10,000 turns took
-        24.5 s against its first 12.8 s, checkpoints most of it); spacing that grows with the fold keeps their
-        total cost linear in the log (9.2 s against 8.8 s), and a fold from the nearest checkpoint still replays
-        at most that many records."""
+        records, or a `CHECKPOINT_SHARE`-th of what it writes (nodes, edges, proposals) in records once the
+        memory is larger. A checkpoint writes the whole fold, so a fixed spacing made ingest quadratic (a naive
+        memory's second 10,000 turns took 24.5 s against its first 12.8 s, checkpoints most of it); spacing that
+        grows with the fold keeps their total cost linear in the log (9.2 s against 8.8 s), and a fold from the
+        nearest checkpoint still replays at most that many records. Counting nodes alone let an engine with many
+        proposals and edges per node (GAM) spend a third of its ingest writing checkpoints."""
         if self._checkpoint_at is None:
             self._checkpoint_at = conn.execute(select(func.max(CheckpointRow.seq))).scalar() or 0
-        return state.seq - self._checkpoint_at >= max(self.checkpoint_every, len(state.nodes) // CHECKPOINT_SHARE)
+        size = len(state.nodes) + len(state.edges) + len(state.proposals)
+        return state.seq - self._checkpoint_at >= max(self.checkpoint_every, size // CHECKPOINT_SHARE)
 
     def _head(self, s: Session) -> int:
         """The log's newest seq. Under the write lock only this store appends, so a write transaction reads it
