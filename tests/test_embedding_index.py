@@ -55,3 +55,27 @@ def test_a_vector_replaced_in_place_scores_as_in_an_index_built_afresh():
         (ids, dense), (ids2, dense2) = [(s.ids.tolist(), d.tolist()) for s, d in (idx.surface_scores(q),
                                                                                 fresh.surface_scores(q))]
         assert ids == ids2 and dense == dense2
+
+
+def test_vector_rows_score_every_id_it_holds_after_any_adds_replacements_and_removals():
+    """RecMem's gate stores: the ids `dots` returns are exactly those added and not removed since, each with
+    its latest vector's dot product, however rows moved to fill the holes."""
+    import numpy as np
+
+    from engine.retrieval.index import VectorRows
+
+    rng = np.random.default_rng(7)
+    rows, truth = VectorRows(dim=8), {}
+    for step in range(400):
+        uid = int(rng.integers(0, 60))
+        if rng.random() < 0.35:
+            rows.remove(uid)
+            truth.pop(uid, None)
+        else:
+            truth[uid] = rng.standard_normal(8).astype(np.float32)
+            rows.add(uid, truth[uid])
+        q = rng.standard_normal(8).astype(np.float32)
+        ids, dots = rows.dots(q)
+        assert sorted(ids.tolist()) == sorted(truth) and len(rows) == len(truth)
+        expected = {u: float(v @ q) for u, v in truth.items()}
+        assert all(abs(float(d) - expected[int(u)]) < 1e-5 for u, d in zip(ids, dots))

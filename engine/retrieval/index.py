@@ -70,6 +70,51 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(inner_products(faiss.swig_ptr(row), b, 1)[0])
 
 
+class VectorRows:
+    """Vectors by id in one growing float32 matrix, for a set that changes a little at every turn and is scored
+    whole against one vector at a time (a store an online gate searches). Adding or removing an id moves at most
+    one row (a removal fills its hole with the last row), so nothing is restacked per search; `dots` gives the
+    ids in row order, which no caller may rely on (ties are broken by id)."""
+
+    def __init__(self, dim: int = 384):
+        self.matrix = np.zeros((16, dim), dtype=np.float32)
+        self.ids = np.zeros(16, dtype=np.int64)
+        self.row: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self.row
+
+    def add(self, uid: int, vector: np.ndarray) -> None:
+        """Put `uid` in the set with this vector (a new vector for one already in it)."""
+        r = self.row.get(uid)
+        if r is None:
+            r = len(self.row)
+            if r == len(self.ids):
+                self.matrix = np.vstack([self.matrix, np.zeros_like(self.matrix)])
+                self.ids = np.concatenate([self.ids, np.zeros_like(self.ids)])
+            self.row[uid] = r
+            self.ids[r] = uid
+        self.matrix[r] = vector
+
+    def remove(self, uid: int) -> None:
+        r = self.row.pop(uid, None)
+        if r is None:
+            return
+        last = len(self.row)
+        if r != last:
+            moved = int(self.ids[last])
+            self.matrix[r], self.ids[r] = self.matrix[last], moved
+            self.row[moved] = r
+
+    def dots(self, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and each one's dot product with `vector` (the cosine, for unit vectors)."""
+        n = len(self.row)
+        return self.ids[:n].copy(), self.matrix[:n] @ vector
+
+
 class Surface(NamedTuple):
     """The visible ids in increasing order, where each sits in FAISS storage, and a position lookup by id."""
     ids: np.ndarray          # int64, sorted

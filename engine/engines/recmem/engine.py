@@ -26,6 +26,7 @@ from engine.engines.recmem.settings import RecMemSettings
 from engine.engines.recmem.sweep import SweepCell, SweepUnit, threshold_sweep
 from engine.engines.recmem.units import ASSISTANT_OPENS, REPLY, SESSION_END, exchange_raw, exchanges, formatted, opens_alone
 from engine.retrieval.explain import Placement
+from engine.retrieval.index import VectorRows
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.process import BaseProcess
 from engine.runtime.reports import IngestReport
@@ -36,6 +37,8 @@ from engine.retrieval.result import RetrievalResult
 from engine.core.tx import Tx
 
 COUNTERS = "recurrence"           # the engine variable holding the gate's counters
+# Records after which a node may be in another store or have another vector (the views re-derive it then).
+_RE_PLACED = (OpKind.STATUS_CHANGED, OpKind.NODE_RETRACTED, OpKind.DESCRIPTOR_CHANGED, OpKind.NODE_UPDATED)
 
 
 class RecMemEngine(BaseEngine):
@@ -60,26 +63,27 @@ class RecMemEngine(BaseEngine):
 
     def _rebuild_views(self) -> None:
         super()._rebuild_views()
-        self.store_ids: dict[str, dict[int, None]] = {Life.SUBCONSCIOUS: {}, Life.EPISODIC: {}}
+        self.stores: dict[str, VectorRows] = {Life.SUBCONSCIOUS: VectorRows(), Life.EPISODIC: VectorRows()}
         for uid in sorted(self.state.nodes):
             self._place(uid)
 
     def _sync(self, ops: list[OpRecord]) -> None:
         super()._sync(ops)
         for op in ops:
-            p = op.payload
             if op.kind == OpKind.NODE_CREATED:
-                self._place(p["node"]["id"])
-            elif op.kind in (OpKind.STATUS_CHANGED, OpKind.NODE_RETRACTED):
-                self._place(p["node"])
+                self._place(op.payload["node"]["id"])
+            elif op.kind in _RE_PLACED:
+                self._place(op.payload["node"])
 
     def _place(self, uid: int) -> None:
-        """Keep `store_ids` (S_sub's units, S_epi's episodes, in id order) in step with one node."""
-        for ids in self.store_ids.values():
-            ids.pop(uid, None)
+        """Keep `stores` (S_sub's units and S_epi's episodes with their vectors, which the gate scores at every
+        unit) in step with one node."""
         node = self.state.nodes.get(uid)
-        if node is not None and node.status in self.store_ids:
-            self.store_ids[node.status][uid] = None
+        for status, rows in self.stores.items():
+            if node is not None and node.status == status:
+                rows.add(uid, self.vectors[uid])
+            else:
+                rows.remove(uid)
 
     def prefetch(self, turns: list[Turn]) -> None:
         """Embed the messages and the exchanges ingest will form from them, in large batches."""
@@ -185,15 +189,14 @@ class RecMemEngine(BaseEngine):
         """Merge-first and the recurrence gate over the subconscious units nobody has queued (those made
         earlier in this ingest included) and the episodes."""
         claimed = self.claimed() | taken
-        sub = [u for u in self.store_ids[Life.SUBCONSCIOUS] if u not in claimed]
-        vecs = [self.vectors[u] for u in sub]
-        for node, vec in fresh:
-            if node.id not in claimed:
-                sub.append(node.id)
-                vecs.append(vec)
-        episodes = list(self.store_ids[Life.EPISODIC])
-        return gates.gate(unit.id, v, self.gate_params(), sub, np.stack(vecs) if vecs else None, episodes,
-                          np.stack([self.vectors[e] for e in episodes]) if episodes else None)
+        sub_ids, sub_cosines = self.stores[Life.SUBCONSCIOUS].dots(v)
+        free = ~np.isin(sub_ids, np.fromiter(claimed, dtype=np.int64, count=len(claimed)))
+        sub_ids, sub_cosines = sub_ids[free], sub_cosines[free]
+        made = [(node.id, vec) for node, vec in fresh if node.id not in claimed]
+        if made:
+            sub_ids = np.concatenate([sub_ids, [uid for uid, _ in made]])
+            sub_cosines = np.concatenate([sub_cosines, np.stack([vec for _, vec in made]) @ v])
+        return gates.gate(unit.id, self.gate_params(), sub_ids, sub_cosines, *self.stores[Life.EPISODIC].dots(v))
 
     # -- retrieval and the sweep -----------------------------------------------------------------------
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:

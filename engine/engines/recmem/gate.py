@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.retrieval.index import top_k
+
 MERGE, CONSOLIDATE, NONE = "merge", "consolidate", "none"
 DECIMALS = 9             # cosines compared at this precision, ties by id
 
@@ -63,28 +65,36 @@ def passes(cosine: float, threshold: float) -> bool:
     return round(cosine, DECIMALS) >= threshold
 
 
-def nearest(v: np.ndarray, ids: list[int], matrix: np.ndarray | None, k: int) -> list[tuple[int, float]]:
-    """The k rows of `matrix` (ids in `ids`) of highest cosine with `v`, highest first, ties by id."""
-    if not ids or k <= 0 or matrix is None:
+def nearest(ids: np.ndarray, cosines: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k of `ids` of highest cosine (`cosines` aligned with them), highest first, ties by id."""
+    if k <= 0 or len(ids) == 0:
         return []
-    sims = matrix @ v
-    order = sorted(range(len(ids)), key=lambda i: (-round(float(sims[i]), DECIMALS), ids[i]))[:k]
-    return [(ids[i], float(sims[i])) for i in order]
+    chosen = top_k(ids, cosines, k, DECIMALS)
+    at = np.flatnonzero(np.isin(ids, chosen))
+    cosine = dict(zip(ids[at].tolist(), cosines[at].tolist()))
+    return [(uid, cosine[uid]) for uid in chosen]
 
 
-def gate(unit: int, v: np.ndarray, p: GateParams, sub_ids: list[int], sub_matrix: np.ndarray | None,
-         episode_ids: list[int], episode_matrix: np.ndarray | None) -> GateTrace:
-    """Decide for unit `unit` (vector `v`), given the other subconscious units and the episodes it may join."""
+def gate(unit: int, p: GateParams, sub_ids: np.ndarray, sub_cosines: np.ndarray, episode_ids: np.ndarray,
+         episode_cosines: np.ndarray) -> GateTrace:
+    """Decide for unit `unit` given the cosines of its vector with the other subconscious units and with the
+    episodes it may join (each array of cosines aligned with its ids)."""
     trace = GateTrace(unit=unit, theta_sim=p.theta_sim, theta_count=p.theta_count, theta_merge=p.theta_merge, k=p.k)
-    best = nearest(v, episode_ids, episode_matrix, 1)
+    best = nearest(episode_ids, episode_cosines, 1)
     if best:
         trace.episode, trace.episode_cosine = best[0]
-    keep = [i for i, u in enumerate(sub_ids) if u != unit]
-    rows = sub_matrix[keep] if sub_matrix is not None and keep else None
-    trace.neighbours = nearest(v, [sub_ids[i] for i in keep], rows, p.k - 1)
+    others = sub_ids != unit
+    trace.neighbours = nearest(sub_ids[others], sub_cosines[others], p.k - 1)
     if p.merge_first and trace.episode_cosine is not None and passes(trace.episode_cosine, p.theta_merge):
         trace.fired = MERGE
     elif trace.count >= p.theta_count:
         trace.fired = CONSOLIDATE
         trace.cluster = [unit, *trace.relevant]
     return trace
+
+
+def scored(ids: list[int], matrix: np.ndarray | None, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`ids` as an array and the cosine of `v` with each of their rows of `matrix`: a gate's input."""
+    if not ids or matrix is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    return np.asarray(ids, dtype=np.int64), matrix @ v

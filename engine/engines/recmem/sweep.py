@@ -21,7 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.engines.recmem.gate import CONSOLIDATE, MERGE, GateParams, gate
+from engine.engines.recmem.gate import CONSOLIDATE, MERGE, GateParams, gate, scored
 from engine.llm.base import estimate_prompt_tokens, estimate_tokens
 from engine.llm.prompts import render
 
@@ -104,8 +104,8 @@ def _replay(units: list[SweepUnit], matrix: np.ndarray, tokens: list[int], p: Ga
     episodes: list[list[int]] = []            # positions of each episode's units
     estimates: list[np.ndarray] = []          # each episode's estimated embedding: its latest unit's
     for i, u in enumerate(units):
-        trace = gate(u.id, u.vector, p, [units[j].id for j in sub], matrix[sub] if sub else None,
-                     list(range(len(episodes))), np.stack(estimates) if estimates else None)
+        trace = gate(u.id, p, *scored([units[j].id for j in sub], matrix[sub] if sub else None, u.vector),
+                     *scored(list(range(len(episodes))), np.stack(estimates) if estimates else None, u.vector))
         if trace.fired == MERGE:
             e = trace.episode
             episodes[e].append(i)
