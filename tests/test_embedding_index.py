@@ -57,6 +57,31 @@ def test_a_vector_replaced_in_place_scores_as_in_an_index_built_afresh():
         assert ids == ids2 and dense == dense2
 
 
+def test_removals_settled_at_the_next_read_leave_the_index_as_one_built_afresh():
+    """Removed rows leave FAISS together at the next read; whatever mix of additions, replacements, removals and
+    returns comes between two reads, every read scores exactly the ids on the surface with their latest vectors."""
+    rng = np.random.default_rng(11)
+    vecs = rng.normal(size=(500, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    idx, final = VisibleIndex(16), {}
+    for step in range(500):
+        uid = int(rng.integers(0, 40))
+        if rng.random() < 0.4:
+            idx.remove([uid])
+            final.pop(uid, None)
+        else:
+            idx.add([uid], vecs[step][None, :])
+            final[uid] = vecs[step]
+        assert idx.ids == set(final) and len(idx) == len(final)
+        if final and rng.random() < 0.2:
+            fresh = VisibleIndex(16)
+            fresh.add(sorted(final), np.stack([final[i] for i in sorted(final)]))
+            q = vecs[int(rng.integers(0, 500))]
+            assert idx.search(q, 5) == fresh.search(q, 5)
+            (ids, dense), (ids2, dense2) = [(s.ids.tolist(), d.tolist()) for s, d in (idx.surface_scores(q),
+                                                                                    fresh.surface_scores(q))]
+            assert ids == ids2 and dense == dense2
+
 def test_vector_rows_score_every_id_it_holds_after_any_adds_replacements_and_removals():
     """RecMem's gate stores: the ids `dots` returns are exactly those added and not removed since, each with
     its latest vector's dot product, however rows moved to fill the holes."""

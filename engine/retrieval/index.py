@@ -136,6 +136,7 @@ class VisibleIndex:
         self.ids: set[int] = set()
         self._surface: Surface | None = None
         self._rows: dict[int, int] | None = {}        # id -> FAISS row; None after a removal shifted rows
+        self._leaving: set[int] = set()               # ids taken off the surface, still stored until the next read
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -148,6 +149,11 @@ class VisibleIndex:
         if not ids:
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        back = [i for i in ids if i in self._leaving]
+        if back:
+            self._leaving.difference_update(back)
+            self.ids.update(back)
+            self._surface = None
         kept = [j for j, i in enumerate(ids) if i in self.ids]
         if kept:
             rows = self.rows()
@@ -172,10 +178,20 @@ class VisibleIndex:
         return self._rows
 
     def remove(self, ids: list[int]) -> None:
+        """Take `ids` off the surface. FAISS compacts the whole index at every removal, so the rows are dropped
+        together at the next read (`_settle`): an ingest that takes a unit off the surface at every turn and
+        reads the index only when asked a question pays one compaction per question, not one per turn."""
         present = [i for i in ids if i in self.ids]
         if present:
-            self.index.remove_ids(np.asarray(present, dtype=np.int64))
             self.ids.difference_update(present)
+            self._leaving.update(present)
+            self._surface = None
+
+    def _settle(self) -> None:
+        """Drop the rows of the ids taken off the surface since the last read."""
+        if self._leaving:
+            self.index.remove_ids(np.asarray(sorted(self._leaving), dtype=np.int64))
+            self._leaving.clear()
             self._surface = self._rows = None
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -186,6 +202,7 @@ class VisibleIndex:
         """
         if not self.ids or k <= 0:
             return []
+        self._settle()
         n = len(self.ids)
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         fetch = min(n, k + SEARCH_SLACK)
@@ -200,6 +217,7 @@ class VisibleIndex:
 
     def surface(self) -> Surface:
         """The surface's ids in id order (rebuilt only after the surface changed)."""
+        self._settle()
         if self._surface is None:
             stored = faiss.vector_to_array(self.index.id_map).astype(np.int64)
             storage = np.argsort(stored, kind="stable")
@@ -209,7 +227,7 @@ class VisibleIndex:
 
     def surface_scores(self, vector: np.ndarray) -> tuple[Surface, np.ndarray]:
         """Cosine of `vector` with every visible unit, aligned with `surface().ids` (float64)."""
-        surface = self.surface()
+        surface = self.surface()                      # settles first: every stored row is on the surface
         dense = inner_products(self.flat.get_xb(), vector, self.flat.ntotal)
         return surface, dense[surface.storage].astype(np.float64)
 
