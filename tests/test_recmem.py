@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from engine.core.conversation import Conversation, Turn
@@ -15,6 +16,7 @@ from engine.retrieval.explain import Drop
 from engine.loaders import load_conversation
 from engine.core.oplog import OpKind
 from engine.core.proposal import Status
+from engine.engines.recmem.consolidation import BUFFER
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
 from tests.conftest import ROOT
@@ -140,8 +142,23 @@ def reviewed(tmp_path):
     return eng
 
 
+def check_gate_stores(eng) -> None:
+    """The stores the gate scores, kept record by record, against the state: S_sub's units that no buffer entry
+    claims and S_epi's episodes, each with its node's vector."""
+    buf = eng.state.buffer(BUFFER)
+    claimed = set(buf) | {a for anchors in buf.values() for a in anchors}
+    assert set(eng.claims) == claimed
+    for status, rows in eng.stores.items():
+        want = {n.id for n in eng.state.nodes.values() if n.status == status
+                and (status != "subconscious" or n.id not in claimed)}
+        ids, _ = rows.dots(np.zeros(384, dtype=np.float32))
+        assert sorted(ids.tolist()) == sorted(want)
+        assert all(np.array_equal(rows.matrix[rows.row[u]], eng.vectors[u]) for u in want)
+
+
 def test_review_reject_then_accept_and_undo(reviewed):
     eng = reviewed
+    check_gate_stores(eng)
     assert eng.pending() == 1 and not calls(eng)
     before = eng.export()
     props = eng.propose(manual=True)
@@ -152,6 +169,7 @@ def test_review_reject_then_accept_and_undo(reviewed):
     assert rows[0]["cosine"] >= 0.5 and consolidate.confidence == pytest.approx(rows[0]["cosine"], abs=1e-3)
     assert not calls(eng)                              # diagnosis asks no model
     eng.apply({consolidate.id: False, refine.id: True}, decided_by="ana")
+    check_gate_stores(eng)
     st = eng.state
     assert st.proposals[consolidate.id].status == Status.REJECTED
     assert st.proposals[refine.id].status == Status.SKIPPED
@@ -165,8 +183,10 @@ def test_review_reject_then_accept_and_undo(reviewed):
     eng.ingest(Turn("D4:2", "assistant", "Yes, the nut-free cake for Mia is confirmed at SweetLeaf.",
                     "2024-05-04T10:01:00", "4", 7))
     assert eng.pending() == 1                          # the rejected cluster recurs and triggers again
+    check_gate_stores(eng)
     consolidate, refine = eng.propose(manual=True)
     report = eng.apply({consolidate.id: True, refine.id: True}, decided_by="ana")
+    check_gate_stores(eng)
     st = eng.state
     assert st.proposals[consolidate.id].status == st.proposals[refine.id].status == Status.APPLIED
     assert st.proposals[consolidate.id].decided_by == "ana"
@@ -177,6 +197,7 @@ def test_review_reject_then_accept_and_undo(reviewed):
     assert undone == report.run_id
     assert not [n for n in eng.state.nodes.values() if n.kind in ("episode", "fact")]
     assert all(eng.state.nodes[u].status == "subconscious" for u in units)
+    check_gate_stores(eng)
 
 
 def test_merge_role_garbage_fails_closed_and_the_replay_goes_on(tmp_path):

@@ -1,4 +1,5 @@
-"""FAISS exact inner-product index over the visible surface only, and exact top-k selection by score."""
+"""FAISS exact inner-product index over the visible surface only, growing vector rows scored whole (a gate's store),
+and exact top-k selection by score."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -213,12 +213,10 @@ class Store:
 
     def _checkpoint_due(self, conn: Connection, state: MemoryState) -> bool:
         """Whether the fold is far enough past the newest checkpoint to store another: `checkpoint_every`
-        records, or a `CHECKPOINT_SHARE`-th of what it writes (nodes, edges, proposals) in records once the
-        memory is larger. A checkpoint writes the whole fold, so a fixed spacing made ingest quadratic (a naive
-        memory's second 10,000 turns took 24.5 s against its first 12.8 s, checkpoints most of it); spacing that
-        grows with the fold keeps their total cost linear in the log (9.2 s against 8.8 s), and a fold from the
-        nearest checkpoint still replays at most that many records. Counting nodes alone let an engine with many
-        proposals and edges per node (GAM) spend a third of its ingest writing checkpoints."""
+        records, or a `CHECKPOINT_SHARE`-th of what a checkpoint writes (nodes, edges, proposals) once the
+        memory is larger. A fixed spacing made ingest quadratic (docs/PERFORMANCE.md); spacing that grows with
+        what is written keeps checkpoints' total cost linear in the log, and a fold from the nearest checkpoint
+        still replays at most that many records."""
         if self._checkpoint_at is None:
             self._checkpoint_at = conn.execute(select(func.max(CheckpointRow.seq))).scalar() or 0
         size = len(state.nodes) + len(state.edges) + len(state.proposals)

@@ -11,6 +11,7 @@ person runs on the Consolidation page; units queued there are not counted again 
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterable
 
 import numpy as np
@@ -63,24 +64,53 @@ class RecMemEngine(BaseEngine):
 
     def _rebuild_views(self) -> None:
         super()._rebuild_views()
+        self.claims: Counter[int] = Counter()          # id -> buffer entries naming it (queued or an anchor)
+        self._claim_of: dict[int, list[int]] = {}      # buffer entry -> the ids it claims
+        for uid in self.state.buffer(BUFFER):
+            self._claim(uid)
         self.stores: dict[str, VectorRows] = {Life.SUBCONSCIOUS: VectorRows(), Life.EPISODIC: VectorRows()}
         for uid in sorted(self.state.nodes):
             self._place(uid)
 
     def _sync(self, ops: list[OpRecord]) -> None:
         super()._sync(ops)
+        touched: list[int] = []
         for op in ops:
+            p = op.payload
             if op.kind == OpKind.NODE_CREATED:
-                self._place(op.payload["node"]["id"])
+                touched.append(p["node"]["id"])
             elif op.kind in _RE_PLACED:
-                self._place(op.payload["node"])
+                touched.append(p["node"])
+            if op.kind in (OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED) and p["buffer"] == BUFFER:
+                for uid, _ in p["entries"]:
+                    touched += self._claim(uid)
+            elif op.kind == OpKind.NODE_RETRACTED:
+                touched += self._claim(p["node"])
+        for uid in dict.fromkeys(touched):
+            self._place(uid)
+
+    def _claim(self, uid: int) -> list[int]:
+        """Bring `claims` in step with the buffer's entry for `uid` as it is now; returns the ids whose claim
+        may have changed."""
+        old = self._claim_of.pop(uid, [])
+        for c in old:
+            self.claims[c] -= 1
+            if not self.claims[c]:
+                del self.claims[c]
+        entry = self.state.buffer(BUFFER).get(uid)
+        new = [uid, *entry] if entry is not None else []
+        if new:
+            self._claim_of[uid] = new
+            self.claims.update(new)
+        return old + new
 
     def _place(self, uid: int) -> None:
-        """Keep `stores` (S_sub's units and S_epi's episodes with their vectors, which the gate scores at every
-        unit) in step with one node."""
+        """Keep `stores` in step with one node: S_sub's units that no buffer entry claims and S_epi's episodes,
+        with their vectors, which the gate scores at every unit."""
         node = self.state.nodes.get(uid)
+        free = uid not in self.claims
         for status, rows in self.stores.items():
-            if node is not None and node.status == status:
+            if node is not None and node.status == status and (free or status != Life.SUBCONSCIOUS):
                 rows.add(uid, self.vectors[uid])
             else:
                 rows.remove(uid)
@@ -100,12 +130,6 @@ class RecMemEngine(BaseEngine):
             return None
         node = st.nodes.get(st.turn_units.get(st.turn_ids[-1], -1))
         return node if node is not None and node.status == Life.WAITING else None
-
-    def claimed(self) -> set[int]:
-        """Units queued for the consolidation process (as trigger, cluster member or merge): no later gate
-        counts them."""
-        buf = self.state.buffer(BUFFER)
-        return set(buf) | {a for anchors in buf.values() for a in anchors}
 
     @writes
     def ingest(self, turn: Turn) -> IngestReport:
@@ -187,12 +211,12 @@ class RecMemEngine(BaseEngine):
     def _gate(self, unit: Node, v: np.ndarray, fresh: list[tuple[Node, np.ndarray]], taken: set[int]
               ) -> gates.GateTrace:
         """Merge-first and the recurrence gate over the subconscious units nobody has queued (those made
-        earlier in this ingest included) and the episodes."""
-        claimed = self.claimed() | taken
+        earlier in this ingest included; `taken`: those this ingest queued) and the episodes."""
         sub_ids, sub_cosines = self.stores[Life.SUBCONSCIOUS].dots(v)
-        free = ~np.isin(sub_ids, np.fromiter(claimed, dtype=np.int64, count=len(claimed)))
-        sub_ids, sub_cosines = sub_ids[free], sub_cosines[free]
-        made = [(node.id, vec) for node, vec in fresh if node.id not in claimed]
+        if taken:
+            free = ~np.isin(sub_ids, np.fromiter(taken, dtype=np.int64, count=len(taken)))
+            sub_ids, sub_cosines = sub_ids[free], sub_cosines[free]
+        made = [(node.id, vec) for node, vec in fresh if node.id not in taken]
         if made:
             sub_ids = np.concatenate([sub_ids, [uid for uid, _ in made]])
             sub_cosines = np.concatenate([sub_cosines, np.stack([vec for _, vec in made]) @ v])
