@@ -1,10 +1,11 @@
-"""Merge-first, then the recurrence gate (§3.2-3.3), as a pure function of vectors: no LLM, no state.
+"""Merge-first, then the recurrence gate (§3.2-3.3), as a pure function of cosines: no LLM, no state.
 
 For a new unit s_i: the nearest episode E* by cosine; if cos(v_i, v_E*) ≥ θ_merge the unit goes to the merge
 role. Otherwise N_i is the |N_i| = factor · θ_count nearest units of the subconscious store, s_i included (it is
 indexed before the store is queried), R_i those with cosine ≥ θ_sim, and at |R_i| ≥ θ_count the cluster
 C_i = R_i (s_i among them) is promoted. Ingest and the threshold sweep both call `gate`, so the sweep counts
-exactly the triggers a replay would make.
+exactly the triggers a replay would make; each computes the new unit's cosines with its stores itself (ingest
+from stores kept with the views, the sweep from its replay's matrix, `scored`).
 """
 from __future__ import annotations
 
