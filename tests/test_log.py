@@ -147,9 +147,11 @@ def test_illegal_lifecycle_transition_is_refused(make_engine):
 
 
 def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(make_engine):
-    """Tx works on a copy-on-write clone: every kind of record applied to it (nodes, edges, proposals, runs,
-    buffers, engine variables) leaves the live state as it was, and the clone ends where applying the same
-    records to a full copy ends."""
+    """Tx works on a copy-on-write clone: every declared kind of record applied to it (nodes, edges, proposals,
+    runs, buffers, engine variables, turns, notes) leaves the live state as it was, and the clone ends where
+    applying the same records to a full copy ends. A kind declared later fails this test until it is applied
+    here too."""
+    from engine.core import ops
     from engine.core.edge import Edge
     from engine.core.node import Node
     from engine.core.ops import apply
@@ -189,8 +191,14 @@ def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(mak
                                reason="a test"))
     for p in list(eng.state.proposals)[:2]:
         tx.update_proposal(p, note="changed")
+    tx.flush_buffer("clone-test")
+    tx.emit(OpKind.TURN_INGESTED, {"turn_id": "D9:9"})
+    tx.emit(OpKind.NOTE, {"text": "a note"})
+    tx.emit(OpKind.LLM_CALL, {"role": "test"})
     tx.emit(OpKind.RUN_UNDONE, {"undone_run": run})
     tx.emit(OpKind.RUN_COMMITTED, {"summary": {"n": 1}})
+    tx.emit(OpKind.RUN_DISCARDED, {})
+    assert {op.kind for op in tx.ops} == set(ops.SPECS)     # a new kind of record must be added here
     assert eng.state.to_dict() == before and adjacency(eng.state) == links
     full = MemoryState.from_dict(before, eng.state.schema)
     for op in tx.ops:
