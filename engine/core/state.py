@@ -125,25 +125,19 @@ class MemoryState:
     # changes one: the op specs change a held object only through these, which copy it first in a clone. So a
     # node read from a clone before the clone changes it is the original's, and does not show the change.
     def put_node(self, node: Node) -> None:
-        self.nodes[node.id] = node
-        if self.owned is not None:
-            self.owned.nodes.add(node.id)
+        self._put(self.nodes, "nodes", node.id, node)
 
     def node_to_change(self, uid: int) -> Node:
         return self._own(self.nodes, "nodes", uid, Node.copy)
 
     def put_proposal(self, proposal: Proposal) -> None:
-        self.proposals[proposal.id] = proposal
-        if self.owned is not None:
-            self.owned.proposals.add(proposal.id)
+        self._put(self.proposals, "proposals", proposal.id, proposal)
 
     def proposal_to_change(self, pid: int) -> Proposal:
         return self._own(self.proposals, "proposals", pid, Proposal.copy)
 
     def put_run(self, run: RunInfo) -> None:
-        self.runs[run.run_id] = run
-        if self.owned is not None:
-            self.owned.runs.add(run.run_id)
+        self._put(self.runs, "runs", run.run_id, run)
 
     def run_to_change(self, run_id: str) -> RunInfo:
         return self._own(self.runs, "runs", run_id, _copy_run)
@@ -160,10 +154,21 @@ class MemoryState:
         self._row(self.out_adj, "out", src)[etype].discard(dst)
         self._row(self.in_adj, "inc", dst)[etype].discard(src)
 
+    def _owned(self, part: str) -> set | None:
+        """The keys of `part` this clone has made its own; None for a state that owns everything."""
+        return None if self.owned is None else getattr(self.owned, part)
+
+    def _put(self, table: dict, part: str, key, item) -> None:
+        """A new object: this clone's own from the start."""
+        table[key] = item
+        owned = self._owned(part)
+        if owned is not None:
+            owned.add(key)
+
     def _own(self, table: dict, part: str, key, copy_of):
         """`table[key]`, first replaced by a copy of its own when this clone still shares it."""
         item = table[key]
-        owned = None if self.owned is None else getattr(self.owned, part)
+        owned = self._owned(part)
         if owned is not None and key not in owned:
             item = table[key] = copy_of(item)
             owned.add(key)
@@ -171,7 +176,7 @@ class MemoryState:
 
     def _row(self, adj: dict[int, dict[str, set[int]]], part: str, uid: int) -> dict[str, set[int]]:
         """`adj[uid]`, copied first when this clone still shares it (`part`: "out" or "inc")."""
-        owned = None if self.owned is None else getattr(self.owned, part)
+        owned = self._owned(part)
         if owned is not None and uid not in owned:
             owned.add(uid)
             shared = adj.get(uid)

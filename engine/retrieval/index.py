@@ -85,9 +85,6 @@ class VectorRows:
     def __len__(self) -> int:
         return len(self.row)
 
-    def __contains__(self, uid: object) -> bool:
-        return uid in self.row
-
     def add(self, uid: int, vector: np.ndarray) -> None:
         """Put `uid` in the set with this vector (a new vector for one already in it)."""
         r = self.row.get(uid)
