@@ -137,3 +137,129 @@ def test_retrieve_uses_the_same_anchors_as_the_reference(conv26):
         ref = OldRelevance(hybrid, query, hybrid.lexical_weight(), 0.0,
                            Relevance(hybrid, query, 0.0).visible_dense)
         assert [r.id for r in ranked] == [u for u, _ in ref.ranked_surface()[: hybrid.settings.candidates]]
+
+
+@pytest.mark.parametrize("weight", [0.5, 0.0])
+def test_a_sketched_surface_ranks_as_the_whole_surface_does(conv26, weight, monkeypatch):
+    """The half-precision scan and the moments give the ranking the whole float32 surface gives, without reading
+    it: the scan starts at 8 rows, so it has to widen, and a subset of more than 16 ids is scanned too."""
+    from engine.retrieval import relevance as relevance_module
+    monkeypatch.setattr(relevance_module, "SCAN_FIRST", 8)
+    monkeypatch.setattr(relevance_module, "GATHER_MAX", 16)
+    allmem, hybrid, queries, _ = conv26
+    scanned = 0
+    for engine in (allmem, hybrid):
+        subset = engine.index.surface().ids[::3]
+        for query in queries:
+            whole = Relevance(engine, query, weight, 0.7)
+            searched = engine.index.search(whole.zq, 10)
+            with monkeypatch.context() as m:
+                m.setattr(engine.index, "sketch_from", 1)
+                assert engine.index.search(whole.zq, 10) == searched       # the values FAISS's search gives
+                sketched = Relevance(engine, query, weight, 0.7)
+                assert sketched.sketch is not None and whole.sketch is None
+                for limit, decimals in ((1, 9), (5, 9), (10, 9), (10, 6)):
+                    got, want = sketched.ranked_surface(limit, decimals), whole.ranked_surface(limit, decimals)
+                    assert [u for u, _ in got] == [u for u, _ in want]
+                    # the moments are exact; the whole surface's mean is of float32 products (error ~1e-8)
+                    assert np.allclose([s for _, s in got], [s for _, s in want], rtol=0, atol=1e-6)
+                got, want = sketched.ranked_among(subset, 7), whole.ranked_among(subset, 7)
+                assert [u for u, _ in got] == [u for u, _ in want]
+                scanned += sketched._signals is None          # ranked without scoring the whole surface
+                assert sketched.dense_mu == pytest.approx(whole.dense_mu, abs=1e-7)
+                assert sketched.dense_sd == pytest.approx(whole.dense_sd, abs=1e-7)
+                assert sketched.lex_sd == pytest.approx(whole.lex_sd, abs=1e-9)
+                for uid in list(engine.state.nodes)[::11]:
+                    assert sketched.score(uid) == pytest.approx(whole.score(uid), abs=1e-6)
+                    assert sketched.dense(uid) == whole.dense(uid)
+                assert [u for u, _ in sketched.ranked_surface()] == [u for u, _ in whole.ranked_surface()]
+    assert scanned == 2 * len(queries)
+
+
+def test_a_sketch_kept_through_adds_replacements_and_removals_equals_one_built_afresh(conv26):
+    """Its moments equal those of the rows as they are, every row is stored at its scale (a larger component
+    stores them all again), and the scan's ceiling holds for every row it leaves out."""
+    from engine.retrieval.index import VisibleIndex
+    from engine.retrieval.sketch import SurfaceSketch
+    allmem, _, queries, _ = conv26
+    vectors = allmem.embedder.embed(queries + [n.raw for n in list(allmem.state.nodes.values())[:80]])
+    vectors[31] = 0.0
+    vectors[31, 3] = 1.0                                # a component far beyond the first rows' largest
+    rng = np.random.default_rng(7)
+    index = VisibleIndex(vectors.shape[1])
+    index.sketch_from = 1
+    index.add(list(range(30)), vectors[:30])
+    first_scale = index.sketch().scale
+    next_id = 30
+    for step in range(60):
+        action = rng.integers(4)
+        present = sorted(index.ids)
+        if action == 0 and next_id < len(vectors):
+            index.add([next_id], vectors[next_id:next_id + 1])
+            next_id += 1
+        elif action == 1 and present:
+            uid = int(rng.choice(present))
+            index.add([uid], vectors[rng.integers(len(vectors))][None, :])
+        elif action == 2 and len(present) > 2:
+            index.remove([int(u) for u in rng.choice(present, 2, replace=False)])
+        elif action == 3 and next_id > 0:
+            uid = int(rng.integers(next_id))
+            index.add([uid], vectors[uid:uid + 1])
+        if step % 3 == 0:
+            kept = index.sketch()
+            stored = index._stored()
+            fresh = SurfaceSketch(index._stored)
+            assert len(kept) == len(fresh) == len(index.ids)
+            assert np.allclose(kept.total, fresh.total, atol=1e-9) and np.allclose(kept.gram, fresh.gram, atol=1e-9)
+            levels = np.rint(stored * kept.scale)
+            assert np.abs(levels).max() <= 127 and np.array_equal(kept.codes(), levels + 128)
+            assert kept.l1 >= np.abs(levels).sum(axis=1).max() / kept.scale - 1e-9
+            for q in vectors[::9]:                      # no row the scan leaves out is above its ceiling
+                rows, ceiling = kept.nearest(q, 5)
+                others = np.setdiff1d(np.arange(len(stored)), rows)
+                assert (stored[others] @ q <= ceiling).all()
+    assert next_id > 31 and index.sketch().scale < first_scale
+
+
+def test_rows_the_byte_scan_cannot_tell_apart_are_still_searched_and_ranked_exactly(conv26, monkeypatch):
+    """300 rows within 1e-4 of one another in cosine to the query, far finer than the 8-bit levels; and a scan
+    that finds the worst rows first but states its ceiling honestly: only the ceiling keeps the search and the
+    ranking exact, by widening the scan until nothing left out can reach the top."""
+    from engine.retrieval import relevance as relevance_module
+    from engine.retrieval.index import VisibleIndex
+    monkeypatch.setattr(relevance_module, "GATHER_MAX", 16)
+
+    class Memory:
+        pass
+
+    allmem, _, queries, _ = conv26
+    q = allmem.embedder.embed_one(queries[0])
+    rng = np.random.default_rng(3)
+    rows = q[None, :] + 0.001 * rng.standard_normal((300, len(q))).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    memory = Memory()
+    memory.index, memory.embedder, memory.bm25 = VisibleIndex(len(q)), allmem.embedder, allmem.bm25
+    memory.index.add(list(range(300)), rows)
+    exact = sorted(((i, float(s)) for i, s in enumerate(rows @ q)), key=lambda p: (-round(p[1], 6), p[0]))
+    whole = memory.index.search(q, 5)
+    memory.index.sketch_from = 1
+    assert memory.index.search(q, 5) == whole and [i for i, _ in whole] == [i for i, _ in exact[:5]]
+    rel = Relevance(memory, queries[0], 0.0)
+    assert rel.sketch is not None
+    assert [i for i, _ in rel.ranked_surface(5)] == [i for i, _ in exact[:5]]
+
+    class WorstFirst:
+        def __init__(self, sketch):
+            self.sketch = sketch
+
+        def moments(self, query):
+            return self.sketch.moments(query)
+
+        def nearest(self, query, m):
+            scores = rows @ query
+            order = np.argsort(scores, kind="stable")
+            return order[:m], float(scores[order[m:]].max()) if m < len(order) else float("-inf")
+
+    memory.index._sketch = WorstFirst(memory.index._sketch)
+    assert memory.index.search(q, 5) == whole
+    assert [i for i, _ in Relevance(memory, queries[0], 0.0).ranked_surface(5)] == [i for i, _ in exact[:5]]

@@ -1,5 +1,5 @@
 """FAISS exact inner-product index over the visible surface only, growing vector rows scored whole (a gate's store),
-and exact top-k selection by score."""
+and exact top-k selection by score. A surface of `SKETCH_FROM` units or more also keeps its `SurfaceSketch`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -8,11 +8,16 @@ from typing import NamedTuple
 import faiss
 import numpy as np
 
+from engine.retrieval.sketch import SurfaceSketch
+
 # Rankings order by the score rounded to 6 decimals, then by id. A score more than this below the k-th best
 # raw score rounds strictly lower, so it cannot reach the top k: selection may drop it unsorted.
 TIE_MARGIN = 2e-6
 # Neighbours fetched beyond k at first; widened (x4) only when the last one fetched could still tie the k-th.
 SEARCH_SLACK = 16
+# Surfaces this large are ranked from their sketch (exactly, engine.retrieval.sketch); below it one pass over the
+# float32 rows costs under 2 ms and every score is read from it.
+SKETCH_FROM = 20_000
 
 # One thread: a search here is one query over at most a few thousand vectors, where FAISS's OpenMP threads cost
 # far more than they save (20 ms instead of 0.03 ms per search on a busy 2-core machine, as they spin-wait).
@@ -118,6 +123,7 @@ class Surface(NamedTuple):
     ids: np.ndarray          # int64, sorted
     storage: np.ndarray      # storage[i]: FAISS row of ids[i]
     where: np.ndarray        # where[uid]: index of uid in `ids`, -1 off the surface (length max id + 1)
+    stored: np.ndarray       # stored[row]: the id at FAISS row `row`
 
 
 class VisibleIndex:
@@ -135,6 +141,8 @@ class VisibleIndex:
         self._surface: Surface | None = None
         self._rows: dict[int, int] | None = {}        # id -> FAISS row; None after a removal shifted rows
         self._leaving: set[int] = set()               # ids taken off the surface, still stored until the next read
+        self.sketch_from = SKETCH_FROM
+        self._sketch: SurfaceSketch | None = None     # kept row for row with the storage once built
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -155,17 +163,27 @@ class VisibleIndex:
         kept = [j for j, i in enumerate(ids) if i in self.ids]
         if kept:
             rows = self.rows()
-            n = self.flat.ntotal
-            stored = faiss.rev_swig_ptr(self.flat.get_xb(), n * self.dim).reshape(n, self.dim)
-            stored[[rows[ids[j]] for j in kept]] = vectors[kept]
+            at = [rows[ids[j]] for j in kept]
+            stored = self._stored()
+            old = stored[at].copy() if self._sketch is not None else None
+            stored[at] = vectors[kept]
+            if self._sketch is not None:
+                self._sketch.replace(at, old, vectors[kept])
         fresh = [j for j, i in enumerate(ids) if i not in self.ids]
         if fresh:
             first = self.flat.ntotal
             self.index.add_with_ids(vectors[fresh], np.asarray([ids[j] for j in fresh], dtype=np.int64))
+            if self._sketch is not None:
+                self._sketch.add(vectors[fresh])
             self.ids.update(ids[j] for j in fresh)
             if self._rows is not None:
                 self._rows.update((ids[j], first + r) for r, j in enumerate(fresh))
             self._surface = None
+
+    def _stored(self) -> np.ndarray:
+        """The float32 storage as a writable (rows, dim) view."""
+        n = self.flat.ntotal
+        return faiss.rev_swig_ptr(self.flat.get_xb(), n * self.dim).reshape(n, self.dim)
 
     def rows(self) -> dict[int, int]:
         """Each id's row in FAISS storage: kept as rows are appended, read again from the id map after a
@@ -188,9 +206,31 @@ class VisibleIndex:
     def _settle(self) -> None:
         """Drop the rows of the ids taken off the surface since the last read."""
         if self._leaving:
-            self.index.remove_ids(np.asarray(sorted(self._leaving), dtype=np.int64))
+            leaving = np.asarray(sorted(self._leaving), dtype=np.int64)
+            if self._sketch is not None:
+                at = np.flatnonzero(np.isin(faiss.vector_to_array(self.index.id_map), leaving))
+                self._sketch.remove(at, self._stored()[at])
+            self.index.remove_ids(leaving)
             self._leaving.clear()
             self._surface = self._rows = None
+
+    def sketch(self) -> SurfaceSketch | None:
+        """The surface's sketch when it holds `sketch_from` units or more (built at the first call that needs
+        it, then kept with every change), else None."""
+        self._settle()
+        if len(self.ids) < self.sketch_from:
+            return None
+        if self._sketch is None:
+            self._sketch = SurfaceSketch(self._stored)
+        return self._sketch
+
+    def dense_of(self, vector: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The cosine of `vector` with each of `ids` (all on the surface), as `surface_scores` gives it: the
+        same per-row products over only these rows (float64)."""
+        surface = self.surface()
+        rows = np.ascontiguousarray(self._stored()[surface.storage[surface.where[ids]]])
+        return inner_products(faiss.swig_ptr(rows), vector, len(rows)).astype(np.float64) if len(rows) \
+            else np.zeros(0)
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top-k (id, cosine), ties (equal to 6 decimals) broken by smaller id for determinism.
@@ -200,7 +240,11 @@ class VisibleIndex:
         """
         if not self.ids or k <= 0:
             return []
-        self._settle()
+        sketch = self.sketch()
+        if sketch is not None:
+            found = self._sketched_search(sketch, vector, k)
+            if found is not None:
+                return found
         n = len(self.ids)
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         fetch = min(n, k + SEARCH_SLACK)
@@ -213,6 +257,22 @@ class VisibleIndex:
         pairs.sort(key=lambda p: (-round(p[1], 6), p[0]))
         return pairs[:k]
 
+    def _sketched_search(self, sketch: SurfaceSketch, vector: np.ndarray, k: int) -> list[tuple[int, float]] | None:
+        """`search` from the sketch's scan, its rows rescored exactly (the values FAISS's search gives), widened
+        until the k-th is clearly above the ceiling of every row left out; None once that means every row."""
+        stored = self.surface().stored
+        m = max(4 * k, SEARCH_SLACK * 4)
+        while m < len(self.ids):
+            rows, ceiling = sketch.nearest(vector, m)
+            rows = np.sort(rows)
+            exact = np.ascontiguousarray(self._stored()[rows])
+            scores = inner_products(faiss.swig_ptr(exact), vector, len(rows))
+            pairs = sorted(zip(stored[rows].tolist(), scores.tolist()), key=lambda p: (-round(p[1], 6), p[0]))[:k]
+            if len(pairs) == k and round(pairs[-1][1], 6) > ceiling + TIE_MARGIN:
+                return pairs
+            m *= 4
+        return None
+
     def surface(self) -> Surface:
         """The surface's ids in id order (rebuilt only after the surface changed)."""
         self._settle()
@@ -220,7 +280,7 @@ class VisibleIndex:
             stored = faiss.vector_to_array(self.index.id_map).astype(np.int64)
             storage = np.argsort(stored, kind="stable")
             ids = stored[storage]
-            self._surface = Surface(ids, storage, where_of(ids))
+            self._surface = Surface(ids, storage, where_of(ids), stored)
         return self._surface
 
     def surface_scores(self, vector: np.ndarray) -> tuple[Surface, np.ndarray]:

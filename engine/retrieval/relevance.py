@@ -13,6 +13,7 @@ same formula for a node off the surface.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
@@ -24,6 +25,10 @@ from engine.retrieval.memory import IndexedMemory
 
 # Surface rankings order by the fused score rounded to this many decimals, then by id.
 DECIMALS = 9
+# On a sketched surface: a subset this small is scored exactly row by row; a larger one, or the whole surface,
+# from a half-precision scan of this many rows at first (x4 until the ranking is proved complete).
+GATHER_MAX = 4096
+SCAN_FIRST = 64
 
 
 class ScoresById(Mapping):
@@ -145,6 +150,14 @@ class KindRelevance:
 
 
 class Relevance:
+    """z(dense) + w·z(BM25) of the engine's surface for one query (the plain cosine when w = 0), and of any node
+    off it.
+
+    Below the index's `sketch_from` every visible unit is scored at once, as it always was. On a larger surface
+    the z-statistics come from the surface's moments and a ranking from its half-precision scan, rescored
+    exactly (`engine.retrieval.sketch`): the same ids in the same order, without reading every float32 row.
+    The whole-surface arrays (`dense_scores`, `lexical_scores`, `scores`) are then computed only when asked."""
+
     def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0,
                  penalised: Callable[[int], bool] | None = None):
         """`penalised(uid)` says which off-surface nodes pay `off_surface_penalty` (default: all of them)."""
@@ -153,20 +166,60 @@ class Relevance:
         self.weight = weight
         self.penalty = off_surface_penalty
         self.penalised = penalised
-        self.surface, self.dense_scores = engine.index.surface_scores(self.zq)
+        self.sketch = engine.index.sketch()
+        self.surface = engine.index.surface()
         self.ids = self.surface.ids
-        by_id = engine.bm25.score_vector(query) if self.weight else np.zeros(0)
-        self.lexical = ScoresById(by_id)                   # {id: BM25} of every node sharing a query term
-        self.lexical_scores = at(by_id, self.ids)
-        dense = self.dense_scores if len(self.ids) else np.zeros(1)
-        self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std()) or 1.0
-        lex = self.lexical_scores if len(self.ids) else np.zeros(1)
-        self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std()) or 1.0
-        if self.weight:
-            self.scores = ((self.dense_scores - self.dense_mu) / self.dense_sd
-                           + self.weight * (self.lexical_scores - self.lex_mu) / self.lex_sd)
+        self.by_id = engine.bm25.score_vector(query) if self.weight else np.zeros(0)
+        self.lexical = ScoresById(self.by_id)              # {id: BM25} of every node sharing a query term
+        self._signals: tuple[np.ndarray, np.ndarray] | None = None
+        self._fused: np.ndarray | None = None
+        self._known: dict[int, tuple[float, float]] = {}   # sketched: visible id -> (dense, fused) scored so far
+        if self.sketch is None:
+            dense, lex = self.signals()
+            dense = dense if len(self.ids) else np.zeros(1)
+            self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std()) or 1.0
+            lex = lex if len(self.ids) else np.zeros(1)
+            self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std()) or 1.0
         else:
-            self.scores = self.dense_scores
+            mean, sd = self.sketch.moments(self.zq)
+            self.dense_mu, self.dense_sd = mean, (sd if sd > 1e-12 else 0.0) or 1.0
+            n, lex = len(self.ids), self.by_id[self.hits]
+            self.lex_mu = float(lex.sum()) / n
+            self.lex_sd = max(float((lex * lex).sum()) / n - self.lex_mu ** 2, 0.0) ** 0.5 or 1.0
+
+    def signals(self) -> tuple[np.ndarray, np.ndarray]:
+        """The dense and lexical scores of every visible unit, aligned with `ids` (computed when first asked)."""
+        if self._signals is None:
+            _, dense = self.engine.index.surface_scores(self.zq)
+            self._signals = dense, at(self.by_id, self.ids)
+        return self._signals
+
+    @property
+    def dense_scores(self) -> np.ndarray:
+        return self.signals()[0]
+
+    @property
+    def lexical_scores(self) -> np.ndarray:
+        return self.signals()[1]
+
+    @property
+    def scores(self) -> np.ndarray:
+        """The fused score of every visible unit, aligned with `ids`."""
+        if self._fused is None:
+            self._fused = self.fuse(*self.signals())
+        return self._fused
+
+    def fuse(self, dense: np.ndarray, lex: np.ndarray) -> np.ndarray:
+        """The surface score of visible units with these signals."""
+        if not self.weight:
+            return dense
+        return (dense - self.dense_mu) / self.dense_sd + self.weight * (lex - self.lex_mu) / self.lex_sd
+
+    @functools.cached_property
+    def hits(self) -> np.ndarray:
+        """The visible ids sharing a term with the query, in id order."""
+        hits = np.flatnonzero(self.by_id)
+        return hits[positions(self.surface.where, hits) >= 0]
 
     def _position(self, uid: int) -> int:
         return position(self.surface.where, uid)
@@ -179,19 +232,34 @@ class Relevance:
     def dense(self, uid: int) -> float:
         pos = self._position(uid)
         if pos >= 0:
-            return float(self.dense_scores[pos])
+            return self._visible(uid)[0] if self._signals is None else float(self.dense_scores[pos])
         return cosine(self.engine.vector(uid), self.zq)
 
     def score(self, uid: int) -> float:
         pos = self._position(uid)
         if pos >= 0:
-            return float(self.scores[pos])
+            return self._visible(uid)[1] if self._fused is None and self.sketch is not None \
+                else float(self.scores[pos])
         d = self.dense(uid)
         penalty = self.penalty_of(uid)
         if not self.weight:
             return d - penalty * self.dense_sd
         return ((d - self.dense_mu) / self.dense_sd - penalty
                 + self.weight * (self.lexical.get(uid, 0.0) - self.lex_mu) / self.lex_sd)
+
+    def _visible(self, uid: int) -> tuple[float, float]:
+        """(dense, fused) of a visible unit on a sketched surface, scored exactly on its own row."""
+        if uid not in self._known:
+            self._exact(np.asarray([uid], dtype=np.int64))
+        return self._known[uid]
+
+    def _exact(self, ids: np.ndarray) -> np.ndarray:
+        """The fused scores of visible `ids`, each from its own float32 row (as the whole-surface arrays give
+        it), remembered for `dense` and `score`."""
+        dense = self.engine.index.dense_of(self.zq, ids)
+        fused = self.fuse(dense, at(self.by_id, ids))
+        self._known.update(zip(ids.tolist(), zip(dense.tolist(), fused.tolist())))
+        return fused
 
     def penalty_of(self, uid: int) -> float:
         """The penalty `uid` pays: none on the surface; off it, the penalty unless `penalised` exempts it."""
@@ -201,9 +269,59 @@ class Relevance:
 
     def ranked_surface(self, limit: int | None = None, decimals: int = DECIMALS) -> list[tuple[int, float]]:
         """The surface's best `limit` (all by default) by score rounded to `decimals`, ties by id."""
-        n = len(self.ids)
-        chosen = top_k(self.ids, self.scores, n if limit is None else min(limit, n), decimals)
+        return self.ranked_among(None, limit, decimals)
+
+    def ranked_among(self, among: np.ndarray | None, limit: int | None = None, decimals: int = DECIMALS
+                     ) -> list[tuple[int, float]]:
+        """The best `limit` (all by default) of the visible ids `among` (increasing; the whole surface when
+        None) by score rounded to `decimals`, ties by id, with their score."""
+        if among is not None and len(among) == len(self.ids):
+            among = None                                   # the whole surface
+        ids = self.ids if among is None else among
+        limit = len(ids) if limit is None else min(limit, len(ids))
+        if self.sketch is not None and self._fused is None and limit < len(ids):
+            if len(ids) <= GATHER_MAX:
+                chosen = top_k(ids, self._exact(ids), limit, decimals)
+                return [(uid, self._known[uid][1]) for uid in chosen]
+            found = self._scanned(among, limit, decimals)
+            if found is not None:
+                return found
+        scores = self.scores if among is None else self.scores[self.surface.where[among]]
+        chosen = top_k(ids, scores, limit, decimals)
         return [(uid, float(self.scores[self.surface.where[uid]])) for uid in chosen]
+
+    def _scanned(self, among: np.ndarray | None, limit: int, decimals: int) -> list[tuple[int, float]] | None:
+        """`ranked_among` from the sketch's scan, rescored exactly. A unit the scan left out has a cosine no
+        higher than the scan's ceiling, which bounds its score (with its BM25, for one sharing a query term).
+        The rows found are rescored, then each unit sharing a query term whose bound reaches the last one
+        chosen; the scan widens until the last unit chosen is clearly above every bound left, and so until the
+        ranking is the one the whole surface gives (None once it would have to read the whole surface)."""
+        hits = self.hits if among is None else np.intersect1d(self.hits, among, assume_unique=True)
+        lexical = self.by_id[hits] if len(hits) else np.zeros(0)
+        margin = 2 * 10.0 ** -decimals
+        m = max(4 * limit, SCAN_FIRST)
+        while m < len(self.ids):
+            rows, ceiling = self.sketch.nearest(self.zq, m)
+            near = self.surface.stored[rows]
+            if among is not None:
+                at_ = np.minimum(np.searchsorted(among, near), len(among) - 1)
+                near = near[among[at_] == near]
+            found = np.unique(near)
+            chosen = top_k(found, self._exact(found), limit, decimals)
+            bound = self.fuse(np.full(len(hits), ceiling), lexical)
+            last = round(self._known[chosen[-1]][1], decimals) if len(chosen) == limit else float("-inf")
+            reach = hits[(bound >= last - margin) & ~np.isin(hits, found, assume_unique=True)]
+            if len(reach):
+                found = np.union1d(found, reach)
+                self._exact(reach)
+                chosen = top_k(found, np.asarray([self._known[u][1] for u in found.tolist()]), limit, decimals)
+                last = round(self._known[chosen[-1]][1], decimals) if len(chosen) == limit else float("-inf")
+            rest = bound[~np.isin(hits, found, assume_unique=True)]
+            top = float(self.fuse(np.asarray([ceiling]), np.zeros(1))[0])
+            if last > max(top, float(rest.max()) if len(rest) else top) + margin:
+                return [(uid, self._known[uid][1]) for uid in chosen]
+            m *= 4
+        return None
 
     def terms(self, uid: int) -> dict[str, float]:
         """The parts `score(uid)` adds up: both raw signals, their z-values, the weight and the penalty

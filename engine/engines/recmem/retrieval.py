@@ -16,7 +16,6 @@ import numpy as np
 
 from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Layer, Life, Rel
-from engine.retrieval.index import top_k
 from engine.retrieval.relevance import DECIMALS, Relevance
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 
@@ -54,10 +53,9 @@ def layer_ranks(engine: RecMemContext, rel: Relevance, quota: dict[str, int] | N
     for layer, ids in surface_layers(engine).items():
         if not len(ids):
             continue
-        scores = rel.scores[rel.surface.where[ids]]
-        chosen = top_k(ids, scores, len(ids) if quota is None else min(quota[layer], len(ids)), DECIMALS)
-        for rank, uid in enumerate(chosen, 1):
-            out[uid] = (layer, rank, rel.score(uid))
+        chosen = rel.ranked_among(ids, None if quota is None else quota[layer], DECIMALS)
+        for rank, (uid, score) in enumerate(chosen, 1):
+            out[uid] = (layer, rank, score)
     return out
 
 
