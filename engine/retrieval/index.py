@@ -8,16 +8,13 @@ from typing import NamedTuple
 import faiss
 import numpy as np
 
-from engine.retrieval.sketch import SurfaceSketch
+from engine.retrieval.sketch import SKETCH_FROM, SurfaceSketch, inner_products
 
 # Rankings order by the score rounded to 6 decimals, then by id. A score more than this below the k-th best
 # raw score rounds strictly lower, so it cannot reach the top k: selection may drop it unsorted.
 TIE_MARGIN = 2e-6
 # Neighbours fetched beyond k at first; widened (x4) only when the last one fetched could still tie the k-th.
 SEARCH_SLACK = 16
-# Surfaces this large are ranked from their sketch (exactly, engine.retrieval.sketch); below it one pass over the
-# float32 rows costs under 2 ms and every score is read from it.
-SKETCH_FROM = 20_000
 
 # One thread: a search here is one query over at most a few thousand vectors, where FAISS's OpenMP threads cost
 # far more than they save (20 ms instead of 0.03 ms per search on a busy 2-core machine, as they spin-wait).
@@ -57,16 +54,6 @@ def positions(where: np.ndarray, ids: np.ndarray) -> np.ndarray:
     inside = ids < len(where)
     out = np.full(len(ids), -1, dtype=np.int64)
     out[inside] = where[ids[inside]]
-    return out
-
-
-def inner_products(matrix_ptr, vector: np.ndarray, rows: int) -> np.ndarray:
-    """Dot products of `vector` with `rows` stored float32 rows (a FAISS pointer): one C loop, each row on its
-    own, so a row's value never depends on its position or on how many rows there are (BLAS's does)."""
-    query = np.ascontiguousarray(vector, dtype=np.float32)
-    out = np.empty(rows, dtype=np.float32)
-    if rows:
-        faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(query), matrix_ptr, query.shape[0], rows)
     return out
 
 

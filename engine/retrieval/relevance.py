@@ -9,24 +9,26 @@ The surface is scored at once: numpy arrays aligned with the visible ids in id
 order (dense cosines from the index, BM25 from its posting arrays), so a query
 costs a few vector operations rather than a Python call per unit. Per-unit
 accessors (`dense`, `lexical`, `score`) read the same arrays, and compute the
-same formula for a node off the surface.
+same formula for a node off the surface. A surface of `SKETCH_FROM` units or
+more is ranked from its sketch instead (`engine.retrieval.sketch`, `scan_top`):
+the same rankings without reading every vector.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
-from engine.retrieval.index import cosine, position, positions, top_k, where_of
+from engine.retrieval.index import cosine, position, positions, top_k
 from engine.retrieval.lexical import at
 from engine.retrieval.memory import IndexedMemory
+from engine.retrieval.sketch import SurfaceSketch
 
 # Surface rankings order by the fused score rounded to this many decimals, then by id.
 DECIMALS = 9
-# On a sketched surface: a subset this small is scored exactly row by row; a larger one, or the whole surface,
-# from a half-precision scan of this many rows at first (x4 until the ranking is proved complete).
+# On a sketched set: a subset this small is scored exactly row by row; a larger one, or the whole set, from an
+# 8-bit scan of this many rows at first (x4 until the ranking is proved complete).
 GATHER_MAX = 4096
 SCAN_FIRST = 64
 
@@ -50,103 +52,45 @@ class ScoresById(Mapping):
         return int(np.count_nonzero(self.values))
 
 
-class ById(Mapping):
-    """A read-only {id: value} view of an array aligned with a `Positions` set, rounded to `decimals` on read when
-    given: per-id reads of a query's scores without a dict per query."""
+def scan_top(sketch: SurfaceSketch, query: np.ndarray, row_ids: np.ndarray, among: np.ndarray | None,
+             hits: np.ndarray, lexical: np.ndarray, limit: int, decimals: int,
+             exact: Callable[[np.ndarray], np.ndarray], fuse: Callable[[np.ndarray, np.ndarray], np.ndarray],
+             size: int) -> list[int] | None:
+    """The `limit` ids of highest fused score (rounded to `decimals`, ties by id) of a sketched set, or of the
+    ids `among` it (increasing), exactly as scoring the whole set would choose them.
 
-    def __init__(self, at_: "Positions", values: np.ndarray, decimals: int | None = None):
-        self.positions, self.values, self.decimals = at_, values, decimals
-
-    def _index(self, uid: object) -> int:
-        return position(self.positions.where, uid) if isinstance(uid, (int, np.integer)) else -1
-
-    def __contains__(self, uid: object) -> bool:
-        return self._index(uid) >= 0
-
-    def __getitem__(self, uid: int) -> float:
-        i = self._index(uid)
-        if i < 0:
-            raise KeyError(uid)
-        value = float(self.values[i])
-        return value if self.decimals is None else round(value, self.decimals)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.positions.ids)
-
-    def __len__(self) -> int:
-        return len(self.positions.ids)
-
-
-class Positions(NamedTuple):
-    """A fixed set of node ids in increasing order and where each sits (`where_of`)."""
-
-    ids: list[int]
-    array: np.ndarray
-    where: np.ndarray
-
-    @classmethod
-    def of(cls, ids: list[int]) -> "Positions":
-        array = np.asarray(ids, dtype=np.int64)
-        return cls(list(ids), array, where_of(array))
-
-    def find(self, ids: list[int] | np.ndarray) -> np.ndarray:
-        """The index of each of `ids` in the set, -1 for one not in it."""
-        return positions(self.where, np.asarray(ids, dtype=np.int64))
-
-
-class KindRelevance:
-    """z(dense) + w·z(BM25) of a fixed set of nodes (an engine's records of one kind), z over that set: the
-    relevance MemLoom ranks its sentence records by and GAM its topics and events. Arrays aligned with the ids;
-    `fused`, `order` (fused rounded as rankings key it), `dense` and `lexical` read them by id."""
-
-    def __init__(self, at_: Positions, dense: np.ndarray, bm25_by_id: np.ndarray, weight: float):
-        """`dense`: the set's cosines in id order; `bm25_by_id`: the query's BM25 indexed by node id."""
-        self.positions, self.weight = at_, weight
-        ids = at_.array
-        n = len(ids)
-        lex = at(bm25_by_id, ids) if weight and n else np.zeros(n)
-        self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = 0.0, 1.0, 0.0, 1.0
-        if n:
-            self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std() or 1.0)
-            self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std() or 1.0)
-        fused = (dense - self.dense_mu) / self.dense_sd
-        if weight:
-            fused = fused + weight * (lex - self.lex_mu) / self.lex_sd
-        self.scores = fused
-        self.fused = ById(at_, fused)
-        self.order = ById(at_, fused, DECIMALS)
-        self.dense = ById(at_, dense)
-        self.lexical = ById(at_, lex)
-
-    @property
-    def ids(self) -> list[int]:
-        return self.positions.ids
-
-    def z(self, uid: int) -> tuple[float, float]:
-        """The z-values of both signals of `uid`."""
-        return ((self.dense[uid] - self.dense_mu) / self.dense_sd,
-                (self.lexical[uid] - self.lex_mu) / self.lex_sd if self.weight else 0.0)
-
-    def lookup(self, ids: list[int]) -> tuple[dict[int, float], dict[int, float]]:
-        """{id: fused} and {id: fused rounded to `DECIMALS`} of those of `ids` in the set: the records a query
-        reads again and again, as plain dicts."""
-        found = np.asarray(ids, dtype=np.int64)
-        pos = self.positions.find(found)
-        fused = dict(zip(found[pos >= 0].tolist(), self.scores[pos[pos >= 0]].tolist()))
-        return fused, {uid: round(v, DECIMALS) for uid, v in fused.items()}
-
-    def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
-        """The fused, dense and lexical scores of `ids` (all in the set), as lists in that order."""
-        pos = self.positions.where[np.asarray(ids, dtype=np.int64)]
-        return self.scores[pos].tolist(), self.dense.values[pos].tolist(), self.lexical.values[pos].tolist()
-
-    def ranked(self, among: np.ndarray | None = None, top: int | None = None) -> list[tuple[int, float]]:
-        """The best `top` (all by default) of the set, or of the ids `among` it, by fused score rounded to
-        `DECIMALS`, ties by id, with their fused score."""
-        pos = np.arange(len(self.positions.array)) if among is None else self.positions.where[among]
-        ids, scores = self.positions.array[pos], self.scores[pos]
-        chosen = top_k(ids, scores, len(ids) if top is None else min(top, len(ids)), DECIMALS)
-        return [(uid, self.fused[uid]) for uid in chosen]
+    A row the scan leaves out has a cosine no higher than the scan's ceiling, which bounds its score (with its
+    BM25 for the `hits`, the ids sharing a query term, whose `lexical` scores are given). The rows found are
+    rescored by `exact` (ids -> fused), then each hit whose bound reaches the last one chosen; the scan widens
+    (x4) until the last one chosen is clearly above every bound left. `row_ids[row]` is the id at a sketch row;
+    `fuse(dense, lexical)` is the monotone score of the set. None once the scan would have to read all `size`
+    rows (then score the whole set instead)."""
+    margin = 2 * 10.0 ** -decimals
+    m = max(4 * limit, SCAN_FIRST)
+    known: dict[int, float] = {}
+    while m < size:
+        rows, ceiling = sketch.nearest(query, m)
+        near = row_ids[rows]
+        if among is not None:
+            at_ = np.minimum(np.searchsorted(among, near), len(among) - 1)
+            near = near[among[at_] == near]
+        found = np.unique(near)
+        known.update(zip(found.tolist(), exact(found).tolist()))
+        bound = fuse(np.full(len(hits), ceiling), lexical)
+        chosen = top_k(found, np.asarray([known[u] for u in found.tolist()]), limit, decimals)
+        last = round(known[chosen[-1]], decimals) if len(chosen) == limit else float("-inf")
+        reach = hits[(bound >= last - margin) & ~np.isin(hits, found, assume_unique=True)]
+        if len(reach):
+            found = np.union1d(found, reach)
+            known.update(zip(reach.tolist(), exact(reach).tolist()))
+            chosen = top_k(found, np.asarray([known[u] for u in found.tolist()]), limit, decimals)
+            last = round(known[chosen[-1]], decimals) if len(chosen) == limit else float("-inf")
+        rest = bound[~np.isin(hits, found, assume_unique=True)]
+        top = float(fuse(np.asarray([ceiling]), np.zeros(1))[0])
+        if last > max(top, float(rest.max()) if len(rest) else top) + margin:
+            return chosen
+        m *= 4
+    return None
 
 
 class Relevance:
@@ -154,8 +98,8 @@ class Relevance:
     off it.
 
     Below the index's `sketch_from` every visible unit is scored at once, as it always was. On a larger surface
-    the z-statistics come from the surface's moments and a ranking from its half-precision scan, rescored
-    exactly (`engine.retrieval.sketch`): the same ids in the same order, without reading every float32 row.
+    the z-statistics come from the surface's moments and a ranking from its 8-bit scan, rescored exactly
+    (`engine.retrieval.sketch`): the same ids in the same order, without reading every float32 row.
     The whole-surface arrays (`dense_scores`, `lexical_scores`, `scores`) are then computed only when asked."""
 
     def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0,
@@ -291,37 +235,11 @@ class Relevance:
         return [(uid, float(self.scores[self.surface.where[uid]])) for uid in chosen]
 
     def _scanned(self, among: np.ndarray | None, limit: int, decimals: int) -> list[tuple[int, float]] | None:
-        """`ranked_among` from the sketch's scan, rescored exactly. A unit the scan left out has a cosine no
-        higher than the scan's ceiling, which bounds its score (with its BM25, for one sharing a query term).
-        The rows found are rescored, then each unit sharing a query term whose bound reaches the last one
-        chosen; the scan widens until the last unit chosen is clearly above every bound left, and so until the
-        ranking is the one the whole surface gives (None once it would have to read the whole surface)."""
+        """`ranked_among` from the sketch's scan (`scan_top`); None once it would have to read every row."""
         hits = self.hits if among is None else np.intersect1d(self.hits, among, assume_unique=True)
-        lexical = self.by_id[hits] if len(hits) else np.zeros(0)
-        margin = 2 * 10.0 ** -decimals
-        m = max(4 * limit, SCAN_FIRST)
-        while m < len(self.ids):
-            rows, ceiling = self.sketch.nearest(self.zq, m)
-            near = self.surface.stored[rows]
-            if among is not None:
-                at_ = np.minimum(np.searchsorted(among, near), len(among) - 1)
-                near = near[among[at_] == near]
-            found = np.unique(near)
-            chosen = top_k(found, self._exact(found), limit, decimals)
-            bound = self.fuse(np.full(len(hits), ceiling), lexical)
-            last = round(self._known[chosen[-1]][1], decimals) if len(chosen) == limit else float("-inf")
-            reach = hits[(bound >= last - margin) & ~np.isin(hits, found, assume_unique=True)]
-            if len(reach):
-                found = np.union1d(found, reach)
-                self._exact(reach)
-                chosen = top_k(found, np.asarray([self._known[u][1] for u in found.tolist()]), limit, decimals)
-                last = round(self._known[chosen[-1]][1], decimals) if len(chosen) == limit else float("-inf")
-            rest = bound[~np.isin(hits, found, assume_unique=True)]
-            top = float(self.fuse(np.asarray([ceiling]), np.zeros(1))[0])
-            if last > max(top, float(rest.max()) if len(rest) else top) + margin:
-                return [(uid, self._known[uid][1]) for uid in chosen]
-            m *= 4
-        return None
+        chosen = scan_top(self.sketch, self.zq, self.surface.stored, among, hits, self.by_id[hits], limit,
+                          decimals, self._exact, self.fuse, len(self.ids))
+        return None if chosen is None else [(uid, self._known[uid][1]) for uid in chosen]
 
     def terms(self, uid: int) -> dict[str, float]:
         """The parts `score(uid)` adds up: both raw signals, their z-values, the weight and the penalty

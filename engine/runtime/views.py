@@ -16,6 +16,7 @@ from engine.core.state import MemoryState
 from engine.llm.embedder import Embedder
 from engine.retrieval.index import VisibleIndex
 from engine.retrieval.lexical import BM25
+from engine.retrieval.sketch import SketchedRows
 
 
 class DerivedViews:
@@ -40,6 +41,7 @@ class DerivedViews:
     def _rebuild_views(self) -> None:
         self._views_version = getattr(self, "_views_version", 0) + 1
         self._stacked: tuple[int, list[int], np.ndarray] | None = None
+        self._sketched_rows: dict[str, SketchedRows] = {}
         nodes = list(self.state.nodes.values())
         self.vectors: dict[int, np.ndarray] = self.embed_nodes(nodes)
         self.index = VisibleIndex(self.embedder.dim)
@@ -101,6 +103,8 @@ class DerivedViews:
                 u = self.state.nodes.get(uid)
                 if u is None:
                     continue
+                if op.kind != OpKind.NODE_CREATED:
+                    self._forget_rows(u.id)
                 self.vectors[u.id] = self.embed_node(u)
                 self._index_lexical(u)
                 self._index_session(u)
@@ -115,6 +119,7 @@ class DerivedViews:
                 else:
                     self.index.remove([uid])
             elif op.kind == OpKind.NODE_RETRACTED:
+                self._forget_rows(p["node"])
                 self.index.remove([p["node"]])
                 self.bm25.remove(p["node"])
                 self.vectors.pop(p["node"], None)
@@ -123,6 +128,19 @@ class DerivedViews:
                 key = self._status_key.pop(p["node"], None)
                 if key is not None:
                     self.status_nodes[key].discard(p["node"])
+
+    def sketched_rows(self, name: str, ids: np.ndarray) -> SketchedRows:
+        """The vectors of `ids` (increasing; a set that only grows, such as an engine's records of one kind)
+        kept across states under `name`, with their sketch once large (`engine.retrieval.sketch`): a query
+        over a large set reads the sketch instead of every vector."""
+        rows = self._sketched_rows.setdefault(name, SketchedRows(self.embedder.dim))
+        rows.sync(ids, self.vectors.__getitem__)
+        return rows
+
+    def _forget_rows(self, uid: int) -> None:
+        """Drop the kept row sets holding `uid`, whose vector changed or left (built afresh when next asked)."""
+        for name in [n for n, rows in self._sketched_rows.items() if rows.holds(uid)]:
+            del self._sketched_rows[name]
 
     def embed_node(self, node: Node) -> np.ndarray:
         return self.embedder.embed_one(self.embed_text(node))

@@ -29,7 +29,7 @@ import numpy as np
 from engine.core.text import words
 from engine.engines.gam.context import GamContext
 from engine.engines.gam.schema import Kind, Life, Rel
-from engine.retrieval.relevance import KindRelevance, Positions
+from engine.retrieval.kind_relevance import KindRelevance, Positions
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 
 TOPIC_EDGES = tuple(t for t in Rel.TOPIC)        # expansion order: the schema's priority order

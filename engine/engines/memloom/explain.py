@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from engine.engines.memloom.context import MemLoomContext
-from engine.engines.memloom.retrieval import TRAVERSED, buffer_ranking, relevance, seed_ranking
+from engine.engines.memloom.retrieval import TRAVERSED
+from engine.engines.memloom.seeds import buffer_ranking, relevance, seed_ranking
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
-from engine.retrieval.relevance import KindRelevance
+from engine.retrieval.kind_relevance import KindRelevance
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 

@@ -28,15 +28,14 @@ import re
 import time
 from types import SimpleNamespace
 
-import numpy as np
-
 from engine.core.text import words
 from engine.engines.memloom.context import MemLoomContext
-from engine.engines.memloom.schema import Kind, Life, Rel
 from engine.engines.memloom.relations import link_scorer
+from engine.engines.memloom.schema import Kind, Rel
+from engine.engines.memloom.seeds import buffer_ranking, buffered_records, published_events, relevance, seed_ranking
+from engine.retrieval.kind_relevance import KindRelevance
 from engine.retrieval.links import has_change, probability, strongest_links_of_each
-from engine.retrieval.index import top_k
-from engine.retrieval.relevance import DECIMALS, KindRelevance, Positions
+from engine.retrieval.relevance import DECIMALS
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_by, path_to
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
@@ -69,18 +68,6 @@ def query_intent(query: str) -> str:
     if any(f" {cue} " in f" {low} " for cue in _HISTORY_ASK):
         return "history"
     return "lookup"
-
-
-def relevance(engine: MemLoomContext, query: str) -> KindRelevance:
-    """z(dense) + w·z(BM25) of every sentence record of the live state, with both signals kept."""
-    s = engine.settings
-    at_ = engine.derived("sentences", lambda: Positions.of(sorted(
-        n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE)))
-    weight = 0.0 if s.has("no-lexical") else s.lexical_weight
-    if not at_.ids:
-        return KindRelevance(at_, np.zeros(0), np.zeros(0), weight)
-    dense = engine.stacked_vectors(at_.ids) @ engine.embedder.embed_one(query)
-    return KindRelevance(at_, dense, engine.bm25.score_vector(query) if weight else np.zeros(0), weight)
 
 
 def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
@@ -296,50 +283,6 @@ def continuing(state, steps: list[tuple[int, str, bool]], u: int, arrived: int |
         evidence = state.edges[(v, u, etype)].evidence
         return not evidence or evidence[-1] != arrived
     return sorted(steps, key=elsewhere)
-
-
-def seed_ranking(snap: MemLoomContext | None, rel: KindRelevance, top: int | None = None) -> list[tuple[int, float]]:
-    """Every published event on the snapshot's surface by its best record's relevance, ties by id (the
-    first `top` of them when given)."""
-    if snap is None:
-        return []
-    events, members, starts = published_events(snap)
-    if not len(events):
-        return []
-    pos = rel.positions.find(members)
-    values = np.full(len(members), -np.inf)
-    values[pos >= 0] = rel.scores[pos[pos >= 0]]
-    best = np.maximum.reduceat(values, starts)           # each event's best record; -inf when none is live
-    found = np.isfinite(best)
-    chosen = top_k(events[found], best[found], int(found.sum()) if top is None else min(top, int(found.sum())),
-                   DECIMALS)
-    return [(e, float(best[i])) for e, i in zip(chosen, np.searchsorted(events, chosen))]
-
-
-def published_events(snap: MemLoomContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The snapshot's seed surface: each published visible event (in id order), all their member records one
-    event after another, and where each event's members start (kept until the snapshot changes)."""
-    def build():
-        found = sorted((e.id, tuple(e.members)) for e in snap.state.nodes.values()
-                       if e.kind == Kind.EVENT and e.visible and e.attrs.get("published") and e.members)
-        members = [m for _, ms in found for m in ms]
-        starts = np.cumsum([0] + [len(ms) for _, ms in found[:-1]]) if found else np.zeros(0)
-        return (np.asarray([e for e, _ in found], dtype=np.int64), np.asarray(members, dtype=np.int64),
-                np.asarray(starts, dtype=np.int64))
-    return snap.derived("published_events", build)
-
-
-def buffer_ranking(engine: MemLoomContext, rel: KindRelevance, top: int | None = None) -> list[int]:
-    """Stream two: the sentence records no steward run has curated yet, by relevance (`order`), ties by id (the
-    first `top` of them when given)."""
-    return [sid for sid, _ in rel.ranked(buffered_records(engine), top)]
-
-
-def buffered_records(engine: MemLoomContext) -> np.ndarray:
-    """The sentence records in the real-time buffer, in id order (kept until the state changes)."""
-    return engine.derived("buffered", lambda: np.asarray(sorted(
-        n.id for n in engine.state.nodes.values() if n.kind == Kind.SENTENCE and n.status == Life.BUFFERED),
-        dtype=np.int64))
 
 
 def _conf(state, u: int, step: tuple[int, str, bool]) -> float | None:
