@@ -195,14 +195,15 @@ class SketchedKindRelevance(KindRelevance):
             among = None
         ids = self.positions.array if among is None else np.asarray(among, dtype=np.int64)
         limit = len(ids) if top is None else min(top, len(ids))
-        if self._scores is None and limit < len(ids):
-            if len(ids) <= GATHER_MAX:
-                chosen = top_k(ids, np.asarray(self.values(ids)[0]), limit, DECIMALS)
-            else:
-                hits = self.hits if among is None else np.intersect1d(self.hits, among, assume_unique=True)
-                chosen = scan_top(self.rows.sketch, self.zq, self.rows.ids, among, hits, self.by_id[hits], limit,
-                                  DECIMALS, lambda found: np.asarray(self.values(found)[0]), self.fuse,
-                                  len(self.rows.ids))
-            if chosen is not None:
-                return [(uid, self._known[uid][0]) for uid in chosen]
-        return super().ranked(among, top)
+        if self._scores is not None:
+            return super().ranked(among, top)
+        if limit < len(ids) and len(ids) > GATHER_MAX:
+            hits = self.hits if among is None else np.intersect1d(self.hits, among, assume_unique=True)
+            chosen = scan_top(self.rows.sketch, self.zq, self.rows.ids, among, hits, self.by_id[hits], limit,
+                              DECIMALS, lambda found: np.asarray(self.values(found)[0]), self.fuse,
+                              len(self.rows.ids))
+            if chosen is None:                  # the scan would read every row: score them all
+                return super().ranked(among, top)
+        else:                                   # a few ids, or every one of them: score just those
+            chosen = top_k(ids, np.asarray(self.values(ids)[0]), limit, DECIMALS)
+        return [(uid, self._known[uid][0]) for uid in chosen]

@@ -14,6 +14,7 @@ import numpy as np
 from engine.core.state import MemoryState
 from engine.retrieval.index import VisibleIndex
 from engine.retrieval.lexical import BM25
+from engine.retrieval.sketch import SketchedRows
 
 
 class Encoder(Protocol):
@@ -25,7 +26,8 @@ class Encoder(Protocol):
 
 
 class IndexedMemory(Protocol):
-    """A memory state with its derived views: node vectors, the retrieval surface's index and BM25."""
+    """A memory state with its derived views: node vectors, the retrieval surface's index, BM25, and the kept
+    vectors (with their sketch) of a large set the engine ranks itself."""
 
     state: MemoryState
     embedder: Encoder
@@ -33,3 +35,5 @@ class IndexedMemory(Protocol):
     bm25: BM25
 
     def vector(self, uid: int) -> np.ndarray: ...
+
+    def sketched_rows(self, name: str, ids: np.ndarray) -> SketchedRows: ...

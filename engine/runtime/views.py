@@ -103,9 +103,11 @@ class DerivedViews:
                 u = self.state.nodes.get(uid)
                 if u is None:
                     continue
-                if op.kind != OpKind.NODE_CREATED:
+                vector = self.embed_node(u)
+                old = self.vectors.get(u.id)
+                if old is not None and not np.array_equal(old, vector):
                     self._forget_rows(u.id)
-                self.vectors[u.id] = self.embed_node(u)
+                self.vectors[u.id] = vector
                 self._index_lexical(u)
                 self._index_session(u)
                 self._index_status(u)

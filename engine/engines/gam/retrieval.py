@@ -29,7 +29,8 @@ import numpy as np
 from engine.core.text import words
 from engine.engines.gam.context import GamContext
 from engine.engines.gam.schema import Kind, Life, Rel
-from engine.retrieval.kind_relevance import KindRelevance, Positions
+from engine.retrieval.kind_relevance import KindRelevance, Positions, SketchedKindRelevance
+from engine.retrieval.sketch import SKETCH_FROM
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 
 TOPIC_EDGES = tuple(t for t in Rel.TOPIC)        # expansion order: the schema's priority order
@@ -65,15 +66,15 @@ def sigmoid(x: float) -> float:
 
 
 def relevance(engine: GamContext, zq: np.ndarray, bm25: np.ndarray, kind: str, weight: float) -> KindRelevance:
-    """z(cosine) + w·z(BM25) of every node of one kind, z over that kind."""
-    at_, matrix = engine.derived(f"vectors of {kind}", lambda: _stacked(engine, kind))
+    """z(cosine) + w·z(BM25) of every node of one kind, z over that kind (from the kind's sketch once it holds
+    `SKETCH_FROM` nodes: at 100,000 turns GAM holds 100,000 events)."""
+    at_ = engine.derived(f"ids of {kind}", lambda: Positions.of(sorted(
+        n.id for n in engine.state.nodes.values() if n.kind == kind)))
+    if len(at_.ids) >= SKETCH_FROM:
+        return SketchedKindRelevance(at_, engine.sketched_rows(f"vectors of {kind}", at_.array), zq, bm25, weight)
+    matrix = engine.derived(f"vectors of {kind}", lambda: np.stack([engine.vectors[i] for i in at_.ids])
+                            if at_.ids else np.zeros((0, 0), np.float32))
     return KindRelevance(at_, matrix @ zq if at_.ids else np.zeros(0), bm25, weight)
-
-
-def _stacked(engine: GamContext, kind: str) -> tuple[Positions, np.ndarray]:
-    """The ids of `kind`'s nodes in id order and their vectors stacked in that order."""
-    ids = sorted(n.id for n in engine.state.nodes.values() if n.kind == kind)
-    return Positions.of(ids), np.stack([engine.vectors[i] for i in ids]) if ids else np.zeros((0, 0), np.float32)
 
 
 @dataclass

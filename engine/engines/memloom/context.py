@@ -13,7 +13,6 @@ from engine.core.node import Node
 from engine.engines.memloom.settings import MemLoomSettings
 from engine.llm.base import LLM
 from engine.retrieval.memory import IndexedMemory
-from engine.retrieval.sketch import SketchedRows
 
 
 class MemLoomContext(IndexedMemory, Protocol):
@@ -24,8 +23,6 @@ class MemLoomContext(IndexedMemory, Protocol):
     def utterance_vector(self, node: Node) -> np.ndarray: ...
 
     def stacked_vectors(self, ids: list[int]) -> np.ndarray: ...
-
-    def sketched_rows(self, name: str, ids: np.ndarray) -> SketchedRows: ...
 
     def derived(self, name: str, build): ...
 

@@ -1,9 +1,11 @@
-"""MemLoom over a sketched set of sentence records ranks as it does over the whole set.
+"""MemLoom over a sketched set of sentence records, and GAM over a sketched set of events, rank as they do over
+the whole set.
 
 At 20,000 records and more MemLoom's relevance reads the records' sketch (engine/retrieval/sketch.py): the
-z-statistics from their moments, the seed events and the buffer's ranking from a scan rescored exactly. Here the
-threshold is lowered to 1 and the scans start small, so every question of a replayed causal scenario (lookups
-and why-questions, after the steward has published events and with records still buffered) goes through them.
+z-statistics from their moments, the seed events and the buffer's ranking from a scan rescored exactly; GAM's
+re-rank reads its events' the same way. Here the threshold is lowered to 1 and the scans start small, so every
+question of a replayed conversation (lookups and why-questions, after the steward has published events and with
+records still buffered) goes through them.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import engine.engines.gam.retrieval as gam_retrieval
 import engine.engines.memloom.seeds as memloom_seeds
 import engine.retrieval.kind_relevance as kind_module
 import engine.retrieval.relevance as relevance_module
@@ -99,3 +102,39 @@ def test_a_record_whose_vector_changes_is_not_read_from_a_stale_row(replayed):
     again = eng.sketched_rows("probe", ids[:-1])                 # a set that shrank is built afresh
     assert np.array_equal(again.ids, ids[:-1]) and np.array_equal(again.matrix, np.stack(
         [eng.vectors[int(i)] for i in ids[:-1]]))
+
+
+@pytest.fixture(scope="module")
+def gam_replayed(tmp_path_factory, replayed):
+    full = load_conversation(locomo_or_skip(), "conv-26")
+    sessions = set(full.sessions[:7])
+    conv = dataclasses.replace(full, turns=[t for t in full.turns if t.session in sessions],
+                               questions=[q for q in full.questions if q.category in (1, 2, 3, 4)][:40])
+    eng = open_session(tmp_path_factory.mktemp("gam") / "gam.sqlite", engine="gam", embedder=replayed[0][0].embedder)
+    replay(eng, conv, Schedule.parse("every-3-sessions"))
+    return eng, [q.question for q in conv.questions]
+
+
+def test_sketched_events_rank_as_the_whole_set(gam_replayed, monkeypatch):
+    eng, questions = gam_replayed
+    whole = {q: ranked(eng, q) for q in questions}
+    monkeypatch.setattr(gam_retrieval, "SKETCH_FROM", 1)
+    monkeypatch.setattr(sketch_module, "SKETCH_FROM", 1)
+    monkeypatch.setattr(kind_module, "GATHER_MAX", 4)
+    monkeypatch.setattr(relevance_module, "SCAN_FIRST", 4)
+    seen = []
+    real = gam_retrieval.scoring
+
+    def keeping(*args, **kw):
+        seen.append(real(*args, **kw))
+        return seen[-1]
+    monkeypatch.setattr(gam_retrieval, "scoring", keeping)
+    for q in questions:
+        units, sources = ranked(eng, q)
+        events = seen[-1].events
+        assert isinstance(events, SketchedKindRelevance)
+        assert events._scores is None        # the re-rank scored the events it reached, not every event
+        want_units, want_sources = whole[q]
+        assert sources == want_sources, q
+        assert [u for u, _ in units] == [u for u, _ in want_units], q
+        assert np.allclose([s for _, s in units], [s for _, s in want_units], rtol=0, atol=1e-5), q
