@@ -55,10 +55,15 @@ def has_temporal(text: str) -> bool:
     return bool(_TEMPORAL.search(text))
 
 
-def named_speakers(query: str, speakers: set[str]) -> set[str]:
-    """The speakers whose first name the query mentions."""
+def named_speakers(query: str, first_names: dict[str, str]) -> set[str]:
+    """The speakers whose first name the query mentions (`first_names`: speaker -> first name, `first_name_of`)."""
     said = set(words(query))
-    return {s for s in speakers if s and words(s) and words(s)[0] in said}
+    return {s for s, first in first_names.items() if first in said}
+
+
+def first_name_of(speakers) -> dict[str, str]:
+    """Each named speaker's first name as `words` reads it."""
+    return {s: words(s)[0] for s in speakers if s and words(s)}
 
 
 def sigmoid(x: float) -> float:
@@ -108,8 +113,8 @@ def scoring(engine: GamContext, query: str) -> Scoring:
     zq = engine.embedder.embed_one(query)
     bm25 = engine.bm25.score_vector(query)
     lexical = not s.has("no-lexical")
-    speakers = engine.derived("speakers", lambda: {sp for n in engine.state.nodes.values() if n.kind == Kind.EVENT
-                                                   for sp in n.speakers})
+    speakers = engine.derived("speakers", lambda: first_name_of({sp for n in engine.state.nodes.values()
+                                                                 if n.kind == Kind.EVENT for sp in n.speakers}))
     mfr = not s.has("no-mfr")
     return Scoring(relevance(engine, zq, bm25, Kind.TOPIC, s.anchor_lexical_weight if lexical else 0.0),
                    relevance(engine, zq, bm25, Kind.EVENT, s.rerank_lexical_weight if lexical else 0.0),
