@@ -8,7 +8,7 @@ from typing import NamedTuple
 import faiss
 import numpy as np
 
-from engine.retrieval.sketch import SKETCH_FROM, SurfaceSketch, inner_products
+from engine.retrieval.sketch import SKETCH_FROM, SurfaceSketch, inner_products, row_products
 
 # Rankings order by the score rounded to 6 decimals, then by id. A score more than this below the k-th best
 # raw score rounds strictly lower, so it cannot reach the top k: selection may drop it unsorted.
@@ -215,9 +215,7 @@ class VisibleIndex:
         """The cosine of `vector` with each of `ids` (all on the surface), as `surface_scores` gives it: the
         same per-row products over only these rows (float64)."""
         surface = self.surface()
-        rows = np.ascontiguousarray(self._stored()[surface.storage[surface.where[ids]]])
-        return inner_products(faiss.swig_ptr(rows), vector, len(rows)).astype(np.float64) if len(rows) \
-            else np.zeros(0)
+        return row_products(self._stored(), surface.storage[surface.where[ids]], vector).astype(np.float64)
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top-k (id, cosine), ties (equal to 6 decimals) broken by smaller id for determinism.
@@ -252,8 +250,7 @@ class VisibleIndex:
         while m < len(self.ids):
             rows, ceiling = sketch.nearest(vector, m)
             rows = np.sort(rows)
-            exact = np.ascontiguousarray(self._stored()[rows])
-            scores = inner_products(faiss.swig_ptr(exact), vector, len(rows))
+            scores = row_products(self._stored(), rows, vector)
             pairs = sorted(zip(stored[rows].tolist(), scores.tolist()), key=lambda p: (-round(p[1], 6), p[0]))[:k]
             if len(pairs) == k and round(pairs[-1][1], 6) > ceiling + TIE_MARGIN:
                 return pairs

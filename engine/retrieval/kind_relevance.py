@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.retrieval.index import position, positions, top_k, where_of
 from engine.retrieval.lexical import at
-from engine.retrieval.relevance import DECIMALS, GATHER_MAX, scan_top
+from engine.retrieval.relevance import DECIMALS, GATHER_MAX, scan_top, sketched_statistics
 from engine.retrieval.sketch import SketchedRows
 
 
@@ -147,14 +147,10 @@ class SketchedKindRelevance(KindRelevance):
         """`rows` holds exactly the set's ids, with a sketch."""
         self.positions, self.weight, self.rows, self.zq = at_, weight, rows, query_vector
         self.by_id = bm25_by_id if weight else np.zeros(0)
-        n = len(at_.ids)
-        mean, sd = rows.sketch.moments(query_vector)
-        self.dense_mu, self.dense_sd = mean, (sd if sd > 1e-12 else 0.0) or 1.0
         hits = np.flatnonzero(self.by_id)
         self.hits = hits[at_.find(hits) >= 0]
-        lex = self.by_id[self.hits]
-        self.lex_mu = float(lex.sum()) / n
-        self.lex_sd = max(float((lex * lex).sum()) / n - self.lex_mu ** 2, 0.0) ** 0.5 or 1.0
+        self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = sketched_statistics(
+            rows.sketch, query_vector, self.by_id[self.hits], len(at_.ids))
         self._known: dict[int, tuple[float, float, float]] = {}      # id -> (fused, dense, lexical)
         self._scores: np.ndarray | None = None
         self.fused, self.order = LazyColumn(self, 0), LazyColumn(self, 0, DECIMALS)

@@ -52,6 +52,17 @@ class ScoresById(Mapping):
         return int(np.count_nonzero(self.values))
 
 
+def sketched_statistics(sketch: SurfaceSketch, query: np.ndarray, lexical_hits: np.ndarray, n: int
+                        ) -> tuple[float, float, float, float]:
+    """(dense mean, dense sd, BM25 mean, BM25 sd) of a sketched set of `n` ids, as the whole set's arrays give
+    them (an sd of 0 read as 1): the dense ones from the rows' moments, BM25's from the scores of the ids
+    sharing a query term (every other id scores 0)."""
+    mean, sd = sketch.moments(query)
+    lex_mu = float(lexical_hits.sum()) / n
+    lex_sd = max(float((lexical_hits * lexical_hits).sum()) / n - lex_mu ** 2, 0.0) ** 0.5
+    return mean, (sd if sd > 1e-12 else 0.0) or 1.0, lex_mu, lex_sd or 1.0
+
+
 def scan_top(sketch: SurfaceSketch, query: np.ndarray, row_ids: np.ndarray, among: np.ndarray | None,
              hits: np.ndarray, lexical: np.ndarray, limit: int, decimals: int,
              exact: Callable[[np.ndarray], np.ndarray], fuse: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -125,11 +136,8 @@ class Relevance:
             lex = lex if len(self.ids) else np.zeros(1)
             self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std()) or 1.0
         else:
-            mean, sd = self.sketch.moments(self.zq)
-            self.dense_mu, self.dense_sd = mean, (sd if sd > 1e-12 else 0.0) or 1.0
-            n, lex = len(self.ids), self.by_id[self.hits]
-            self.lex_mu = float(lex.sum()) / n
-            self.lex_sd = max(float((lex * lex).sum()) / n - self.lex_mu ** 2, 0.0) ** 0.5 or 1.0
+            self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = sketched_statistics(
+                self.sketch, self.zq, self.by_id[self.hits], len(self.ids))
 
     def signals(self) -> tuple[np.ndarray, np.ndarray]:
         """The dense and lexical scores of every visible unit, aligned with `ids` (computed when first asked)."""

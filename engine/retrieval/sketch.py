@@ -41,6 +41,13 @@ def inner_products(matrix_ptr, vector: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
+def row_products(matrix: np.ndarray, rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """`inner_products` of `vector` with `matrix[rows]` only: each row's value as a pass over the whole matrix
+    gives it (float32)."""
+    picked = np.ascontiguousarray(matrix[rows], dtype=np.float32)
+    return inner_products(faiss.swig_ptr(picked), vector, len(picked))
+
+
 class SurfaceSketch:
     """An 8-bit FAISS copy of a set of unit rows (row numbers as ids) and their float64 moments.
 
@@ -198,5 +205,4 @@ class SketchedRows:
 
     def dense_of(self, vector: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """The cosine of `vector` with each of `ids` (all held), each from its own row (float64)."""
-        rows = np.ascontiguousarray(self.matrix[np.searchsorted(self.ids, ids)])
-        return inner_products(faiss.swig_ptr(rows), vector, len(rows)).astype(np.float64)
+        return row_products(self.matrix, np.searchsorted(self.ids, ids), vector).astype(np.float64)
