@@ -106,3 +106,24 @@ def test_each_retrieval_ablation_changes_what_stage_2_walks(memory):
     assert hop1 == sorted(hop1, key=lambda t: [EdgeType.SIBLING, EdgeType.VERSION, EdgeType.TEMPORAL,
                                                EdgeType.SEMANTIC].index(t))
     assert [e["type"] for e in walked["no-type-priority"]] != types
+
+
+def test_a_representative_gives_each_merged_turn_only_its_own_evidence(memory):
+    """A Merge's representative is retrieved for what its turns say together; each turn it carries takes a source
+    slot at no more than the score of the archived version holding that turn, so a turn whose own words miss
+    the question is not ranked among the sources at the representative's score."""
+    engine, unit, _, _ = memory
+    state = engine.state
+    rep = next(u.id for u in state.units.values() if u.kind == "merged" and {"D2:8", "D2:10"} <= set(u.source_ids))
+    res = engine.retrieve("What did Caroline research?", k=None)
+    found = {c.id: c for c in res.candidates}
+    worth = found[rep].source_worth
+    assert set(worth) == {"D2:8", "D2:10"}
+    for sid in worth:                  # each turn's worth is its own archived unit's score, reached over a version link
+        assert worth[sid] == found[unit[sid]].score and found[unit[sid]].path[-1].type == EdgeType.VERSION
+    weaker = min(worth, key=worth.get)
+    assert worth[weaker] < found[rep].score
+    between = [c for c in res.candidates if worth[weaker] < c.score < found[rep].score and weaker not in c.source_ids]
+    assert between, "no candidate scores between the weaker turn's own evidence and the representative"
+    ranked = res.source_ids
+    assert all(ranked.index(s) < ranked.index(weaker) for c in between for s in c.source_ids)

@@ -117,7 +117,7 @@ def test_streaming_run_on_the_demo_writes_the_format(demo_run):
     assert "latency p50" in (out / "summary.md").read_text(encoding="utf-8")
     q = next(q for q in result["questions"] if q["system"] == "allmem" and q["question_id"] == "demo:q4")
     assert q["gold"] == ["D1:11", "D5:9"] and q["category"] == "4"
-    assert len(q["ranked"]) == 10 and q["ranked"][0] == q["results"][0]["source_ids"][0]
+    assert len(q["ranked"]) == 10 and q["ranked"][0] in q["results"][0]["source_ids"]
     assert all({"unit", "score", "source_ids", "hop", "path"} <= set(r) for r in q["results"])
     detail = next(d for d in result["rounds_detail"] if d["system"] == "allmem" and d["round"] == 5)
     assert detail["turns_ingested"] == max(q["turn"] for q in result["questions"] if q["system"] == "allmem")

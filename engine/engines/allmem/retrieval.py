@@ -93,9 +93,34 @@ def expansion_order(state, frontier: list[int], allowed: list[str], uniform: boo
     return [(u, v, t) for t in allowed for u in frontier for v in sorted(state.out(u, t))]
 
 
+def source_worth(state, uid: int, rel: Relevance) -> dict[str, float]:
+    """For a unit carrying several turns (a Merge's representative), each turn's own evidence: the best score of
+    the archived versions behind it that hold the turn. The representative is retrieved for what its turns say
+    together; a turn whose own words do not match the query should not take a source slot at its score."""
+    node = state.nodes[uid]
+    if len(node.source_ids) < 2:
+        return {}
+    mine = set(node.source_ids)
+    worth: dict[str, float] = {}
+    seen, frontier = {uid}, [uid]
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in sorted(state.out(u, EdgeType.VERSION)):
+                if v in seen:
+                    continue
+                seen.add(v)
+                nxt.append(v)
+                score = round(rel.score(v), 6)
+                for sid in mine.intersection(state.nodes[v].source_ids):
+                    worth[sid] = max(worth.get(sid, score), score)
+        frontier = nxt
+    return worth
+
+
 def _retrieved(engine, uid, rel, parent, origin, hop) -> RetrievedUnit:
     u = engine.state.nodes[uid]
     return RetrievedUnit(id=uid, visible=u.visible, score=round(rel.score(uid), 6), dense=round(rel.dense(uid), 6),
                          lexical=round(rel.lexical.get(uid, 0.0), 6), anchor=origin[uid], hop=hop[uid],
                          path=path_to(uid, parent), source_ids=list(u.source_ids), time=u.time, raw=u.raw,
-                         kind=u.kind, status=u.status)
+                         kind=u.kind, status=u.status, source_worth=source_worth(engine.state, uid, rel))
