@@ -168,7 +168,8 @@ def expansion(res, caption: str) -> None:
 
 
 def ranking(res, caption: str) -> None:
-    st.caption(f"{caption} All {len(res.candidates)} candidates ranked; the top {len(res.units)} are returned.")
+    st.caption(f"{caption} All {len(res.candidates)} candidates ranked; the top {len(res.units)} are returned. "
+               "A turn marked (≤ x) takes a source slot at no more than x, its own evidence in a merged unit.")
     st.dataframe(table(rv.ranking_frame(res, gold)), hide_index=True, width="stretch",
                  height=min(35 * (len(res.candidates) + 1) + 3, 640))
 

@@ -15,6 +15,7 @@ from engine.loaders import load_conversations
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
 from tests.conftest import locomo_or_skip
+from workbench.retrieval_view import source_text
 
 pytestmark = pytest.mark.slow
 CAMPING = "When did Melanie go camping in June?"
@@ -127,3 +128,4 @@ def test_a_representative_gives_each_merged_turn_only_its_own_evidence(memory):
     assert between, "no candidate scores between the weaker turn's own evidence and the representative"
     ranked = res.source_ids
     assert all(ranked.index(s) < ranked.index(weaker) for c in between for s in c.source_ids)
+    assert f"{weaker} (≤ {worth[weaker]:.3f})" in source_text(found[rep])        # what the Retrieval page shows

@@ -233,6 +233,12 @@ def expansion_tree(state: MemoryState, res: RetrievalResult, seed: str = "anchor
     return "\n".join(lines)
 
 
+def source_text(r: RetrievedUnit) -> str:
+    """Its source ids; a turn it gives less than its score (a merged turn's own evidence) says what it gives."""
+    return ", ".join(f"{s} (≤ {r.source_worth[s]:.3f})" if r.source_worth.get(s, r.score) < r.score else s
+                     for s in r.source_ids)
+
+
 def ranking_frame(res: RetrievalResult, gold: Sequence[str] = ()) -> pd.DataFrame:
     """The final ranking over every candidate; the top final_k are the results."""
     gold_set = set(gold)
@@ -242,7 +248,7 @@ def ranking_frame(res: RetrievalResult, gold: Sequence[str] = ()) -> pd.DataFram
         row = {"rank": i, "unit": f"u{r.id}", "returned": "yes" if r.id in top else "",
                "score": round(r.score, 3), "dense cosine": round(r.dense, 3),
                "lexical BM25": round(r.lexical, 3), "hop": r.hop, "anchor": f"u{r.anchor}",
-               "state": _result_mark(r), "source ids": ", ".join(r.source_ids)}
+               "state": _result_mark(r), "source ids": source_text(r)}
         row.update({name: round(value, 3) for name, value in r.factors.items()})
         if gold_set:
             row["gold"] = HIT if gold_set & set(r.source_ids) else ""
