@@ -316,25 +316,27 @@ def test_presets_and_bounds():
 
 
 def test_an_episodes_turns_rank_by_their_own_exchange(tmp_path):
-    """The turns of one episode share its score; they are ranked by the relevance of the unit each is in (the
-    result's `source_scores`), then by id, not by id alone."""
+    """A turn of an episode takes a source slot at no more than the relevance of the unit it is in (the result's
+    `source_worth`), and the episode's turns are ordered by it, then by id, not by id alone."""
     from engine.retrieval.result import RetrievedUnit, rank_sources
 
     def unit(uid, score, sources, scores=None):
         return RetrievedUnit(id=uid, visible=True, score=score, dense=0.0, lexical=0.0, anchor=uid, hop=0, path=[],
-                             source_ids=sources, time="", raw="", kind="episode", source_scores=scores or {})
+                             source_ids=sources, time="", raw="", kind="episode", source_worth=scores or {})
 
     plain = [unit(1, 2.0, ["D1:2", "D1:10"]), unit(2, 1.0, ["D3:1"])]
     assert rank_sources(plain) == ["D1:10", "D1:2", "D3:1"]                    # All-Mem's key: ids break ties
     scored = [unit(1, 2.0, ["D1:2", "D1:10"], {"D1:2": 0.9, "D1:10": -0.3}), unit(2, 1.0, ["D3:1"])]
-    assert rank_sources(scored) == ["D1:2", "D1:10", "D3:1"]
+    assert rank_sources(scored) == ["D3:1", "D1:2", "D1:10"]                   # D1:10's own exchange is weak
+    above = [unit(1, 0.5, ["D1:2", "D1:10"], {"D1:2": 0.9, "D1:10": 0.7}), unit(2, 0.4, ["D3:1"])]
+    assert rank_sources(above) == ["D1:2", "D1:10", "D3:1"]                    # both at the episode's 0.5
 
     eng = open_session(tmp_path / "e.sqlite", engine="recmem",
                        settings={"theta_sim": 0.5, "theta_count": 2, "theta_merge": 0.5})
     replay(eng, app_b(), Schedule.parse("every-1-turns"))
     res = eng.retrieve("Which bakery writes Happy Birthday Mia on the cake?", k=8)
     episode = next(r for r in res.units if r.kind == "episode")
-    assert set(episode.source_scores) == set(episode.source_ids)
+    assert set(episode.source_worth) == set(episode.source_ids)
     order = [s for s in res.source_ids if s in episode.source_ids]
-    assert order == sorted(episode.source_ids, key=lambda s: (-episode.source_scores[s], s))[:len(order)]
-    assert episode.source_scores["D3:1"] > episode.source_scores["D1:1"]       # the SweetLeaf exchange first
+    assert order == sorted(episode.source_ids, key=lambda s: (-episode.source_worth[s], s))[:len(order)]
+    assert episode.source_worth["D3:1"] > episode.source_worth["D1:1"]       # the SweetLeaf exchange first

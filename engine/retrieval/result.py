@@ -53,8 +53,7 @@ class RetrievedUnit:
     status: str = ""
     layer: str = ""                        # the store it was searched in, for an engine with several (RecMem)
     provenance: list[Hop] = field(default_factory=list)   # hops from it down to what it derives from
-    source_scores: dict[str, float] = field(default_factory=dict)   # relevance of each of several sources
-    source_worth: dict[str, float] = field(default_factory=dict)    # what it is worth to a source, below score
+    source_worth: dict[str, float] = field(default_factory=dict)    # each of several sources' own evidence
     factors: dict[str, float] = field(default_factory=dict)   # a multiplicative re-rank's parts (GAM: P_sem, β)
 
     def to_dict(self, labels: bool = False) -> dict:
@@ -62,7 +61,7 @@ class RetrievedUnit:
         d["path"] = [h.to_dict(labels) for h in self.path]
         if labels:
             d["id"], d["anchor"] = node_label(self.id), node_label(self.anchor)
-        for key in ("layer", "provenance", "source_scores", "source_worth", "factors"):     # only engines that have them
+        for key in ("layer", "provenance", "source_worth", "factors"):     # only engines that have them
             if not d[key]:
                 del d[key]
         if self.provenance:
@@ -102,19 +101,22 @@ class RetrievalResult:
 
 
 def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
-    """Key_src(s) = (-best(s), first(s), s) over the whole candidate ranking (All-Mem Eq. 37-39); the sources of one
-    result that carries `source_scores` (a RecMem episode: the relevance of the unit each turn is in) are ordered
-    by them before their ids. A result that says what it is worth to one of its sources (`source_worth`: an
-    All-Mem representative, for each turn it merged, by that turn's own evidence) gives that source no more."""
+    """Key_src(s) = (-best(s), first(s), s) over the whole candidate ranking (All-Mem Eq. 37-39), where a result
+    carrying several turns may say what it is worth to each (`source_worth`: the turn's own evidence, the score
+    of the unit that holds it alone): the turn takes no more than that from it, and the result's turns tie-break
+    by it before their ids. A result is retrieved for what its turns say together (an All-Mem representative, a
+    RecMem episode or fact); a turn whose own words miss the question should not take a source slot at its
+    score."""
     best: dict[str, float] = {}
     first: dict[str, int] = {}
     within: dict[str, float] = {}
     for rank, r in enumerate(candidates):
         for sid in r.source_ids:
-            score = min(r.score, r.source_worth.get(sid, r.score))
+            own = r.source_worth.get(sid)
+            score = r.score if own is None else min(r.score, own)
             held = best.get(sid)
             if held is None:
-                best[sid], first[sid], within[sid] = score, rank, r.source_scores.get(sid, 0.0)
+                best[sid], first[sid], within[sid] = score, rank, own if own is not None else 0.0
             elif score > held:
                 best[sid] = score
     return sorted(best, key=lambda sid: (-best[sid], first[sid], -within[sid], sid))

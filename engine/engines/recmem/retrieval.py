@@ -123,12 +123,13 @@ def _result(engine: RecMemContext, uid: int, score: float, layer: str, chain: li
                          lexical=round(rel.lexical.get(uid, 0.0), 6), anchor=uid, hop=0, path=[],
                          source_ids=list(u.source_ids), time=u.time, raw=u.raw or u.summary, kind=u.kind,
                          status=u.status, layer=layer, provenance=chain,
-                         source_scores=source_scores(engine, u, chain, rel))
+                         source_worth=source_worth(engine, u, chain, rel))
 
 
-def source_scores(engine: RecMemContext, node, chain: list[Hop], rel: Relevance) -> dict[str, float]:
-    """For an episode or a fact (many turns), each turn's relevance: that of the unit on its provenance chain
-    holding it, so the turns of one result rank by how well their own exchange matches the query."""
+def source_worth(engine: RecMemContext, node, chain: list[Hop], rel: Relevance) -> dict[str, float]:
+    """For an episode or a fact (many turns), each turn's own evidence: the relevance of the unit on its
+    provenance chain holding it, so a turn takes a source slot by how well its own exchange matches the query
+    (`rank_sources`)."""
     if len(node.source_ids) < 2:
         return {}
     state = engine.state
