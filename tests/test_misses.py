@@ -117,3 +117,22 @@ def test_a_multiplicative_re_rank_names_the_factor_whose_ratio_fell_shortest():
     assert counted["fates"]["below_k"] == 1 and counted["fates"]["found"] == 1
     assert counted["signals"] == {"dense": 1} and counted["by_category"]["1"]["below_k"] == 1
     assert set(MISSED) == set(Fate) - {Fate.FOUND} and Counter(counted["drops"]) == Counter({"below_k": 1})
+
+
+def test_a_turn_its_result_gives_only_its_own_evidence_is_held_back_by_that():
+    """A merged representative or an episode gives each turn it carries no more than the turn's own evidence
+    (`source_worth`); a turn kept below k that way is named as held back by its own evidence, and every gap is
+    between what the turns were given, not the results' scores."""
+    from engine.eval.misses import OWN_EVIDENCE, _capped
+    from engine.retrieval.result import RetrievalResult, RetrievedUnit
+
+    def unit(uid, score, sources, worth=None):
+        return RetrievedUnit(id=uid, visible=True, score=score, dense=0.0, lexical=0.0, anchor=uid, hop=0, path=[],
+                             source_ids=sources, time="", raw="", kind="unit", source_worth=worth or {})
+
+    cands = [unit(1, 3.0, ["A", "B"], {"A": 2.9, "B": 0.5}), unit(2, 2.0, ["C"]), unit(3, 1.0, ["D"])]
+    res = RetrievalResult.ranked("q", [], [], cands, None, None, {})
+    assert res.source_ids == ["A", "C", "D", "B"]
+    assert _capped(res, 3, "B", 1) == (OWN_EVIDENCE, 0.5)          # the cut is D at 1.0; B was given 0.5
+    assert _capped(res, 1, "C", 2) == (None, 0.9)                  # the cut, A, was given 2.9 of its result's 3.0
+    assert _capped(res, 2, "D", 3) is None                         # nothing capped: the signals' own gap stands

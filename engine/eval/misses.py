@@ -12,9 +12,11 @@ engine's state and its own `explain` (engine.retrieval.explain):
 
 For the last two the record also names the signal that held it back: of the terms the ranking added up
 (dense similarity, the weighted lexical signal, the off-surface penalty, a score passed down a relation
-chain), the one on which the turn's best node fell furthest short of the node holding the k-th source. A
-multiplicative re-rank (GAM's P_sem · Π β) is split into the logarithms of its factors, which add up the
-same way, so the factor named is the one whose ratio to the cut's was smallest.
+chain), the one on which the turn's best node fell furthest short of the node holding the k-th source; or
+"own evidence" when that node carries the turn among others and gives it only the turn's own evidence
+(`source_worth`: a merged representative, an episode), which kept it out. A multiplicative re-rank (GAM's
+P_sem · Π β) is split into the logarithms of its factors, which add up the same way, so the factor named is the
+one whose ratio to the cut's was smallest.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from enum import StrEnum
 from typing import Iterable
 
 from engine.retrieval.explain import ExplainingMemory, Placement, Signals, explain_sources
-from engine.retrieval.result import RetrievalResult, rank_sources
+from engine.retrieval.result import RetrievalResult, given, rank_sources, source_standing
 
 
 class Fate(StrEnum):
@@ -47,6 +49,8 @@ MISSED = (Fate.NOT_STORED, Fate.OFF_SURFACE, Fate.NOT_REACHED, Fate.BELOW_K)
 
 # The terms a ranking score is made of (Signals): their share of the score, by name.
 SIGNALS = ("dense", "lexical", "penalty", "inherited")
+# A turn its best result carried at less than that result's score: the turn's own evidence (`source_worth`).
+OWN_EVIDENCE = "own evidence"
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
                       detail=p.detail)
         if p.candidate:
             signal, gap = held_back_by(p.signals, cut)
+            capped = _capped(res, k, sp.source_id, p.uid)
+            if capped is not None:
+                signal, gap = capped[0] or signal, capped[1]
             out.append(Miss(sp.source_id, Fate.BELOW_K, signal=signal, gap=gap, **common))
         elif visible := [u for u in _carriers(engine, sp.source_id) if engine.state.nodes[u].visible]:
             p = _most_relevant(engine.explain(res, visible).values())      # where its surface node fell
@@ -118,6 +125,21 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
         else:
             out.append(Miss(sp.source_id, Fate.OFF_SURFACE, **common))
     return out
+
+
+def _capped(res: RetrievalResult, k: int, source_id: str, carrier: int) -> tuple[str, float] | None:
+    """When a source-worth cap placed the turn or the k-th source (a turn given less than its result's score),
+    the gap between what each was given, and OWN_EVIDENCE if the turn's own cap held it back; None otherwise."""
+    standing = source_standing(res.candidates)
+    ranked = rank_sources(res.candidates)
+    cut_sid = ranked[min(k, len(ranked)) - 1]
+    holder = next(r for r in res.candidates if cut_sid in r.source_ids)
+    mine = next((r for r in res.candidates if r.id == carrier), None)
+    own_capped = mine is not None and given(mine, source_id) < mine.score
+    if not own_capped and given(holder, cut_sid) >= holder.score:
+        return None
+    gap = round(standing[cut_sid][0] - standing[source_id][0], 6)
+    return (OWN_EVIDENCE if own_capped else None), gap
 
 
 def _most_relevant(placements) -> Placement:

@@ -107,19 +107,29 @@ def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
     by it before their ids. A result is retrieved for what its turns say together (an All-Mem representative, a
     RecMem episode or fact); a turn whose own words miss the question should not take a source slot at its
     score."""
-    best: dict[str, float] = {}
-    first: dict[str, int] = {}
-    within: dict[str, float] = {}
+    standing = source_standing(candidates)
+    return sorted(standing, key=lambda sid: (-standing[sid][0], standing[sid][1], -standing[sid][2], sid))
+
+
+def source_standing(candidates: list[RetrievedUnit]) -> dict[str, tuple[float, int, float]]:
+    """Each source id's (best, first, within) of `rank_sources`: the most any candidate gives it, the rank of
+    the first candidate carrying it, and that candidate's worth for it (0 when it says none)."""
+    out: dict[str, tuple[float, int, float]] = {}
     for rank, r in enumerate(candidates):
         for sid in r.source_ids:
-            own = r.source_worth.get(sid)
-            score = r.score if own is None else min(r.score, own)
-            held = best.get(sid)
+            score = given(r, sid)
+            held = out.get(sid)
             if held is None:
-                best[sid], first[sid], within[sid] = score, rank, own if own is not None else 0.0
-            elif score > held:
-                best[sid] = score
-    return sorted(best, key=lambda sid: (-best[sid], first[sid], -within[sid], sid))
+                out[sid] = (score, rank, r.source_worth.get(sid, 0.0))
+            elif score > held[0]:
+                out[sid] = (score, held[1], held[2])
+    return out
+
+
+def given(r: RetrievedUnit, sid: str) -> float:
+    """What result `r` gives source `sid`: its score, or the turn's own evidence when that is less."""
+    own = r.source_worth.get(sid)
+    return r.score if own is None else min(r.score, own)
 
 
 def first_by(items: list, key, top: int | None = None) -> list:
