@@ -59,6 +59,20 @@ def test_hop_limit_budget_and_paths(make_engine):
     assert by_id[1].path == [] and by_id[3].anchor == 1
 
 
+def test_a_version_chain_is_recovered_before_associations_take_the_budget(make_engine):
+    """A unit regrouped and then superseded sits two version links behind the surface: with type priority Stage 2
+    walks the recovery links alone to the hop limit before any temporal or semantic link spends the budget;
+    without it, the frontier's links go by id and the association takes the last place."""
+    links = ((1, 2, EdgeType.VERSION), (2, 3, EdgeType.VERSION), (1, 4, EdgeType.TEMPORAL), (1, 5, EdgeType.SEMANTIC))
+    eng = small_bank(make_engine, budget=3)
+    add_edges(eng, *links)
+    assert [(e["id"], e["hop"], e["type"]) for e in eng.retrieve("lighthouse tower painted red").expansion] == [
+        (2, 1, EdgeType.VERSION), (3, 2, EdgeType.VERSION)]
+    eng2 = small_bank(make_engine, budget=3, ablations=["no-type-priority"])
+    add_edges(eng2, *links)
+    assert [e["id"] for e in eng2.retrieve("lighthouse tower painted red").expansion] == [2, 4]
+
+
 def test_anchors_only_and_no_recovery_links(make_engine):
     eng = small_bank(make_engine, ablations=["anchors-only"])
     add_edges(eng, (1, 2, EdgeType.VERSION))

@@ -54,22 +54,21 @@ def retrieve(engine: AllMemContext, query: str, k_sources: int | None = None) ->
     hop: dict[int, int] = {a: 0 for a, _ in anchors}
     expansion: list[dict] = []
     if not s.has("anchors-only"):
-        frontier = [a for a, _ in anchors]
-        seen = set(frontier)
-        for h in range(1, s.hops + 1):
-            if len(parent) >= s.budget or not frontier:
-                break
-            nxt: list[int] = []
-            for u, v, t in expansion_order(engine.state, frontier, allowed_links(s), s.has("no-type-priority")):
-                if len(parent) >= s.budget:
+        allowed = allowed_links(s)
+        uniform = s.has("no-type-priority")
+        recovery = [] if uniform else [t for t in allowed if t in SCHEMA.recovery_types]
+        for types in ([recovery] if recovery else []) + [allowed]:
+            for h in range(1, s.hops + 1):
+                frontier = [u for u in parent if hop[u] == h - 1]
+                if len(parent) >= s.budget or not frontier:
                     break
-                if v in seen:
-                    continue
-                seen.add(v)
-                parent[v], origin[v], hop[v] = Hop(u, v, t), origin[u], h
-                nxt.append(v)
-                expansion.append({"id": v, "parent": u, "type": t, "hop": h})
-            frontier = nxt
+                for u, v, t in expansion_order(engine.state, frontier, types, uniform):
+                    if len(parent) >= s.budget:
+                        break
+                    if v in parent:
+                        continue
+                    parent[v], origin[v], hop[v] = Hop(u, v, t), origin[u], h
+                    expansion.append({"id": v, "parent": u, "type": t, "hop": h})
     t2 = time.perf_counter()
 
     ranked = sorted(parent, key=lambda u: (-round(rel.score(u), 9), u))
@@ -85,9 +84,10 @@ def expansion_order(state, frontier: list[int], allowed: list[str], uniform: boo
 
     With type priority the whole hop goes by link type first: every sibling and version link of the frontier,
     then every temporal link, then every semantic one, each type in frontier order (the anchors' rank at hop
-    1), then by id. So when the budget is short it is spent on recovering what consolidation archived
-    behind the frontier before associations. Without it (no-type-priority) the frontier is expanded unit by
-    unit, each unit's links by target id whatever their type (the paper's uniform order)."""
+    1), then by id; and `retrieve` walks the recovery links alone to the hop limit before this pass, so a
+    version chain two deep (a unit regrouped, then superseded) is recovered before any association takes the
+    budget. Without it (no-type-priority) the frontier is expanded unit by unit, each unit's links by target
+    id whatever their type (the paper's uniform order)."""
     if uniform:
         return [(u, v, t) for u in frontier for v, t in sorted((v, t) for t in allowed for v in state.out(u, t))]
     return [(u, v, t) for t in allowed for u in frontier for v in sorted(state.out(u, t))]

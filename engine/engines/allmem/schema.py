@@ -133,8 +133,9 @@ SCHEMA = EngineSchema(
         StageSpec("stage1", "Stage 1 · anchors", "seeds",
                   "Exact top-{k} on the visible surface; score = z(dense cosine) + {lexical_weight} · z(BM25)."),
         StageSpec("stage2", "Stage 2 · expansion", "expansion",
-                  "Breadth-first over outgoing typed links: hop limit {hops}, candidate budget {budget}; each hop "
-                  "admits every sibling, then version, then temporal, then semantic link of its frontier, each in "
+                  "Breadth-first over outgoing typed links: hop limit {hops}, candidate budget {budget}. First the "
+                  "recovery links alone (sibling, version) hop by hop, then every link hop by hop; each hop admits "
+                  "every sibling, then version, then temporal, then semantic link of its frontier, each in "
                   "frontier order, then id."),
         StageSpec("stage3", "Stage 3 · ranking", "ranking",
                   "Every candidate re-ranked (units an Update superseded lose {archived_penalty} z); the top "
