@@ -123,7 +123,7 @@ def test_a_turn_its_result_gives_only_its_own_evidence_is_held_back_by_that():
     """A merged representative or an episode gives each turn it carries no more than the turn's own evidence
     (`source_worth`); a turn kept below k that way is named as held back by its own evidence, and every gap is
     between what the turns were given, not the results' scores."""
-    from engine.eval.misses import OWN_EVIDENCE, _capped
+    from engine.eval.misses import OWN_EVIDENCE, _capped, _the_cut
     from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
     def unit(uid, score, sources, worth=None):
@@ -133,6 +133,6 @@ def test_a_turn_its_result_gives_only_its_own_evidence_is_held_back_by_that():
     cands = [unit(1, 3.0, ["A", "B"], {"A": 2.9, "B": 0.5}), unit(2, 2.0, ["C"]), unit(3, 1.0, ["D"])]
     res = RetrievalResult.ranked("q", [], [], cands, None, None, {})
     assert res.source_ids == ["A", "C", "D", "B"]
-    assert _capped(res, 3, "B", 1) == (OWN_EVIDENCE, 0.5)          # the cut is D at 1.0; B was given 0.5
-    assert _capped(res, 1, "C", 2) == (None, 0.9)                  # the cut, A, was given 2.9 of its result's 3.0
-    assert _capped(res, 2, "D", 3) is None                         # nothing capped: the signals' own gap stands
+    assert _capped(res, _the_cut(res, 3), "B", 1) == (OWN_EVIDENCE, 0.5)          # the cut is D at 1.0; B was given 0.5
+    assert _capped(res, _the_cut(res, 1), "C", 2) == (None, 0.9)                  # the cut, A, was given 2.9 of its result's 3.0
+    assert _capped(res, _the_cut(res, 2), "D", 3) is None                         # nothing capped: the signals' own gap stands

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from engine.retrieval.explain import Placement, Signals, SourcePlacement
-from engine.retrieval.result import RetrievalResult, RetrievedUnit
+from engine.retrieval.result import RetrievalResult, RetrievedUnit, given
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from workbench.graph_style import kind_field, kind_label, status_tag, visibility_text
@@ -235,8 +235,7 @@ def expansion_tree(state: MemoryState, res: RetrievalResult, seed: str = "anchor
 
 def source_text(r: RetrievedUnit) -> str:
     """Its source ids; a turn it gives less than its score (a merged turn's own evidence) says what it gives."""
-    return ", ".join(f"{s} (≤ {r.source_worth[s]:.3f})" if r.source_worth.get(s, r.score) < r.score else s
-                     for s in r.source_ids)
+    return ", ".join(f"{s} (≤ {given(r, s):.3f})" if given(r, s) < r.score else s for s in r.source_ids)
 
 
 def ranking_frame(res: RetrievalResult, gold: Sequence[str] = ()) -> pd.DataFrame:

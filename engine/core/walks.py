@@ -36,17 +36,22 @@ def neighbourhood(state: MemoryState, start: Iterable[int], hops: int = 1,
 def lineage(state: MemoryState, uid: int) -> dict[str, list[tuple[int, int]]]:
     """Lineage edges (All-Mem: version) walked both ways: (depth, node) it supersedes (older) and that
     superseded it (newer)."""
+    return {"supersedes": _lineage_walk(state, uid, state.out), "superseded_by": _lineage_walk(state, uid, state.inc)}
+
+
+def supersedes(state: MemoryState, uid: int) -> list[tuple[int, int]]:
+    """(depth, node) of every older version behind `uid` along lineage edges: what it regrouped or replaced."""
+    return _lineage_walk(state, uid, state.out)
+
+
+def _lineage_walk(state: MemoryState, uid: int, step) -> list[tuple[int, int]]:
     types = lineage_types(state)
-
-    def walk(step) -> list[tuple[int, int]]:
-        seen, frontier, out = {uid}, [uid], []
-        depth = 0
-        while frontier:
-            depth += 1
-            nxt = sorted({n for f in frontier for t in types for n in step(f, t)} - seen)
-            seen.update(nxt)
-            out += [(depth, n) for n in nxt]
-            frontier = nxt
-        return out
-
-    return {"supersedes": walk(state.out), "superseded_by": walk(state.inc)}
+    seen, frontier, out = {uid}, [uid], []
+    depth = 0
+    while frontier:
+        depth += 1
+        nxt = sorted({n for f in frontier for t in types for n in step(f, t)} - seen)
+        seen.update(nxt)
+        out += [(depth, n) for n in nxt]
+        frontier = nxt
+    return out

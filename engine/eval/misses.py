@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Iterable
 
 from engine.retrieval.explain import ExplainingMemory, Placement, Signals, explain_sources
-from engine.retrieval.result import RetrievalResult, given, rank_sources, source_standing
+from engine.retrieval.result import RetrievalResult, RetrievedUnit, given, order_sources, source_standing
 
 
 class Fate(StrEnum):
@@ -98,7 +98,8 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
     """Each gold turn's fate in `res`, a retrieval `engine` just made (module docstring)."""
     gold = list(dict.fromkeys(gold))
     placed = explain_sources(engine, res, gold)
-    cut = _cut_signals(engine, res, k)
+    the_cut = _the_cut(res, k)
+    cut = engine.explain(res, [the_cut[1].id])[the_cut[1].id].signals if the_cut else None
     out = []
     for sp in placed:
         if sp.source_rank is not None and sp.source_rank <= k:
@@ -112,7 +113,7 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
                       detail=p.detail)
         if p.candidate:
             signal, gap = held_back_by(p.signals, cut)
-            capped = _capped(res, k, sp.source_id, p.uid)
+            capped = _capped(res, the_cut, sp.source_id, p.uid)
             if capped is not None:
                 signal, gap = capped[0] or signal, capped[1]
             out.append(Miss(sp.source_id, Fate.BELOW_K, signal=signal, gap=gap, **common))
@@ -127,13 +128,13 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
     return out
 
 
-def _capped(res: RetrievalResult, k: int, source_id: str, carrier: int) -> tuple[str, float] | None:
+def _capped(res: RetrievalResult, the_cut: tuple[str, RetrievedUnit, dict] | None, source_id: str, carrier: int
+            ) -> tuple[str | None, float] | None:
     """When a source-worth cap placed the turn or the k-th source (a turn given less than its result's score),
     the gap between what each was given, and OWN_EVIDENCE if the turn's own cap held it back; None otherwise."""
-    standing = source_standing(res.candidates)
-    ranked = rank_sources(res.candidates)
-    cut_sid = ranked[min(k, len(ranked)) - 1]
-    holder = next(r for r in res.candidates if cut_sid in r.source_ids)
+    if the_cut is None:
+        return None
+    cut_sid, holder, standing = the_cut
     mine = next((r for r in res.candidates if r.id == carrier), None)
     own_capped = mine is not None and given(mine, source_id) < mine.score
     if not own_capped and given(holder, cut_sid) >= holder.score:
@@ -150,14 +151,15 @@ def _carriers(engine: ExplainingMemory, source_id: str) -> list[int]:
     return [u.id for u in engine.state.nodes.values() if source_id in u.source_ids]
 
 
-def _cut_signals(engine: ExplainingMemory, res: RetrievalResult, k: int) -> Signals | None:
-    """The signals of the candidate that put the k-th ranked source id in place (the weakest the top k held)."""
-    ranked = rank_sources(res.candidates)
+def _the_cut(res: RetrievalResult, k: int) -> tuple[str, RetrievedUnit, dict] | None:
+    """The k-th ranked source id (the weakest the top k held), the candidate that put it in place, and every
+    source id's standing; None when no candidate carries a source."""
+    standing = source_standing(res.candidates)
+    ranked = order_sources(standing)
     if not ranked:
         return None
     sid = ranked[min(k, len(ranked)) - 1]
-    holder = next(r for r in res.candidates if sid in r.source_ids)
-    return engine.explain(res, [holder.id])[holder.id].signals
+    return sid, next(r for r in res.candidates if sid in r.source_ids), standing
 
 
 def tally(records: Iterable[dict]) -> dict:

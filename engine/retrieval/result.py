@@ -107,7 +107,11 @@ def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:
     by it before their ids. A result is retrieved for what its turns say together (an All-Mem representative, a
     RecMem episode or fact); a turn whose own words miss the question should not take a source slot at its
     score."""
-    standing = source_standing(candidates)
+    return order_sources(source_standing(candidates))
+
+
+def order_sources(standing: dict[str, tuple[float, int, float]]) -> list[str]:
+    """The source ids of a `source_standing` in `rank_sources` order."""
     return sorted(standing, key=lambda sid: (-standing[sid][0], standing[sid][1], -standing[sid][2], sid))
 
 

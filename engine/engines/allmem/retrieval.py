@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from engine.core.walks import supersedes
 from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import SCHEMA, EdgeType
 from engine.retrieval.relevance import Relevance
@@ -102,19 +103,10 @@ def source_worth(state, uid: int, rel: Relevance) -> dict[str, float]:
         return {}
     mine = set(node.source_ids)
     worth: dict[str, float] = {}
-    seen, frontier = {uid}, [uid]
-    while frontier:
-        nxt = []
-        for u in frontier:
-            for v in sorted(state.out(u, EdgeType.VERSION)):
-                if v in seen:
-                    continue
-                seen.add(v)
-                nxt.append(v)
-                score = round(rel.score(v), 6)
-                for sid in mine.intersection(state.nodes[v].source_ids):
-                    worth[sid] = max(worth.get(sid, score), score)
-        frontier = nxt
+    for _, v in supersedes(state, uid):
+        score = round(rel.score(v), 6)
+        for sid in mine.intersection(state.nodes[v].source_ids):
+            worth[sid] = max(worth.get(sid, score), score)
     return worth
 
 
