@@ -9,13 +9,15 @@ import dataclasses
 import pytest
 
 from engine.core.conversation import Conversation
-from engine.engines.allmem.retrieval import superseded
+from engine.core.text import strip_speaker
+from engine.engines.allmem.retrieval import held_parts, relevance, superseded
 from engine.engines.allmem.schema import EdgeType, Op
 from engine.loaders import load_conversations
+from engine.retrieval.relevance import Relevance
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
 from tests.conftest import locomo_or_skip
-from workbench.retrieval_view import source_text
+from workbench.retrieval_view import fused_text, source_text
 
 pytestmark = pytest.mark.slow
 CAMPING = "When did Melanie go camping in June?"
@@ -129,3 +131,26 @@ def test_a_representative_gives_each_merged_turn_only_its_own_evidence(memory):
     ranked = res.source_ids
     assert all(ranked.index(s) < ranked.index(weaker) for c in between for s in c.source_ids)
     assert f"{weaker} (≤ {worth[weaker]:.3f})" in source_text(found[rep])        # what the Retrieval page shows
+
+
+def test_a_representative_scores_lexically_as_the_best_of_the_parts_it_holds(memory):
+    """BM25 divides by length, so a Merge's representative (its parts' texts joined) would score below each part
+    on the words that part alone says; it holds each part's whole text, so it scores at least as that part."""
+    engine, unit, _, _ = memory
+    state = engine.state
+    rep = next(u.id for u in state.units.values() if u.kind == "merged" and {"D2:8", "D2:10"} <= set(u.source_ids))
+    parts = [unit["D2:8"], unit["D2:10"]]
+    holders, held = held_parts(state)
+    assert sorted(held[holders == rep].tolist()) == sorted(parts)
+    assert not set(holders.tolist()) - {u.id for u in state.units.values() if u.kind == "merged"}
+    for part in parts:
+        query = strip_speaker(state.units[part].raw)[1]
+        rel = relevance(engine, query)
+        joined = Relevance(engine, query, rel.weight, engine.settings.archived_penalty)   # BM25 of the joined text
+        assert rel.lexical[rep] == max(rel.lexical.get(p, 0.0) for p in parts) >= rel.lexical[part]
+        assert joined.lexical[rep] < rel.lexical[part]
+        assert rel.score(rep) > joined.score(rep)
+        res = engine.retrieve(query, k=None)
+        sig = engine.explain(res, [rep])[rep].signals
+        best = max(parts, key=lambda p: (rel.lexical.get(p, 0.0), -p))
+        assert sig.lexical_of == best and f"BM25 of held u{best}" in fused_text(sig)     # what the page shows

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from engine.core.text import content_tokens
+from engine.engines.allmem.retrieval import held_parts
 from engine.loaders import load_conversation
 from engine.retrieval.relevance import Relevance
 from engine.runtime.replay import Schedule, replay
@@ -47,11 +48,15 @@ def faiss_all_scores(index, vector) -> dict[int, float]:
 
 
 class OldRelevance:
-    def __init__(self, engine, query, weight, penalty, visible_dense):
+    def __init__(self, engine, query, weight, penalty, visible_dense, held=()):
+        """`held`: (holder, part) pairs, the holder scoring BM25 at least as its part (All-Mem's representatives)."""
         self.engine, self.weight, self.penalty = engine, weight, penalty
         self.zq = engine.embedder.embed_one(query)
         self.visible_dense = visible_dense
         self.lexical = old_bm25(engine.bm25, query) if weight else {}
+        for holder, part in held if weight else ():
+            if self.lexical.get(part, 0.0) > self.lexical.get(holder, 0.0):
+                self.lexical[holder] = self.lexical[part]
         dense = np.fromiter(self.visible_dense.values(), dtype=np.float64) if self.visible_dense else np.zeros(1)
         self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std()) or 1.0
         lex = np.array([self.lexical.get(u, 0.0) for u in self.visible_dense] or [0.0])
@@ -131,7 +136,8 @@ def test_retrieve_uses_the_same_anchors_as_the_reference(conv26):
     for query in queries[:10]:
         res = allmem.retrieve(query)
         rel = Relevance(allmem, query, s.lexical_weight, s.archived_penalty)
-        ref = OldRelevance(allmem, query, s.lexical_weight, s.archived_penalty, rel.visible_dense)
+        ref = OldRelevance(allmem, query, s.lexical_weight, s.archived_penalty, rel.visible_dense,
+                           held=zip(*(a.tolist() for a in held_parts(allmem.state))))
         assert [a for a, _ in res.anchors] == [u for u, _ in ref.ranked_surface()[: s.k]]
         ranked = hybrid.retrieve(query).candidates
         ref = OldRelevance(hybrid, query, hybrid.lexical_weight(), 0.0,

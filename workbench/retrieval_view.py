@@ -304,7 +304,8 @@ def stage_label(schema: EngineSchema | None, key: str) -> str:
 def fused_text(sig: Signals) -> str:
     """How the signals add up to the value ranked by, in the fusion's own terms."""
     if sig.weight:
-        text = (f"z(cos {sig.dense:.3f}) {sig.z_dense:+.2f} + {sig.weight:g} × z(BM25 {sig.lexical:.2f}) "
+        held = f" of held u{sig.lexical_of}" if sig.lexical_of is not None else ""
+        text = (f"z(cos {sig.dense:.3f}) {sig.z_dense:+.2f} + {sig.weight:g} × z(BM25{held} {sig.lexical:.2f}) "
                 f"{sig.z_lexical:+.2f}")
     else:
         text = f"cos {sig.dense:.3f}"

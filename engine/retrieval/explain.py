@@ -70,6 +70,7 @@ class Signals:
     reverse: bool = False          # that hop walked its stored edge backwards
     admitted: str = ""             # the key of the schema stage that made it a candidate
     factors: tuple[tuple[str, float], ...] = ()   # a multiplicative re-rank's parts, in order (GAM: P_sem, β_k)
+    lexical_of: int | None = None  # the part whose BM25 a representative took (it holds that part's whole text)
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,12 @@ class Relevance:
     The whole-surface arrays (`dense_scores`, `lexical_scores`, `scores`) are then computed only when asked."""
 
     def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0,
-                 penalised: Callable[[int], bool] | None = None):
-        """`penalised(uid)` says which off-surface nodes pay `off_surface_penalty` (default: all of them)."""
+                 penalised: Callable[[int], bool] | None = None,
+                 held: tuple[np.ndarray, np.ndarray] | None = None):
+        """`penalised(uid)` says which off-surface nodes pay `off_surface_penalty` (default: all of them).
+        `held` = (holders, parts), aligned id arrays: each holder holds its part's whole text, so its BM25 is at
+        least the part's. BM25 divides by a document's length, and a Merge's representative (its parts' texts
+        joined) would otherwise score below any one of its parts on the words that part alone says."""
         self.engine = engine
         self.zq = engine.embedder.embed_one(query)
         self.weight = weight
@@ -125,6 +129,13 @@ class Relevance:
         self.surface = engine.index.surface()
         self.ids = self.surface.ids
         self.by_id = engine.bm25.score_vector(query) if self.weight else np.zeros(0)
+        self.lexical_of: dict[int, int] = {}               # holder -> the part whose BM25 it took
+        if self.weight and held is not None and len(held[0]):
+            own, part = at(self.by_id, held[0]), at(self.by_id, held[1])
+            np.maximum.at(self.by_id, held[0], part)
+            for h, p, o, v in zip(held[0].tolist(), held[1].tolist(), own.tolist(), part.tolist()):
+                if v > o and v == self.by_id[h] and h not in self.lexical_of:
+                    self.lexical_of[h] = p
         self.lexical = ScoresById(self.by_id)              # {id: BM25} of every node sharing a query term
         self._signals: tuple[np.ndarray, np.ndarray] | None = None
         self._fused: np.ndarray | None = None
@@ -250,11 +261,13 @@ class Relevance:
         return None if chosen is None else [(uid, self._known[uid][1]) for uid in chosen]
 
     def terms(self, uid: int) -> dict[str, float]:
-        """The parts `score(uid)` adds up: both raw signals, their z-values, the weight and the penalty
-        subtracted (in z units, or cosine units when the weight is 0), and the fused value."""
+        """The parts `score(uid)` adds up: both raw signals (and the held part the BM25 came from, if any), their
+        z-values, the weight and the penalty subtracted (in z units, or cosine units when the weight is 0), and
+        the fused value."""
         d = self.dense(uid)
         lex = self.lexical.get(uid, 0.0)
         off = self.penalty_of(uid)
-        return {"dense": d, "lexical": lex, "z_dense": (d - self.dense_mu) / self.dense_sd,
+        return {"dense": d, "lexical": lex, "lexical_of": self.lexical_of.get(uid),
+                "z_dense": (d - self.dense_mu) / self.dense_sd,
                 "z_lexical": (lex - self.lex_mu) / self.lex_sd if self.weight else 0.0, "weight": self.weight,
                 "penalty": off if self.weight else off * self.dense_sd, "relevance": self.score(uid)}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from engine.core.walks import supersedes
 from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import SCHEMA, EdgeType
@@ -33,7 +35,17 @@ def relevance(engine: AllMemContext, query: str) -> Relevance:
     superseded units (All-Mem §4.7: up-to-date evidence first)."""
     s = engine.settings
     return Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty,
-                     penalised=lambda uid: superseded(engine.state, uid))
+                     penalised=lambda uid: superseded(engine.state, uid),
+                     held=engine.derived("held_parts", lambda: held_parts(engine.state)))
+
+
+def held_parts(state) -> tuple[np.ndarray, np.ndarray]:
+    """(holders, parts): each visible unit beside every older version behind it whose whole raw text it holds
+    (a Merge's representative and what it merged, also through a later regrouping). A Split's part holds only a
+    piece of what it came from and an Update's unit none of what it replaced, so neither is a holder."""
+    pairs = [(u, v) for u in state.visible_ids if state.out(u, EdgeType.VERSION)
+             for _, v in supersedes(state, u) if state.nodes[v].raw and state.nodes[v].raw in state.nodes[u].raw]
+    return (np.asarray([u for u, _ in pairs], dtype=np.int64), np.asarray([v for _, v in pairs], dtype=np.int64))
 
 
 def allowed_links(settings) -> list[str]:
