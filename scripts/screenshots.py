@@ -99,8 +99,9 @@ def main() -> int:
                         locomo_layers_walkthrough(page, url, shots=Path(args.out))
             continue
         tour = TOURS.get(engine, baseline_walkthrough)
-        with running_app(env={"MEMWB_ENGINE": engine}) as url, browser_page() as page:
-            tour(page, url, shots=Path(args.out))
+        with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp, \
+                running_app(env={"MEMWB_ENGINE": engine, ENV: tmp}) as url, browser_page() as page:
+            tour(page, url, shots=Path(args.out))      # a new workspace: the tour starts from the demo's first turn
     if args.engine in ("all", "locomo") and LOCOMO.exists():
         for engine, tour in (("allmem", locomo_graph_walkthrough), ("memloom", locomo_events_walkthrough)):
             with tempfile.TemporaryDirectory(prefix="memwb-shots-") as tmp:
