@@ -130,11 +130,11 @@ class Relevance:
         self.ids = self.surface.ids
         self.by_id = engine.bm25.score_vector(query) if self.weight else np.zeros(0)
         self.lexical_of: dict[int, int] = {}               # holder -> the part whose BM25 it took
-        if self.weight and held is not None and len(held[0]):
-            own, part = at(self.by_id, held[0]), at(self.by_id, held[1])
-            np.maximum.at(self.by_id, held[0], part)
-            for h, p, o, v in zip(held[0].tolist(), held[1].tolist(), own.tolist(), part.tolist()):
-                if v > o and v == self.by_id[h] and h not in self.lexical_of:
+        if self.weight and held is not None:
+            size = len(self.by_id)
+            for h, p in zip(held[0].tolist(), held[1].tolist()):    # a part is archived, never itself a holder
+                if h < size and p < size and self.by_id[p] > self.by_id[h]:
+                    self.by_id[h] = self.by_id[p]
                     self.lexical_of[h] = p
         self.lexical = ScoresById(self.by_id)              # {id: BM25} of every node sharing a query term
         self._signals: tuple[np.ndarray, np.ndarray] | None = None
