@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from engine.core.conversation import Conversation
@@ -56,11 +57,18 @@ def test_an_update_that_archives_a_superseded_plan_changes_the_top_5(memory):
     state = engine.state
     assert not state.units[plan].visible and (outcome, plan, EdgeType.VERSION) in state.edges
     assert superseded(state, plan)
+    for q in before:            # the z-statistics are the whole memory's, the archived plan's signals included
+        rel = relevance(engine, q)
+        dense = np.array([rel.dense(u) for u in state.units])
+        lexical = np.array([rel.lexical.get(u, 0.0) for u in state.units])
+        assert len(rel.ids) == len(state.units) - 1
+        assert (rel.dense_mu, rel.dense_sd) == pytest.approx((dense.mean(), dense.std()), abs=1e-7)
+        assert (rel.lex_mu, rel.lex_sd) == pytest.approx((lexical.mean(), lexical.std() or 1.0), abs=1e-9)
 
     after = {q: engine.retrieve(q, k=5).source_ids[:5] for q in before}
     changed = [q for q in before if after[q] != before[q]]
     assert changed, "archiving the superseded plan changed no question's top 5"
-    # the plan's or its outcome's place changed for a question (the surface's score statistics move the rest)
+    # the plan's or its outcome's place changed for a question (the outcome's new keywords move BM25's lengths)
     assert any([s for s in before[q] if s in ("D2:7", "D4:6")] != [s for s in after[q] if s in ("D2:7", "D4:6")]
                for q in changed)
     res = engine.retrieve(CAMPING, k=5)
@@ -146,7 +154,8 @@ def test_a_representative_scores_lexically_as_the_best_of_the_parts_it_holds(mem
     for part in parts:
         query = strip_speaker(state.units[part].raw)[1]
         rel = relevance(engine, query)
-        joined = Relevance(engine, query, rel.weight, engine.settings.archived_penalty)   # BM25 of the joined text
+        joined = Relevance(engine, query, rel.weight, engine.settings.archived_penalty,     # BM25 of the joined text
+                           archived=np.asarray(state.archived_ids, dtype=np.int64))
         assert rel.lexical[rep] == max(rel.lexical.get(p, 0.0) for p in parts) >= rel.lexical[part]
         assert joined.lexical[rep] < rel.lexical[part]
         assert rel.score(rep) > joined.score(rep)

@@ -48,8 +48,9 @@ def faiss_all_scores(index, vector) -> dict[int, float]:
 
 
 class OldRelevance:
-    def __init__(self, engine, query, weight, penalty, visible_dense, held=()):
-        """`held`: (holder, part) pairs, the holder scoring BM25 at least as its part (All-Mem's representatives)."""
+    def __init__(self, engine, query, weight, penalty, visible_dense, held=(), archived=()):
+        """`held`: (holder, part) pairs, the holder scoring BM25 at least as its part (All-Mem's representatives);
+        `archived`: off-surface ids the z-statistics take in beside the surface (All-Mem's whole memory)."""
         self.engine, self.weight, self.penalty = engine, weight, penalty
         self.zq = engine.embedder.embed_one(query)
         self.visible_dense = visible_dense
@@ -57,9 +58,10 @@ class OldRelevance:
         for holder, part in held if weight else ():
             if self.lexical.get(part, 0.0) > self.lexical.get(holder, 0.0):
                 self.lexical[holder] = self.lexical[part]
-        dense = np.fromiter(self.visible_dense.values(), dtype=np.float64) if self.visible_dense else np.zeros(1)
+        reference = list(self.visible_dense) + list(archived)
+        dense = np.array([self.dense(u) for u in reference] or [0.0])
         self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std()) or 1.0
-        lex = np.array([self.lexical.get(u, 0.0) for u in self.visible_dense] or [0.0])
+        lex = np.array([self.lexical.get(u, 0.0) for u in reference] or [0.0])
         self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std()) or 1.0
 
     def dense(self, uid):
@@ -137,7 +139,8 @@ def test_retrieve_uses_the_same_anchors_as_the_reference(conv26):
         res = allmem.retrieve(query)
         rel = Relevance(allmem, query, s.lexical_weight, s.archived_penalty)
         ref = OldRelevance(allmem, query, s.lexical_weight, s.archived_penalty, rel.visible_dense,
-                           held=zip(*(a.tolist() for a in held_parts(allmem.state))))
+                           held=zip(*(a.tolist() for a in held_parts(allmem.state))),
+                           archived=allmem.state.archived_ids)
         assert [a for a, _ in res.anchors] == [u for u, _ in ref.ranked_surface()[: s.k]]
         ranked = hybrid.retrieve(query).candidates
         ref = OldRelevance(hybrid, query, hybrid.lexical_weight(), 0.0,
@@ -148,7 +151,8 @@ def test_retrieve_uses_the_same_anchors_as_the_reference(conv26):
 @pytest.mark.parametrize("weight", [0.5, 0.0])
 def test_a_sketched_surface_ranks_as_the_whole_surface_does(conv26, weight, monkeypatch):
     """The half-precision scan and the moments give the ranking the whole float32 surface gives, without reading
-    it: the scan starts at 8 rows, so it has to widen, and a subset of more than 16 ids is scanned too."""
+    it: the scan starts at 8 rows, so it has to widen, and a subset of more than 16 ids is scanned too. All-Mem's
+    z-statistics take in its archived units too, pooled with the surface's moments."""
     from engine.retrieval import relevance as relevance_module
     monkeypatch.setattr(relevance_module, "SCAN_FIRST", 8)
     monkeypatch.setattr(relevance_module, "GATHER_MAX", 16)
@@ -156,13 +160,14 @@ def test_a_sketched_surface_ranks_as_the_whole_surface_does(conv26, weight, monk
     scanned = 0
     for engine in (allmem, hybrid):
         subset = engine.index.surface().ids[::3]
+        reference = {"archived": np.asarray(engine.state.archived_ids, dtype=np.int64)} if engine is allmem else {}
         for query in queries:
-            whole = Relevance(engine, query, weight, 0.7)
+            whole = Relevance(engine, query, weight, 0.7, **reference)
             searched = engine.index.search(whole.zq, 10)
             with monkeypatch.context() as m:
                 m.setattr(engine.index, "sketch_from", 1)
                 assert engine.index.search(whole.zq, 10) == searched       # the values FAISS's search gives
-                sketched = Relevance(engine, query, weight, 0.7)
+                sketched = Relevance(engine, query, weight, 0.7, **reference)
                 assert sketched.sketch is not None and whole.sketch is None
                 for limit, decimals in ((1, 9), (5, 9), (10, 9), (10, 6)):
                     got, want = sketched.ranked_surface(limit, decimals), whole.ranked_surface(limit, decimals)

@@ -1,4 +1,5 @@
-"""Query relevance of any node: z(dense cosine) + w · z(BM25), z-statistics taken over the surface.
+"""Query relevance of any node: z(dense cosine) + w · z(BM25), z-statistics taken over the surface (and over
+the archived units an engine names as part of its reference: see `Relevance`).
 
 DESIGN §5 measured this fusion as the strongest cheap signal on LoCoMo; every
 engine that ranks by relevance (All-Mem's stages, the hybrid baseline) uses
@@ -52,15 +53,32 @@ class ScoresById(Mapping):
         return int(np.count_nonzero(self.values))
 
 
-def sketched_statistics(sketch: SurfaceSketch, query: np.ndarray, lexical_hits: np.ndarray, n: int
-                        ) -> tuple[float, float, float, float]:
+def sketched_moments(sketch: SurfaceSketch, query: np.ndarray, lexical_hits: np.ndarray, n: int
+                     ) -> tuple[float, float, float, float]:
     """(dense mean, dense sd, BM25 mean, BM25 sd) of a sketched set of `n` ids, as the whole set's arrays give
-    them (an sd of 0 read as 1): the dense ones from the rows' moments, BM25's from the scores of the ids
-    sharing a query term (every other id scores 0)."""
+    them: the dense ones from the rows' moments, BM25's from the scores of the ids sharing a query term (every
+    other id scores 0)."""
     mean, sd = sketch.moments(query)
     lex_mu = float(lexical_hits.sum()) / n
     lex_sd = max(float((lexical_hits * lexical_hits).sum()) / n - lex_mu ** 2, 0.0) ** 0.5
-    return mean, (sd if sd > 1e-12 else 0.0) or 1.0, lex_mu, lex_sd or 1.0
+    return mean, (sd if sd > 1e-12 else 0.0), lex_mu, lex_sd
+
+
+def sketched_statistics(sketch: SurfaceSketch, query: np.ndarray, lexical_hits: np.ndarray, n: int
+                        ) -> tuple[float, float, float, float]:
+    """`sketched_moments`, an sd of 0 read as 1 (a z-value's divisor)."""
+    mean, sd, lex_mu, lex_sd = sketched_moments(sketch, query, lexical_hits, n)
+    return mean, sd or 1.0, lex_mu, lex_sd or 1.0
+
+
+def pooled(n: int, mean: float, sd: float, more: np.ndarray) -> tuple[float, float]:
+    """Mean and (population) sd of `n` values of this mean and sd together with the values `more`."""
+    if not len(more):
+        return mean, sd
+    total = n + len(more)
+    mu = (n * mean + float(more.sum())) / total
+    var = (n * (sd * sd + mean * mean) + float((more * more).sum())) / total - mu * mu
+    return mu, max(var, 0.0) ** 0.5
 
 
 def scan_top(sketch: SurfaceSketch, query: np.ndarray, row_ids: np.ndarray, among: np.ndarray | None,
@@ -115,11 +133,14 @@ class Relevance:
 
     def __init__(self, engine: IndexedMemory, query: str, weight: float, off_surface_penalty: float = 0.0,
                  penalised: Callable[[int], bool] | None = None,
-                 held: tuple[np.ndarray, np.ndarray] | None = None):
+                 held: tuple[np.ndarray, np.ndarray] | None = None, archived: np.ndarray | None = None):
         """`penalised(uid)` says which off-surface nodes pay `off_surface_penalty` (default: all of them).
         `held` = (holders, parts), aligned id arrays: each holder holds its part's whole text, so its BM25 is at
         least the part's. BM25 divides by a document's length, and a Merge's representative (its parts' texts
-        joined) would otherwise score below any one of its parts on the words that part alone says."""
+        joined) would otherwise score below any one of its parts on the words that part alone says.
+        `archived` (increasing ids off the surface) joins the surface in the z-statistics: with the whole memory
+        as the reference, an edit that archives or restores a unit moves that unit's score alone, not every
+        visible unit's through the surface's mean and spread."""
         self.engine = engine
         self.zq = engine.embedder.embed_one(query)
         self.weight = weight
@@ -140,15 +161,19 @@ class Relevance:
         self._signals: tuple[np.ndarray, np.ndarray] | None = None
         self._fused: np.ndarray | None = None
         self._known: dict[int, tuple[float, float]] = {}   # sketched: visible id -> (dense, fused) scored so far
+        n = len(self.ids)
         if self.sketch is None:
             dense, lex = self.signals()
-            dense = dense if len(self.ids) else np.zeros(1)
-            self.dense_mu, self.dense_sd = float(dense.mean()), float(dense.std()) or 1.0
-            lex = lex if len(self.ids) else np.zeros(1)
-            self.lex_mu, self.lex_sd = float(lex.mean()), float(lex.std()) or 1.0
+            dense_mu, dense_sd = (float(dense.mean()), float(dense.std())) if n else (0.0, 0.0)
+            lex_mu, lex_sd = (float(lex.mean()), float(lex.std())) if n else (0.0, 0.0)
         else:
-            self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = sketched_statistics(
-                self.sketch, self.zq, self.by_id[self.hits], len(self.ids))
+            dense_mu, dense_sd, lex_mu, lex_sd = sketched_moments(self.sketch, self.zq, self.by_id[self.hits], n)
+        if archived is not None and len(archived):
+            rows = engine.sketched_rows("archived", archived).matrix
+            dense_mu, dense_sd = pooled(n, dense_mu, dense_sd, (rows @ self.zq).astype(np.float64))
+            if self.weight:
+                lex_mu, lex_sd = pooled(n, lex_mu, lex_sd, at(self.by_id, archived))
+        self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = dense_mu, dense_sd or 1.0, lex_mu, lex_sd or 1.0
 
     def signals(self) -> tuple[np.ndarray, np.ndarray]:
         """The dense and lexical scores of every visible unit, aligned with `ids` (computed when first asked)."""

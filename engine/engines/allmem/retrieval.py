@@ -32,11 +32,15 @@ def superseded(state, uid: int) -> bool:
 
 def relevance(engine: AllMemContext, query: str) -> Relevance:
     """Stage-1/Stage-3 relevance under the settings: the lexical weight (0 for no-lexical) and the penalty of
-    superseded units (All-Mem §4.7: up-to-date evidence first)."""
+    superseded units (All-Mem §4.7: up-to-date evidence first). The z-statistics are taken over every unit,
+    visible or archived, so that a consolidation edit re-scores only the units it touches, and the
+    no-visibility ablation differs from the full system only in which units Stage 1 may anchor on."""
     s = engine.settings
     return Relevance(engine, query, 0.0 if s.has("no-lexical") else s.lexical_weight, s.archived_penalty,
                      penalised=lambda uid: superseded(engine.state, uid),
-                     held=engine.derived("held_parts", lambda: held_parts(engine.state)))
+                     held=engine.derived("held_parts", lambda: held_parts(engine.state)),
+                     archived=engine.derived("archived_ids",
+                                             lambda: np.asarray(engine.state.archived_ids, dtype=np.int64)))
 
 
 def held_parts(state) -> tuple[np.ndarray, np.ndarray]:
