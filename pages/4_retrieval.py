@@ -88,11 +88,12 @@ def missed(engine, result, spec) -> None:
 def why(engine, result, spec) -> None:
     """The signals behind each returned result's rank, in an expander under its engine's table."""
     with st.expander(f"Why this rank · the {len(result.units)} returned results' signals"):
+        placements = engine.explain(result, [r.id for r in result.units])
         st.caption("fused = z(dense cosine) + weight × z(BM25) − penalty (with weight 0: the cosine − penalty); "
                    "score is what the ranking used: the fused value, or more when a relation chain passed a "
-                   "score down (inherited). Admitted by: the stage that made it a candidate, at hop/edge.")
-        st.dataframe(table(rv.why_frame(result, engine.explain(result, [r.id for r in result.units]),
-                                        spec)), hide_index=True, width="stretch")
+                   "score down (inherited). Admitted by: the stage that made it a candidate, at hop/edge. "
+                   + rv.reference_text(placements))
+        st.dataframe(table(rv.why_frame(result, placements, spec)), hide_index=True, width="stretch")
 
 
 TEXT_FIRST = {"text": st.column_config.TextColumn("text", width="medium")}     # the ids stay in view

@@ -122,6 +122,10 @@ def test_path_reaches_the_archived_unit_after_the_update():
     assert metric(at, "All-Mem R@5") == "1.00"
     gold = next(d.value for d in at.dataframe if "gold id" in d.value.columns)
     assert list(gold["gold id"]) == ["D5:4"] and gold["in top 5"].iloc[0] == rv.HIT
+    # the why-this-rank caption states what All-Mem's z-values are taken over: every unit, the archived one too
+    captions = "\n".join(c.value for c in at.caption)
+    assert f"z is taken over this query's scores of {len(wb.engine.state.nodes)} nodes, 1 of them off the surface" \
+        in captions
 
 
 HOSTILE = '<img src=x onerror="alert(1)"> & <b>bold</b>'
@@ -197,6 +201,11 @@ def test_why_this_rank_and_a_missed_gold_turn():
         assert f"best unit u{sp.best.uid} at candidate rank {best}" in shown and f"score {sp.best.signals.score:.3f}" \
             in shown
     assert any(e.label.startswith("Why this rank") for e in at.expander)
+    ref = view.explain(res, [res.units[0].id])[res.units[0].id].signals.reference
+    assert ref.units == len(view.state.nodes) and not ref.archived        # replayed by hand: nothing archived
+    captions = "\n".join(c.value for c in at.caption)
+    assert (f"z is taken over this query's scores of {ref.units} nodes: cosine mean {ref.dense_mean:.3f}, "
+            f"sd {ref.dense_sd:.3f}; BM25 mean {ref.lexical_mean:.2f}, sd {ref.lexical_sd:.2f}.") in captions
     why = [d.value for d in at.dataframe if "fused" in d.value.columns]
     assert len(why) == 2, "the engine's results and its peer's"
     ours = why[0]

@@ -320,6 +320,20 @@ def fused_text(sig: Signals) -> str:
     return text
 
 
+def reference_text(placements: dict[int, Placement]) -> str:
+    """What one query's z-values are relative to, as the first result that says it gives it (one query, one
+    population), or "" when the engine does not say."""
+    sig = next((p.signals for p in placements.values() if p.signals is not None and p.signals.reference), None)
+    if sig is None:
+        return ""
+    ref = sig.reference
+    over = f"{ref.units} nodes" + (f", {ref.archived} of them off the surface" if ref.archived else "")
+    text = f"z is taken over this query's scores of {over}: cosine mean {ref.dense_mean:.3f}, sd {ref.dense_sd:.3f}"
+    if sig.weight:
+        text += f"; BM25 mean {ref.lexical_mean:.2f}, sd {ref.lexical_sd:.2f}"
+    return text + "."
+
+
 def why_frame(res: RetrievalResult, placements: dict[int, Placement], schema: EngineSchema | None) -> pd.DataFrame:
     """Why each returned result ranked where it did: both signals, their z-values and weight, the penalty, the
     fused value, a score a relation chain passed down, and how it was admitted (stage, hop, edge type)."""

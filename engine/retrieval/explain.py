@@ -19,6 +19,7 @@ from engine.core.state import MemoryState
 from engine.retrieval.result import rank_sources
 
 if TYPE_CHECKING:
+    from engine.retrieval.relevance import ZReference
     from engine.retrieval.result import RetrievalResult
 
 
@@ -71,6 +72,7 @@ class Signals:
     admitted: str = ""             # the key of the schema stage that made it a candidate
     factors: tuple[tuple[str, float], ...] = ()   # a multiplicative re-rank's parts, in order (GAM: P_sem, β_k)
     lexical_of: int | None = None  # the part whose BM25 a representative took (it holds that part's whole text)
+    reference: ZReference | None = None   # what the z-values are relative to (None where an engine does not say)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.retrieval.index import position, positions, top_k, where_of
 from engine.retrieval.lexical import at
-from engine.retrieval.relevance import DECIMALS, GATHER_MAX, scan_top, sketched_statistics
+from engine.retrieval.relevance import DECIMALS, GATHER_MAX, ZReference, scan_top, sketched_statistics
 from engine.retrieval.sketch import SketchedRows
 
 
@@ -87,6 +87,11 @@ class KindRelevance:
     @property
     def ids(self) -> list[int]:
         return self.positions.ids
+
+    @property
+    def reference(self) -> ZReference:
+        """What the z-values are relative to: the whole set, none of it off a surface."""
+        return ZReference(len(self.positions.ids), 0, self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd)
 
     def z(self, uid: int) -> tuple[float, float]:
         """The z-values of both signals of `uid`."""

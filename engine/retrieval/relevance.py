@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,6 +33,20 @@ DECIMALS = 9
 # 8-bit scan of this many rows at first (x4 until the ranking is proved complete).
 GATHER_MAX = 4096
 SCAN_FIRST = 64
+
+
+@dataclass(frozen=True)
+class ZReference:
+    """What one query's z-values are relative to: the nodes its statistics were taken over (how many, and how
+    many of them off the surface) and their cosine and BM25 means and spreads. A z-value means nothing to a
+    reader without the population it was taken over."""
+
+    units: int
+    archived: int
+    dense_mean: float
+    dense_sd: float
+    lexical_mean: float
+    lexical_sd: float
 
 
 class ScoresById(Mapping):
@@ -168,12 +183,14 @@ class Relevance:
             lex_mu, lex_sd = (float(lex.mean()), float(lex.std())) if n else (0.0, 0.0)
         else:
             dense_mu, dense_sd, lex_mu, lex_sd = sketched_moments(self.sketch, self.zq, self.by_id[self.hits], n)
-        if archived is not None and len(archived):
+        m = 0 if archived is None else len(archived)
+        if m:
             rows = engine.sketched_rows("archived", archived).matrix
             dense_mu, dense_sd = pooled(n, dense_mu, dense_sd, (rows @ self.zq).astype(np.float64))
             if self.weight:
                 lex_mu, lex_sd = pooled(n, lex_mu, lex_sd, at(self.by_id, archived))
         self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = dense_mu, dense_sd or 1.0, lex_mu, lex_sd or 1.0
+        self.reference = ZReference(n + m, m, self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd)
 
     def signals(self) -> tuple[np.ndarray, np.ndarray]:
         """The dense and lexical scores of every visible unit, aligned with `ids` (computed when first asked)."""
@@ -287,12 +304,13 @@ class Relevance:
 
     def terms(self, uid: int) -> dict[str, float]:
         """The parts `score(uid)` adds up: both raw signals (and the held part the BM25 came from, if any), their
-        z-values, the weight and the penalty subtracted (in z units, or cosine units when the weight is 0), and
-        the fused value."""
+        z-values and what those are relative to, the weight and the penalty subtracted (in z units, or cosine
+        units when the weight is 0), and the fused value."""
         d = self.dense(uid)
         lex = self.lexical.get(uid, 0.0)
         off = self.penalty_of(uid)
         return {"dense": d, "lexical": lex, "lexical_of": self.lexical_of.get(uid),
                 "z_dense": (d - self.dense_mu) / self.dense_sd,
-                "z_lexical": (lex - self.lex_mu) / self.lex_sd if self.weight else 0.0, "weight": self.weight,
+                "z_lexical": (lex - self.lex_mu) / self.lex_sd if self.weight else 0.0, "reference": self.reference,
+                "weight": self.weight,
                 "penalty": off if self.weight else off * self.dense_sd, "relevance": self.score(uid)}

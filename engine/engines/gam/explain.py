@@ -85,4 +85,4 @@ def signals(engine: GamContext, sc: Scoring, uid: int, r: RetrievedUnit | None) 
                    weight=ev.weight, penalty=0.0, relevance=ev.fused[uid], score=score,
                    hop=r.hop if r is not None else 0, edge=topic_hops[-1].type if topic_hops else
                    (last.type if last else ""), reverse=bool(topic_hops and topic_hops[-1].reverse),
-                   admitted=(DRILL if r is not None else ""), factors=tuple(factors.items()))
+                   admitted=(DRILL if r is not None else ""), factors=tuple(factors.items()), reference=ev.reference)

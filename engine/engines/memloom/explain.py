@@ -120,4 +120,4 @@ def _signals(rel: KindRelevance, uid: int, r: RetrievedUnit | None) -> Signals:
     return Signals(dense=d, lexical=lex, z_dense=(d - rel.dense_mu) / rel.dense_sd,
                    z_lexical=(lex - rel.lex_mu) / rel.lex_sd if rel.weight else 0.0, weight=rel.weight, penalty=0.0,
                    relevance=own, score=score, inherited=score if round(score, 6) > round(own, 6) else None,
-                   hop=hop, edge=edge, reverse=reverse, admitted=admitted)
+                   hop=hop, edge=edge, reverse=reverse, admitted=admitted, reference=rel.reference)
