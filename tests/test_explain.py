@@ -56,12 +56,12 @@ def test_breakdown_adds_up_to_the_score_of_every_candidate(replayed, conv, name)
             assert sig.score == r.score and sig.dense == pytest.approx(r.dense, abs=1e-6)
             assert sig.lexical == pytest.approx(r.lexical, abs=1e-6)
             ref = sig.reference            # what the z-values are relative to, as the page states it
-            assert ref is not None and ref.units >= len(res.units) and 0 <= ref.archived < ref.units
+            assert ref is not None and ref.nodes >= len(res.units) and 0 <= ref.off_surface < ref.nodes
             assert sig.z_dense == pytest.approx((sig.dense - ref.dense_mean) / ref.dense_sd, abs=1e-6)
             if sig.weight:
                 assert sig.z_lexical == pytest.approx((sig.lexical - ref.lexical_mean) / ref.lexical_sd, abs=1e-6)
             if name == "allmem":           # every unit, visible or archived
-                assert (ref.units, ref.archived) == (len(eng.state.nodes), len(eng.state.archived_ids))
+                assert (ref.nodes, ref.off_surface) == (len(eng.state.nodes), len(eng.state.archived_ids))
             fused = (sig.z_dense + sig.weight * sig.z_lexical - sig.penalty if sig.weight
                      else sig.dense - sig.penalty)
             assert fused == pytest.approx(sig.relevance, abs=1e-6)      # float32 cosines summed in float64

@@ -202,9 +202,9 @@ def test_why_this_rank_and_a_missed_gold_turn():
             in shown
     assert any(e.label.startswith("Why this rank") for e in at.expander)
     ref = view.explain(res, [res.units[0].id])[res.units[0].id].signals.reference
-    assert ref.units == len(view.state.nodes) and not ref.archived        # replayed by hand: nothing archived
+    assert ref.nodes == len(view.state.nodes) and not ref.off_surface        # replayed by hand: nothing archived
     captions = "\n".join(c.value for c in at.caption)
-    assert (f"z is taken over this query's scores of {ref.units} nodes: cosine mean {ref.dense_mean:.3f}, "
+    assert (f"z is taken over this query's scores of {ref.nodes} nodes: cosine mean {ref.dense_mean:.3f}, "
             f"sd {ref.dense_sd:.3f}; BM25 mean {ref.lexical_mean:.2f}, sd {ref.lexical_sd:.2f}.") in captions
     why = [d.value for d in at.dataframe if "fused" in d.value.columns]
     assert len(why) == 2, "the engine's results and its peer's"

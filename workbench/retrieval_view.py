@@ -327,7 +327,7 @@ def reference_text(placements: dict[int, Placement]) -> str:
     if sig is None:
         return ""
     ref = sig.reference
-    over = f"{ref.units} nodes" + (f", {ref.archived} of them off the surface" if ref.archived else "")
+    over = f"{ref.nodes} nodes" + (f", {ref.off_surface} of them off the surface" if ref.off_surface else "")
     text = f"z is taken over this query's scores of {over}: cosine mean {ref.dense_mean:.3f}, sd {ref.dense_sd:.3f}"
     if sig.weight:
         text += f"; BM25 mean {ref.lexical_mean:.2f}, sd {ref.lexical_sd:.2f}"

@@ -41,8 +41,8 @@ class ZReference:
     many of them off the surface) and their cosine and BM25 means and spreads. A z-value means nothing to a
     reader without the population it was taken over."""
 
-    units: int
-    archived: int
+    nodes: int
+    off_surface: int
     dense_mean: float
     dense_sd: float
     lexical_mean: float
