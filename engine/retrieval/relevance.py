@@ -190,7 +190,13 @@ class Relevance:
             if self.weight:
                 lex_mu, lex_sd = pooled(n, lex_mu, lex_sd, at(self.by_id, archived))
         self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = dense_mu, dense_sd or 1.0, lex_mu, lex_sd or 1.0
-        self.reference = ZReference(n + m, m, self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd)
+        self.archived_in_reference = m
+
+    @property
+    def reference(self) -> ZReference:
+        """What the z-values are relative to: the surface and the archived units taken in with it."""
+        m = self.archived_in_reference
+        return ZReference(len(self.ids) + m, m, self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd)
 
     def signals(self) -> tuple[np.ndarray, np.ndarray]:
         """The dense and lexical scores of every visible unit, aligned with `ids` (computed when first asked)."""
