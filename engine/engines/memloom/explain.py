@@ -117,7 +117,7 @@ def _signals(rel: KindRelevance, uid: int, r: RetrievedUnit | None) -> Signals:
         last = relations[-1] if relations else None
         hop, edge, reverse = r.hop, last.type if last else "", bool(last and last.reverse)
         admitted = TRAVERSE if relations else SEED
-    return Signals(dense=d, lexical=lex, z_dense=(d - rel.dense_mu) / rel.dense_sd,
-                   z_lexical=(lex - rel.lex_mu) / rel.lex_sd if rel.weight else 0.0, weight=rel.weight, penalty=0.0,
+    z_dense, z_lexical = rel.z(uid)
+    return Signals(dense=d, lexical=lex, z_dense=z_dense, z_lexical=z_lexical, weight=rel.weight, penalty=0.0,
                    relevance=own, score=score, inherited=score if round(score, 6) > round(own, 6) else None,
                    hop=hop, edge=edge, reverse=reverse, admitted=admitted, reference=rel.reference)
