@@ -336,6 +336,18 @@ def test_bad_input_exits_2_with_one_clear_line(tmp_path, capsys, monkeypatch, ar
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("content, message", [
+    ('{"broken": ', "not valid JSON: Expecting value"),
+    ('[{"conversation": {}}]', "found keys ['conversation']"),
+])
+def test_a_file_no_dataset_recognises_is_told_what_is_wrong_with_it(tmp_path, capsys, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    assert main(["bench", "--dataset", "locomo", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"memwb bench: error: {bad.name}: record") and message in err and err.count("\n") == 1
+
+
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path):
     proc = bench("--dataset", "locomo", DEMO, "--engines", "allmem,nosuch", "--out", tmp_path / "out", check=False)
     assert proc.returncode == 2

@@ -125,6 +125,15 @@ def file_format(path: Path) -> str:
     return "unknown"
 
 
+def _loader_complaint(file: Path) -> None:
+    """Raise what the loader finds wrong with a file no dataset recognises (invalid JSON at a line and column,
+    the keys it found), so the message names the fault rather than only the formats it is not."""
+    try:
+        load_conversations(file)
+    except LoaderError as exc:
+        raise BenchInputError(str(exc)) from None
+
+
 def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | None = None) -> list[Source]:
     """The conversations of `path` to run, in file order, after checking it is a `spec` source.
 
@@ -144,6 +153,8 @@ def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | 
     for file in files:
         kind = file_format(file)
         if kind not in spec.formats:
+            if kind == "unknown":
+                _loader_complaint(file)
             what = "not a file of a known dataset" if kind == "unknown" else f"a {kind} file"
             raise BenchInputError(f"{file} is {what}, not {spec.label} (--dataset {spec.name} reads "
                                   f"{' or '.join(spec.formats)})")
