@@ -1,0 +1,105 @@
+"""How much a meeting's topic boundaries can be found from where its talk changes: QMSum train only.
+
+WindowDiff rewards a boundary only near a gold one and charges a wrong count in every window, so a rule that
+never cuts (no boundary) scores well. This script asks how far the depth curve that MemLoom's steward cuts
+on (`engine.core.segments.topic_depths`) could go *if it were told how many boundaries each meeting has*:
+each train meeting is cut at its deepest gaps, as many as it has gold boundaries, spaced as the fitted rule
+spaces them (`min_size` words apart, `lookahead` words before the end). That is a ceiling on the
+boundaries' placement, not a rule (a rule must guess the count). Beside it: no boundary, and the same count
+placed at random (mean of `--seeds` seeded draws). Windows and smoothings of the depth curve are varied
+around the fitted rule. Prints the table and writes it to --out. Only `train/` is read.
+
+    python scripts/boundary_ceiling.py [--dir ../shared/data/qmsum/train] [--out out/boundary_ceiling.json]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fit_boundaries import DEFAULT_DIR, Meeting  # noqa: E402
+from results import write_json  # noqa: E402
+
+from engine.core.segments import DepthRule, topic_depths  # noqa: E402
+from engine.eval.segmentation import evaluate  # noqa: E402
+from engine.engines.memloom.settings import MemLoomSettings  # noqa: E402
+from engine.llm.embedder import Embedder  # noqa: E402
+
+WINDOWS = (500.0, 1000.0, 2000.0)
+SMOOTHINGS = (1, 9, 21)
+
+
+def deepest_count(m: Meeting, depth: np.ndarray, count: int, min_size: float, lookahead: float) -> list[int]:
+    """The `count` deepest gaps (ties: the earlier) that keep `min_size` words from each other and from the
+    start, and `lookahead` words before the end."""
+    cum = np.concatenate([[0.0], np.cumsum(m.sizes)])
+    taken: list[int] = []
+    for gap in sorted(range(len(depth)), key=lambda g: (-round(float(depth[g]), 9), g)):
+        if len(taken) >= count:
+            break
+        b = gap + 1
+        if cum[b] < min_size or cum[-1] - cum[b] < lookahead or any(abs(cum[b] - cum[e]) < min_size for e in taken):
+            continue
+        taken.append(b)
+    return sorted(taken)
+
+
+def mean_wd(meetings: list[Meeting], cuts: dict[str, list[int]]) -> tuple[float, float]:
+    rows = [evaluate(m.gold, cuts[m.id], m.n) for m in meetings]
+    return (round(statistics.mean(r["pk"] for r in rows), 4), round(statistics.mean(r["window_diff"] for r in rows), 4))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default=str(DEFAULT_DIR))
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--out", default=str(ROOT / "out" / "boundary_ceiling.json"))
+    args = ap.parse_args()
+    if Path(args.dir).resolve().name != "train":
+        raise SystemExit(f"{args.dir}: this reads QMSum's train split only")
+    fitted = MemLoomSettings().depth_rule()
+    embedder = Embedder()
+    meetings = [Meeting(p, embedder) for p in sorted(Path(args.dir).glob("*.json"))]
+    rows = []
+    for window in WINDOWS:
+        for smoothing in SMOOTHINGS:
+            rule = DepthRule(window=window, mix=fitted.mix, smoothing=smoothing)
+            cuts = {m.id: deepest_count(m, topic_depths(m.vectors, m.texts, m.speakers, rule), len(m.gold),
+                                        fitted.min_size, fitted.lookahead) for m in meetings}
+            pk, wd = mean_wd(meetings, cuts)
+            rows.append({"window": window, "smoothing": smoothing, "pk": pk, "window_diff": wd,
+                         "fitted": (window, smoothing) == (fitted.window, fitted.smoothing)})
+    none = mean_wd(meetings, {m.id: [] for m in meetings})
+    draws = []
+    for seed in range(args.seeds):
+        rng = np.random.default_rng(seed)
+        draws.append(mean_wd(meetings, {m.id: sorted(int(b) for b in rng.choice(np.arange(1, m.n), len(m.gold),
+                                                                                   replace=False))
+                                        for m in meetings}))
+    random = (round(statistics.mean(d[0] for d in draws), 4), round(statistics.mean(d[1] for d in draws), 4))
+    print(f"{len(meetings)} train meetings, {statistics.mean(len(m.gold) for m in meetings):.2f} gold boundaries "
+          "per meeting; every row but 'no boundary' places exactly the gold count")
+    print(f"{'cut at':40} {'Pk':>6} {'WD':>6}")
+    for r in rows:
+        label = f"deepest gaps, window {r['window']:.0f}, smoothing {r['smoothing']}" + (" *" if r["fitted"] else "")
+        print(f"{label:40} {r['pk']:6.3f} {r['window_diff']:6.3f}")
+    print(f"{'random gaps':40} {random[0]:6.3f} {random[1]:6.3f}")
+    print(f"{'no boundary':40} {none[0]:6.3f} {none[1]:6.3f}")
+    print("* the fitted rule's window and smoothing")
+    write_json(args.out, {"split": str(Path(args.dir).resolve()), "meetings": len(meetings),
+                          "fitted_rule": {"window": fitted.window, "smoothing": fitted.smoothing,
+                                          "min_size": fitted.min_size, "lookahead": fitted.lookahead},
+                          "deepest_with_gold_count": rows, "random_with_gold_count": {"pk": random[0],
+                                                                                      "window_diff": random[1]},
+                          "no_boundary": {"pk": none[0], "window_diff": none[1]}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
