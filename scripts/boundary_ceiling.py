@@ -27,8 +27,8 @@ from fit_boundaries import DEFAULT_DIR, Meeting  # noqa: E402
 from results import write_json  # noqa: E402
 
 from engine.core.segments import DepthRule, topic_depths  # noqa: E402
+from engine.engines import settings_class  # noqa: E402
 from engine.eval.segmentation import evaluate  # noqa: E402
-from engine.engines.memloom.settings import MemLoomSettings  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 
 WINDOWS = (500.0, 1000.0, 2000.0)
@@ -63,7 +63,7 @@ def main() -> int:
     args = ap.parse_args()
     if Path(args.dir).resolve().name != "train":
         raise SystemExit(f"{args.dir}: this reads QMSum's train split only")
-    fitted = MemLoomSettings().depth_rule()
+    fitted = settings_class("memloom")().depth_rule()
     embedder = Embedder()
     meetings = [Meeting(p, embedder) for p in sorted(Path(args.dir).glob("*.json"))]
     rows = []
