@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from fit_boundaries import DEFAULT_DIR, Meeting  # noqa: E402
 from results import write_json  # noqa: E402
 
-from engine.core.segments import DepthRule, topic_depths  # noqa: E402
+from engine.core.segments import DepthRule, deepest_boundaries, topic_depths  # noqa: E402
 from engine.engines import settings_class  # noqa: E402
 from engine.eval.segmentation import evaluate  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
@@ -36,21 +36,14 @@ SMOOTHINGS = (1, 9, 21)
 
 
 def deepest_count(m: Meeting, depth: np.ndarray, count: int, min_size: float, lookahead: float) -> list[int]:
-    """The `count` deepest gaps (ties: the earlier) that keep `min_size` words from each other and from the
-    start, and `lookahead` words before the end."""
-    cum = np.concatenate([[0.0], np.cumsum(m.sizes)])
-    taken: list[int] = []
-    for gap in sorted(range(len(depth)), key=lambda g: (-round(float(depth[g]), 9), g)):
-        if len(taken) >= count:
-            break
-        b = gap + 1
-        if cum[b] < min_size or cum[-1] - cum[b] < lookahead or any(abs(cum[b] - cum[e]) < min_size for e in taken):
-            continue
-        taken.append(b)
-    return sorted(taken)
+    """The first `count` boundaries `deepest_boundaries` takes with no depth threshold: the deepest gaps (ties:
+    the earlier) that keep `min_size` words from each other and from the start, and `lookahead` before the end.
+    It takes them deepest first, so its deepest `count` are the ones it took first."""
+    taken = deepest_boundaries(depth, m.sizes, 0.0, min_size, lookahead)
+    return sorted(sorted(taken, key=lambda b: (-round(float(depth[b - 1]), 9), b))[:count])
 
 
-def mean_wd(meetings: list[Meeting], cuts: dict[str, list[int]]) -> tuple[float, float]:
+def mean_errors(meetings: list[Meeting], cuts: dict[str, list[int]]) -> tuple[float, float]:
     rows = [evaluate(m.gold, cuts[m.id], m.n) for m in meetings]
     return (round(statistics.mean(r["pk"] for r in rows), 4), round(statistics.mean(r["window_diff"] for r in rows), 4))
 
@@ -72,14 +65,14 @@ def main() -> int:
             rule = DepthRule(window=window, mix=fitted.mix, smoothing=smoothing)
             cuts = {m.id: deepest_count(m, topic_depths(m.vectors, m.texts, m.speakers, rule), len(m.gold),
                                         fitted.min_size, fitted.lookahead) for m in meetings}
-            pk, wd = mean_wd(meetings, cuts)
+            pk, wd = mean_errors(meetings, cuts)
             rows.append({"window": window, "smoothing": smoothing, "pk": pk, "window_diff": wd,
                          "fitted": (window, smoothing) == (fitted.window, fitted.smoothing)})
-    none = mean_wd(meetings, {m.id: [] for m in meetings})
+    none = mean_errors(meetings, {m.id: [] for m in meetings})
     draws = []
     for seed in range(args.seeds):
         rng = np.random.default_rng(seed)
-        draws.append(mean_wd(meetings, {m.id: sorted(int(b) for b in rng.choice(np.arange(1, m.n), len(m.gold),
+        draws.append(mean_errors(meetings, {m.id: sorted(int(b) for b in rng.choice(np.arange(1, m.n), len(m.gold),
                                                                                    replace=False))
                                         for m in meetings}))
     random = (round(statistics.mean(d[0] for d in draws), 4), round(statistics.mean(d[1] for d in draws), 4))
