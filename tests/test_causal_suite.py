@@ -162,11 +162,12 @@ def test_retrieval_report_without_dense(suite):
 
 
 @pytest.mark.parametrize("split", ["validation", "test"])
-def test_paraphrases_reword_the_chain_questions_of_their_split(split):
+@pytest.mark.parametrize("folder", ["", "styles"])
+def test_paraphrases_reword_the_chain_questions_of_their_split(split, folder):
     """Every chain question of a split has other wordings, each a different question text, and no other
-    question (of either split) has any."""
+    question (of either split) has any: in the first set and in the second set of wording styles."""
     from engine.loaders import load_conversations
-    wordings = json.loads((SUITE / "paraphrases" / f"{split}.json").read_text(encoding="utf-8"))
+    wordings = json.loads((SUITE / "paraphrases" / folder / f"{split}.json").read_text(encoding="utf-8"))
     chain = {q.id: q.question for conv in load_conversations(SUITE / f"{split}.jsonl") for q in conv.questions
              if q.category == 1}
     assert set(wordings) == set(chain)

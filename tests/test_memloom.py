@@ -248,14 +248,20 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     "Trace the chain of events that ended with the delay.", "How did Bruno end up living in the box room?",
     "What's behind Marcus no longer starting?", "How did it come about that Tomas defends in July?",
     "Did the storm have anything to do with it?", "Sam is off for a month. What sequence of events brought that "
-    "about?", "Why, in the end, did Sam leave?"])
+    "about?", "Why, in the end, did Sam leave?", "Why's the match off?", "What set off the delay?",
+    "What started Priya's move to organoids?", "What's the story behind the cancelled tour?",
+    "How is it that the launch slipped?", "What contributed to the delay?", "What sparked the argument?",
+    "What was the origin of the budget cut?", "How did the surgery affect the schedule?",
+    "What impact did the merger have on Sam's job?", "What set in motion the move to Lisbon?"])
 def test_a_why_question_is_recognised_however_it_is_worded(query):
     """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
     assert query_intent(query) == "cause"
 
 
 @pytest.mark.parametrize("query", ["What causes does John support?", "Where did the friends end up staying?",
-                                   "When is the essay due?", "Which breed is Jon's dog Pepper?"])
+                                   "When is the essay due?", "Which breed is Jon's dog Pepper?",
+                                   "What did Joanna contribute to the film?",
+                                   "What happened as a result of the injury?"])
 def test_a_cause_word_used_for_something_else_is_a_lookup(query):
     assert query_intent(query) == "lookup"
 

@@ -40,20 +40,27 @@ from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_b
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
-# What a why-question looks like however it is worded: an asked cause ("why", "what caused", "the reason"), a
-# chain asked to be traced ("what led to", "how did … end up", "the chain of events behind"), or a cause put up
-# for checking ("did X lead to Y", "was X the reason", "anything to do with"). Matched on words, so
-# punctuation and word order around a cue do not matter.
-_CAUSE_WORDS = frozenset("""why caused causing reason reasons because led trigger triggered
-prompted forced resulted consequence explain explains trace reconstruct""".split())
+# What a why-question looks like however it is worded: an asked cause ("why", "what caused", "the reason", "the
+# origin of"), a chain asked to be traced ("what led to", "how did … end up", "the story behind", "what set off"),
+# or a cause put up for checking ("did X lead to Y", "was X the reason", "did X have an effect on Y", "how did X
+# affect Y"). Matched on words with their clitics dropped ("why's" is "why"), so punctuation and word order
+# around a cue do not matter. Effects asked forward ("what happened as a result of X") stay lookups: the chain
+# walks back from what the question names.
+_CAUSE_WORDS = frozenset("""why caused causing reason reasons because led trigger triggered triggers
+prompted forced resulted consequence explain explains explained explanation trace reconstruct origin origins
+backstory contributed contributing sparked precipitated""".split())
 _CAUSE_PHRASES = re.compile(
     r"\bhow come\b|\bcauses? of\b|\b(?:did|does|do|could|would|might) \b.*\bcause\b"
-    r"|\b(?:lead|leads|leading) to\b|\bdue to\b|\bresult(?:ed|s)? (?:in|from)\b|\bwhat made\b"
+    r"|\b(?:lead|leads|leading) (?:up )?to\b|\bdue to\b|\bresult(?:ed|s)? (?:in|from)\b|\bwhat made\b"
     r"|\bwhat got\b|\bbrought (?:\w+ )?about\b|\b(?:come|came) about\b|\bhow did it happen\b"
     r"|\b(?:chain|sequence|series) of events\b|\banything to do with\b|\bresponsible for\b|\broot\b"
-    r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ )?behind\b"
+    r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ ){0,2}behind\b"
     r"|\bhow (?:did|does|do|has|have|had|would|could) \b.*\b(?:end|ended|ending|ends) up\b"
-    r"|\bhow (?:did|does|do|has|have|had) \b.*\b(?:come|came) to\b|\bwalk (?:me|us) through how\b")
+    r"|\bhow (?:did|does|do|has|have|had) \b.*\b(?:come|came) to\b|\bwalk (?:me|us) through how\b"
+    r"|\b(?:what|who) (?:started|set off|sets off|kicked off|set in motion|drove|pushed)\b|\bin motion\b"
+    r"|\bhow (?:is|was) it that\b|\bwhat happened (?:that|to make|to cause)\b|\b(?:stem|stems|stemmed) from\b"
+    r"|\b(?:effect|impact|bearing) on\b|\b(?:effect|impact|bearing)\b.*\b(?:have|has|had) on\b|\bwhat ended up\b"
+    r"|\b(?:how|in what way) (?:did|does|do|has|have|had|would|could|might) \b.*\b(?:affect|affected|impact|impacted)\b")
 _HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "change over", "history", "at first",
                 "first", "over time", "until", "still", "anymore", "now")
 CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
@@ -63,7 +70,7 @@ def query_intent(query: str) -> str:
     """The retrieval intent of a query: `cause` (why …), `history` (before / now / changed) or `lookup`."""
     ws = words(query)
     low = " ".join(ws)
-    if _CAUSE_WORDS.intersection(ws) or _CAUSE_PHRASES.search(low):
+    if _CAUSE_WORDS.intersection(w.split("'")[0] for w in ws) or _CAUSE_PHRASES.search(low):
         return "cause"
     if any(f" {cue} " in f" {low} " for cue in _HISTORY_ASK):
         return "history"
