@@ -65,6 +65,8 @@ peer_schema = engine_schema(peer_name)
 peer = peer_with_progress(wb, peer_name)
 peer_res = peer.retrieve(query, k) if peer is not None else None
 
+if res.reading:
+    st.caption(f"{schema.label} read the query as {res.reading}.")
 timings = rv.stage_timings(schema, res.stages)
 recalls = []
 if gold:

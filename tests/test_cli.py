@@ -66,6 +66,20 @@ def test_retrieve_json_contract(demo_db):
     archived = [u for u in res["units"] if not u["visible"]]
     assert any(u["source_ids"] == ["D1:4"] and u["path"][-1]["type"] == "version" for u in archived)
     assert set(res["stages"]) >= {"stage1_ms", "stage2_ms", "stage3_ms"}
+    assert "reading" not in res                       # All-Mem does not route by the query
+
+
+def test_retrieve_says_how_memloom_read_the_query(tmp_path):
+    """A why-question worded without "why" is read as one, the output says so and names the words, and the walk
+    back along CAUSAL_FOLLOW brings the demo's whole causal chain (q7's evidence) to the top."""
+    db = tmp_path / "memloom.sqlite"
+    memwb("replay", DEMO, "--db", db, "--engine", "memloom", "--quiet")
+    query = "What set off Maya missing her deadlines?"
+    res = json.loads(memwb("retrieve", "--db", db, "--query", query, "--json").stdout)
+    assert res["reading"].startswith("a why-question (“what set off”): walks CAUSAL_FOLLOW back to causes")
+    assert set(res["source_ids"][:4]) == {"D2:6", "D3:9", "D4:2", "D6:6"}
+    text = memwb("retrieve", "--db", db, "--query", "Which breed is Jon's dog?").stdout
+    assert "\nread as: a lookup (no cue of a cause or of a history)" in text
 
 
 def test_retrieve_queries_file_keeps_ids(demo_db, tmp_path):

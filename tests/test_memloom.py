@@ -13,7 +13,7 @@ from engine.core.oplog import OpKind
 from engine.core.ops import apply
 from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.engines.memloom.retrieval import query_intent
+from engine.engines.memloom.retrieval import read_query
 from engine.engines.memloom.seeds import relevance
 from engine.loaders import load_conversation
 from engine.runtime.replay import Schedule, replay, step
@@ -234,7 +234,7 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     eng = open_session(tmp_path / "m.sqlite", engine="memloom")
     replay(eng, conv, Schedule.parse("every-3-sessions"))
     query = "Which breed is Jon's dog Pepper?"
-    assert query_intent(query) == "lookup"
+    assert read_query(query).intent == "lookup"
     result = eng.retrieve(query)
     fused = relevance(eng, query).fused
     assert any(len(u.path) > 1 for u in result.units), "nothing was reached through a relation"
@@ -255,7 +255,7 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     "What impact did the merger have on Sam's job?", "What set in motion the move to Lisbon?"])
 def test_a_why_question_is_recognised_however_it_is_worded(query):
     """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
-    assert query_intent(query) == "cause"
+    assert read_query(query).intent == "cause"
 
 
 @pytest.mark.parametrize("query", ["What causes does John support?", "Where did the friends end up staying?",
@@ -263,7 +263,7 @@ def test_a_why_question_is_recognised_however_it_is_worded(query):
                                    "What did Joanna contribute to the film?",
                                    "What happened as a result of the injury?"])
 def test_a_cause_word_used_for_something_else_is_a_lookup(query):
-    assert query_intent(query) == "lookup"
+    assert read_query(query).intent == "lookup"
 
 
 def test_each_story_of_an_event_is_offered_its_own_causes():

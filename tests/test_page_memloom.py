@@ -13,6 +13,7 @@ from apptest import start_app
 from engine.engines import engine_schema
 from engine.core.oplog import OpKind
 from engine.core.proposal import GateVerdict, Status
+from engine.engines.memloom.seeds import relevance
 from workbench import retrieval_view as rv
 from workbench import review_decisions, review_view
 from workbench.graph_groups import FOLD_ABOVE
@@ -324,6 +325,28 @@ def test_causal_question_paths_hop_by_hop_on_the_graph():
     assert list(seeds_table["unit"]) == [rv.unit_ref(state, a) for a in seeds]
     assert list(seeds_table["score"]) == [round(s, 3) for _, s in res.anchors]
     assert set(seeds_table["kind"]) == {"event"}
+
+
+def test_the_page_says_how_the_query_was_read_and_the_walk_follows_that_reading():
+    """A why-question taken for a lookup walks no chain; the page says which reading MemLoom took and which words
+    decided it, and the naive peer (which does not route) says nothing."""
+    at, wb = start_app("memloom")
+    wb.jump(next(i for i, t in enumerate(wb.conversation.turns) if t.id == "D6:6") + 1)
+    wb.engine.consolidate()
+    wb.reload()
+    at.switch_page(RETRIEVAL).run()
+    at.radio(key="retrieval_source").set_value(rv.FREE_SOURCE).run()
+    for query, reading, cue in (("What set off Maya missing her deadlines?", "a why-question", "what set off"),
+                                ("Why has Maya been missing deadlines?", "a why-question", "why"),
+                                ("Which breed is Jon's dog Pepper?", "a lookup", None)):
+        at.text_input(key="retrieval_query").set_value(query).run()
+        assert not at.exception
+        captions = [c.value for c in at.caption if "read the query as" in c.value]
+        assert len(captions) == 1 and captions[0].startswith(f"{SCHEMA.label} read the query as {reading}")
+        assert cue is None or f"“{cue}”" in captions[0]
+        fused = relevance(wb.view, query).fused
+        inherited = [u for u in wb.view.retrieve(query, 5).candidates if u.score > fused[u.id] + 1e-5]
+        assert bool(inherited) == (cue is not None), "the walk did not follow the reading shown"
 
 
 def test_structural_links_are_one_decision_and_the_cards_are_the_consequential_proposals():

@@ -105,7 +105,8 @@ def cmd_retrieve(args) -> int:
         if args.json:
             print(json.dumps(result, ensure_ascii=False))
         else:
-            print(f"query: {q['query']}\nsource_ids: {', '.join(result['source_ids'])}\n{result['context']}\n")
+            read = f"read as: {result['reading']}\n" if result.get("reading") else ""
+            print(f"query: {q['query']}\n{read}source_ids: {', '.join(result['source_ids'])}\n{result['context']}\n")
     return 0
 
 

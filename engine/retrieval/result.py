@@ -79,17 +79,19 @@ class RetrievalResult:
     source_ids: list[str]
     context: str
     stages: dict[str, float] = field(default_factory=dict)
+    reading: str = ""                      # how the engine read the query, when it routes by it (else empty)
 
     @classmethod
     def ranked(cls, query: str, anchors: list[tuple[int, float]], expansion: list[dict],
                candidates: list[RetrievedUnit], final_k: int | None, k: int | None,
-               stages: dict[str, float]) -> RetrievalResult:
+               stages: dict[str, float], reading: str = "") -> RetrievalResult:
         """What every engine returns from its final ranking: the top `final_k` candidates (all with None), their
         text as the context, and the sources ranked over every candidate, cut to `k` when given."""
         top = candidates[:final_k] if final_k is not None else list(candidates)
         sources = rank_sources(candidates)
         return cls(query=query, anchors=anchors, expansion=expansion, candidates=candidates, units=top,
-                   source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages)
+                   source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages,
+                   reading=reading)
 
     def to_dict(self, k: int | None = None, labels: bool = False) -> dict:
         name = node_label if labels else int
@@ -97,7 +99,8 @@ class RetrievalResult:
         return {"query": self.query, "source_ids": self.source_ids[:k] if k else self.source_ids,
                 "units": [u.to_dict(labels) for u in self.units], "context": self.context,
                 "anchors": [{"id": name(i), "score": round(s, 6)} for i, s in self.anchors],
-                "expansion": expansion, "stages": {k2: round(v, 3) for k2, v in self.stages.items()}}
+                "expansion": expansion, "stages": {k2: round(v, 3) for k2, v in self.stages.items()},
+                **({"reading": self.reading} if self.reading else {})}
 
 
 def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:

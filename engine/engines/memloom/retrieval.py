@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import re
 import time
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from engine.core.text import words
@@ -66,22 +67,42 @@ _HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "chang
 CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
 
 
-def query_intent(query: str) -> str:
-    """The retrieval intent of a query: `cause` (why …), `history` (before / now / changed) or `lookup`."""
+@dataclass(frozen=True)
+class QueryReading:
+    """How a query was read: its intent (`cause`: why …, `history`: before / now / changed, or `lookup`) and
+    the words that decided it (none for a lookup), so a researcher sees why a question did or did not walk a
+    chain."""
+    intent: str
+    cue: str = ""
+
+    def text(self) -> str:
+        if self.intent == "cause":
+            return (f"a why-question (“{self.cue}”): walks CAUSAL_FOLLOW back to causes, each taking its effect's "
+                    "score less chain_hop_cost")
+        if self.intent == "history":
+            return f"a history question (“{self.cue}”): walks STATE_SUCCESSOR back to earlier states"
+        return ("a lookup (no cue of a cause or of a history): every record ranks on its own relevance; a "
+                "why-question is recognised by words such as why, what caused, what led to, the story behind")
+
+
+def read_query(query: str) -> QueryReading:
     ws = words(query)
     low = " ".join(ws)
-    if _CAUSE_WORDS.intersection(w.split("'")[0] for w in ws) or _CAUSE_PHRASES.search(low):
-        return "cause"
-    if any(f" {cue} " in f" {low} " for cue in _HISTORY_ASK):
-        return "history"
-    return "lookup"
+    cause = next((w for w in ws if w.split("'")[0] in _CAUSE_WORDS), None)
+    phrase = _CAUSE_PHRASES.search(low)
+    if cause or phrase:
+        return QueryReading("cause", cause or phrase.group(0))
+    history = next((cue for cue in _HISTORY_ASK if f" {cue} " in f" {low} "), None)
+    if history:
+        return QueryReading("history", history)
+    return QueryReading("lookup")
 
 
 def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
     s = engine.settings
     t0 = time.perf_counter()
-    intent = query_intent(query)
-    chain = CHAIN.get(intent, ())
+    reading = read_query(query)
+    chain = CHAIN.get(reading.intent, ())
     scores = relevance(engine, query)
     snap = engine.published_view()
     sstate = snap.state if snap is not None else None
@@ -184,7 +205,7 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
     stages = {"seed_ms": (t1 - t0) * 1e3, "traverse_ms": (t2 - t1) * 1e3, "ground_ms": (t3 - t2) * 1e3,
               "total_ms": (t3 - t0) * 1e3}
     anchors = sorted([*seeds, *fresh], key=lambda x: (-round(x[1], DECIMALS), x[0]))
-    return RetrievalResult.ranked(query, anchors, expansion, candidates, s.final_k, k, stages)
+    return RetrievalResult.ranked(query, anchors, expansion, candidates, s.final_k, k, stages, reading.text())
 
 
 def fresh_seeds(scores: KindRelevance, seeds: list[tuple[int, float]], buffered: list[int], top: int
