@@ -315,6 +315,8 @@ for col, system in zip(st.columns(2), dict.fromkeys([record["system"], other])):
             st.caption("This system has no record of the question.")
             continue
         st.caption(" · ".join(f"{md_escape(m)} {v:.2f}" for m, v in rec["metrics"].items() if v is not None))
+        if rec.get("reading"):
+            st.caption(f"Read the question as {md_escape(rec['reading'])}.")
         if rec.get("answer"):
             st.markdown(bv.answer_line(rec["answer"]))
         st.dataframe(table(bq.gold_frame(rec, k)), hide_index=True, width="stretch")

@@ -275,6 +275,10 @@ def test_causal_suite_reports_chain_metrics(tmp_path):
         assert m["scr@5"] == float(set(q["gold"]) <= set(q["ranked"][:5]))
         assert m["chain_recall@5"] == len(set(q["gold"]) & set(q["ranked"][:5])) / len(set(q["gold"]))
     assert set(result["categories"]) <= {"1", "2", "4"}
+    # MemLoom says how it read each question (naive does not route); every chain question here is a why-question
+    assert all("reading" not in q for q in result["questions"] if q["system"] == "naive")
+    chain = [q for q in result["questions"] if q["system"] == "memloom" and q["category"] == "1"]
+    assert chain and all(q["reading"].startswith("a why-question (") for q in chain)
 
 
 def _meeting(path: Path, topics: list[tuple[str, list[str]]]) -> None:

@@ -459,3 +459,22 @@ def test_an_answer_line_keeps_dataset_strings_literal():
     assert "\\*\\*bold\\*\\*" in line and "\\[open\\]" in line and "`D1:3`" in line and "\\`tick\\`" in line
     assert bv.answer_line({"text": "", "cited": [], "gold": None, "error_code": "LLM_FAIL"}).startswith(
         "**Answer** · *(no answer)* · failed: `LLM_FAIL`")
+
+
+def test_a_question_shows_how_memloom_read_it(tmp_path, monkeypatch):
+    """A real MemLoom run on the demo: picking a why-question shows the reading the result file stored for it, and
+    the naive system beside it (which does not route by the query) shows none."""
+    from engine.bench.config import BenchConfig
+    from engine.bench.runner import run_benchmark
+    from workbench.model import DEMO_PATH
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    path = run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO_PATH), engines=("memloom", "naive"),
+                                     rounds=1, out=str(tmp_path / "benchmarks" / "demo")))
+    record = next(q for q in load_result(path).questions if q["system"] == "memloom" and q["question_id"] == "demo:q7")
+    assert record["reading"].startswith("a why-question (“why”)")
+    at = open_page()
+    at.selectbox(key="bench_q_pick").set_value(("demo", "demo:q7", "memloom")).run()
+    assert not at.exception
+    shown = [t for t in (shown_text(c.value)[0] for c in at.caption) if t.startswith("Read the question as")]
+    assert shown == [f"Read the question as {record['reading']}."]

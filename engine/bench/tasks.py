@@ -267,6 +267,8 @@ class _Run:
             {"unit": u.id, "score": round(float(u.score), 6), "source_ids": list(u.source_ids), "hop": u.hop,
              "path": [{"src": h.src, "dst": h.dst, "type": h.type, "reverse": h.reverse} for h in u.path]}
             for u in res.units])
+        if res.reading:
+            rec["reading"] = res.reading
         return rec
 
     def result(self, db: Path, replayed_with: str | None = None) -> dict:
