@@ -252,7 +252,11 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     "What started Priya's move to organoids?", "What's the story behind the cancelled tour?",
     "How is it that the launch slipped?", "What contributed to the delay?", "What sparked the argument?",
     "What was the origin of the budget cut?", "How did the surgery affect the schedule?",
-    "What impact did the merger have on Sam's job?", "What set in motion the move to Lisbon?"])
+    "What impact did the merger have on Sam's job?", "What set in motion the move to Lisbon?",
+    "What's the full story behind Marcus losing his place?", "What set the stage for the move to organoids?",
+    "What paved the way for Nadia hosting Eid?", "What brought on Sam's exhaustion?",
+    "What went wrong with the cup tie?", "Account for the gap in the data.",
+    "What was it that made Kestrel pick Routewise?"])
 def test_a_why_question_is_recognised_however_it_is_worded(query):
     """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
     assert read_query(query).intent == "cause"

@@ -55,11 +55,13 @@ _CAUSE_PHRASES = re.compile(
     r"|\b(?:lead|leads|leading) (?:up )?to\b|\bdue to\b|\bresult(?:ed|s)? (?:in|from)\b|\bwhat made\b"
     r"|\bwhat got\b|\bbrought (?:\w+ )?about\b|\b(?:come|came) about\b|\bhow did it happen\b"
     r"|\b(?:chain|sequence|series) of events\b|\banything to do with\b|\bresponsible for\b|\broot\b"
-    r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ ){0,2}behind\b"
+    r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ ){0,3}behind\b"
     r"|\bhow (?:did|does|do|has|have|had|would|could) \b.*\b(?:end|ended|ending|ends) up\b"
     r"|\bhow (?:did|does|do|has|have|had) \b.*\b(?:come|came) to\b|\bwalk (?:me|us) through how\b"
     r"|\b(?:what|who) (?:started|set off|sets off|kicked off|set in motion|drove|pushed)\b|\bin motion\b"
     r"|\bhow (?:is|was) it that\b|\bwhat happened (?:that|to make|to cause)\b|\b(?:stem|stems|stemmed) from\b"
+    r"|\bset the stage\b|\bpaved the way\b|\bbrought on\b|\bwent wrong\b|\baccount for\b"
+    r"|\bwhat (?:was|is) it that (?:made|caused|led|got|forced|prompted)\b"
     r"|\b(?:effect|impact|bearing) on\b|\b(?:effect|impact|bearing)\b.*\b(?:have|has|had) on\b|\bwhat ended up\b"
     r"|\b(?:how|in what way) (?:did|does|do|has|have|had|would|could|might) \b.*\b(?:affect|affected|impact|impacted)\b")
 _HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "change over", "history", "at first",
