@@ -13,7 +13,7 @@ from engine.core.oplog import OpKind
 from engine.core.ops import apply
 from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from engine.engines.memloom.retrieval import read_query
+from engine.engines.memloom.reading import read_query
 from engine.engines.memloom.seeds import relevance
 from engine.loaders import load_conversation
 from engine.runtime.replay import Schedule, replay, step

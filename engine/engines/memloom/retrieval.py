@@ -24,13 +24,11 @@ seed event, relation hops, then the pointer to the record and its dataset turn.
 from __future__ import annotations
 
 import heapq
-import re
 import time
-from dataclasses import dataclass
 from types import SimpleNamespace
 
-from engine.core.text import words
 from engine.engines.memloom.context import MemLoomContext
+from engine.engines.memloom.reading import read_query
 from engine.engines.memloom.relations import link_scorer
 from engine.engines.memloom.schema import Kind, Rel
 from engine.engines.memloom.seeds import buffer_ranking, buffered_records, published_events, relevance, seed_ranking
@@ -41,63 +39,7 @@ from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_b
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
-# What a why-question looks like however it is worded: an asked cause ("why", "what caused", "the reason", "the
-# origin of"), a chain asked to be traced ("what led to", "how did … end up", "the story behind", "what set off"),
-# or a cause put up for checking ("did X lead to Y", "was X the reason", "did X have an effect on Y", "how did X
-# affect Y"). Matched on words with their clitics dropped ("why's" is "why"), so punctuation and word order
-# around a cue do not matter. Effects asked forward ("what happened as a result of X") stay lookups: the chain
-# walks back from what the question names.
-_CAUSE_WORDS = frozenset("""why caused causing reason reasons because led trigger triggered triggers
-prompted forced resulted consequence explain explains explained explanation trace reconstruct origin origins
-backstory contributed contributing sparked precipitated""".split())
-_CAUSE_PHRASES = re.compile(
-    r"\bhow come\b|\bcauses? of\b|\b(?:did|does|do|could|would|might) \b.*\bcause\b"
-    r"|\b(?:lead|leads|leading) (?:up )?to\b|\bdue to\b|\bresult(?:ed|s)? (?:in|from)\b|\bwhat made\b"
-    r"|\bwhat got\b|\bbrought (?:\w+ )?about\b|\b(?:come|came) about\b|\bhow did it happen\b"
-    r"|\b(?:chain|sequence|series) of events\b|\banything to do with\b|\bresponsible for\b|\broot\b"
-    r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ ){0,3}behind\b"
-    r"|\bhow (?:did|does|do|has|have|had|would|could) \b.*\b(?:end|ended|ending|ends) up\b"
-    r"|\bhow (?:did|does|do|has|have|had) \b.*\b(?:come|came) to\b|\bwalk (?:me|us) through how\b"
-    r"|\b(?:what|who) (?:started|set off|sets off|kicked off|set in motion|drove|pushed)\b|\bin motion\b"
-    r"|\bhow (?:is|was) it that\b|\bwhat happened (?:that|to make|to cause)\b|\b(?:stem|stems|stemmed) from\b"
-    r"|\bset the stage\b|\bpaved the way\b|\bbrought on\b|\bwent wrong\b|\baccount for\b"
-    r"|\bwhat (?:was|is) it that (?:made|caused|led|got|forced|prompted)\b"
-    r"|\b(?:effect|impact|bearing) on\b|\b(?:effect|impact|bearing)\b.*\b(?:have|has|had) on\b|\bwhat ended up\b"
-    r"|\b(?:how|in what way) (?:did|does|do|has|have|had|would|could|might) \b.*\b(?:affect|affected|impact|impacted)\b")
-_HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "change over", "history", "at first",
-                "first", "over time", "until", "still", "anymore", "now")
 CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
-
-
-@dataclass(frozen=True)
-class QueryReading:
-    """How a query was read: its intent (`cause`: why …, `history`: before / now / changed, or `lookup`) and
-    the words that decided it (none for a lookup), so a researcher sees why a question did or did not walk a
-    chain."""
-    intent: str
-    cue: str = ""
-
-    def text(self) -> str:
-        if self.intent == "cause":
-            return (f"a why-question (“{self.cue}”): walks CAUSAL_FOLLOW back to causes, each taking its effect's "
-                    "score less chain_hop_cost")
-        if self.intent == "history":
-            return f"a history question (“{self.cue}”): walks STATE_SUCCESSOR back to earlier states"
-        return ("a lookup (no cue of a cause or of a history): every record ranks on its own relevance; a "
-                "why-question is recognised by words such as why, what caused, what led to, the story behind")
-
-
-def read_query(query: str) -> QueryReading:
-    ws = words(query)
-    low = " ".join(ws)
-    cause = next((w for w in ws if w.split("'")[0] in _CAUSE_WORDS), None)
-    phrase = _CAUSE_PHRASES.search(low)
-    if cause or phrase:
-        return QueryReading("cause", cause or phrase.group(0))
-    history = next((cue for cue in _HISTORY_ASK if f" {cue} " in f" {low} "), None)
-    if history:
-        return QueryReading("history", history)
-    return QueryReading("lookup")
 
 
 def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
