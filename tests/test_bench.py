@@ -279,6 +279,11 @@ def test_causal_suite_reports_chain_metrics(tmp_path):
     assert all("reading" not in q for q in result["questions"] if q["system"] == "naive")
     chain = [q for q in result["questions"] if q["system"] == "memloom" and q["category"] == "1"]
     assert chain and all(q["reading"].startswith("a why-question (") for q in chain)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "**How each question was read**" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| memloom | a why-question"))
+    assert row.startswith(f"| memloom | a why-question {len(chain)} |")
+    assert not any(line.startswith("| naive |") and "a lookup" in line for line in summary.splitlines())
 
 
 def _meeting(path: Path, topics: list[tuple[str, list[str]]]) -> None:

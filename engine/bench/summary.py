@@ -80,6 +80,25 @@ def category_table(result: dict) -> list[str]:
     return [f"**{' / '.join(metrics)} per category** (last round)", "", *_table(header, rows), ""]
 
 
+def readings_table(result: dict) -> list[str]:
+    """Per system and category, how many questions an engine that routes by the query read each way (the
+    reading's words before its cue): a causal set whose why-questions were taken for lookups shows here."""
+    counts: dict[str, dict[str, dict[str, int]]] = {}
+    for q in result["questions"]:
+        if q.get("reading"):
+            kind = q["reading"].split(" (")[0]
+            cell = counts.setdefault(q["system"], {}).setdefault(q["category"], {})
+            cell[kind] = cell.get(kind, 0) + 1
+    if not counts:
+        return []
+    cats = result["categories"]
+    rows = [[label, *(", ".join(f"{kind} {n}" for kind, n in sorted(counts[label].get(c, {}).items())) or "–"
+                      for c in cats)] for label in systems(result) if label in counts]
+    header = ["system", *(f"{label} ({key})" for key, label in cats.items())]
+    return ["**How each question was read** (engines that route by the query; its last asking)", "",
+            *_table(header, rows), ""]
+
+
 COV_HOPS = ("1", "2", "4")         # the hop budgets whose Cov(H) the structure table shows
 
 
@@ -216,8 +235,8 @@ def tables(result: dict) -> str:
     """Per-round and per-category tables (what `memwb bench` prints at the end)."""
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
     if result["dataset"] != "qmsum":
-        lines += (rounds_tables(result) + category_table(result) + structure_table(result) + paired_table(result)
-                  + misses_table(result))
+        lines += (rounds_tables(result) + category_table(result) + readings_table(result) + structure_table(result)
+                  + paired_table(result) + misses_table(result))
     else:
         lines += boundaries_table(result)
     lines += costs_tables(result)
