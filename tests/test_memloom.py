@@ -256,7 +256,8 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     "What's the full story behind Marcus losing his place?", "What set the stage for the move to organoids?",
     "What paved the way for Nadia hosting Eid?", "What brought on Sam's exhaustion?",
     "What went wrong with the cup tie?", "Account for the gap in the data.",
-    "What was it that made Kestrel pick Routewise?"])
+    "What was it that made Kestrel pick Routewise?", "Was the delay down to the freezer?",
+    "Is the strike to blame for the late shipment?", "For what reason did Luis miss the dinner?"])
 def test_a_why_question_is_recognised_however_it_is_worded(query):
     """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
     assert read_query(query).intent == "cause"

@@ -27,6 +27,7 @@ _CAUSE_PHRASES = re.compile(
     r"|\bhow (?:did|does|do|has|have|had) \b.*\b(?:come|came) to\b|\bwalk (?:me|us) through how\b"
     r"|\b(?:what|who) (?:started|set off|sets off|kicked off|set in motion|drove|pushed)\b|\bin motion\b"
     r"|\bhow (?:is|was) it that\b|\bwhat happened (?:that|to make|to cause)\b|\b(?:stem|stems|stemmed) from\b"
+    r"|\b(?:down|owing) to\b|\bto blame\b|\bblamed? (?:on|for)\b|\bon account of\b|\bfor what reason\b"
     r"|\bset the stage\b|\bpaved the way\b|\bbrought on\b|\bwent wrong\b|\baccount for\b"
     r"|\bwhat (?:was|is) it that (?:made|caused|led|got|forced|prompted)\b"
     r"|\b(?:effect|impact|bearing) on\b|\b(?:effect|impact|bearing)\b.*\b(?:have|has|had) on\b|\bwhat ended up\b"
