@@ -116,8 +116,9 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     (logic links at query time) moved its round-1 figures; a merged representative giving each turn only its own
     evidence and All-Mem's Stage 2 walking recovery links first moved All-Mem's (N@5 0.772 -> 0.798, its R@5
     unchanged) and left the other three equal; a representative scoring BM25 as the best part it holds moved
-    three All-Mem scores of one question (demo:q3, its ranking and figures unchanged). The fixture is `figures`
-    of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
+    three All-Mem scores of one question (demo:q3, its ranking and figures unchanged); MemLoom's records keeping how
+    each question was read (`reading`) added that field to its 14 records, every other value equal. The fixture is
+    `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""
     monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))
     monkeypatch.delenv("MEMWB_ENCODER", raising=False)
