@@ -257,7 +257,12 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     "What paved the way for Nadia hosting Eid?", "What brought on Sam's exhaustion?",
     "What went wrong with the cup tie?", "Account for the gap in the data.",
     "What was it that made Kestrel pick Routewise?", "Was the delay down to the freezer?",
-    "Is the strike to blame for the late shipment?", "For what reason did Luis miss the dinner?"])
+    "Is the strike to blame for the late shipment?", "For what reason did Luis miss the dinner?",
+    "What's the background to the rota problems?", "What gave rise to the complaints?",
+    "Whose fault was the thin bass?", "What had to happen for the defence to move to July?",
+    "What was the catalyst for the move?", "What spurred Priya to switch projects?", "What provoked the argument?",
+    "What necessitated the van swap?", "What fuelled the complaints about the dashboard?",
+    "What resulted in the thin bass sound?", "What did the delay result from?"])
 def test_a_why_question_is_recognised_however_it_is_worded(query):
     """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
     assert read_query(query).intent == "cause"
@@ -266,7 +271,10 @@ def test_a_why_question_is_recognised_however_it_is_worded(query):
 @pytest.mark.parametrize("query", ["What causes does John support?", "Where did the friends end up staying?",
                                    "When is the essay due?", "Which breed is Jon's dog Pepper?",
                                    "What did Joanna contribute to the film?",
-                                   "What happened as a result of the injury?"])
+                                   "What happened as a result of the injury?",
+                                   "What resulted from the freezer failure?",
+                                   "What underlying condition might Joanna have based on her allergies?",
+                                   "What is in the background of the photo?"])
 def test_a_cause_word_used_for_something_else_is_a_lookup(query):
     assert read_query(query).intent == "lookup"
 

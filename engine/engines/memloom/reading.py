@@ -12,14 +12,18 @@ from engine.core.text import words
 # origin of"), a chain asked to be traced ("what led to", "how did … end up", "the story behind", "what set off"),
 # or a cause put up for checking ("did X lead to Y", "was X the reason", "did X have an effect on Y", "how did X
 # affect Y"). Matched on words with their clitics dropped ("why's" is "why"), so punctuation and word order
-# around a cue do not matter. Effects asked forward ("what happened as a result of X") stay lookups: the chain
-# walks back from what the question names.
+# around a cue do not matter. Effects asked forward ("what happened as a result of X", "what resulted from X")
+# stay lookups: the chain walks back from what the question names. Not cues: "underlying" (a LoCoMo question asks
+# for an underlying condition) and "the background of" (what a photo shows behind someone).
 _CAUSE_WORDS = frozenset("""why caused causing reason reasons because led trigger triggered triggers
-prompted forced resulted consequence explain explains explained explanation trace reconstruct origin origins
-backstory contributed contributing sparked precipitated""".split())
+prompted forced consequence explain explains explained explanation trace reconstruct origin origins
+backstory contributed contributing sparked precipitated catalyst spurred provoked necessitated instigated
+fueled fuelled""".split())
 _CAUSE_PHRASES = re.compile(
     r"\bhow come\b|\bcauses? of\b|\b(?:did|does|do|could|would|might) \b.*\bcause\b"
-    r"|\b(?:lead|leads|leading) (?:up )?to\b|\bdue to\b|\bresult(?:ed|s)? (?:in|from)\b|\bwhat made\b"
+    r"|\b(?:lead|leads|leading) (?:up )?to\b|\bdue to\b|\bresult(?:ed|s)? in\b|(?<!what )\bresult(?:ed|s)? from\b"
+    r"|\bwhat made\b|\b(?:gave|give|gives|giving) rise to\b|\bbackground (?:to|behind)\b|\bwhose fault\b"
+    r"|\bhad to happen\b"
     r"|\bwhat got\b|\bbrought (?:\w+ )?about\b|\b(?:come|came) about\b|\bhow did it happen\b"
     r"|\b(?:chain|sequence|series) of events\b|\banything to do with\b|\bresponsible for\b|\broot\b"
     r"|\b(?:what|who|which)(?:'s| is| was| were| are)? (?:\w+ ){0,3}behind\b"
