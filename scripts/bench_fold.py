@@ -14,13 +14,12 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results import write_json  # noqa: E402
+from results import timings, write_json  # noqa: E402
 
 from engine.loaders import load_conversation  # noqa: E402
 from engine.runtime.replay import Schedule, replay  # noqa: E402
@@ -32,12 +31,8 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 
 def timed(fn, repeat: int) -> tuple[float, object]:
     """Median milliseconds over `repeat` calls, and the last result."""
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return round(statistics.median(times), 2), result
+    seconds, result = timings(fn, repeat)
+    return round(statistics.median(seconds) * 1e3, 2), result
 
 
 def main() -> int:

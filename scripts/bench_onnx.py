@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results import write_json  # noqa: E402
+from results import timings, write_json  # noqa: E402
 
 from engine.llm.embedder import Embedder, load_encoder  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
@@ -29,12 +28,8 @@ LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 
 
 def timed(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - started) * 1e3)
-    return round(statistics.median(times), 2)
+    """Median milliseconds over `repeat` calls."""
+    return round(statistics.median(timings(fn, repeat)[0]) * 1e3, 2)
 
 
 def main() -> int:

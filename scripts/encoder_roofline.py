@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results import write_json  # noqa: E402
+from results import timings, write_json  # noqa: E402
 
 from engine.llm.embedder import load_encoder  # noqa: E402
 from engine.llm.model_files import default_model_path  # noqa: E402
@@ -33,12 +32,7 @@ WEIGHTS_PER_TOKEN = LAYERS * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FFN)
 
 
 def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+    return min(timings(fn, repeat)[0])
 
 
 def main() -> int:

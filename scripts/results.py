@@ -25,6 +25,16 @@ def write_json(path: str | Path, data: dict) -> None:
     print(f"written to {out}")
 
 
+def timings(fn, repeat: int) -> tuple[list[float], object]:
+    """Seconds of each of `repeat` calls of `fn` (each script takes the statistic it reports), and the last result."""
+    seconds, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        seconds.append(time.perf_counter() - started)
+    return seconds, result
+
+
 def noting_encoder(model, texts: list[str], seconds: list[float] | None = None):
     """`model.encode` (the process's one encoder) noting every text it is given into `texts` (and each call's
     time into `seconds`); returns the undo."""
