@@ -19,7 +19,7 @@ from engine.llm import LLM, make_backend, offline_diagnosis, offline_split
 from engine.llm.embedder import Embedder
 from engine.llm.offline_events import rewrite
 from engine.loaders import load_conversation
-from engine.retrieval.index import SEARCH_SLACK, VisibleIndex, top_k
+from engine.retrieval.index import SEARCH_SLACK, VisibleIndex, rounded, top_k
 from engine.retrieval.links import LINK_POOL, LinkScorer, Utterance, strongest_links_of_each
 from workbench.model import DEMO_PATH
 
@@ -200,6 +200,15 @@ def test_top_k_equals_the_full_sort_on_ties_and_near_ties():
         full = [ids[i] for i in sorted(range(10_000), key=lambda i: (-round(float(scores[i]), 6), ids[i]))[:k]]
         assert top_k(ids, scores, k) == full
 
+
+
+def test_rounded_is_pythons_round_of_each_value():
+    rng = np.random.default_rng(2)
+    halves = (np.arange(20_000) + 0.5) / 1e6                 # decimal halves at the 6th place, as doubles
+    values = np.concatenate([rng.random(50_000), rng.normal(0, 50, 50_000), halves, -halves,
+                             np.round(rng.random(20_000), 7), [0.0, -0.0, 1e300, np.inf, -np.inf]])
+    for decimals in (6, 9):
+        assert rounded(values, decimals).tolist() == [round(float(v), decimals) for v in values]
 
 # -- MemLoom's steward: link scoring, relation candidates, topic links ------------------------------------
 def _utterances(n: int) -> list[Utterance]:

@@ -36,6 +36,20 @@ def top_k(ids: Sequence[int] | np.ndarray, scores: np.ndarray, k: int, decimals:
     return [int(ids[i]) for i in order[:k]]
 
 
+def rounded(values: np.ndarray, decimals: int) -> np.ndarray:
+    """Python's ``round(v, decimals)`` of every value, as an array: rint(v·10^d)/10^d is that exactly (both are
+    the double nearest N/10^d) unless v·10^d lies within its rounding error of a half, where `round` decides."""
+    scale = 10.0 ** decimals
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = np.asarray(values, dtype=np.float64) * scale
+        out = np.rint(scaled) / scale
+        unsure = np.abs(scaled - np.floor(scaled) - 0.5) <= 4 * np.spacing(np.abs(scaled)) + 1e-9
+        unsure |= ~(np.abs(scaled) < 2.0 ** 52)
+    for i in np.flatnonzero(unsure).tolist():
+        out[i] = round(float(values[i]), decimals)
+    return out
+
+
 def where_of(ids: np.ndarray) -> np.ndarray:
     """A position lookup for increasing `ids`: where[id] is id's index in `ids`, -1 for an id not among them
     (length max id + 1)."""
