@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from engine.retrieval.index import position, positions, top_k, where_of
+from engine.retrieval.index import position, positions, rounded, top_k, where_of
 from engine.retrieval.lexical import at
 from engine.retrieval.relevance import DECIMALS, GATHER_MAX, ZReference, scan_top, sketched_statistics
 from engine.retrieval.sketch import SketchedRows
@@ -103,8 +103,8 @@ class KindRelevance:
         reads again and again, as plain dicts."""
         found = np.asarray(ids, dtype=np.int64)
         pos = self.positions.find(found)
-        fused = dict(zip(found[pos >= 0].tolist(), self.scores[pos[pos >= 0]].tolist()))
-        return fused, {uid: round(v, DECIMALS) for uid, v in fused.items()}
+        ids, values = found[pos >= 0].tolist(), self.scores[pos[pos >= 0]]
+        return dict(zip(ids, values.tolist())), dict(zip(ids, rounded(values, DECIMALS).tolist()))
 
     def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
         """The fused, dense and lexical scores of `ids` (all in the set), as lists in that order."""
@@ -185,8 +185,8 @@ class SketchedKindRelevance(KindRelevance):
     def lookup(self, ids: list[int]) -> tuple[dict[int, float], dict[int, float]]:
         found = np.asarray(ids, dtype=np.int64)
         found = found[self.positions.find(found) >= 0]
-        fused = dict(zip(found.tolist(), self.values(found)[0]))
-        return fused, {uid: round(v, DECIMALS) for uid, v in fused.items()}
+        ids, values = found.tolist(), np.asarray(self.values(found)[0], dtype=np.float64)
+        return dict(zip(ids, values.tolist())), dict(zip(ids, rounded(values, DECIMALS).tolist()))
 
     def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
         return self.values(np.asarray(ids, dtype=np.int64))

@@ -122,16 +122,18 @@ def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> Retrie
         cited = _cited(sstate, parent[e], logic)
         records = [sid for sid in evidence[e] if sid in rel]
         hop = parent[e]
-        further, further_cost = _further(sstate, records, cited, rounded, settings=s,
-                                         on_chain=hop is not None and walks_back(hop.type, hop.reverse, chain))
-        passes = parent[e] is not None and e in inherited
         anchor = path[0].src if path else e
+        if hop is None or e not in inherited:           # a seed, or reached off the chain: its own relevance
+            for sid in records:
+                offer(sid, rel[sid], rounded[sid], anchor, len(path) + 1, e)
+            continue
+        further, further_cost = _further(sstate, records, cited, rounded, settings=s,
+                                         on_chain=walks_back(hop.type, hop.reverse, chain))
         for sid in records:
             score, key = rel[sid], rounded[sid]
-            if passes:
-                passed = inherited[e] if sid in cited else inherited[e] - further_cost if sid == further else -1e9
-                if passed > score:
-                    score, key = passed, round(passed, 9)
+            passed = inherited[e] if sid in cited else inherited[e] - further_cost if sid == further else -1e9
+            if passed > score:
+                score, key = passed, round(passed, 9)
             offer(sid, score, key, anchor, len(path) + 1, e)
     for sid in buffered:
         offer(sid, rel[sid], rounded[sid], sid, 0, None)
