@@ -209,6 +209,9 @@ def test_rounded_is_pythons_round_of_each_value():
                              np.round(rng.random(20_000), 7), [0.0, -0.0, 1e300, np.inf, -np.inf]])
     for decimals in (6, 9):
         assert rounded(values, decimals).tolist() == [round(float(v), decimals) for v in values]
+        for n in (0, 1, 5, 31, 32, 33):                       # below and at `ROUND_IN_PYTHON`
+            part = values[40_000 + n * 100:40_000 + n * 101]
+            assert rounded(part, decimals).tolist() == [round(float(v), decimals) for v in part]
 
 # -- MemLoom's steward: link scoring, relation candidates, topic links ------------------------------------
 def _utterances(n: int) -> list[Utterance]:

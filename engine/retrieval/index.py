@@ -13,6 +13,8 @@ from engine.retrieval.sketch import SKETCH_FROM, SurfaceSketch, inner_products, 
 # Rankings order by the score rounded to 6 decimals, then by id. A score more than this below the k-th best
 # raw score rounds strictly lower, so it cannot reach the top k: selection may drop it unsorted.
 TIE_MARGIN = 2e-6
+# Below this many values `rounded` calls `round` on each: the array path's fixed cost (~8 µs) is more.
+ROUND_IN_PYTHON = 32
 # Neighbours fetched beyond k at first; widened (x4) only when the last one fetched could still tie the k-th.
 SEARCH_SLACK = 16
 
@@ -39,6 +41,8 @@ def top_k(ids: Sequence[int] | np.ndarray, scores: np.ndarray, k: int, decimals:
 def rounded(values: np.ndarray, decimals: int) -> np.ndarray:
     """Python's ``round(v, decimals)`` of every value, as an array: rint(v·10^d)/10^d is that exactly (both are
     the double nearest N/10^d) unless v·10^d lies within its rounding error of a half, where `round` decides."""
+    if len(values) < ROUND_IN_PYTHON:
+        return np.array([round(v, decimals) for v in np.asarray(values, dtype=np.float64).tolist()], dtype=np.float64)
     scale = 10.0 ** decimals
     with np.errstate(over="ignore", invalid="ignore"):
         scaled = np.asarray(values, dtype=np.float64) * scale

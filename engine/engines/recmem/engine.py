@@ -18,6 +18,10 @@ import numpy as np
 
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
+from engine.core.node import Node
+from engine.core.oplog import OpKind, OpRecord
+from engine.core.text import keywords_of
+from engine.core.tx import Tx
 from engine.engines.recmem import gate as gates
 from engine.engines.recmem.consolidation import BUFFER, Consolidation
 from engine.engines.recmem.explain import explain
@@ -25,17 +29,21 @@ from engine.engines.recmem.retrieval import retrieve
 from engine.engines.recmem.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.recmem.settings import RecMemSettings
 from engine.engines.recmem.sweep import SweepCell, SweepUnit, threshold_sweep
-from engine.engines.recmem.units import ASSISTANT_OPENS, REPLY, SESSION_END, exchange_raw, exchanges, formatted, opens_alone
+from engine.engines.recmem.units import (
+    ASSISTANT_OPENS,
+    REPLY,
+    SESSION_END,
+    exchange_raw,
+    exchanges,
+    formatted,
+    opens_alone,
+)
 from engine.retrieval.explain import Placement
 from engine.retrieval.index import VectorRows
+from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.process import BaseProcess
 from engine.runtime.reports import IngestReport
-from engine.core.text import keywords_of
-from engine.core.node import Node
-from engine.core.oplog import OpKind, OpRecord
-from engine.retrieval.result import RetrievalResult
-from engine.core.tx import Tx
 
 COUNTERS = "recurrence"           # the engine variable holding the gate's counters
 # Records after which a node may be in another store or have another vector (the views re-derive it then).
@@ -119,8 +127,7 @@ class RecMemEngine(BaseEngine):
         """Embed the messages and the exchanges ingest will form from them, in large batches."""
         texts = [formatted(t.time, t.raw) for t in turns]
         texts += [formatted(ex[0].time, exchange_raw(ex)) for ex in exchanges(turns)]
-        for start in range(0, len(texts), 256):
-            self.embedder.embed(texts[start:start + 256])
+        self.embed_ahead(texts)
 
     # -- online path -------------------------------------------------------------------------------------
     def waiting_message(self) -> Node | None:
