@@ -262,7 +262,8 @@ def test_lookup_questions_inherit_no_rank_along_relations(tmp_path):
     "Whose fault was the thin bass?", "What had to happen for the defence to move to July?",
     "What was the catalyst for the move?", "What spurred Priya to switch projects?", "What provoked the argument?",
     "What necessitated the van swap?", "What fuelled the complaints about the dashboard?",
-    "What resulted in the thin bass sound?", "What did the delay result from?"])
+    "What resulted in the thin bass sound?", "What did the delay result from?",
+    "Was the delay a consequence of the strike?", "What was the late shipment a consequence of?"])
 def test_a_why_question_is_recognised_however_it_is_worded(query):
     """Whoever writes the question, a cause asked for, a chain to trace or a cause to check walks the chain."""
     assert read_query(query).intent == "cause"
@@ -273,6 +274,9 @@ def test_a_why_question_is_recognised_however_it_is_worded(query):
                                    "What did Joanna contribute to the film?",
                                    "What happened as a result of the injury?",
                                    "What resulted from the freezer failure?",
+                                   "What were the consequences of the freezer failure?",
+                                   "What consequences did the strike have?",
+                                   "What happened as a consequence of the storm?",
                                    "What underlying condition might Joanna have based on her allergies?",
                                    "What is in the background of the photo?"])
 def test_a_cause_word_used_for_something_else_is_a_lookup(query):

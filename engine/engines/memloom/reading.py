@@ -12,11 +12,12 @@ from engine.core.text import words
 # origin of"), a chain asked to be traced ("what led to", "how did … end up", "the story behind", "what set off"),
 # or a cause put up for checking ("did X lead to Y", "was X the reason", "did X have an effect on Y", "how did X
 # affect Y"). Matched on words with their clitics dropped ("why's" is "why"), so punctuation and word order
-# around a cue do not matter. Effects asked forward ("what happened as a result of X", "what resulted from X")
-# stay lookups: the chain walks back from what the question names. Not cues: "underlying" (a LoCoMo question asks
-# for an underlying condition) and "the background of" (what a photo shows behind someone).
+# around a cue do not matter. Effects asked forward ("what happened as a result of X", "what resulted from X",
+# "what were the consequences of X") stay lookups: the chain walks back from what the question names. Not cues:
+# "underlying" (a LoCoMo question asks for an underlying condition) and "the background of" (what a photo shows
+# behind someone).
 _CAUSE_WORDS = frozenset("""why caused causing reason reasons because led trigger triggered triggers
-prompted forced consequence explain explains explained explanation trace reconstruct origin origins
+prompted forced explain explains explained explanation trace reconstruct origin origins
 backstory contributed contributing sparked precipitated catalyst spurred provoked necessitated instigated
 fueled fuelled""".split())
 _CAUSE_PHRASES = re.compile(
@@ -35,7 +36,14 @@ _CAUSE_PHRASES = re.compile(
     r"|\bset the stage\b|\bpaved the way\b|\bbrought on\b|\bwent wrong\b|\baccount for\b"
     r"|\bwhat (?:was|is) it that (?:made|caused|led|got|forced|prompted)\b"
     r"|\b(?:effect|impact|bearing) on\b|\b(?:effect|impact|bearing)\b.*\b(?:have|has|had) on\b|\bwhat ended up\b"
-    r"|\b(?:how|in what way) (?:did|does|do|has|have|had|would|could|might) \b.*\b(?:affect|affected|impact|impacted)\b")
+    r"|\b(?:how|in what way) (?:did|does|do|has|have|had|would|could|might) \b.*"
+    r"\b(?:affect|affected|impact|impacted)\b")
+# "consequence" asks for a cause when the question names the effect ("was the delay a consequence of the strike",
+# "what was the delay a consequence of"), for effects when it names the cause.
+_CONSEQUENCE = re.compile(r"\bconsequences?\b")
+_CONSEQUENCE_FORWARD = re.compile(r"\b(?:what|which)(?:'s| is| was| were| are| have been)? (?:the |its |their )?"
+                                  r"(?:\w+ )?consequences? of\b|\bas a consequence of\b"
+                                  r"|\b(?:what|which) consequences? (?:did|does|do|has|have|had|will|would|could)\b")
 _HISTORY_ASK = ("before", "used to", "originally", "previous", "changed", "change over", "history", "at first",
                 "first", "over time", "until", "still", "anymore", "now")
 
@@ -62,7 +70,7 @@ def read_query(query: str) -> QueryReading:
     ws = words(query)
     low = " ".join(ws)
     cause = next((w for w in ws if w.split("'")[0] in _CAUSE_WORDS), None)
-    phrase = _CAUSE_PHRASES.search(low)
+    phrase = _CAUSE_PHRASES.search(low) or (None if _CONSEQUENCE_FORWARD.search(low) else _CONSEQUENCE.search(low))
     if cause or phrase:
         return QueryReading("cause", cause or phrase.group(0))
     history = next((cue for cue in _HISTORY_ASK if f" {cue} " in f" {low} "), None)
