@@ -201,7 +201,6 @@ def test_top_k_equals_the_full_sort_on_ties_and_near_ties():
         assert top_k(ids, scores, k) == full
 
 
-
 def test_rounded_is_pythons_round_of_each_value():
     rng = np.random.default_rng(2)
     halves = (np.arange(20_000) + 0.5) / 1e6                 # decimal halves at the 6th place, as doubles
@@ -212,6 +211,7 @@ def test_rounded_is_pythons_round_of_each_value():
         for n in (0, 1, 5, 31, 32, 33):                       # below and at `ROUND_IN_PYTHON`
             part = values[40_000 + n * 100:40_000 + n * 101]
             assert rounded(part, decimals).tolist() == [round(float(v), decimals) for v in part]
+
 
 # -- MemLoom's steward: link scoring, relation candidates, topic links ------------------------------------
 def _utterances(n: int) -> list[Utterance]:

@@ -60,6 +60,11 @@ class Positions(NamedTuple):
         return positions(self.where, np.asarray(ids, dtype=np.int64))
 
 
+def lookup_dicts(ids: list[int], values: np.ndarray) -> tuple[dict[int, float], dict[int, float]]:
+    """`lookup`'s answer: {id: value} and {id: value rounded to `DECIMALS`}."""
+    return dict(zip(ids, values.tolist())), dict(zip(ids, rounded(values, DECIMALS).tolist()))
+
+
 class KindRelevance:
     """z(dense) + w·z(BM25) of a fixed set of nodes (an engine's records of one kind), z over that set: the
     relevance MemLoom ranks its sentence records by and GAM its topics and events. Arrays aligned with the ids;
@@ -103,8 +108,7 @@ class KindRelevance:
         reads again and again, as plain dicts."""
         found = np.asarray(ids, dtype=np.int64)
         pos = self.positions.find(found)
-        ids, values = found[pos >= 0].tolist(), self.scores[pos[pos >= 0]]
-        return dict(zip(ids, values.tolist())), dict(zip(ids, rounded(values, DECIMALS).tolist()))
+        return lookup_dicts(found[pos >= 0].tolist(), self.scores[pos[pos >= 0]])
 
     def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
         """The fused, dense and lexical scores of `ids` (all in the set), as lists in that order."""
@@ -185,8 +189,7 @@ class SketchedKindRelevance(KindRelevance):
     def lookup(self, ids: list[int]) -> tuple[dict[int, float], dict[int, float]]:
         found = np.asarray(ids, dtype=np.int64)
         found = found[self.positions.find(found) >= 0]
-        ids, values = found.tolist(), np.asarray(self.values(found)[0], dtype=np.float64)
-        return dict(zip(ids, values.tolist())), dict(zip(ids, rounded(values, DECIMALS).tolist()))
+        return lookup_dicts(found.tolist(), np.asarray(self.values(found)[0], dtype=np.float64))
 
     def columns(self, ids: list[int]) -> tuple[list[float], list[float], list[float]]:
         return self.values(np.asarray(ids, dtype=np.int64))
