@@ -16,7 +16,7 @@ from scipy import sparse
 from engine.core.segments import boundaries_from_labels, boundaries_from_ranges
 from engine.engines.memloom.curation import topic_neighbours
 from engine.llm import LLM, make_backend, offline_diagnosis, offline_split
-from engine.llm.embedder import Embedder
+from engine.llm.embedder import AHEAD_BATCH, Embedder
 from engine.llm.offline_events import rewrite
 from engine.loaders import load_conversation
 from engine.retrieval.index import SEARCH_SLACK, VisibleIndex, rounded, top_k
@@ -40,6 +40,13 @@ class Counting:
         return self.inner(*args, **kwargs)
 
 
+def counted(embedder: Embedder) -> SimpleNamespace:
+    """A stand-in for `embedder` whose every `embed` call is recorded, `embed_ahead`'s batches included."""
+    stand_in = SimpleNamespace(embed=Counting(embedder.embed))
+    stand_in.embed_ahead = lambda texts: Embedder.embed_ahead(stand_in, texts)
+    return stand_in
+
+
 def _unit(rows: int, dim: int, seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
@@ -51,8 +58,8 @@ def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedde
     diagnosis now embeds at most 32 cuts x 2 sides of 2,000 characters, the turn and its neighbours once, and
     at most 12 statement sentences of 2,000 characters of each when it compares them sentence by sentence."""
     backend = make_backend("offline", embedder=embedder)
-    embed = Counting(embedder.embed)
-    backend.embedder = SimpleNamespace(embed=embed)
+    backend.embedder = counted(embedder)
+    embed = backend.embedder.embed
     body = " ".join(f"The river lab sample {i} was logged after the long train commute." for i in range(1500))
     raw = f"Ben: {body} Also, the kitten Miso learnt to open the fridge door."
     assert 98_000 < len(raw) <= 100_000                                  # the loaders' default turn limit
@@ -75,15 +82,15 @@ def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
     """The diagnosis prefetch sends a buffer's cut sides to the embedder a batch at a time, every one of
     them (so the per-target calls hit the cache)."""
     backend = make_backend("offline", embedder=embedder)
-    embed = Counting(embedder.embed)
-    backend.embedder = SimpleNamespace(embed=embed)
+    backend.embedder = counted(embedder)
+    embed = backend.embedder.embed
     raws = [f"Maya: Crew {i} repaired the old kitchen sink with new copper pipes this morning. By the way, "
             f"orchestra {i} moved its spring concert rehearsal to Friday evening downtown." for i in range(150)]
     backend.prefetch([{"target": {"id": str(i), "raw": raw, "speaker": "Maya"}, "context": []}
                       for i, raw in enumerate(raws)])
     sizes = [len(args[0]) for args in embed.calls]
     assert sum(sizes) == 300 and len(sizes) >= 2
-    assert max(sizes) <= offline_diagnosis.PREFETCH_TEXTS
+    assert max(sizes) <= AHEAD_BATCH
 
 
 def test_after_the_prefetch_a_diagnosis_runs_nothing_through_the_model():

@@ -26,6 +26,7 @@ from engine.llm.model_files import default_model_path, packaged_model_path
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ENCODER_ENV = "MEMWB_ENCODER"
 ENCODERS = ("torch", "onnx")
+AHEAD_BATCH = 256           # texts per encoder call when what will be needed is embedded ahead (`embed_ahead`)
 
 
 class EmbeddingCache(Protocol):
@@ -172,6 +173,13 @@ class Embedder:
         out = np.stack([self.memory[k] for k in keys])
         self.dim = out.shape[1]
         return out
+
+    def embed_ahead(self, texts: list[str]) -> None:
+        """Embed `texts` into the cache, `AHEAD_BATCH` to an encoder call, for the calls that will ask for them
+        one at a time: few calls, each large enough for the encoder's groups of equal token length to fill,
+        with a bounded batch of vectors in memory."""
+        for start in range(0, len(texts), AHEAD_BATCH):
+            self.embed(texts[start:start + AHEAD_BATCH])
 
     def _remember(self, vectors: dict[str, np.ndarray]) -> None:
         """Keep vectors in memory, read-only: `embed_one` hands them out as they are."""

@@ -38,8 +38,6 @@ from engine.runtime.reports import IngestReport, RunReport
 from engine.runtime.views import DerivedViews
 from engine.store.log_store import Store
 
-AHEAD_BATCH = 256           # texts per encoder call when an engine embeds what it will need ahead (`embed_ahead`)
-
 
 def writes(method):
     """An engine method that writes: it runs under the store's write lock, on a state caught up with
@@ -141,13 +139,7 @@ class BaseEngine(DerivedViews, ABC):
     def prefetch(self, turns: list[Turn]) -> None:
         """Embed what ingesting `turns` will need in large batches (an optimisation: results are cached)."""
         texts = [t.raw for t in turns]
-        self.embed_ahead(texts)
-
-    def embed_ahead(self, texts: list[str]) -> None:
-        """Embed `texts` into the cache, `AHEAD_BATCH` to an encoder call: few calls, each large enough for the
-        encoder's groups of equal token length to fill, with a bounded batch in memory."""
-        for start in range(0, len(texts), AHEAD_BATCH):
-            self.embedder.embed(texts[start:start + AHEAD_BATCH])
+        self.embedder.embed_ahead(texts)
 
     def check_new_turn(self, turn: Turn) -> None:
         if turn.id in self.state.turn_units:

@@ -69,7 +69,7 @@ class AllMemEngine(BaseEngine):
         if isinstance(self.llm.backend, OfflineBackend):
             texts += [Node(0, t.raw, summary_of(t.raw, t.speaker, t.time), keywords_of(t.raw), t.time, Kind.TURN,
                            []).embed_text for t in turns]
-        self.embed_ahead(texts)
+        self.embedder.embed_ahead(texts)
 
     @writes
     def ingest(self, turn: Turn) -> IngestReport:

@@ -65,7 +65,7 @@ class GamEngine(BaseEngine):
     def prefetch(self, turns: list[Turn]) -> None:
         """The events' descriptors and bare utterances (what the detector and the summary role embed)."""
         texts = [self.descriptor(t) for t in turns] + [strip_speaker(t.raw)[1] for t in turns]
-        self.embed_ahead(texts)
+        self.embedder.embed_ahead(texts)
 
     def count_tokens(self, text: str) -> int:
         return self.token_counter(self.settings.tokenizer)(text)

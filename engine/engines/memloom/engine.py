@@ -117,7 +117,7 @@ class MemLoomEngine(BaseEngine):
                 window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
         else:
             texts += [self._descriptor(t, strip_speaker(t.raw)[1]) for t in turns]
-        self.embed_ahead(texts)
+        self.embedder.embed_ahead(texts)
 
     @staticmethod
     def _descriptor(turn: Turn, body: str) -> str:

@@ -127,7 +127,7 @@ class RecMemEngine(BaseEngine):
         """Embed the messages and the exchanges ingest will form from them, in large batches."""
         texts = [formatted(t.time, t.raw) for t in turns]
         texts += [formatted(ex[0].time, exchange_raw(ex)) for ex in exchanges(turns)]
-        self.embed_ahead(texts)
+        self.embedder.embed_ahead(texts)
 
     # -- online path -------------------------------------------------------------------------------------
     def waiting_message(self) -> Node | None:
