@@ -145,7 +145,7 @@ def main() -> int:
             for size, f in figures["sizes"].items():
                 print(line(f"{int(size):,} turns", f) + f"  ({f['ingest_s']:.0f} s ingesting so far)")
         result["engines"][name] = figures
-        write_json(args.out, result)           # after every engine: a long run keeps what it measured
+        write_json(args.out, result, say=False)    # after every engine: a long run keeps what it measured
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["load_after"] = os.getloadavg()
     write_json(args.out, result)

@@ -18,11 +18,13 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
     return out
 
 
-def write_json(path: str | Path, data: dict) -> None:
+def write_json(path: str | Path, data: dict, say: bool = True) -> None:
+    """Write `data`; `say=False` for a partial result written again later (so the path is printed once)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1))
-    print(f"written to {out}")
+    if say:
+        print(f"written to {out}")
 
 
 def timings(fn, repeat: int) -> tuple[list[float], object]:
