@@ -82,6 +82,17 @@ def sign_in_methods(app: Path) -> SignInMethods:
     return SignInMethods(tokens, oidc, book.path)
 
 
+def unwatched_library(root: Path) -> list[str]:
+    """Streamlit flags that keep the engine library of the checkout at `root` out of the server's file watcher.
+
+    When a watched module changes, Streamlit drops every watched module and imports them again on the next
+    rerun. The engine's tables would then be declared a second time in SQLModel's one metadata, and every page
+    would fail until a restart; a session opened before would also go on running the old classes beside new
+    ones. So edits to the workbench and the pages show on the next rerun, and the engine is loaded once per
+    server (it is watched only when the checkout is on PYTHONPATH, as in the tests and scripts)."""
+    return ["--server.folderWatchBlacklist", str(root / "engine")]
+
+
 def exposure_text(host: str, port: int, sign_in: SignInMethods) -> str:
     return (f"listening on {host}:{port}, beyond this machine. Whoever can reach that address gets the sign-in "
             f"page; once signed in, a viewer reads every session in {workspace_dir()} (the conversation logs), "

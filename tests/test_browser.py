@@ -60,6 +60,30 @@ def test_demo_walkthrough(tmp_path):
     assert_readable(texts)
 
 
+def test_an_edit_to_the_engine_under_a_running_server_leaves_every_page_working(tmp_path):
+    """Streamlit drops and imports again every module it watches when one of them changes. The engine's tables,
+    declared a second time in SQLModel's one metadata, then failed every page until a restart ("Table 'op_log' is
+    already defined"). The server keeps the engine out of its watcher, so a researcher who edits an engine rule
+    (here in a copy of the checkout, on PYTHONPATH as the scripts run it) keeps a working workbench, and an edit
+    to a workbench module still shows on the next rerun."""
+    tree = tmp_path / "checkout"
+    for part in ("engine", "workbench", "pages", "datasets"):
+        shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    rule = tree / "engine" / "engines" / "memloom" / "retrieval.py"
+    labels = tree / "workbench" / "retrieval_view.py"
+    with running_app(env={ENV: str(tmp_path / "ws")}, root=tree) as url, browser_page() as page:
+        page.goto(url)
+        wait_idle(page)
+        rule.write_text(rule.read_text() + "\nEDITED_UNDER_A_RUNNING_SERVER = True\n")
+        labels.write_text(labels.read_text().replace('"Free query"', '"Free query (edited)"'))
+        page.wait_for_timeout(3000)                    # the watcher's events for the edits
+        open_page(page, "Consolidation")
+        assert page.get_by_role("button", name="Run diagnosis").count() == 1
+        open_page(page, "Retrieval")
+        assert page.get_by_test_id("stException").count() == 0
+        assert "Free query (edited)" in page.inner_text("body")
+
+
 def assert_readable(texts: dict[str, str]) -> None:
     """On every page a tour read, no label is drawn cut short and no id is a bare integer."""
     assert {k: v for k, v in texts.items() if k.endswith(("_cut", "_bare")) and v} == {}

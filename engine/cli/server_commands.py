@@ -17,11 +17,12 @@ def cmd_ui(args) -> int:
     from engine.store.catalog import DB_ENV, read_session
     from engine.store.data_paths import DATA_DIRS_ENV
 
-    app = Path(__file__).resolve().parents[2] / "workbench" / "app.py"
+    root = Path(__file__).resolve().parents[2]
+    app = root / "workbench" / "app.py"
     loopback = is_loopback(args.host)
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
            "--server.address", args.host, "--browser.gatherUsageStats", "false",
-           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true"]
+           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true", *serve.unwatched_library(root)]
     if loopback:       # a web page elsewhere cannot reach it through DNS rebinding
         for host in serve.loopback_hosts(args.host):
             cmd += ["--server.allowedHosts", host]

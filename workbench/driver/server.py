@@ -13,6 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from engine.serve import unwatched_library
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,19 +26,21 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None,
-                via_cli: bool = False, cli_args: list[str] | None = None) -> Iterator[str]:
+                via_cli: bool = False, cli_args: list[str] | None = None, root: Path = ROOT) -> Iterator[str]:
     """A streamlit server on a free loopback port; yields its base URL and stops it afterwards.
 
     `via_cli` starts it the way a user does, with `memwb ui` (from `cwd`, the repository by default) and
-    `cli_args` after it (say, `["--db", FILE]`)."""
+    `cli_args` after it (say, `["--db", FILE]`). `root` is the checkout whose app and library it runs (this
+    one by default; a copy, for a test that edits the code under a running server)."""
     port = free_port()
     cli = [sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port), *(cli_args or [])]
     cmd = cli if via_cli else \
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "workbench" / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+        [sys.executable, "-m", "streamlit", "run", str(root / "workbench" / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         *unwatched_library(root)]
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"memwb-app-{port}.log", "w")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path,
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(cmd, cwd=cwd or root, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path,
                                                        **(env or {})},
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
