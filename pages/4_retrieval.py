@@ -76,7 +76,7 @@ if gold:
         recalls.append((label, recall_at_k(peer_res.source_ids, gold, k)))
 m = st.columns(max(6, len(timings) + len(recalls)))
 for col, (label, ms) in zip(m, timings):
-    col.metric(label, f"{ms:.1f}")
+    col.metric(label, f"{ms:.1f}", help=rv.TIMING_HELP)
 for col, (label, value) in zip(m[len(timings):], recalls):
     col.metric(label, f"{value:.2f}")
 

@@ -51,6 +51,12 @@ def stage_caption(help_text: str, settings) -> str:
         return help_text
 
 
+TIMING_HELP = ("Wall time of this one call. The first call on a new memory state also builds what later queries "
+               "reuse (indexes, relation lists), and a new query is encoded once: any rerun of the page asks again "
+               "and gives the steady figure. `python scripts/bench_retrieval.py` measures p50 / p95 over hundreds of "
+               "questions, the encode excluded.")
+
+
 def stage_timings(schema: EngineSchema, stages: dict[str, float]) -> list[tuple[str, float]]:
     """(label, ms) per schema stage the result timed, then the total."""
     rows = [(f"{s.label} (ms)", stages[f"{s.key}_ms"]) for s in schema.stages if f"{s.key}_ms" in stages]
