@@ -76,12 +76,16 @@ def test_an_edit_to_the_engine_under_a_running_server_leaves_every_page_working(
         wait_idle(page)
         rule.write_text(rule.read_text() + "\nEDITED_UNDER_A_RUNNING_SERVER = True\n")
         labels.write_text(labels.read_text().replace('"Free query"', '"Free query (edited)"'))
-        page.wait_for_timeout(3000)                    # the watcher's events for the edits
+        edited = False
+        for _ in range(20):                # until the watcher's event for the edits has reached the server
+            open_page(page, "Retrieval")
+            edited = "Free query (edited)" in page.inner_text("body")
+            if edited or page.get_by_test_id("stException").count():
+                break
+            open_page(page, "Replay")
+        assert edited and page.get_by_test_id("stException").count() == 0
         open_page(page, "Consolidation")
         assert page.get_by_role("button", name="Run diagnosis").count() == 1
-        open_page(page, "Retrieval")
-        assert page.get_by_test_id("stException").count() == 0
-        assert "Free query (edited)" in page.inner_text("body")
 
 
 def assert_readable(texts: dict[str, str]) -> None:
