@@ -76,9 +76,10 @@ if gold:
         recalls.append((label, recall_at_k(peer_res.source_ids, gold, k)))
 m = st.columns(max(6, len(timings) + len(recalls)))
 for col, (label, ms) in zip(m, timings):
-    col.metric(label, f"{ms:.1f}", help=rv.TIMING_HELP)
+    col.metric(label, f"{ms:.1f}")
 for col, (label, value) in zip(m[len(timings):], recalls):
     col.metric(label, f"{value:.2f}")
+st.caption(rv.TIMING_NOTE)
 
 def missed(engine, result, spec) -> None:
     """Each gold turn outside the top k: its best unit's rank and scores, or the stage that dropped it."""

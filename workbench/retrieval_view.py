@@ -51,10 +51,9 @@ def stage_caption(help_text: str, settings) -> str:
         return help_text
 
 
-TIMING_HELP = ("Wall time of this one call. The first call on a new memory state also builds what later queries "
-               "reuse (indexes, relation lists), and a new query is encoded once: any rerun of the page asks again "
-               "and gives the steady figure. `python scripts/bench_retrieval.py` measures p50 / p95 over hundreds of "
-               "questions, the encode excluded.")
+TIMING_NOTE = ("Timings are this one call's wall time. The first call on a new memory state also builds what later "
+               "queries reuse (indexes, relation lists) and encodes a new query; any rerun of the page gives the "
+               "steady figure. `python scripts/bench_retrieval.py` measures p50 / p95 over hundreds of questions.")
 
 
 def stage_timings(schema: EngineSchema, stages: dict[str, float]) -> list[tuple[str, float]]:
