@@ -137,8 +137,8 @@ FLOAT_TOLERANCE = 1e-5
 
 def differences(got, expected, where: str = "") -> list[str]:
     """Where two figure trees differ: every id, order, path, fate and count exactly, a float within
-    `FLOAT_TOLERANCE`. ONNX Runtime's kernels round the last place differently on CPUs with and without
-    AVX-512, which moves a score's 6th decimal (6.881782 here, 6.881783 there) and no ranking."""
+    `FLOAT_TOLERANCE`. The figures were pinned on another machine; on one with AVX2 and no AVX-512 (ONNX Runtime
+    picks its kernels by the CPU) a score's 6th decimal moves (6.881782 pinned, 6.881783 there) and no ranking."""
     if isinstance(expected, dict) and isinstance(got, dict):
         if set(got) != set(expected):
             return [f"{where}: keys {sorted(set(got) ^ set(expected))}"]
