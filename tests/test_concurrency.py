@@ -72,7 +72,7 @@ def test_two_replays_of_one_file_share_the_turns(conversation, reference, db_url
 
 def test_replay_and_consolidations_at_once(conversation, db_url):
     db = db_url
-    replay = memwb(*replay_args(conversation, db, "manual"))
+    replay = memwb(*replay_args(conversation, db, "manual"), paced=0.2)     # still replaying when the loop starts
     wait_for_turns(db, 5, replay)
     reports = []
     while replay.poll() is None:
