@@ -60,18 +60,20 @@ def test_demo_walkthrough(tmp_path):
     assert_readable(texts)
 
 
-def test_an_edit_to_the_engine_under_a_running_server_leaves_every_page_working(tmp_path):
+@pytest.mark.parametrize("by_hand", [False, True], ids=["server flags", "streamlit run by hand"])
+def test_an_edit_to_the_engine_under_a_running_server_leaves_every_page_working(tmp_path, by_hand):
     """Streamlit drops and imports again every module it watches when one of them changes. The engine's tables,
     declared a second time in SQLModel's one metadata, then failed every page until a restart ("Table 'op_log' is
     already defined"). The server keeps the engine out of its watcher, so a researcher who edits an engine rule
     (here in a copy of the checkout, on PYTHONPATH as the scripts run it) keeps a working workbench, and an edit
-    to a workbench module still shows on the next rerun."""
+    to a workbench module still shows on the next rerun. That holds with the flags `memwb ui` passes, and for
+    `streamlit run workbench/app.py` typed in the checkout, through its `.streamlit/config.toml`."""
     tree = tmp_path / "checkout"
-    for part in ("engine", "workbench", "pages", "datasets"):
+    for part in ("engine", "workbench", "pages", "datasets", ".streamlit"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     rule = tree / "engine" / "engines" / "memloom" / "retrieval.py"
     labels = tree / "workbench" / "retrieval_view.py"
-    with running_app(env={ENV: str(tmp_path / "ws")}, root=tree) as url, browser_page() as page:
+    with running_app(env={ENV: str(tmp_path / "ws")}, root=tree, by_hand=by_hand) as url, browser_page() as page:
         page.goto(url)
         wait_idle(page)
         rule.write_text(rule.read_text() + "\nEDITED_UNDER_A_RUNNING_SERVER = True\n")

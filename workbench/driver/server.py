@@ -26,15 +26,20 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None,
-                via_cli: bool = False, cli_args: list[str] | None = None, root: Path = ROOT) -> Iterator[str]:
+                via_cli: bool = False, cli_args: list[str] | None = None, root: Path = ROOT,
+                by_hand: bool = False) -> Iterator[str]:
     """A streamlit server on a free loopback port; yields its base URL and stops it afterwards.
 
     `via_cli` starts it the way a user does, with `memwb ui` (from `cwd`, the repository by default) and
-    `cli_args` after it (say, `["--db", FILE]`). `root` is the checkout whose app and library it runs (this
-    one by default; a copy, for a test that edits the code under a running server)."""
+    `cli_args` after it (say, `["--db", FILE]`). `by_hand` starts it as someone typing `streamlit run
+    workbench/app.py` in the checkout would, with only a port: the rest comes from the checkout's
+    `.streamlit/config.toml`. `root` is the checkout whose app and library it runs (this one by default; a
+    copy, for a test that edits the code under a running server)."""
     port = free_port()
     cli = [sys.executable, "-m", "engine.cli", "ui", "--headless", "--port", str(port), *(cli_args or [])]
-    cmd = cli if via_cli else \
+    hand = [sys.executable, "-m", "streamlit", "run", "workbench/app.py", "--server.headless", "true",
+            "--server.port", str(port)]
+    cmd = cli if via_cli else hand if by_hand else \
         [sys.executable, "-m", "streamlit", "run", str(root / "workbench" / "app.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
          *unwatched_library(root)]
