@@ -27,7 +27,8 @@ SUITE_DIR = ROOT / "datasets" / "causal"
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", default=str(SUITE_DIR), help="folder with validation.jsonl, test.jsonl, cases/")
+    ap.add_argument("--suite", default=str(SUITE_DIR),
+                    help="folder with train.jsonl, validation.jsonl, test.jsonl, cases/")
     ap.add_argument("--retrieval", action="store_true", help="also report naive BM25 / dense retrieval of chains")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("-v", "--verbose", action="store_true", help="list every chain question with its distractors")

@@ -8,9 +8,9 @@ With --paraphrases each chain question is also asked in the other wordings of
 datasets/causal/paraphrases/<split>.json, scored in a second table. With
 --intra-cycle each question is asked before the steward curates the turns after
 its last scheduled run (the newest turns still in MemLoom's real-time buffer), as
-a streaming `memwb bench` asks them. Tune on the validation split only.
+a streaming `memwb bench` asks them. Fit on the train split, tune on validation, report test.
 
-    python scripts/eval_causal.py [--split validation|test] [--engines memloom,allmem,naive,hybrid]
+    python scripts/eval_causal.py [--split train|validation|test] [--engines memloom,allmem,naive,hybrid]
                                   [--set memloom.KEY=VALUE ...] [--scenarios ID ...] [--paraphrases [FILE]]
                                   [--file YOUR.jsonl] [--intra-cycle]
 """
@@ -63,7 +63,7 @@ def table(rows: list[dict], engines: list[str], title: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", default="validation", choices=["validation", "test"])
+    ap.add_argument("--split", default="validation", choices=["train", "validation", "test"])
     ap.add_argument("--engines", default="memloom,allmem,naive,hybrid")
     ap.add_argument("--set", action="append", default=[], metavar="ENGINE.KEY=VALUE",
                     help="override an engine setting, e.g. memloom.hop_cost=0.5 (value parsed as JSON)")

@@ -1,10 +1,14 @@
-"""Fit the link model of `engine/retrieval/links.py` on the causal suite's validation split, and report both splits.
+"""Fit the link model of `engine/retrieval/links.py` on the causal suite, and report every split.
 
 Positives: each gold chain's consecutive turns (earlier -> later); negatives: every
 other earlier turn of the same scenario. Logistic regression with a small L2
-penalty, fit by Newton's method in numpy, once per cap on the substance feature
-(`SUBSTANCES`); the cap whose fit ranks the true predecessor first most often on
-validation is kept. Prints the weights to paste into
+penalty, fit by Newton's method in numpy on the `--fit` splits (by default validation,
+which the weights in links.py were fit on; `--fit train,validation` adds the train
+split's eight scenarios), once per cap on the substance feature (`SUBSTANCES`); the
+cap whose fit ranks the true predecessor first most often on the fit splits is kept.
+Beside each cap, the same fit left out one scenario at a time: how often each
+left-out scenario's true predecessors rank first, an estimate on scenarios the fit
+never saw. Prints the weights to paste into
 `engine/retrieval/links.py` and, per split, how often the true predecessor of a chain
 turn ranks first / in the top 3 among all earlier turns, and the precision and recall
 of MemLoom's relation gate (a pair passes when its probability reaches `--gate`,
@@ -13,7 +17,7 @@ passing pairs that are gold links / passing pairs (a lower bound: the suite
 annotates its questions' chains, not every cause said). The test split is only
 reported, never fit on; the figures are written to --out.
 
-    python scripts/fit_links.py [--gate 0.10] [--out out/link_fit.json]
+    python scripts/fit_links.py [--fit validation|train|train,validation] [--gate 0.10] [--out out/link_fit.json]
 """
 from __future__ import annotations
 
@@ -84,36 +88,66 @@ def gate(X, y, w, b, threshold: float) -> dict:
             "precision": round(hits / int(passed.sum()), 3) if passed.any() else None}
 
 
+def held_out(X, y, groups) -> np.ndarray:
+    """Each scenario's true-predecessor ranks under a fit on every other scenario (leave one scenario out)."""
+    scenario = np.array([g[0] for g in groups])
+    out = []
+    for sid in dict.fromkeys(scenario):
+        inside = scenario != sid
+        w, b = fit(X[inside], y[inside])
+        out.extend(ranks(X[~inside], y[~inside], [g for g, i in zip(groups, inside) if not i], w, b))
+    return np.array(out)
+
+
+def joined(splits: list[str], embedder: Embedder, cap: int):
+    parts = [pairs(split, embedder, cap) for split in splits]
+    return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), [g for p in parts for g in p[2]]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", default="validation", help="the splits to fit on, comma-separated (never test)")
     ap.add_argument("--gate", type=float, default=0.10, help="the probability a relation needs (MemLoom's θ_rel)")
     ap.add_argument("--out", default=str(ROOT / "out" / "link_fit.json"))
     args = ap.parse_args()
+    fit_on = args.fit.split(",")
+    if "test" in fit_on:
+        raise SystemExit("the link model is never fit on the test split")
     embedder = Embedder()
     fits = {}
     for cap in SUBSTANCES:
-        Xv, yv, gv = pairs("validation", embedder, cap)
-        w, b = fit(Xv, yv)
-        fits[cap] = (float(np.mean(ranks(Xv, yv, gv, w, b) == 1)), w, b)
-        print(f"substance cap {cap:5}: validation top1 {fits[cap][0]:.3f}")
+        X, y, g = joined(fit_on, embedder, cap)
+        w, b = fit(X, y)
+        r = held_out(X, y, g)
+        fits[cap] = (float(np.mean(ranks(X, y, g, w, b) == 1)), float(np.mean(r == 1)), float(np.mean(r <= 3)))
+        print(f"substance cap {cap:5}: top1 {fits[cap][0]:.3f}; left out one scenario at a time, top1 "
+              f"{fits[cap][1]:.3f} top3 {fits[cap][2]:.3f}")
     cap = max(SUBSTANCES, key=lambda c: (fits[c][0], -c))
-    _, w, b = fits[cap]
-    Xv, yv, gv = pairs("validation", embedder, cap)
-    print("fit on validation:", len(gv), "pairs,", int(yv.sum()), "links")
+    X, y, g = joined(fit_on, embedder, cap)
+    w, b = fit(X, y)
+    print(f"fit on {'+'.join(fit_on)}:", len(g), "pairs,", int(y.sum()), "links")
     print(f"SUBSTANCE_CAP = {cap}\nWEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
     print("  (" + ", ".join(FEATURES) + ")")
-    out = {"features": list(FEATURES), "substance_cap": cap, "weights": [round(float(x), 3) for x in w],
-           "bias": round(b, 3), "substance_caps": {c: round(f[0], 3) for c, f in fits.items()}, "splits": {}}
-    for split in ("validation", "test"):
-        X, y, g = (Xv, yv, gv) if split == "validation" else pairs(split, embedder, cap)
-        for label, (ww, bb) in (("fit now", (w, b)), ("in engine/retrieval/links.py", (WEIGHTS, BIAS))):
-            r = ranks(X, y, g, ww, bb)
+    out = {"fit_on": fit_on, "features": list(FEATURES), "substance_cap": cap,
+           "weights": [round(float(x), 3) for x in w],
+           "bias": round(b, 3), "substance_caps": {c: {"top1": round(f[0], 3), "held_out_top1": round(f[1], 3),
+                                                 "held_out_top3": round(f[2], 3)} for c, f in fits.items()},
+           "splits": {}}
+    for split in ("train", "validation", "test"):
+        if not (SUITE / f"{split}.jsonl").exists():
+            continue
+        for label, (ww, bb, at) in (("fit now", (w, b, cap)), ("in engine/retrieval/links.py", (WEIGHTS, BIAS,
+                                                                                                 SUBSTANCE_CAP))):
+            Xs, ys, gs = pairs(split, embedder, at)
+            r = ranks(Xs, ys, gs, ww, bb)
             row = {"links": len(r), "top1": round(float(np.mean(r == 1)), 3), "top3": round(float(np.mean(r <= 3)), 3),
-                   "median_rank": float(np.median(r)), **gate(X, y, ww, bb, args.gate)}
+                   "median_rank": float(np.median(r)), "fit_on_it": split in fit_on and label == "fit now",
+                   **gate(Xs, ys, ww, bb, args.gate)}
             out["splits"].setdefault(split, {})[label] = row
             print(f"{split:10} {label:28} links={len(r)} top1={row['top1']:.3f} top3={row['top3']:.3f} "
                   f"median rank={row['median_rank']:.1f} | gate {args.gate}: recall={row['recall']:.3f} "
-                  f"precision={row['precision']} ({row['passing_pairs']} pairs pass)")
+                  f"precision={row['precision']} ({row['passing_pairs']} pairs pass)"
+                  + (" [fit on it]" if row["fit_on_it"] else ""))
     write_json(args.out, out)
     return 0
 

@@ -58,6 +58,8 @@ def test_counts_meet_the_brief(suite):
     assert c["all"]["kinds"]["state"] >= 6 and c["all"]["kinds"]["single"] >= 5
     assert set(c["all"]["categories"]) <= {1, 2, 4}
     assert {s.id for s in suite.split("validation")}.isdisjoint({s.id for s in suite.split("test")})
+    assert {s.id for s in suite.split("train")}.isdisjoint({s.id for s in suite.split("validation")}
+                                                            | {s.id for s in suite.split("test")})
 
 
 def test_command_line_reports_ok(capsys):
@@ -110,11 +112,13 @@ def test_root_cause_sharing_a_word_with_the_question_is_flagged(suite):
 
 
 def test_root_cause_in_the_effect_session_is_flagged(suite):
-    sc, q = _chain_questions(suite)[0]
+    def earlier_in_session(sc, q):
+        effect = sc.turn(q.gold_causal_structure.supporting_evidence_keys[-1])
+        return next((t for t in sc.conversation.turns if t.session == effect.session and t.index < effect.index
+                     and not shared_stems(t.text, q.query_text)), None)
+
+    sc, q, near = next((sc, q, t) for sc, q in _chain_questions(suite) if (t := earlier_in_session(sc, q)))
     keys = q.gold_causal_structure.supporting_evidence_keys
-    effect = sc.turn(keys[-1])
-    near = next(t for t in sc.conversation.turns if t.session == effect.session and t.index < effect.index
-                and not shared_stems(t.text, q.query_text))
     case = copy.deepcopy(sc.case)
     pointer = case.include(near)                                # the suite's cases cite only evidence/distractors
     chain = replace(q.gold_causal_structure, supporting_evidence_keys=[pointer, keys[-1]])
@@ -133,10 +137,11 @@ def test_missing_distractor_and_bad_chain_length_are_flagged(suite):
     assert any("chain of 1 turns" in p for p in check_question(sc, replace(q, gold_causal_structure=one), 1))
 
 
-def test_scenario_in_both_splits_is_flagged(suite):
-    twin = replace(suite.split("validation")[0], split="test")
+@pytest.mark.parametrize("source, into", [("validation", "test"), ("train", "validation")])
+def test_scenario_in_two_splits_is_flagged(suite, source, into):
+    twin = replace(suite.split(source)[0], split=into)
     doubled = Suite(scenarios=[*suite.scenarios, twin])
-    assert any("both splits" in p for p in check_global(doubled))
+    assert any("two splits" in p and twin.id in p for p in check_global(doubled))
 
 
 def test_broken_cases_file_and_shape_problems_are_reported(tmp_path):

@@ -14,7 +14,8 @@ those signals into one logistic score per sentence pair, vectorised over every
 (later, earlier) pair of a conversation. The weights were fit by `scripts/fit_links.py` on the
 validation split of the team's causal suite only (consecutive turns of gold
 chains as positives, every other earlier turn as negatives); the script
-prints how often the true predecessor ranks first on both splits.
+prints how often the true predecessor ranks first on every split (the train split, written
+later by other authors, is where these weights meet scenarios they were not fit on).
 """
 from __future__ import annotations
 

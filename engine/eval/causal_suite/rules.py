@@ -224,9 +224,9 @@ def check_global(suite: Suite) -> list[str]:
     out = []
     ids = Counter(s.id for s in suite.scenarios)
     by_split = {split: {s.id for s in suite.split(split)} for split in SPLITS}
-    both = by_split["validation"] & by_split["test"]
+    both = {sid for a in SPLITS for b in SPLITS if a < b for sid in by_split[a] & by_split[b]}
     if both:
-        out.append(f"scenario(s) in both splits: {sorted(both)}")
+        out.append(f"scenario(s) in two splits: {sorted(both)}")
     out += [f"scenario {sid!r} appears {n} times" for sid, n in ids.items() if n > 1 and sid not in both]
     texts = Counter(q.query_text.strip().lower() for s in suite.scenarios if s.case for q in s.case.questions)
     out += [f"question asked twice in the suite: {t!r}" for t, n in texts.items() if n > 1]

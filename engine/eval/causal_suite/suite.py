@@ -1,6 +1,7 @@
 """The causal diagnostic suite as loaded: scenarios (a conversation, its SCDS case, its JSONL lines) and counts.
 
-Both splits of a suite folder (`validation.jsonl`, `test.jsonl`, `cases/<split>/<scenario_id>.json`) are
+The three splits of a suite folder (`train.jsonl`, `validation.jsonl`, `test.jsonl`, each with
+`cases/<split>/<scenario_id>.json`: train to fit models on, validation to choose among them, test to report) are
 read with `engine.loaders.load_conversations`, and every cases file is imported through
 `engine.store.annotations.AnnotationStore` into a throw-away SQLite database, so the rules
 (`engine.eval.causal_suite.rules`) are checked on what the store gives back, as the workbench would see it.
@@ -20,7 +21,7 @@ from engine.core.text import content_tokens
 from engine.loaders import LoaderError, load_conversations
 from engine.store.annotations import AnnotationStore
 
-SPLITS = ("validation", "test")
+SPLITS = ("train", "validation", "test")
 TURN_ID = re.compile(r"(?P<scenario>[A-Za-z0-9][A-Za-z0-9_.-]*):t(?P<n>\d{2,})")
 
 
@@ -54,7 +55,7 @@ class Suite:
 
 
 def load_suite(suite_dir: str | Path) -> Suite:
-    """Load both splits and import every cases file into a temporary AnnotationStore."""
+    """Load every split and import every cases file into a temporary AnnotationStore."""
     suite_dir = Path(suite_dir)
     suite = Suite()
     with tempfile.TemporaryDirectory() as tmp:
