@@ -7,14 +7,19 @@ each train meeting is cut at its deepest gaps, as many as it has gold boundaries
 spaces them (`min_size` words apart, `lookahead` words before the end). That is a ceiling on the
 boundaries' placement, not a rule (a rule must guess the count). Beside it: no boundary, and the same count
 placed at random (mean of `--seeds` seeded draws). Windows and smoothings of the depth curve are varied
-around the fitted rule. Prints the table and writes it to --out. Only `train/` is read.
+around the fitted rule. `--signal lexical` scores the gaps by TextTiling's own lexical cohesion instead (each
+turn's content words, TF-IDF over the meeting) in place of the utterance vectors and the floor. Prints the table
+and writes it to --out. Only `train/` is read.
 
-    python scripts/boundary_ceiling.py [--dir ../shared/data/qmsum/train] [--out out/boundary_ceiling.json]
+    python scripts/boundary_ceiling.py [--dir ../shared/data/qmsum/train] [--signal vectors|lexical]
+                                       [--out out/boundary_ceiling.json]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+from collections import Counter
 import sys
 from pathlib import Path
 
@@ -26,7 +31,9 @@ sys.path.insert(0, str(ROOT))
 from fit_boundaries import DEFAULT_DIR, Meeting  # noqa: E402
 from results import write_json  # noqa: E402
 
-from engine.core.segments import DepthRule, deepest_boundaries, topic_depths  # noqa: E402
+from engine.core.segments import (DepthRule, deepest_boundaries, depth_scores, smooth, topic_depths,  # noqa: E402
+                                  window_similarity)
+from engine.core.text import content_tokens  # noqa: E402
 from engine.engines import settings_class  # noqa: E402
 from engine.eval.segmentation import evaluate  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
@@ -43,6 +50,19 @@ def deepest_count(m: Meeting, depth: np.ndarray, count: int, min_size: float, lo
     return sorted(sorted(taken, key=lambda b: (-round(float(depth[b - 1]), 9), b))[:count])
 
 
+def lexical_depths(m: Meeting, rule: DepthRule) -> np.ndarray:
+    """TextTiling's depth over lexical cohesion: each turn's content words weighted (1 + ln tf) x ln(n / df) over
+    the meeting's turns, summed in windows of words either side of a gap."""
+    tokens = [content_tokens(t) for t in m.texts]
+    df = Counter(w for ts in tokens for w in set(ts))
+    column = {w: i for i, w in enumerate(sorted(df))}
+    tfidf = np.zeros((m.n, len(column)))
+    for i, ts in enumerate(tokens):
+        for w, c in Counter(ts).items():
+            tfidf[i, column[w]] = (1 + math.log(c)) * math.log(m.n / df[w])
+    return depth_scores(smooth(window_similarity(tfidf, np.ones(m.n), m.sizes, rule.window), rule.smoothing))
+
+
 def mean_errors(meetings: list[Meeting], cuts: dict[str, list[int]]) -> tuple[float, float]:
     rows = [evaluate(m.gold, cuts[m.id], m.n) for m in meetings]
     return (round(statistics.mean(r["pk"] for r in rows), 4), round(statistics.mean(r["window_diff"] for r in rows), 4))
@@ -52,6 +72,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=str(DEFAULT_DIR))
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--signal", choices=["vectors", "lexical"], default="vectors",
+                    help="what the depth curve compares: utterance vectors and the floor (MemLoom's), or TF-IDF words")
     ap.add_argument("--out", default=str(ROOT / "out" / "boundary_ceiling.json"))
     args = ap.parse_args()
     if Path(args.dir).resolve().name != "train":
@@ -63,8 +85,10 @@ def main() -> int:
     for window in WINDOWS:
         for smoothing in SMOOTHINGS:
             rule = DepthRule(window=window, mix=fitted.mix, smoothing=smoothing)
-            cuts = {m.id: deepest_count(m, topic_depths(m.vectors, m.texts, m.speakers, rule), len(m.gold),
-                                        fitted.min_size, fitted.lookahead) for m in meetings}
+            depth = (lambda m: lexical_depths(m, rule)) if args.signal == "lexical" else \
+                (lambda m: topic_depths(m.vectors, m.texts, m.speakers, rule))
+            cuts = {m.id: deepest_count(m, depth(m), len(m.gold), fitted.min_size, fitted.lookahead)
+                    for m in meetings}
             pk, wd = mean_errors(meetings, cuts)
             rows.append({"window": window, "smoothing": smoothing, "pk": pk, "window_diff": wd,
                          "fitted": (window, smoothing) == (fitted.window, fitted.smoothing)})
@@ -85,7 +109,7 @@ def main() -> int:
     print(f"{'random gaps':40} {random[0]:6.3f} {random[1]:6.3f}")
     print(f"{'no boundary':40} {none[0]:6.3f} {none[1]:6.3f}")
     print("* the fitted rule's window and smoothing")
-    write_json(args.out, {"split": str(Path(args.dir).resolve()), "meetings": len(meetings),
+    write_json(args.out, {"split": str(Path(args.dir).resolve()), "meetings": len(meetings), "signal": args.signal,
                           "fitted_rule": {"window": fitted.window, "smoothing": fitted.smoothing,
                                           "min_size": fitted.min_size, "lookahead": fitted.lookahead},
                           "deepest_with_gold_count": rows, "random_with_gold_count": {"pk": random[0],

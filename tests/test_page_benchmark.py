@@ -318,6 +318,14 @@ def test_boundaries_table_means_over_meetings(tmp_path, workspace, monkeypatch):
     assert list(shown["system"]) == ["allmem", "fixed-50"] and list(shown["Pk"]) == [0.25, 0.45]
 
 
+def test_the_run_form_offers_the_causal_suites_validation_and_train_splits():
+    """Both splits a researcher tunes or checks a setting on are offered, each a file that loads as scenarios."""
+    from engine.loaders import load_conversations
+    causal = {c.label: c for c in bench_run.data_choices() if c.dataset == "causal"}
+    assert set(causal) == {"causal suite · validation split", "causal suite · train split"}
+    assert all(len(load_conversations(c.path)) >= 6 for c in causal.values())
+
+
 def test_a_run_from_the_page_opens_its_result(tmp_path, monkeypatch):
     """The form runs naive RAG over the bundled demo (2 rounds) in this process; the new result is then shown."""
     monkeypatch.setenv(ENV, str(tmp_path))

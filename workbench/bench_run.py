@@ -15,12 +15,15 @@ class DataChoice:
 
 
 def data_choices() -> list[DataChoice]:
-    """The datasets the run form offers: the bundled demo, the causal suite's validation split, and the LoCoMo
-    dev file and QMSum test meetings when they are on this machine."""
+    """The datasets the run form offers: the bundled demo, the causal suite's validation and train splits (the
+    train split's scenarios were written apart from the rest: how a setting carries), and the LoCoMo dev file and
+    QMSum test meetings when they are on this machine."""
     from workbench.model import DEMO_PATH, LOCOMO_PATH, ROOT
 
+    suite = ROOT / "datasets" / "causal"
     choices = [DataChoice("bundled demo (demo.jsonl)", "locomo", DEMO_PATH),
-               DataChoice("causal suite · validation split", "causal", ROOT / "datasets" / "causal" / "validation.jsonl")]
+               DataChoice("causal suite · validation split", "causal", suite / "validation.jsonl"),
+               DataChoice("causal suite · train split", "causal", suite / "train.jsonl")]
     if LOCOMO_PATH.is_file():
         choices.insert(1, DataChoice(f"LoCoMo dev ({LOCOMO_PATH.name})", "locomo", LOCOMO_PATH))
     qmsum = shared_data() / "qmsum" / "test"
