@@ -85,7 +85,11 @@ def main() -> int:
         scenarios = [c for c in scenarios if c.id in set(args.scenarios)]
     wordings = {}
     if args.paraphrases is not None:
-        wordings = json.loads(Path(args.paraphrases or SUITE / "paraphrases" / f"{args.split}.json").read_text())
+        source = Path(args.paraphrases or SUITE / "paraphrases" / f"{args.split}.json")
+        if not source.is_file():
+            raise SystemExit(f"--paraphrases: no file {source} (the {args.split} split has no rewordings; "
+                             "name a file of question id -> list of wordings)")
+        wordings = json.loads(source.read_text())
     embedder, work = Embedder(), Path(tempfile.mkdtemp(prefix="memwb-causal-"))
     rows = []
     started = time.perf_counter()
