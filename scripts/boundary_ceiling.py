@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-from collections import Counter
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np

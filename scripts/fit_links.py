@@ -99,9 +99,21 @@ def held_out(X, y, groups) -> np.ndarray:
     return np.array(out)
 
 
-def joined(splits: list[str], embedder: Embedder, cap: int):
-    parts = [pairs(split, embedder, cap) for split in splits]
-    return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), [g for p in parts for g in p[2]]
+class Pairs:
+    """`pairs` of each (split, cap), built once: the caps' fits, the chosen fit and the report read the same ones."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder, self.built = embedder, {}
+
+    def of(self, split: str, cap: int):
+        if (split, cap) not in self.built:
+            self.built[(split, cap)] = pairs(split, self.embedder, cap)
+        return self.built[(split, cap)]
+
+    def joined(self, splits: list[str], cap: int):
+        parts = [self.of(split, cap) for split in splits]
+        return (np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                [g for p in parts for g in p[2]])
 
 
 def main() -> int:
@@ -113,19 +125,19 @@ def main() -> int:
     fit_on = args.fit.split(",")
     if "test" in fit_on:
         raise SystemExit("the link model is never fit on the test split")
-    embedder = Embedder()
+    built = Pairs(Embedder())
     fits = {}
     for cap in SUBSTANCES:
-        X, y, g = joined(fit_on, embedder, cap)
+        X, y, g = built.joined(fit_on, cap)
         w, b = fit(X, y)
         r = held_out(X, y, g)
-        fits[cap] = (float(np.mean(ranks(X, y, g, w, b) == 1)), float(np.mean(r == 1)), float(np.mean(r <= 3)))
+        fits[cap] = (float(np.mean(ranks(X, y, g, w, b) == 1)), float(np.mean(r == 1)), float(np.mean(r <= 3)), w, b)
         print(f"substance cap {cap:5}: top1 {fits[cap][0]:.3f}; left out one scenario at a time, top1 "
               f"{fits[cap][1]:.3f} top3 {fits[cap][2]:.3f}")
     cap = max(SUBSTANCES, key=lambda c: (fits[c][0], -c))
-    X, y, g = joined(fit_on, embedder, cap)
-    w, b = fit(X, y)
-    print(f"fit on {'+'.join(fit_on)}:", len(g), "pairs,", int(y.sum()), "links")
+    w, b = fits[cap][3:]
+    print(f"fit on {'+'.join(fit_on)}:", len(built.joined(fit_on, cap)[2]), "pairs,",
+          int(built.joined(fit_on, cap)[1].sum()), "links")
     print(f"SUBSTANCE_CAP = {cap}\nWEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
     print("  (" + ", ".join(FEATURES) + ")")
     out = {"fit_on": fit_on, "features": list(FEATURES), "substance_cap": cap,
@@ -138,7 +150,7 @@ def main() -> int:
             continue
         for label, (ww, bb, at) in (("fit now", (w, b, cap)), ("in engine/retrieval/links.py", (WEIGHTS, BIAS,
                                                                                                  SUBSTANCE_CAP))):
-            Xs, ys, gs = pairs(split, embedder, at)
+            Xs, ys, gs = built.of(split, at)
             r = ranks(Xs, ys, gs, ww, bb)
             row = {"links": len(r), "top1": round(float(np.mean(r == 1)), 3), "top3": round(float(np.mean(r <= 3)), 3),
                    "median_rank": float(np.median(r)), "fit_on_it": split in fit_on and label == "fit now",
