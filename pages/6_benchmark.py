@@ -198,6 +198,15 @@ if any((result.summary.get(s) or {}).get("misses") for s in systems):
     st.plotly_chart(bm.misses_figure(result, systems, miss_cat), width="stretch", key="bench_misses")
     st.dataframe(table(bm.misses_frame(result, systems)), hide_index=True, width="stretch")
 
+if any((result.summary.get(s) or {}).get("chain_links") for s in systems):
+    st.markdown("#### How the causal chains' links were held (last round)")
+    st.caption("Each step of each causal chain question's gold chain (cause turn → effect turn), looked up in the "
+               "system's memory: a causal relation citing both turns (a why-question can walk it), one joining "
+               "their nodes but citing other records, both turns in one node, a turn not yet consolidated (asked "
+               "before the offline process curated it), or no relation. A chain held whole can still rank outside "
+               "the top k; a chain with an unlinked step needs both turns found on their own.")
+    st.dataframe(table(bm.chain_links_frame(result, systems)), hide_index=True, width="stretch")
+
 st.markdown("#### Latency by stage (p50, last round)")
 left, right = st.columns(2)
 left.plotly_chart(bv.latency_figure(result, systems, "insert"), width="stretch", key="bench_latency_insert")

@@ -2,8 +2,11 @@
 
 Each scenario of the split is replayed into every engine (same embedder, same
 schedule), then each question is asked once; its gold evidence is the chain
-(root cause first). Prints a table per engine (overall and per category) and
-writes every figure and per-question ranking to out/causal-<split>.json.
+(root cause first). Prints a table per engine (overall and per category), then
+how each engine's memory holds the chains' links (engine.eval.chain_links: a
+causal relation citing both turns, one citing other records, both turns in one
+node, a turn not yet consolidated, no relation), and writes every figure,
+per-question ranking and link to out/causal-<split>.json.
 With --paraphrases each chain question is also asked in the other wordings of
 datasets/causal/paraphrases/<split>.json, scored in a second table. With
 --intra-cycle each question is asked before the steward curates the turns after
@@ -29,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from results import parse_overrides, write_json  # noqa: E402
 
+from engine.bench.datasets import DATASETS  # noqa: E402
+from engine.eval.chain_links import follow_links, tally_links  # noqa: E402
 from engine.eval.metrics import chain_recall, recall_at_k, strict_chain_recall  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
@@ -37,6 +42,7 @@ from engine.session import open_session  # noqa: E402
 
 SUITE = ROOT / "datasets" / "causal"
 CATEGORY = {1: "causal chain", 2: "state succession", 4: "single-hop"}
+CHAINS = DATASETS["causal"].chains          # the categories whose gold is a causal chain
 
 
 def mean(rows: list[dict], key: str) -> float | None:
@@ -104,10 +110,14 @@ def main() -> int:
             else:
                 replay(eng, conv, Schedule.parse(args.schedule))
             for q in conv.questions:
+                links = ([link.to_dict() for link in follow_links(eng.state, eng.schema, q.evidence)]
+                         if str(q.category) in CHAINS else None)
                 for variant, text in enumerate([q.question, *wordings.get(q.id, [])]):
                     ranked = eng.retrieve(text, k=10).source_ids
-                    rows.append({"engine": name, "scenario": conv.id, "question": q.id, "category": q.category,
-                                 "variant": variant, "text": text, "chain": list(q.evidence), "ranked": ranked[:10],
+                    linked = {"chain_links": links} if links is not None and not variant else {}
+                    rows.append({**linked, "engine": name, "scenario": conv.id, "question": q.id,
+                                 "category": q.category, "variant": variant, "text": text, "chain": list(q.evidence),
+                                 "ranked": ranked[:10],
                                  "scr5": strict_chain_recall(ranked, q.evidence, 5),
                                  "scr10": strict_chain_recall(ranked, q.evidence, 10),
                                  "cr5": chain_recall(ranked, q.evidence, 5),
@@ -119,6 +129,13 @@ def main() -> int:
               "settings": overrides, "schedule": args.schedule, "seconds": round(elapsed, 1),
               "engines": table(asked, engines, f"{name}: {len(scenarios)} scenarios, "
                                                 f"{len(asked) // max(len(engines), 1)} questions ({elapsed:.0f}s)")}
+    result["chain_links"] = {}
+    for name in engines:
+        held = tally_links([r for r in asked if r["engine"] == name and "chain_links" in r])
+        if held.get("links"):
+            result["chain_links"][name] = held
+            print(f"{name:10} links of the chains: " + ", ".join(f"{f} {n}" for f, n in held["fates"].items())
+                  + f"; chains held whole {held['held_whole']} of {held['questions']}")
     other = [r for r in rows if r["variant"] > 0]
     if other:
         result["paraphrased"] = table(other, engines, f"\nthe same questions in {len(other) // len(engines)} "

@@ -284,6 +284,26 @@ def test_causal_suite_reports_chain_metrics(tmp_path):
     row = next(line for line in summary.splitlines() if line.startswith("| memloom | a why-question"))
     assert row.startswith(f"| memloom | a why-question {len(chain)} |")
     assert not any(line.startswith("| naive |") and "a lookup" in line for line in summary.splitlines())
+    # each chain question's links, as the stored memory holds them, and their tally per system
+    from engine.eval.chain_links import follow_links, tally_links
+    from engine.session import open_session
+
+    for task in result["tasks"]:
+        mine = [q for q in result["questions"] if (q["system"], q["conversation"]) == (task["system"],
+                                                                                        task["conversation"])]
+        engine = open_session(tmp_path / task["db"])
+        for q in mine:
+            expected = ([link.to_dict() for link in follow_links(engine.state, engine.schema, q["gold"])]
+                        if q["category"] == "1" else None)
+            assert q.get("chain_links") == expected
+    for system in ("naive", "memloom"):
+        held = result["summary"][system]["chain_links"]
+        assert held == tally_links([q for q in result["questions"] if q["system"] == system])
+        assert held["links"] == sum(len(q["gold"]) - 1 for q in chain)
+    assert set(result["summary"]["naive"]["chain_links"]["fates"].values()) - {0} == {
+        result["summary"]["naive"]["chain_links"]["links"]}
+    assert result["summary"]["memloom"]["chain_links"]["fates"]["cited"] > 0
+    assert "**how each link of the causal chains is held**" in summary
 
 
 def _meeting(path: Path, topics: list[tuple[str, list[str]]]) -> None:

@@ -14,6 +14,7 @@ from engine.eval.significance import per_item
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
 from workbench import bench_misses as bm
+from workbench import bench_questions as bq
 from workbench import bench_run
 from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
@@ -486,3 +487,37 @@ def test_a_question_shows_how_memloom_read_it(tmp_path, monkeypatch):
     assert not at.exception
     shown = [t for t in (shown_text(c.value)[0] for c in at.caption) if t.startswith("Read the question as")]
     assert shown == [f"Read the question as {record['reading']}."]
+
+
+def test_the_causal_chains_links_are_tabled_as_the_result_counts_them(tmp_path, monkeypatch):
+    """A real run of naive RAG and MemLoom on one causal suite scenario: the page's table of the chains' links
+    holds, per system, the counts the result file tallied from the stored memory (naive: every link unlinked)."""
+    from engine.bench.config import BenchConfig
+    from engine.bench.runner import run_benchmark
+    from engine.eval.chain_links import LINK_FATE_LABELS, LinkFate
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    source = Path(__file__).resolve().parents[1] / "datasets" / "causal" / "validation.jsonl"
+    path = run_benchmark(BenchConfig(dataset="causal", source=str(source), engines=("naive", "memloom"),
+                                     conversations=("lab-freezer",), protocol="static",
+                                     out=str(tmp_path / "benchmarks" / "causal")))
+    result = load_result(path)
+    at = open_page()
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "chains held whole" in d.value.columns)
+    assert list(table["system"]) == ["naive", "memloom"]
+    for _, row in table.iterrows():
+        held = result.summary[row["system"]]["chain_links"]
+        assert [row[LINK_FATE_LABELS[f]] for f in LinkFate] == [held["fates"][str(f)] for f in LinkFate]
+        assert row["chains held whole"] == f"{held['held_whole']} of {held['questions']}"
+    naive = table.iloc[0]
+    assert naive[LINK_FATE_LABELS[LinkFate.UNLINKED]] == result.summary["naive"]["chain_links"]["links"] > 0
+    assert table.iloc[1][LINK_FATE_LABELS[LinkFate.CITED]] > 0
+
+    # a chain question picked in the question table: each gold turn's link to the next, as the file stored it
+    record = next(q for q in result.questions if q["system"] == "memloom" and q.get("chain_links"))
+    at.selectbox(key="bench_q_pick").set_value((record["conversation"], record["question_id"], "memloom")).run()
+    assert not at.exception
+    gold = next(d.value for d in at.dataframe if bq.LINK_COLUMN in d.value.columns)
+    assert list(gold["gold turn"]) == record["gold"]
+    assert list(gold[bq.LINK_COLUMN]) == [bq.link_text(link) for link in record["chain_links"]] + ["–"]

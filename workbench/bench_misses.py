@@ -1,10 +1,12 @@
 """Where each system's gold turns went at the last round (engine.eval.misses), drawn for the Benchmark page: a
-stacked bar per system and a table with the signal that held the missed ones back. No Streamlit."""
+stacked bar per system and a table with the signal that held the missed ones back; and, on the causal suite,
+how each system's memory held the links of the chains (engine.eval.chain_links). No Streamlit."""
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.eval.chain_links import LINK_FATE_LABELS, LinkFate
 from engine.eval.misses import FATE_LABELS, Fate
 from workbench.bench_result import BenchResult
 from workbench.benchmark_view import SYSTEM_BARS, esc
@@ -49,4 +51,16 @@ def misses_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
         row["held back by"] = ", ".join(f"{k} {v}" for k, v in (m.get("signals") or {}).items()) or "–"
         row["drops"] = ", ".join(f"{k} {v}" for k, v in (m.get("drops") or {}).items()) or "–"
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def chain_links_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
+    """Per system: the causal chains' links (cause turn -> effect turn) by how the memory held them at the last
+    round, and the chains it held whole (every link a relation citing both turns)."""
+    rows = []
+    for s in systems:
+        c = (result.summary.get(s) or {}).get("chain_links")
+        if c:
+            rows.append({"system": s, "chains held whole": f"{c['held_whole']} of {c['questions']}",
+                         **{LINK_FATE_LABELS[f]: c["fates"].get(str(f), 0) for f in LinkFate}})
     return pd.DataFrame(rows)

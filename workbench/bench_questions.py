@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from engine.eval.chain_links import LINK_FATE_LABELS, LinkFate
 from engine.eval.significance import ablation_references, per_item
 from workbench.bench_result import BenchResult
 from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
@@ -84,14 +85,30 @@ def results_frame(record: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rank", "unit", "source ids", "score", "hop", "path"])
 
 
+LINK_COLUMN = "link to the next turn"
+
+
 def gold_frame(record: dict, k: int) -> pd.DataFrame:
-    """Each gold turn: its rank among the ranked source ids, and hit (within the top k) or miss."""
+    """Each gold turn: its rank among the ranked source ids, and hit (within the top k) or miss; for a causal
+    chain question, how the memory held the link from that turn to the next one of the chain
+    (engine.eval.chain_links), with the relation's confidence."""
     ranked = list(record["ranked"])
+    links = {link["cause"]: link for link in record.get("chain_links") or []}
+    columns = ["gold turn", "source rank", f"in top {k}"] + ([LINK_COLUMN] if links else [])
     rows = []
     for g in record["gold"]:
         rank = ranked.index(g) + 1 if g in ranked else None
-        rows.append({"gold turn": g, "source rank": rank, f"in top {k}": HIT if rank and rank <= k else MISS})
-    return pd.DataFrame(rows, columns=["gold turn", "source rank", f"in top {k}"])
+        row = {"gold turn": g, "source rank": rank, f"in top {k}": HIT if rank and rank <= k else MISS}
+        if links:
+            row[LINK_COLUMN] = link_text(links[g]) if g in links else "–"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def link_text(link: dict) -> str:
+    """A chain link's fate as the page words it, with the relation's confidence when one was found."""
+    text = LINK_FATE_LABELS[LinkFate(link["fate"])]
+    return f"{text} ({link['confidence']:.2f})" if link.get("confidence") is not None else text
 
 
 def retrieval_request(record: dict, questions, k: int) -> dict:

@@ -44,6 +44,7 @@ class DatasetSpec:
     metric_names: Callable[[Sequence[int]], list[str]]
     score: Callable[[list[str], Sequence[str], Sequence[int]], dict[str, float]]
     questions: bool = True                   # False: boundaries only (QMSum)
+    chains: tuple[str, ...] = ()             # categories whose gold is a causal chain, root cause first
 
     def askable(self, conversation: Conversation) -> list[Question]:
         """The questions that are scored: those with turn-level gold evidence in the conversation (LoCoMo:
@@ -94,7 +95,7 @@ DATASETS: dict[str, DatasetSpec] = {
                                _recall_metrics, _recall_score),
     "causal": DatasetSpec("causal", "causal suite", ("jsonl",),
                           {"1": "causal chain", "2": "state succession", "4": "single-hop"},
-                          "every-3-sessions", _causal_metrics, _causal_score),
+                          "every-3-sessions", _causal_metrics, _causal_score, chains=("1",)),
     "qmsum": DatasetSpec("qmsum", "QMSum", ("qmsum",), {}, "every-200-turns",
                          lambda ks: list(BOUNDARY_METRICS), lambda ranked, gold, ks: {}, questions=False),
 }

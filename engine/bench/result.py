@@ -15,6 +15,7 @@ from engine.bench.config import BenchConfig, System, command_line, system_schedu
 from engine.bench.datasets import DatasetSpec
 from engine.bench.protocol import STATIC
 from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, boundary_figures
+from engine.eval.chain_links import tally_links
 from engine.eval.metrics import construction_cost, latency_summary, llm_cost_summary, pool_llm_costs
 from engine.eval.misses import tally
 
@@ -73,7 +74,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         at_last = [q for q in qs if str(rounds) in q["by_round"]]
         last = _scores(at_last, str(rounds), metrics, categories)
         costs = pool_llm_costs(res["llm_costs"] for res in mine)
-        summary[label] = {**last, "misses": _misses(at_last, ks[0]),
+        summary[label] = {**last, "misses": _misses(at_last, ks[0]), "chain_links": _chain_links(at_last),
                           "latency_ms": {"insert": _latency([res["latency_ms"]["insert"] for res in mine]),
                                          "query": _latency([res["latency_ms"]["query"] for res in mine])},
                           "llm_tokens": {role: {k: t[k] for k in ("calls", "prompt", "completion")}
@@ -155,6 +156,13 @@ def _misses(records: list[dict], k: int) -> dict:
     system that ranks nothing (full-history) or a dataset without questions."""
     followed = [q for q in records if "misses" in q]
     return {"k": k, **tally(followed)} if followed else {}
+
+
+def _chain_links(records: list[dict]) -> dict:
+    """How the memory held each link of the causal chains asked at the last round (engine.eval.chain_links); {}
+    for a dataset without chains."""
+    followed = [q for q in records if "chain_links" in q]
+    return tally_links(followed) if followed else {}
 
 
 def _latency(samples: list[dict[str, list[float]]]) -> dict:

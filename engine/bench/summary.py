@@ -6,6 +6,7 @@ QMSum the boundary figures.
 """
 from __future__ import annotations
 
+from engine.eval.chain_links import LinkFate
 from engine.eval.misses import Fate
 from engine.eval.reproduction import interval_text
 from engine.eval.significance import LEVEL, ablation_references, compare_systems
@@ -162,6 +163,21 @@ def misses_table(result: dict) -> list[str]:
             *_table(["system", *(str(f) for f in Fate), "held back by"], rows), ""]
 
 
+def chain_links_table(result: dict) -> list[str]:
+    """Per system: how its memory held each link of the causal chains asked at the last round
+    (engine.eval.chain_links), and how many chains it held whole."""
+    rows = []
+    for label in systems(result):
+        c = result["summary"].get(label, {}).get("chain_links")
+        if c:
+            rows.append([label, *(c["fates"].get(str(f), 0) for f in LinkFate),
+                         f"{c['held_whole']} of {c['questions']}"])
+    if not rows:
+        return []
+    return ["**how each link of the causal chains is held** (cause turn -> effect turn, last round)", "",
+            *_table(["system", *(str(f) for f in LinkFate), "chains held whole"], rows), ""]
+
+
 def latency_table(result: dict) -> list[str]:
     columns: list[tuple[str, str]] = []
     for label in systems(result):
@@ -236,7 +252,7 @@ def tables(result: dict) -> str:
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
     if result["dataset"] != "qmsum":
         lines += (rounds_tables(result) + category_table(result) + readings_table(result) + structure_table(result)
-                  + paired_table(result) + misses_table(result))
+                  + paired_table(result) + misses_table(result) + chain_links_table(result))
     else:
         lines += boundaries_table(result)
     lines += costs_tables(result)

@@ -45,6 +45,7 @@ from engine.eval.metrics import (
     rouge_l,
     token_f1,
 )
+from engine.eval.chain_links import follow_links
 from engine.eval.misses import follow_gold
 from engine.eval.segmentation import evaluate, turn_labels
 from engine.runtime.replay import Schedule, step
@@ -253,6 +254,9 @@ class _Run:
             if cp.round == self.final_round:
                 res = answers[qid][0]
                 rec["misses"] = [m.to_dict() for m in follow_gold(self.engine, res, rec["gold"], self.task.ks[0])]
+                if rec["category"] in self.spec.chains:
+                    rec["chain_links"] = [link.to_dict() for link in
+                                          follow_links(state, self.engine.schema, rec["gold"])]
         inserts = self.host.rounds[-1]["insert_ms"] if self.host else self.insert_round
         self.rounds.append({"round": cp.round, "turns": state.turn, "questions": len(cp.visible),
                             "memory": memory_size(state), "insert_ms": inserts, "query_ms": query})

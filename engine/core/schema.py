@@ -45,7 +45,9 @@ class EdgeTypeSpec:
     `lineage` links are the ones every off-surface node must stay reachable along; a `weighted` edge's
     confidence is its weight; a `structural` one follows from the timeline alone (MemLoom's TEMPORAL_NEXT), so
     the review queue puts its proposals under one decision instead of a card each; a `query_time` one is never
-    stored: retrieval finds it as it walks (a path may hold it, the graph never does)."""
+    stored: retrieval finds it as it walks (a path may hold it, the graph never does). `cause_end` marks the
+    edges a why-question's chain runs along, and which of their ends is the cause ("src" or "dst"): how a
+    benchmark tells whether the memory holds a gold chain's link (`engine.eval.chain_links`)."""
 
     name: str
     label: str
@@ -60,6 +62,7 @@ class EdgeTypeSpec:
     weighted: bool = False     # the edge's confidence is its weight: drawn wider the more confident (GAM's relations)
     structural: bool = False   # follows from the timeline: decided together in the review queue
     query_time: bool = False   # found by retrieval as it walks, never stored (MemLoom's logic links)
+    cause_end: str = ""        # a causal relation: "src" (MemLoom: cause -> effect) or "dst" (GAM: effect -> cause)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,8 @@ SCHEMA = EngineSchema(
     transitions=((Life.BUFFERED, Life.ARCHIVED),),
     edge_types=(
         EdgeTypeSpec(Rel.CAUSAL, "causal", "#d62728", False, 2.5, 1.0, 0,
-                     description="new topic -> earlier topic that led to it (asymmetric)", weighted=True),
+                     description="new topic -> earlier topic that led to it (asymmetric)", weighted=True,
+                     cause_end="dst"),
         EdgeTypeSpec(Rel.CONTRADICT, "contradict", "#9467bd", False, 2.5, 1.0, 1,
                      description="new topic -> earlier topic it contradicts (asymmetric)", weighted=True),
         EdgeTypeSpec(Rel.SUPPORT, "support", "#2ca02c", False, 2.0, 1.0, 2,

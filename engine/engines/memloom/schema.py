@@ -88,7 +88,7 @@ SCHEMA = EngineSchema(
                  (Life.PROVISIONAL, Life.ARCHIVED), (Life.ACTIVE, Life.ARCHIVED)),
     edge_types=(
         EdgeTypeSpec(Rel.CAUSAL_FOLLOW, "CAUSAL_FOLLOW", "#d62728", False, 3.0, 1.0, 0,
-                     description="cause event -> effect event (traversed both ways)"),
+                     description="cause event -> effect event (traversed both ways)", cause_end="src"),
         EdgeTypeSpec(Rel.STATE_SUCCESSOR, "STATE_SUCCESSOR", "#9467bd", False, 2.5, 1.0, 1,
                      description="an earlier state -> the state that replaced it"),
         EdgeTypeSpec(Rel.SAME_EVENT, "SAME_EVENT", "#ff7f0e", True, 2.0, 1.0, 2,
