@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.bench.datasets import chain_question
 from engine.engines import engine_schema, known_engines
-from engine.retrieval.explain import explain_sources
+from engine.eval.chain_links import follow_links
 from engine.eval.metrics import recall_at_k
+from engine.retrieval.explain import explain_sources
 from engine.retrieval.result import rank_sources
 from workbench import retrieval_view as rv
 from workbench.graph_view import build_graph_html
@@ -40,11 +42,13 @@ peer_name = other.selectbox("Compare with", engines, key="retrieval_peer",
                             format_func=lambda n: engine_schema(n).label,
                             help="A peer engine built in a scratch database over the same turns (up to the cursor).")
 gold: tuple[str, ...] = ()
+chained = False                  # a causal chain question: its links are tabled under each engine's gold
 if source == QUESTION:
     question = ask.selectbox("Question", questions, key="retrieval_question",
                              format_func=lambda q: f"{q.id.split(':')[-1]} · {q.question}")
     query = question.question
     gold = tuple(question.evidence)
+    chained = chain_question(wb.conversation, question)
     unseen = [g for g in gold if g not in seen]
     st.markdown(text_html("Gold answer:", question.answer or "—") +
                 text_html("Gold evidence:", ", ".join(gold) or "none given") +
@@ -88,6 +92,17 @@ def missed(engine, result, spec) -> None:
         st.markdown(f"**Missed gold evidence** (outside the top {k}):\n\n" + "\n".join(f"- {line}" for line in lines))
 
 
+def chain_links(engine, spec) -> None:
+    """The gold evidence read as a chain, each turn to the next, as this engine's memory holds it at the cursor
+    (engine.eval.chain_links); only for an engine whose schema has causal relations."""
+    if chained and any(e.cause_end for e in spec.edge_types):
+        st.caption("The gold evidence read as a causal chain (root cause first), each turn to the next, in this "
+                   "memory now: a relation a why-question walks back, one citing other records, both turns in one "
+                   "node, a turn not yet consolidated, or none.")
+        st.dataframe(table(rv.chain_links_frame(follow_links(engine.state, spec, gold))), hide_index=True,
+                     width="stretch")
+
+
 def why(engine, result, spec) -> None:
     """The signals behind each returned result's rank, in an expander under its engine's table."""
     with st.expander(f"Why this rank · the {len(result.units)} returned results' signals"):
@@ -109,6 +124,7 @@ with left:
         st.dataframe(table(rv.gold_frame(rank_sources(res.candidates), gold, k, seen)), hide_index=True,
                      width="stretch")                     # ranks past k too, as the missed-gold lines give them
         missed(view, res, schema)
+        chain_links(view, schema)
     why(view, res, schema)
 with right:
     st.markdown(f"**{peer_schema.label}** · the same {wb.cursor} turns in a scratch database (top {k})")
@@ -121,6 +137,7 @@ with right:
             st.dataframe(table(rv.gold_frame(rank_sources(peer_res.candidates), gold, k, seen)), hide_index=True,
                          width="stretch")
             missed(peer, peer_res, peer_schema)
+            chain_links(peer, peer_schema)
         why(peer, peer_res, peer_schema)
         st.caption("Timings: " + " · ".join(f"{label.removesuffix(' (ms)')} {ms:.1f} ms"
                                              for label, ms in rv.stage_timings(peer_schema, peer_res.stages)))

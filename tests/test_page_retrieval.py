@@ -234,3 +234,60 @@ def test_a_never_candidate_gold_line_names_the_stage_and_escapes_the_id(make_eng
     gone = dataclasses.replace(sp, best=None, units=0)
     assert shown_text(rv.missed_gold_lines([gone], 5, eng.schema, seen=set())[0])[0] == \
         f"{sid} not ingested yet at this turn"
+
+
+def test_a_causal_chain_question_tables_its_links_as_the_memory_holds_them(tmp_path):
+    """A causal suite scenario in MemLoom, its steward run every three sessions: picking a chain question tables
+    each link of its gold chain as the engine's state holds it at the cursor. Right after the effect is said, its
+    link is pending (the turn waits in the real-time buffer); at the end the steward has made links relations.
+    The naive peer, which has no causal relation, tables none, and neither does All-Mem on the demo."""
+    from engine.bench.datasets import chain_question
+    from engine.eval.chain_links import LINK_FATE_LABELS, LinkFate, follow_links
+
+    source = ROOT / "datasets" / "causal" / "validation.jsonl"
+    at, wb = open_page()
+    causal = Workbench.open(source, "lab-freezer", engine="memloom", schedule="every-3-sessions",
+                            embedder=wb.engine.embedder, workdir=tmp_path)
+    turns = [t.id for t in causal.conversation.turns]
+    end = len(turns)
+
+    def fate(cursor: int, cause: str, effect: str) -> LinkFate:
+        causal.jump(cursor)
+        return follow_links(causal.view.state, causal.schema, [cause, effect])[0].fate
+    # a link whose effect waits in the buffer right after it is said, and which the steward has made a relation
+    # citing both turns by the end
+    question, link = next((q, i) for q in causal.conversation.questions if q.category == 1
+                          for i, (a, b) in enumerate(zip(q.evidence, q.evidence[1:]))
+                          if fate(turns.index(b) + 1, a, b) == LinkFate.PENDING and fate(end, a, b) == LinkFate.CITED)
+    effect = turns.index(question.evidence[link + 1])
+
+    def links_tables(cursor: int):
+        causal.jump(cursor)
+        at.session_state["workbench"] = causal
+        at.run()
+        at.selectbox(key="retrieval_question").set_value(question).run()
+        assert not at.exception
+        return [d.value for d in at.dataframe if list(d.value.columns) == ["cause", "effect", "link", "relation"]]
+
+    (ours,) = links_tables(effect + 1)
+    expected = follow_links(causal.view.state, causal.schema, question.evidence)
+    assert list(ours["link"]) == [LINK_FATE_LABELS[x.fate] for x in expected]
+    assert ours["link"][link] == LINK_FATE_LABELS[LinkFate.PENDING] and ours["relation"][link] == "–"
+
+    (ours,) = links_tables(end)
+    expected = follow_links(causal.view.state, causal.schema, question.evidence)
+    assert list(zip(ours["cause"], ours["effect"])) == list(zip(question.evidence, question.evidence[1:]))
+    assert list(ours["link"]) == [LINK_FATE_LABELS[x.fate] for x in expected]
+    assert ours["link"][link] == LINK_FATE_LABELS[LinkFate.CITED]
+    edge = causal.view.state.edges[tuple(expected[link].edge)]
+    assert edge.type == "CAUSAL_FOLLOW" and ours["relation"][link] == f"CAUSAL_FOLLOW {edge.confidence:.2f}"
+
+    at, wb = open_page()
+    wb.jump(len(wb.conversation.turns))
+    multi_hop = next(q for q in wb.conversation.questions if chain_question(wb.conversation, q))
+    at.session_state["workbench"] = wb
+    at.run()
+    at.selectbox(key="retrieval_question").set_value(multi_hop).run()
+    assert not at.exception
+    assert not [d for d in at.dataframe if list(d.value.columns) == ["cause", "effect", "link", "relation"]]
+    assert any("gold id" in d.value.columns for d in at.dataframe)

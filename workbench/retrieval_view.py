@@ -18,6 +18,7 @@ from engine.retrieval.explain import Placement, Signals, SourcePlacement
 from engine.retrieval.result import RetrievalResult, RetrievedUnit, given
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
+from engine.eval.chain_links import LINK_FATE_LABELS, ChainLink
 from workbench.graph_style import kind_field, kind_label, status_tag, visibility_text
 from workbench.text import MISSING, md_code, md_escape
 
@@ -271,6 +272,15 @@ def gold_frame(ranked: Sequence[str], gold: Sequence[str], k: int, seen: set[str
         rows.append({"gold id": gid, f"in top {k}": HIT if rank and rank <= k else MISS,
                      "rank": rank, "note": note})
     return pd.DataFrame(rows, columns=["gold id", f"in top {k}", "rank", "note"])
+
+
+def chain_links_frame(links: Sequence[ChainLink]) -> pd.DataFrame:
+    """Each link of a causal chain question's gold chain (cause turn -> effect turn) as the memory holds it now
+    (engine.eval.chain_links): the relation a why-question can walk, with its confidence, or why there is none."""
+    rows = [{"cause": link.cause, "effect": link.effect, "link": LINK_FATE_LABELS[link.fate],
+             "relation": f"{link.edge[2]} {link.confidence:.2f}" if link.edge and link.confidence is not None
+             else link.edge[2] if link.edge else "–"} for link in links]
+    return pd.DataFrame(rows, columns=["cause", "effect", "link", "relation"])
 
 
 def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None = None,

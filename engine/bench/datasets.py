@@ -108,6 +108,16 @@ def dataset(name: str) -> DatasetSpec:
         raise BenchInputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}") from None
 
 
+def chain_question(conversation: Conversation, question: Question) -> bool:
+    """Whether a question's gold can be read as a causal chain, root cause first: the causal suite's chain
+    category, two or more evidence turns, in the conversation's order. A file does not say which dataset's
+    categories it uses (LoCoMo's category 1 is multi-hop), so a page that reads evidence this way says so."""
+    order = {t.id: i for i, t in enumerate(conversation.turns)}
+    at = [order.get(t) for t in question.evidence]
+    return (str(question.category) in DATASETS["causal"].chains and len(at) > 1 and None not in at
+            and at == sorted(at) and len(set(at)) == len(at))
+
+
 def file_format(path: Path) -> str:
     """locomo | longmemeval | qmsum | jsonl | unknown, from the extension and the first item."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
