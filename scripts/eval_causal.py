@@ -131,11 +131,13 @@ def main() -> int:
                                                 f"{len(asked) // max(len(engines), 1)} questions ({elapsed:.0f}s)")}
     result["chain_links"] = {}
     for name in engines:
-        held = tally_links([r for r in asked if r["engine"] == name and "chain_links" in r])
+        held = tally_links([r for r in asked if r["engine"] == name and "chain_links" in r],
+                           lambda r: r["scr5"] == 1.0)
         if held.get("links"):
             result["chain_links"][name] = held
             print(f"{name:10} links of the chains: " + ", ".join(f"{f} {n}" for f, n in held["fates"].items())
-                  + f"; chains held whole {held['held_whole']} of {held['questions']}")
+                  + f"; chains held whole {held['held_whole']} of {held['questions']}, "
+                    f"{held['held_whole_ranked_whole']} of them whole in the top 5")
     other = [r for r in rows if r["variant"] > 0]
     if other:
         result["paraphrased"] = table(other, engines, f"\nthe same questions in {len(other) // len(engines)} "

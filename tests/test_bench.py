@@ -298,7 +298,11 @@ def test_causal_suite_reports_chain_metrics(tmp_path):
             assert q.get("chain_links") == expected
     for system in ("naive", "memloom"):
         held = result["summary"][system]["chain_links"]
-        assert held == tally_links([q for q in result["questions"] if q["system"] == system])
+        mine = [q for q in result["questions"] if q["system"] == system]
+        assert held == {"k": 5, **tally_links(mine, lambda q: q["metrics"]["scr@5"] == 1.0)}
+        assert held["held_whole_ranked_whole"] == sum(
+            q["metrics"]["scr@5"] == 1.0 and all(link["fate"] == "cited" for link in q["chain_links"])
+            for q in mine if q.get("chain_links"))
         assert held["links"] == sum(len(q["gold"]) - 1 for q in chain)
     assert set(result["summary"]["naive"]["chain_links"]["fates"].values()) - {0} == {
         result["summary"]["naive"]["chain_links"]["links"]}

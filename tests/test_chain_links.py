@@ -93,11 +93,14 @@ def test_a_turn_still_in_the_buffer_is_pending(scenario, embedder, tmp_path):
     assert link.fate != LinkFate.PENDING
 
 
-def test_the_tally_counts_links_and_chains_held_whole():
-    records = [{"category": "1", "chain_links": [{"fate": "cited"}, {"fate": "cited"}]},
-               {"category": "1", "chain_links": [{"fate": "cited"}, {"fate": "unlinked"}]},
+def test_the_tally_counts_links_chains_held_whole_and_those_the_ranking_kept():
+    records = [{"category": "1", "chain_links": [{"fate": "cited"}, {"fate": "cited"}], "whole": False},
+               {"category": "1", "chain_links": [{"fate": "cited"}], "whole": True},
+               {"category": "1", "chain_links": [{"fate": "cited"}, {"fate": "unlinked"}], "whole": True},
                {"category": "4"}]
     held = tally_links(records)
-    assert (held["links"], held["questions"], held["held_whole"]) == (4, 2, 1)
-    assert held["fates"]["cited"] == 3 and held["fates"]["unlinked"] == 1 and held["fates"]["pending"] == 0
+    assert (held["links"], held["questions"], held["held_whole"]) == (5, 3, 2)
+    assert held["fates"]["cited"] == 4 and held["fates"]["unlinked"] == 1 and held["fates"]["pending"] == 0
     assert held["by_category"] == {"1": held["fates"]}
+    assert "held_whole_ranked_whole" not in held
+    assert tally_links(records, lambda q: q["whole"])["held_whole_ranked_whole"] == 1

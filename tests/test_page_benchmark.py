@@ -510,6 +510,7 @@ def test_the_causal_chains_links_are_tabled_as_the_result_counts_them(tmp_path, 
         held = result.summary[row["system"]]["chain_links"]
         assert [row[LINK_FATE_LABELS[f]] for f in LinkFate] == [held["fates"][str(f)] for f in LinkFate]
         assert row["chains held whole"] == f"{held['held_whole']} of {held['questions']}"
+        assert row["of them whole in the top 5"] == held["held_whole_ranked_whole"]
     naive = table.iloc[0]
     assert naive[LINK_FATE_LABELS[LinkFate.UNLINKED]] == result.summary["naive"]["chain_links"]["links"] > 0
     assert table.iloc[1][LINK_FATE_LABELS[LinkFate.CITED]] > 0

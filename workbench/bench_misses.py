@@ -56,11 +56,13 @@ def misses_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
 
 def chain_links_frame(result: BenchResult, systems: list[str]) -> pd.DataFrame:
     """Per system: the causal chains' links (cause turn -> effect turn) by how the memory held them at the last
-    round, and the chains it held whole (every link a relation citing both turns)."""
+    round, the chains it held whole (every link a relation citing both turns), and how many of those the ranking
+    kept whole in the top k."""
     rows = []
     for s in systems:
         c = (result.summary.get(s) or {}).get("chain_links")
         if c:
             rows.append({"system": s, "chains held whole": f"{c['held_whole']} of {c['questions']}",
+                         f"of them whole in the top {c.get('k')}": c.get("held_whole_ranked_whole"),
                          **{LINK_FATE_LABELS[f]: c["fates"].get(str(f), 0) for f in LinkFate}})
     return pd.DataFrame(rows)

@@ -171,11 +171,13 @@ def chain_links_table(result: dict) -> list[str]:
         c = result["summary"].get(label, {}).get("chain_links")
         if c:
             rows.append([label, *(c["fates"].get(str(f), 0) for f in LinkFate),
-                         f"{c['held_whole']} of {c['questions']}"])
+                         f"{c['held_whole']} of {c['questions']}", c.get("held_whole_ranked_whole", "–")])
     if not rows:
         return []
+    k = next(result["summary"][r[0]]["chain_links"].get("k") for r in rows)
     return ["**how each link of the causal chains is held** (cause turn -> effect turn, last round)", "",
-            *_table(["system", *(str(f) for f in LinkFate), "chains held whole"], rows), ""]
+            *_table(["system", *(str(f) for f in LinkFate), "chains held whole",
+                     f"of them whole in the top {k}"], rows), ""]
 
 
 def latency_table(result: dict) -> list[str]:

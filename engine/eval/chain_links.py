@@ -24,6 +24,7 @@ A relation the wrong way round (the cause's node as the effect) does not count.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Iterable
@@ -114,19 +115,26 @@ def _cites(state: MemoryState, evidence: list[int], cause: str, effect: str) -> 
     return cause in said and effect in said
 
 
-def tally_links(records: list[dict]) -> dict:
+def tally_links(records: list[dict], ranked_whole: Callable[[dict], bool] | None = None) -> dict:
     """Over question records holding `chain_links`: links per fate, per category, and the questions whose every
-    link is cited (a chain the memory holds whole)."""
+    link is cited (a chain the memory holds whole). With `ranked_whole` (whether a record's chain was whole in
+    its top k), also how many of those held whole the ranking kept whole: the rest were lost by ranking, not by
+    the memory."""
     fates: Counter = Counter()
     by_category: dict[str, Counter] = {}
-    whole = 0
+    whole = kept = 0
     for q in records:
         links = q.get("chain_links") or []
         for link in links:
             fates[link["fate"]] += 1
             by_category.setdefault(str(q.get("category")), Counter())[link["fate"]] += 1
-        whole += bool(links) and all(link["fate"] == LinkFate.CITED for link in links)
+        held = bool(links) and all(link["fate"] == LinkFate.CITED for link in links)
+        whole += held
+        kept += held and ranked_whole is not None and ranked_whole(q)
     order = list(LinkFate)
-    return {"links": sum(fates.values()), "questions": sum(1 for q in records if q.get("chain_links")),
-            "held_whole": whole, "fates": {str(f): fates[f] for f in order},
-            "by_category": {c: {str(f): n[f] for f in order} for c, n in sorted(by_category.items())}}
+    out = {"links": sum(fates.values()), "questions": sum(1 for q in records if q.get("chain_links")),
+           "held_whole": whole, "fates": {str(f): fates[f] for f in order},
+           "by_category": {c: {str(f): n[f] for f in order} for c, n in sorted(by_category.items())}}
+    if ranked_whole is not None:
+        out["held_whole_ranked_whole"] = kept
+    return out
