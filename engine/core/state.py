@@ -93,6 +93,10 @@ class MemoryState:
             counts[u.status] += 1
         return dict(sorted(counts.items()))
 
+    def carriers(self, source_id: str) -> list[int]:
+        """The nodes that carry a dataset turn (its id among their `source_ids`), in the order they were made."""
+        return [u.id for u in self.nodes.values() if source_id in u.source_ids]
+
     def out(self, uid: int, etype: str) -> set[int]:
         return self.out_adj.get(uid, {}).get(etype, set())
 

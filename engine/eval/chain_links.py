@@ -70,16 +70,11 @@ class ChainLink:
         return out
 
 
-def carriers(state: MemoryState, source_id: str) -> set[int]:
-    """The nodes that carry a dataset turn."""
-    return {u.id for u in state.nodes.values() if source_id in u.source_ids}
-
-
 def follow_links(state: MemoryState, schema: EngineSchema, chain: Iterable[str]) -> list[ChainLink]:
     """The fate of each consecutive (cause, effect) pair of `chain` (root cause first) in `state`."""
     chain = list(dict.fromkeys(chain))
     ends = {e.name: e.cause_end for e in schema.edge_types if e.cause_end and not e.query_time}
-    held = {t: carriers(state, t) for t in chain}
+    held = {t: set(state.carriers(t)) for t in chain}
     relations = []
     for edge in state.edges.values():
         end = ends.get(edge.type)

@@ -117,7 +117,7 @@ def follow_gold(engine: ExplainingMemory, res: RetrievalResult, gold: Iterable[s
             if capped is not None:
                 signal, gap = capped[0] or signal, capped[1]
             out.append(Miss(sp.source_id, Fate.BELOW_K, signal=signal, gap=gap, **common))
-        elif visible := [u for u in _carriers(engine, sp.source_id) if engine.state.nodes[u].visible]:
+        elif visible := [u for u in engine.state.carriers(sp.source_id) if engine.state.nodes[u].visible]:
             p = _most_relevant(engine.explain(res, visible).values())      # where its surface node fell
             signal, gap = held_back_by(p.signals, cut)
             out.append(Miss(sp.source_id, Fate.NOT_REACHED, source_rank=sp.source_rank, unit=p.uid,
@@ -145,10 +145,6 @@ def _capped(res: RetrievalResult, the_cut: tuple[str, RetrievedUnit, dict] | Non
 
 def _most_relevant(placements) -> Placement:
     return max(placements, key=lambda p: (p.signals.relevance if p.signals is not None else float("-inf"), -p.uid))
-
-
-def _carriers(engine: ExplainingMemory, source_id: str) -> list[int]:
-    return [u.id for u in engine.state.nodes.values() if source_id in u.source_ids]
 
 
 def _the_cut(res: RetrievalResult, k: int) -> tuple[str, RetrievedUnit, dict] | None:
