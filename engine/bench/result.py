@@ -74,7 +74,8 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         at_last = [q for q in qs if str(rounds) in q["by_round"]]
         last = _scores(at_last, str(rounds), metrics, categories)
         costs = pool_llm_costs(res["llm_costs"] for res in mine)
-        summary[label] = {**last, "misses": _misses(at_last, ks[0]), "chain_links": _chain_links(at_last, ks[0]),
+        summary[label] = {**last, "misses": _misses(at_last, ks[0]),
+                          **({"chain_links": _chain_links(at_last, ks[0])} if spec.chains else {}),
                           "latency_ms": {"insert": _latency([res["latency_ms"]["insert"] for res in mine]),
                                          "query": _latency([res["latency_ms"]["query"] for res in mine])},
                           "llm_tokens": {role: {k: t[k] for k in ("calls", "prompt", "completion")}
@@ -160,7 +161,7 @@ def _misses(records: list[dict], k: int) -> dict:
 
 def _chain_links(records: list[dict], k: int) -> dict:
     """How the memory held each link of the causal chains asked at the last round (engine.eval.chain_links), and
-    how many chains held whole were whole in the top k; {} for a dataset without chains."""
+    how many chains held whole were whole in the top k; {} for a system that ranks nothing."""
     followed = [q for q in records if "chain_links" in q]
     return {"k": k, **tally_links(followed, lambda q: q["metrics"].get(f"scr@{k}") == 1.0)} if followed else {}
 
