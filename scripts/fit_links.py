@@ -136,8 +136,8 @@ def main() -> int:
               f"{fits[cap][1]:.3f} top3 {fits[cap][2]:.3f}")
     cap = max(SUBSTANCES, key=lambda c: (fits[c][0], -c))
     w, b = fits[cap][3:]
-    print(f"fit on {'+'.join(fit_on)}:", len(built.joined(fit_on, cap)[2]), "pairs,",
-          int(built.joined(fit_on, cap)[1].sum()), "links")
+    _, y, g = built.joined(fit_on, cap)
+    print(f"fit on {'+'.join(fit_on)}:", len(g), "pairs,", int(y.sum()), "links")
     print(f"SUBSTANCE_CAP = {cap}\nWEIGHTS = np.array([" + ", ".join(f"{x:.3f}" for x in w) + f"])\nBIAS = {b:.3f}")
     print("  (" + ", ".join(FEATURES) + ")")
     out = {"fit_on": fit_on, "features": list(FEATURES), "substance_cap": cap,
