@@ -104,3 +104,21 @@ def test_the_tally_counts_links_chains_held_whole_and_those_the_ranking_kept():
     assert held["by_category"] == {"1": held["fates"]}
     assert "held_whole_ranked_whole" not in held
     assert tally_links(records, lambda q: q["whole"])["held_whole_ranked_whole"] == 1
+
+
+def test_only_a_file_of_the_causal_suites_format_reads_its_gold_as_a_chain(scenario):
+    """LoCoMo JSON's category 1 is multi-hop: a question there whose evidence is in time order is not a chain.
+    The same kind of question in the team's JSONL (the causal suite, the demo) is."""
+    from conftest import locomo_or_skip
+
+    from engine.bench.datasets import chain_question
+
+    locomo = locomo_or_skip()
+    conv = load_conversations(locomo)[0]
+    order = {t.id: i for i, t in enumerate(conv.turns)}
+    ordered = [q for q in conv.questions if q.category == 1 and len(q.evidence) > 1
+               and all(e in order for e in q.evidence)
+               and all(order[a] < order[b] for a, b in zip(q.evidence, q.evidence[1:]))]
+    assert ordered and not any(chain_question(locomo, conv, q) for q in ordered)
+    chains = [q for q in scenario.questions if q.category == 1]
+    assert chains and all(chain_question(CAUSAL, scenario, q) for q in chains)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from engine.bench.config import BenchConfig, System, command_line, system_schedule
 from engine.bench.datasets import DatasetSpec
+from engine.bench.figures import boundary_figures
 from engine.bench.protocol import STATIC
-from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY, boundary_figures
+from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY
 from engine.eval.chain_links import tally_links
 from engine.eval.metrics import construction_cost, latency_summary, llm_cost_summary, pool_llm_costs
 from engine.eval.misses import tally

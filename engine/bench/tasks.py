@@ -29,12 +29,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from engine.bench.datasets import Source, dataset, load_source, question_types
+from engine.bench.figures import boundary_row, memory_size, structure_figures
 from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.core.conversation import Conversation, Question
 from engine.core.oplog import OpKind
-from engine.core.segments import boundaries_from_labels
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS, answer_question, passages_from_turns, passages_from_units
-from engine.eval.diagnostics import structure
+from engine.eval.chain_links import follow_links
 from engine.eval.metrics import (
     attribution_auditability,
     bleu1,
@@ -45,9 +45,7 @@ from engine.eval.metrics import (
     rouge_l,
     token_f1,
 )
-from engine.eval.chain_links import follow_links
 from engine.eval.misses import follow_gold
-from engine.eval.segmentation import evaluate, turn_labels
 from engine.runtime.replay import Schedule, step
 
 FULL_HISTORY = "full-history"            # the answering ceiling: no memory, every ingested turn as context
@@ -287,7 +285,7 @@ class _Run:
                "construction": llm_tokens_by_role(self.engine.store),
                "structure": structure_figures(state), "boundaries": None}
         if not self.spec.questions:
-            out["boundaries"] = boundary_row(self.task, self.conv, state)
+            out["boundaries"] = boundary_row(self.task.source, self.task.system, self.conv, state)
         return out
 
 
@@ -378,36 +376,3 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
             "llm_costs": _costs(None, llm, embedder), "construction": None,
             "structure": {}, "boundaries": None}
-
-
-def memory_size(state) -> dict:
-    """Nodes by kind and status, edges by type."""
-    nodes: dict[str, dict[str, int]] = {}
-    for n in state.nodes.values():
-        by_status = nodes.setdefault(n.kind, {})
-        by_status[n.status] = by_status.get(n.status, 0) + 1
-    return {"nodes": {kind: dict(sorted(s.items())) for kind, s in sorted(nodes.items())},
-            "edges": dict(sorted(state.edge_counts().items()))}
-
-
-def structure_figures(state) -> dict:
-    s = structure(state)
-    return {"visible_ratio": s["visible_ratio"], "cov": {str(h): c for h, c in s["coverage"].items()},
-            "h95": s["h95"]}
-
-
-def boundary_row(task: BenchTask, conv: Conversation, state) -> dict:
-    """Pk, WindowDiff and ΔB of the engine's events against the meeting's gold topic segmentation."""
-    n = len(conv.turns)
-    hyp = boundaries_from_labels(turn_labels(state))
-    return boundary_figures(task.source, conv.id, task.system, n, hyp)
-
-
-def boundary_figures(source: str, meeting: str, system: str, n: int, hyp: list[int]) -> dict:
-    from engine.loaders.qmsum import gold_boundaries
-
-    gold = gold_boundaries(source, n)
-    figures = evaluate(gold, hyp, n)
-    return {"meeting": meeting, "system": system, "turns": n, "boundaries": len(hyp), "gold_boundaries": len(gold),
-            "pk": figures["pk"], "window_diff": figures["window_diff"], "delta_b": figures["delta_b"],
-            "delta_b_rate": figures.get("delta_b_rate")}
