@@ -2,7 +2,8 @@
 # postgresql for the PostgreSQL cases, the local model server for the live LLM tests: built once from source
 # with Debian's g++ and cmake, about 7 minutes on 2 cores, then cached), then run them all, slow, browser and
 # live-model tests included, with a throwaway PostgreSQL server on loopback for the duration of the run
-# (scripts/pg_test_server.sh; MEMWB_TEST_PG_URL).
+# (scripts/pg_test_server.sh; MEMWB_TEST_PG_URL). The 30 slowest tests are listed at the end, to keep the suite
+# well inside CI's limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -18,4 +19,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bash scripts/install_llm.sh
 export HF_HUB_OFFLINE=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-exec bash scripts/pg_test_server.sh run "${MEMWB_VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider "$@"
+exec bash scripts/pg_test_server.sh run "${MEMWB_VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider --durations=30 "$@"
