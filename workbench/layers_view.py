@@ -114,11 +114,12 @@ def layers_figure(state: MemoryState, kinds: list[str], inspected: int | None = 
                 hovertext=[_hover(u) for u in members], hoverinfo="text"))
     band = {k: len(kinds) - 1 - i for i, k in enumerate(kinds)}
     labels = [(schema.kind(k).label if schema is not None and schema.kind(k) else k) for k in kinds]
-    fig.update_layout(height=140 + 110 * len(kinds), margin={"l": 10, "r": 10, "t": 30, "b": 10},
+    fig.update_layout(height=170 + 110 * len(kinds), margin={"l": 10, "r": 10, "t": 70, "b": 10},
                       yaxis={"tickvals": [band[k] for k in kinds], "ticktext": [html.escape(x) for x in labels],
                              "range": [-0.6, len(kinds) - 0.4], "zeroline": False},
                       xaxis={"title": "position in the conversation (turn)", "zeroline": False},
-                      legend={"orientation": "h", "y": -0.12}, plot_bgcolor="#ffffff", dragmode="pan",
+                      legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # clear of the x title
+                      plot_bgcolor="#ffffff", dragmode="pan",
                       title="Layers along lineage links (click a node to inspect it)")
     return fig
 
