@@ -48,7 +48,7 @@ if source == QUESTION:
                              format_func=lambda q: f"{q.id.split(':')[-1]} · {q.question}")
     query = question.question
     gold = tuple(question.evidence)
-    chained = chain_question(wb.source_path, wb.conversation, question)
+    chained = chain_question(wb.conversation, question)
     unseen = [g for g in gold if g not in seen]
     st.markdown(text_html("Gold answer:", question.answer or "—") +
                 text_html("Gold evidence:", ", ".join(gold) or "none given") +

@@ -119,6 +119,6 @@ def test_only_a_file_of_the_causal_suites_format_reads_its_gold_as_a_chain(scena
     ordered = [q for q in conv.questions if q.category == 1 and len(q.evidence) > 1
                and all(e in order for e in q.evidence)
                and all(order[a] < order[b] for a, b in zip(q.evidence, q.evidence[1:]))]
-    assert ordered and not any(chain_question(locomo, conv, q) for q in ordered)
+    assert ordered and not any(chain_question(conv, q) for q in ordered)
     chains = [q for q in scenario.questions if q.category == 1]
-    assert chains and all(chain_question(CAUSAL, scenario, q) for q in chains)
+    assert chains and all(chain_question(scenario, q) for q in chains)

@@ -284,7 +284,7 @@ def test_a_causal_chain_question_tables_its_links_as_the_memory_holds_them(tmp_p
 
     at, wb = open_page()
     wb.jump(len(wb.conversation.turns))
-    multi_hop = next(q for q in wb.conversation.questions if chain_question(wb.source_path, wb.conversation, q))
+    multi_hop = next(q for q in wb.conversation.questions if chain_question(wb.conversation, q))
     at.session_state["workbench"] = wb
     at.run()
     at.selectbox(key="retrieval_question").set_value(multi_hop).run()

@@ -108,20 +108,29 @@ def dataset(name: str) -> DatasetSpec:
         raise BenchInputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}") from None
 
 
-def chain_question(source: Path, conversation: Conversation, question: Question) -> bool:
-    """Whether a question's gold can be read as a causal chain, root cause first: a file of the causal suite's
-    format (the team's JSONL, as the suite and the demo are written; LoCoMo JSON's category 1 is multi-hop), the
-    suite's chain category, two or more evidence turns, in the conversation's order. A JSONL file does not say
-    which dataset's categories it uses, so a page that reads evidence this way says so."""
+def chain_question(conversation: Conversation, question: Question) -> bool:
+    """Whether a question's gold can be read as a causal chain, root cause first: read from a file of the causal
+    suite's format (the team's JSONL, as the suite and the demo are written; LoCoMo JSON's category 1 is
+    multi-hop), the suite's chain category, two or more evidence turns, in the conversation's order. A JSONL file
+    does not say which dataset's categories it uses, so a page that reads evidence this way says so."""
     order = {t.id: i for i, t in enumerate(conversation.turns)}
     at = [order.get(t) for t in question.evidence]
-    return (str(question.category) in DATASETS["causal"].chains and len(at) > 1 and None not in at
-            and all(a < b for a, b in zip(at, at[1:])) and _format_of(str(source)) in DATASETS["causal"].formats)
+    causal = DATASETS["causal"]
+    return (str(question.category) in causal.chains and len(at) > 1 and None not in at
+            and all(a < b for a, b in zip(at, at[1:])) and _format_of(conversation.source) in causal.formats)
 
 
-@lru_cache(maxsize=32)
 def _format_of(path: str) -> str:
-    """`file_format`, read once per file: a page asks on every rerun, and a LoCoMo file is parsed to know."""
+    """`file_format` of the file a conversation was loaded from, parsed once per version of it (a page asks on
+    every rerun, and a LoCoMo file is parsed to know); "unknown" when there is no such file."""
+    try:
+        return _cached_format(path, Path(path).stat().st_mtime_ns) if path else "unknown"
+    except OSError:
+        return "unknown"
+
+
+@lru_cache(maxsize=8)
+def _cached_format(path: str, mtime_ns: int) -> str:
     return file_format(Path(path))
 
 
