@@ -139,6 +139,23 @@ def test_status_colours_fall_back_to_a_palette():
     assert lv.status_colors(SCHEMA, ["active"]) == {"active": SCHEMA.status("active").color}
 
 
+def test_no_two_statuses_share_a_colour_in_the_lifecycle_chart():
+    """MemLoom declares colours for its event statuses only; its records' buffered and grounded took the palette's
+    first two, which are closed's blue and archived's grey, so a buffered record was drawn as a closed event."""
+    for name in ("memloom", "allmem", "gam", "recmem"):
+        schema = engine_schema(name)
+        statuses = [s.name for s in schema.statuses]
+        colours = lv.status_colors(schema, statuses)
+        assert len(set(colours.values())) == len(statuses), (name, colours)
+        assert all(colours[s.name] == s.color for s in schema.statuses if s.color)
+
+
+def test_the_lifecycle_legend_sits_above_the_plot_clear_of_the_turn_axis_title():
+    fig = lv.lifecycle_figure(_state(), [lv.lifecycle_lanes(_log())[2]], now=6)
+    assert fig.layout.xaxis.title.text == "turn number"
+    assert fig.layout.legend.y > 1 and fig.layout.legend.yanchor == "bottom"
+
+
 # -- routing ----------------------------------------------------------------------------------------------------
 ROUTING = {"decision": "CONTINUE", "tau_new": 0.3, "chosen": 6,
            "candidates": [{"event": 6, "cosine": 0.39, "delta_days": 0.002, "b_sw": 1, "score": 0.42},

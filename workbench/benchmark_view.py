@@ -18,6 +18,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from workbench.bench_result import BenchResult
+from workbench.chart_style import LEGEND_ABOVE
 from workbench.text import md_code, md_escape
 
 PALETTE = qualitative.Plotly + qualitative.D3
@@ -26,7 +27,7 @@ MEMORY_COLUMNS = 4                   # systems per row of the memory-growth grid
 _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.18))
 # bars with a system's name under each: names an ablation long slant down, so the legend goes above the plot
 # (under the title) and the bottom margin grows with the names
-SYSTEM_BARS = dict(margin=dict(l=10, r=10, t=90, b=10), legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
+SYSTEM_BARS = dict(margin=dict(l=10, r=10, t=90, b=10), legend=LEGEND_ABOVE,
                    xaxis=dict(automargin=True))
 
 

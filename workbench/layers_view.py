@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.core.state import MemoryState
+from workbench.chart_style import LEGEND_ABOVE
 from workbench.graph_style import kind_color, status_style
 
 JITTER = 0.12               # nodes of one band alternate this far above and below its line
@@ -118,7 +119,7 @@ def layers_figure(state: MemoryState, kinds: list[str], inspected: int | None = 
                       yaxis={"tickvals": [band[k] for k in kinds], "ticktext": [html.escape(x) for x in labels],
                              "range": [-0.6, len(kinds) - 0.4], "zeroline": False},
                       xaxis={"title": "position in the conversation (turn)", "zeroline": False},
-                      legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # clear of the x title
+                      legend=LEGEND_ABOVE,
                       plot_bgcolor="#ffffff", dragmode="pan",
                       title="Layers along lineage links (click a node to inspect it)")
     return fig

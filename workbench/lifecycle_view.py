@@ -29,6 +29,7 @@ import plotly.graph_objects as go
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
+from workbench.chart_style import LEGEND_ABOVE
 from workbench.text import MISSING
 
 LIFECYCLE_KINDS = (OpKind.NODE_CREATED, OpKind.STATUS_CHANGED, OpKind.NODE_RETRACTED)
@@ -191,11 +192,16 @@ def select_lanes(lanes: dict[int, Lane], ids: Iterable[int], max_lanes: int = MA
 
 
 def status_colors(schema: EngineSchema | None, statuses: Iterable[str]) -> dict[str, str]:
-    """The schema's colour per status; statuses without one get a fixed palette colour."""
-    out, spare = {}, iter(FALLBACK_COLORS * 4)
+    """The schema's colour per status; statuses without one get a palette colour no declared status uses, so
+    two statuses never share a colour (MemLoom's buffered records would otherwise be drawn as its closed events)."""
+    declared = {s.name: s.color for s in schema.statuses if s.color} if schema is not None else {}
+    free = [c for c in FALLBACK_COLORS if c not in declared.values()] or list(FALLBACK_COLORS)
+    out, spare = {}, 0
     for name in statuses:
-        spec = schema.status(name) if schema is not None else None
-        out[name] = spec.color if spec is not None and spec.color else next(spare)
+        if name in declared:
+            out[name] = declared[name]
+        else:
+            out[name], spare = free[spare % len(free)], spare + 1
     return out
 
 
@@ -263,9 +269,8 @@ def lifecycle_figure(state: MemoryState, lanes: list[Lane], now: float, title: s
                                  hovertext=mhover, hoverinfo="text"))
     fig.update_layout(
         barmode="overlay", title=title or None, height=110 + LANE_PX * max(1, len(lanes)),
-        margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 40}, legend={"orientation": "h", "y": -0.15 if
-                                                                               len(lanes) < 8 else -0.04,
-                                                                               "title": {"text": "status"}},
+        margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 40},
+        legend={**LEGEND_ABOVE, "title": {"text": "status"}},
         xaxis={"title": {"text": "turn number"}, "rangemode": "tozero", "gridcolor": "#eeeeee"},
         yaxis={"title": None, "categoryorder": "array", "categoryarray": labels[::-1], "tickfont": {"size": 11}},
         plot_bgcolor="#ffffff")
