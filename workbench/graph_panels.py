@@ -128,8 +128,8 @@ def lifecycle_panel(wb: Workbench, state: MemoryState, choice: GraphChoice) -> N
                    "recent, plus the inspected node): narrow by session, status or search to see the others.")
     else:
         st.caption(f"Showing {len(chosen.lanes)} of {chosen.matched} {noun} that pass the filters. Colour = status "
-                   "(as on the graph), ◆ = a transition: hover it for its cause and figures. Transitions an "
-                   "offline run made sit half a turn after the turn it ran at.")
+                   "(the graph's colour where the status has one of its own), ◆ = a transition: hover it for its "
+                   "cause and figures. Transitions an offline run made sit half a turn after the turn it ran at.")
     if not chosen.lanes:
         return
     now = max([float(state.turn)] + [t.x for ln in chosen.lanes for t in ln.transitions])
