@@ -119,8 +119,7 @@ def layers_figure(state: MemoryState, kinds: list[str], inspected: int | None = 
                       yaxis={"tickvals": [band[k] for k in kinds], "ticktext": [html.escape(x) for x in labels],
                              "range": [-0.6, len(kinds) - 0.4], "zeroline": False},
                       xaxis={"title": "position in the conversation (turn)", "zeroline": False},
-                      legend=LEGEND_ABOVE,
-                      plot_bgcolor="#ffffff", dragmode="pan",
+                      legend=LEGEND_ABOVE, plot_bgcolor="#ffffff", dragmode="pan",
                       title="Layers along lineage links (click a node to inspect it)")
     return fig
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import cycle
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -195,14 +196,8 @@ def status_colors(schema: EngineSchema | None, statuses: Iterable[str]) -> dict[
     """The schema's colour per status; statuses without one get a palette colour no declared status uses, so
     two statuses never share a colour (MemLoom's buffered records would otherwise be drawn as its closed events)."""
     declared = {s.name: s.color for s in schema.statuses if s.color} if schema is not None else {}
-    free = [c for c in FALLBACK_COLORS if c not in declared.values()] or list(FALLBACK_COLORS)
-    out, spare = {}, 0
-    for name in statuses:
-        if name in declared:
-            out[name] = declared[name]
-        else:
-            out[name], spare = free[spare % len(free)], spare + 1
-    return out
+    spare = cycle([c for c in FALLBACK_COLORS if c not in declared.values()] or FALLBACK_COLORS)
+    return {name: declared[name] if name in declared else next(spare) for name in statuses}
 
 
 def _status_label(schema: EngineSchema | None, name: str) -> str:
