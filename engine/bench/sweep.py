@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from engine.llm.embedder import Embedder, model_loads
+from engine.runtime.collector import batch_pace
 from engine.store.workspace import ENV as WORKSPACE_ENV
 from engine.store.workspace import workspace_dir
 
@@ -90,7 +91,8 @@ def _run_one(run: Run, task: T, embedder: Embedder) -> TaskOutcome[T]:
     started = time.perf_counter()
     result, error = None, None
     try:
-        result = run(task, embedder)
+        with batch_pace():
+            result = run(task, embedder)
     except Exception as exc:        # a failed task is reported; the sweep goes on
         error = TaskError(type(exc).__name__, str(exc), traceback.format_exc(), task_inputs(task))
     worker = WorkerInfo(os.getpid(), id(embedder), model_loads())

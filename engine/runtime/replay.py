@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 from engine.core.conversation import Conversation, Turn
 from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
+from engine.runtime.collector import batch_pace
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
 
@@ -190,13 +191,14 @@ def replay(engine, conversation: Conversation, schedule: Schedule,
     total = len(conversation.turns)
     engine.prefetch(conversation.turns[engine.state.turn:])
     ingested, others = 0, engine.others_records
-    while engine.state.turn < total:
-        if step(engine, conversation, schedule) is not None:
-            ingested += 1
-        if progress:
-            progress(engine.state.turn, total)
-    if schedule.kind != "manual":
-        engine.end_of_stream()
+    with batch_pace():
+        while engine.state.turn < total:
+            if step(engine, conversation, schedule) is not None:
+                ingested += 1
+            if progress:
+                progress(engine.state.turn, total)
+        if schedule.kind != "manual":
+            engine.end_of_stream()
     return summarize(engine, ingested=ingested, others=engine.others_records - others)
 
 
