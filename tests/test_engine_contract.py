@@ -94,6 +94,24 @@ def test_replay_fills_memory_as_the_schema_says(replayed, demo):
     assert all(r.process in {p.name for p in schema.processes} for r in st.runs.values())
 
 
+def test_each_colour_the_schema_draws_stands_for_one_kind_of_node(replayed):
+    """A graph fills a node with its status's colour, or its kind's where the status declares none (off the
+    surface and undeclared: hollow). So over the whole replay one colour stands for one kind of node: MemLoom's
+    closed events were drawn in the blue of its buffered sentence records."""
+    schema, kind_of = replayed.schema, {u.id: u.kind for u in replayed.state.nodes.values()}
+    held = {(kind_of[op.payload["node"]["id"]], op.payload["node"]["status"])
+            for op in replayed.store.ops(kinds=[OpKind.NODE_CREATED])}
+    held |= {(kind_of[op.payload["node"]], op.payload["status"])
+             for op in replayed.store.ops(kinds=[OpKind.STATUS_CHANGED]) if op.payload["node"] in kind_of}
+    kinds_of: dict[str, set[str]] = {}
+    for kind, name in held:
+        status = schema.status(name)
+        colour = status.color or (schema.kind(kind).color if status.surface else "")
+        if colour:
+            kinds_of.setdefault(colour, set()).add(kind)
+    assert kinds_of and all(len(kinds) == 1 for kinds in kinds_of.values()), kinds_of
+
+
 def test_at_turn_equals_a_fresh_fold(replayed):
     eng = replayed
     for t in (1, 9, 17, 30, TURNS):

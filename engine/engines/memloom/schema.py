@@ -75,7 +75,7 @@ SCHEMA = EngineSchema(
         StatusSpec(Life.ACTIVE, "active", True, "mature event: takes evidence and relations", "#59a14f", "diamond"),
         StatusSpec(Life.CLOSED, "closed", True, "read-only event after a boundary (a topic boundary, a session "
                    "shift, a completed task): relations, no new evidence",
-                   "#4e79a7", "box"),
+                   "#b07aa1", "box"),
         StatusSpec(Life.ARCHIVED, "archived", False, "retired by retention or timeline repair; reached by links",
                    "#8c8c8c", "square"),
     ),
