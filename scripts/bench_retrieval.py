@@ -9,6 +9,9 @@ Two measurements per engine, each over the same LoCoMo questions, whose vectors 
   new ids (a repeat reuses the cached vectors), until it holds each of `--sizes` turns, with no offline run
   (manual schedule); units are the engine's nodes then (for MemLoom, sentence records and events).
 
+Each build runs at the collector pace of a replay (`engine.runtime.collector`); the timed queries run at Python's
+default thresholds.
+
 Prints the figures and writes them to out/bench_retrieval.json (or --out). Embeddings come from the
 workspace's shared cache after the first run.
 
@@ -36,6 +39,7 @@ from engine.eval.metrics import latency_summary  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
 from engine.loaders.qmsum import load_qmsum  # noqa: E402
+from engine.runtime.collector import batch_pace  # noqa: E402
 from engine.runtime.replay import Schedule, prefetch_turns, step  # noqa: E402
 from engine.session import open_session  # noqa: E402
 
@@ -88,9 +92,10 @@ def one_conversation(name: str, work: Path, embedder: Embedder) -> dict:
     prefetch_turns(engine, conv.turns)
     embedder.embed(queries)
     schedule = Schedule.parse("every-3-sessions")
-    while step(engine, conv, schedule) is not None:
-        pass
-    engine.run_scheduled()
+    with batch_pace():
+        while step(engine, conv, schedule) is not None:
+            pass
+        engine.run_scheduled()
     return {"conversation": conv.id, "units": len(engine.state.nodes), "visible_units": len(engine.index),
             "queries": len(queries), "ms": measure(engine, queries)}
 
@@ -103,8 +108,9 @@ def growing(name: str, work: Path, embedder: Embedder, convs: list[Conversation]
     schedule = Schedule.parse("manual")
     out, started = {}, time.perf_counter()
     for size in sizes:
-        while engine.state.turn < size:
-            step(engine, conv, schedule)
+        with batch_pace():          # the build, as a replay paces it; the queries measured at Python's defaults
+            while engine.state.turn < size:
+                step(engine, conv, schedule)
         out[str(size)] = {"turns": engine.state.turn, "units": len(engine.state.nodes),
                           "visible_units": len(engine.index), "ms": measure(engine, queries),
                           "ingest_s": round(time.perf_counter() - started, 1)}
