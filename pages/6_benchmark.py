@@ -240,7 +240,8 @@ if paper is not None:
                "Absolute values differ (other models, prompts and data handling); what should hold is the "
                "direction: a variant the paper found worse than its full system should be worse here too (✓), and only "
                "a difference whose 95% paired-bootstrap interval leaves out 0 says anything (else: within noise). "
-               "`memwb reproduce ENGINE` runs every dataset the paper rows need.")
+               "An absolute figure (a graph's size, a construction cost) has no variant: read it as an order of "
+               "magnitude. `memwb reproduce ENGINE` runs every dataset the paper rows need.")
     st.dataframe(table(paper), hide_index=True, width="stretch")
 
 bench_costs_section(result)

@@ -20,6 +20,7 @@ from workbench import benchmark_view as bv
 from workbench.bench_result import BenchFileError, BenchResult, load_result
 from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace
 from workbench.retrieval_view import FREE_SOURCE, MISS, QUESTION_SOURCE
+from workbench.text import MISSING
 
 PAGE = "../pages/6_benchmark.py"
 MD_QUESTION = "demo:q99"            # its text holds **bold** and a markdown link
@@ -522,3 +523,28 @@ def test_the_causal_chains_links_are_tabled_as_the_result_counts_them(tmp_path, 
     gold = next(d.value for d in at.dataframe if bq.LINK_COLUMN in d.value.columns)
     assert list(gold["gold turn"]) == record["gold"]
     assert list(gold[bq.LINK_COLUMN]) == [bq.link_text(link) for link in record["chain_links"]] + ["–"]
+
+
+def test_the_paper_check_sets_gams_graph_size_beside_table_10(tmp_path, monkeypatch):
+    """A real GAM run on the demo: the Paper check table lists GAM's rows only, its graph after 3 sessions read
+    from the run's growth (an absolute figure, no variant), and Table 3's answer rows unmeasured without answers."""
+    from engine.bench.config import BenchConfig
+    from engine.bench.runner import run_benchmark
+    from workbench.model import DEMO_PATH
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    path = run_benchmark(BenchConfig(dataset="locomo", source=str(DEMO_PATH), engines=("gam",), protocol="static",
+                                     out=str(tmp_path / "benchmarks" / "demo")))
+    grown = load_result(path).summary["gam"]["growth"]["3"]
+    at = open_page()
+    paper = next(d.value for d in at.dataframe if "paper table" in d.value.columns)
+    assert set(paper["system"]) == {"gam", "gam-no-mfr"}               # GAM's rows only, w/o MFR not run
+    assert set(paper["paper table"]) == {"GAM Table 3", "GAM Table 10"}
+    rows = {(r["system"], r["metric"]): r for r in paper.to_dict("records")}
+    for kind, name in (("topic", "topic nodes"), ("event", "event nodes")):
+        row = rows[("gam", f"{name} after 3 sessions")]
+        assert float(row["project"]) == round(grown["nodes"][kind], 1) and row["direction"] == "absolute figure"
+    assert float(rows[("gam", "edges after 3 sessions")]["project"]) == round(grown["edges"], 1)
+    f1 = rows[("gam", "f1")]                                             # cells with a gap are shown as text
+    assert float(f1["paper"]) == 0.4 and f1["project"] == MISSING and f1["direction"] == "reference (full system)"
+    assert rows[("gam", "topic nodes after 15 sessions")]["project"] == MISSING     # the demo has 7 sessions

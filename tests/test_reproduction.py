@@ -7,11 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import LOCOMO, ROOT
 from test_bench import BUDGET_TALK, DEMO, DESIGN_TALK, _meeting, bench, result_of
 
+from engine.core.oplog import OpKind
+from engine.eval.metrics import call_tokens
 from engine.eval.reproduction import PAPER_ROWS, SAME_WITHIN, reproduction_plan
 from engine.eval.significance import compare_systems, per_item
+from engine.loaders import load_conversation
+from engine.session import open_session
 
 pytestmark = pytest.mark.slow
 
@@ -26,9 +30,13 @@ def test_the_plan_names_the_ablations_the_paper_rows_use():
     assert list(plan) == ["locomo"] and plan["locomo"]["engines"] == ["allmem"]
     assert plan["locomo"]["ablations"] == ["anchors-only", "no-merge", "no-recovery-links", "no-split",
                                            "no-type-priority", "no-update", "no-visibility"]
+    assert plan["locomo"]["answer"] is None
     memloom = reproduction_plan("memloom")
-    assert memloom == {"qmsum": {"engines": ["memloom"], "ablations": ["no-repair"]},
-                       "causal": {"engines": ["memloom"], "ablations": ["no-relations"]}}
+    assert memloom == {"qmsum": {"engines": ["memloom"], "ablations": ["no-repair"], "answer": None},
+                       "causal": {"engines": ["memloom"], "ablations": ["no-relations"], "answer": None}}
+    # GAM's Table 3 scores answers: its run answers every question (offline), with w/o MFR beside the full system
+    assert reproduction_plan("gam") == {"locomo": {"engines": ["gam"], "ablations": ["no-mfr"], "answer": "offline"}}
+    assert reproduction_plan("recmem") == {"locomo": {"engines": ["recmem"], "ablations": [], "answer": None}}
 
 
 def test_an_allmem_run_writes_its_paper_rows_beside_the_measured_figures(tmp_path):
@@ -38,7 +46,10 @@ def test_an_allmem_run_writes_its_paper_rows_beside_the_measured_figures(tmp_pat
     result = result_of(out)
     report = json.loads((out / "reproduction.json").read_text(encoding="utf-8"))
     rows = {(r["system"], r["metric"]): r for r in report["rows"]}
-    assert report["dataset"] == "locomo" and len(rows) == sum(r.dataset == "locomo" for r in PAPER_ROWS)
+    # All-Mem's rows only: the run has no GAM or RecMem, so their papers' rows are not listed
+    assert report["dataset"] == "locomo" and len(rows) == sum(r.dataset == "locomo" and r.engine == "allmem"
+                                                              for r in PAPER_ROWS)
+    assert {r["engine"] for r in report["rows"]} == {"allmem"}
     full = result["summary"]["allmem"]
     for system in ("allmem", "allmem-no-split", "allmem-anchors-only"):
         mine = result["summary"][system]
@@ -74,6 +85,63 @@ def test_an_allmem_run_writes_its_paper_rows_beside_the_measured_figures(tmp_pat
         lower = sum(mine[k] < full_r5[k] for k in mine)
         line = next(x for x in summary.splitlines() if x.startswith(f"| {system} | allmem |"))
         assert f"| {higher} / {lower} / {len(mine) - higher - lower} |" in line
+
+
+def test_gam_rows_read_the_offline_answers_and_the_memory_of_the_first_sessions(tmp_path):
+    """GAM Table 3 from the offline answers, Table 10 from the memory of the first sessions: each paper figure
+    beside what the run's answers and its stored memory hold."""
+    out = tmp_path / "run"
+    bench("--dataset", "locomo", DEMO, "--engines", "gam", "--ablations", "no-mfr", "--answer", "offline",
+          "--protocol", "static", "--out", out)
+    result = result_of(out)
+    report = json.loads((out / "reproduction.json").read_text(encoding="utf-8"))
+    rows = {(r["system"], r["metric"]): r for r in report["rows"]}
+    assert {r["engine"] for r in report["rows"]} == {"gam"}
+    gam, no_mfr = result["summary"]["gam"], result["summary"]["gam-no-mfr"]
+    for metric in ("f1", "bleu1"):
+        assert rows[("gam", metric)]["project"] == pytest.approx(gam["overall"][metric])
+        mfr = rows[("gam-no-mfr", metric)]
+        assert mfr["project"] == pytest.approx(no_mfr["overall"][metric]) and mfr["paper_direction"] == "worse"
+        assert mfr["project_vs_reference"] == pytest.approx(no_mfr["overall"][metric] - gam["overall"][metric],
+                                                            abs=1e-4)
+    # the memory of the first n sessions, read from the session database the run stored
+    demo = load_conversation(DEMO)
+    sessions = list(dict.fromkeys(t.session for t in demo.turns))
+    task = next(t for t in result["tasks"] if t["system"] == "gam")
+    engine = open_session(out / task["db"])
+    for n in range(1, len(sessions) + 1):
+        turns = [t for t in demo.turns if t.session in sessions[:n]]
+        grown = gam["growth"][str(n)]
+        assert grown["conversations"] == 1 and grown["nodes"]["event"] == len(turns)      # one event per turn
+        topics = [u for u in engine.state.nodes.values() if u.kind == "topic"
+                  and set(u.source_ids) <= {t.id for t in turns}]
+        assert grown["nodes"]["topic"] == len(topics)
+    assert gam["growth"][str(len(sessions))]["edges"] == len(engine.state.edges)
+    three = rows[("gam", "growth/3/topic")]
+    assert three["project"] == gam["growth"]["3"]["nodes"]["topic"] and three["paper"] == 8
+    assert three["role"] == "absolute" and rows[("gam", "f1")]["role"] == "reference"
+    assert rows[("gam", "growth/15/event")]["project"] is None            # the demo has 7 sessions
+    text = (out / "reproduction.md").read_text(encoding="utf-8")
+    line = f"| GAM Table 10 | after 3 sessions | `gam` | topic nodes after 3 sessions | 8.0 | {three['project']:,.1f} |"
+    assert line in text and "absolute figure" in text
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="needs the shared LoCoMo data")
+def test_reproduce_recmem_sets_its_construction_tokens_beside_table_1(tmp_path):
+    """`memwb reproduce recmem` on one LoCoMo conversation: RecMem's construction tokens per conversation (its
+    own logged LLM calls while building memory) beside the paper's Table 1, in thousands."""
+    proc = reproduce("recmem", "--conversations", "conv-26", "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    result = result_of(tmp_path / "out" / "locomo")
+    report = json.loads((tmp_path / "out" / "locomo" / "reproduction.json").read_text(encoding="utf-8"))
+    rows = [r for r in report["rows"] if r["metric"] == "construction_k"]
+    assert [r["paper"] for r in rows] == [202.4, 193.2] and all(r["role"] == "absolute" for r in rows)
+    task = next(t for t in result["tasks"] if t["system"] == "recmem")
+    calls = list(open_session(tmp_path / "out" / "locomo" / task["db"]).store.ops(kinds=[OpKind.LLM_CALL]))
+    tokens = sum(sum(call_tokens(c.payload)[:2]) for c in calls)
+    assert calls and all(r["project"] == pytest.approx(tokens / 1000) for r in rows)
+    assert "construction tokens per conversation (K)" in (tmp_path / "out" / "reproduction.md").read_text(
+        encoding="utf-8")
 
 
 def test_a_qmsum_run_puts_memloom_and_fixed_windows_beside_table_2(tmp_path):

@@ -38,6 +38,11 @@ def paired_frame(result: BenchResult, metric: str, against: str = FULL_SYSTEMS) 
     return pd.DataFrame(rows) if rows else None
 
 
+def _shown(value: float | None, row: dict) -> float | None:
+    """A paper or project figure to the places the report shows it (a count's mean to one decimal)."""
+    return None if value is None else round(value, row.get("decimals", 3))
+
+
 def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
     """The paper rows this result measures (engine.eval.reproduction), one line per paper figure; None when
     the run measures none."""
@@ -47,7 +52,7 @@ def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
     rows = []
     for r in report["rows"]:
         if r["reference"] is None:
-            direction = "reference (full system)"
+            direction = "absolute figure" if r.get("role") == "absolute" else "reference (full system)"
         elif r["agrees"] is None:
             direction = "not measured"
         else:
@@ -56,8 +61,9 @@ def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
             if r.get("within_noise"):
                 direction += " (within noise)"
         rows.append({"paper table": r["table"], "variant": r["variant"], "system": r["system"],
-                     "metric": r["metric"] + (" ↓" if r["lower_is_better"] else ""), "paper": r["paper"],
-                     "project": r["project"], "paper Δ vs full": r["paper_vs_reference"],
+                     "metric": (r.get("label") or r["metric"]) + (" ↓" if r["lower_is_better"] else ""),
+                     "paper": _shown(r["paper"], r), "project": _shown(r["project"], r),
+                     "paper Δ vs full": r["paper_vs_reference"],
                      "project Δ vs full": r["project_vs_reference"],
                      "project Δ 95% interval": interval_text(r.get("project_interval")), "direction": direction})
     return pd.DataFrame(rows)

@@ -1,5 +1,6 @@
 """The figures a benchmark task reads off a memory at a checkpoint: its size by kind, status and edge type, its
-structure (visible ratio, Cov(H)), and for a meeting its events' boundaries against the gold topics."""
+structure (visible ratio, Cov(H)), its growth session by session, and for a meeting its events' boundaries
+against the gold topics."""
 from __future__ import annotations
 
 from engine.core.conversation import Conversation
@@ -16,6 +17,18 @@ def memory_size(state) -> dict:
         by_status[n.status] = by_status.get(n.status, 0) + 1
     return {"nodes": {kind: dict(sorted(s.items())) for kind, s in sorted(nodes.items())},
             "edges": dict(sorted(state.edge_counts().items()))}
+
+
+def memory_through(state, turn_ids: set[str]) -> dict:
+    """The part of a memory made from the given turns: nodes by kind whose every source turn is among them, and
+    the edges between those nodes. Read as the next session opens, it is the memory of the sessions before it
+    once their end has been consolidated, without the turn that opened the next one (GAM Table 10's growth)."""
+    kept = {n.id: n.kind for n in state.nodes.values() if n.source_ids and set(n.source_ids) <= turn_ids}
+    nodes: dict[str, int] = {}
+    for kind in kept.values():
+        nodes[kind] = nodes.get(kind, 0) + 1
+    edges = sum(1 for src, dst, _ in state.edges if src in kept and dst in kept)
+    return {"nodes": dict(sorted(nodes.items())), "edges": edges}
 
 
 def structure_figures(state) -> dict:

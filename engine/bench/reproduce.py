@@ -1,9 +1,10 @@
 """`memwb reproduce ENGINE`: the benchmark runs that measure an engine's paper rows, and one report over them.
 
 Which runs: `engine.eval.reproduction.reproduction_plan` (per dataset, the engine and the ablations its paper's
-rows name). Where the data is: LoCoMo dev-8 and QMSum test from the shared data folder, the causal suite's
-test split from the bundled datasets. Retrieval is measured the paper's way, once the whole conversation is
-in memory (the static protocol); QMSum scores the events at the end of each meeting either way.
+rows name, and whether they score answers). Where the data is: LoCoMo dev-8 and QMSum test from the shared data
+folder, the causal suite's test split from the bundled datasets. Retrieval is measured the paper's way, once the
+whole conversation is in memory (the static protocol); QMSum scores the events at the end of each meeting either
+way.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def reproduce(engine: str, out: str | None = None, conversations: tuple[str, ...
         path = run_benchmark(BenchConfig(
             dataset=name, source=str(dataset_source(name)), engines=tuple(need["engines"]),
             ablations=tuple(need["ablations"]), protocol="static", out=str(root / name), command=command,
+            answer=need["answer"],
             conversations=conversations if name == "locomo" else None), progress=progress)
         report_file = path.with_name(REPRODUCTION_FILE)
         if report_file.exists():

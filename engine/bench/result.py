@@ -2,8 +2,8 @@
 
 Its own module because pooling is a concept apart from running: `assemble` turns the tasks' outcomes into
 the per-round detail and per-system summary (scores overall, by category and for the first-round cohort,
-misses, latency, LLM costs, construction cost, structure) and, for a dataset of event boundaries, adds the
-two baselines; `figures` strips what may differ between two runs of one command.
+misses, latency, LLM costs, construction cost, structure, growth by session) and, for a dataset of event
+boundaries, adds the two baselines; `figures` strips what may differ between two runs of one command.
 """
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
                                          for role, t in costs.items()},
                           "llm_costs": llm_cost_summary(costs),
                           "construction": _construction(mine),
-                          "structure": _mean_structure([res["structure"] for res in mine])}
+                          "structure": _mean_structure([res["structure"] for res in mine]),
+                          "growth": _mean_growth([res.get("growth") or [] for res in mine])}
     boundaries = None
     systems_out = {s.label: {"engine": None if s.engine == FULL_HISTORY else s.engine, "settings": s.settings,
                              "ablations": list(s.ablations), "schedule": system_schedule(config, spec, s.engine)}
@@ -104,7 +105,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
             systems_out[baseline] = {"engine": None, "settings": settings, "ablations": []}
             summary[baseline] = {"overall": {}, "by_category": {}, "cohort": {},
                                  "latency_ms": {"insert": {}, "query": {}}, "llm_tokens": {}, "llm_costs": {},
-                                 "construction": None, "structure": {}}
+                                 "construction": None, "structure": {}, "growth": {}}
         for label in summary:
             rows = [b for b in boundaries if b["system"] == label]
             summary[label]["overall"] = {m: _mean([b[m] for b in rows]) for m in metrics}
@@ -193,6 +194,22 @@ def _construction(results: list[dict]) -> dict | None:
     that builds no memory (the full-history ceiling)."""
     tallies = {res["conversation"]: res["construction"] for res in results if res.get("construction") is not None}
     return construction_cost(tallies) if tallies else None
+
+
+def _mean_growth(items: list[list[dict]]) -> dict:
+    """Per count of sessions n: how many conversations reached it, and the mean nodes by kind and edges of their
+    memory of the first n sessions (a kind a conversation lacks counts 0 there)."""
+    by_n: dict[int, list[dict]] = {}
+    for growth in items:
+        for g in growth:
+            by_n.setdefault(g["sessions"], []).append(g)
+    out = {}
+    for n, rows in sorted(by_n.items()):
+        kinds = sorted({k for g in rows for k in g["nodes"]})
+        out[str(n)] = {"conversations": len(rows), "nodes": {k: _mean([g["nodes"].get(k, 0) for g in rows])
+                                                               for k in kinds},
+                       "edges": _mean([g["edges"] for g in rows])}
+    return out
 
 
 def _mean_structure(items: list[dict]) -> dict:

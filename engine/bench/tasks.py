@@ -3,7 +3,8 @@
 `run_task(task, embedder)` is a pure function of the task (dataset time, the engines' fixed seeds, a fresh
 session database), so a sweep may run tasks serially or on Ray workers and get the same figures. It
 returns that task's part of the result (docs/BENCHMARK_FORMAT.md): per-question records, per-round
-records with memory size and latency samples, LLM tokens, structure and, for QMSum, boundaries.
+records with memory size and latency samples, LLM tokens, structure, the memory's growth session by session
+and, for QMSum, boundaries.
 
 Latency: inserts are timed per step (`ingest`, and `offline` for a scheduled run inside the stream,
 `total` for the whole step); queries by the engine's own stages (`RetrievalResult.stages`). Turn and
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from engine.bench.datasets import Source, dataset, load_source, question_types
-from engine.bench.figures import boundary_row, memory_size, structure_figures
+from engine.bench.figures import boundary_row, memory_size, memory_through, structure_figures
 from engine.bench.protocol import STATIC, Checkpoint, plan
 from engine.core.conversation import Conversation, Question
 from engine.core.oplog import OpKind
@@ -138,8 +139,13 @@ def run_task(task: BenchTask, embedder) -> dict:
     due = {}
     for cp in checkpoints:
         due.setdefault(cp.turns, []).append(cp)
-    for _ in conv.turns:
+    growth: list[dict] = []             # the memory of the first n sessions, read as session n + 1 opens
+    heard: set[str] = set()
+    for i, turn in enumerate(conv.turns):
         run.insert(lambda timings: step(engine, conv, schedule, timings))
+        if i and turn.session != conv.turns[i - 1].session:
+            growth.append({"sessions": len(growth) + 1, "turns": i, **memory_through(engine.state, heard)})
+        heard.add(turn.id)
         if not at_end:
             for cp in due.get(engine.state.turn, []):
                 ask(cp)
@@ -148,12 +154,15 @@ def run_task(task: BenchTask, embedder) -> dict:
             run.insert(lambda timings: engine.end_of_stream(), stage="offline")
         for cp in checkpoints:
             ask(cp)
-    out = run.result(db)
+    if conv.turns:
+        growth.append({"sessions": len(growth) + 1, "turns": len(conv.turns), **memory_through(engine.state, heard)})
+    out = {**run.result(db), "growth": growth}
     out["riders"] = []
     for _, rider_run in riders:
         started = time.perf_counter()
         ridden = rider_run.result(_rider_db(db, rider_run.task, task.system), replayed_with=task.system)
-        out["riders"].append({**ridden, "seconds": rider_run.seconds + time.perf_counter() - started})
+        out["riders"].append({**ridden, "growth": growth,
+                              "seconds": rider_run.seconds + time.perf_counter() - started})
     return out
 
 
@@ -375,4 +384,4 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
             "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
             "llm_costs": _costs(None, llm, embedder), "construction": None,
-            "structure": {}, "boundaries": None}
+            "structure": {}, "growth": [], "boundaries": None}

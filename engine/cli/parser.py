@@ -118,11 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the benchmarks that measure ENGINE's paper rows (All-Mem: Table 10 R@5/N@5 "
                                    "of the full system and each ablation on LoCoMo dev-8, Table 11 visible ratio; "
                                    "MemLoom: Table 2 Pk/WindowDiff on QMSum test beside fixed windows, SCDS SCR@5 on "
-                                   "the causal test split), then print each paper figure beside the project's, with "
+                                   "the causal test split; GAM: Table 3 answer F1/BLEU-1 of the full system and w/o "
+                                   "MFR, Table 10 graph size after 3, 15 and 27 sessions; RecMem: Table 1 construction "
+                                   "tokens per conversation), then print each paper figure beside the project's, with "
                                    "the difference from the full system and whether it points the paper's way. "
                                    "Writes OUT/<dataset>/ (result.json, reproduction.json/.md) and "
                                    "OUT/reproduction.md; the Benchmark page shows the table with each result.")
-    p.add_argument("engine", help="allmem or memloom (the engines whose papers have rows this machine can measure)")
+    p.add_argument("engine", help="allmem, memloom, gam or recmem (the engines whose papers have rows this machine "
+                                  "can measure)")
     p.add_argument("--out", help="output folder (default: a new folder under the workspace's benchmarks/)")
     p.add_argument("--conversations", nargs="+", help="only these LoCoMo conversations (default: all eight)")
 

@@ -1,12 +1,14 @@
 """The papers' own table rows beside this project's figures: a researcher's first check that an engine is faithful.
 
-Each `PaperRow` is one cell of a seed paper's table that this machine can measure (a retrieval or boundary
-metric of one system on one dataset), with the `memwb bench` system label and metric key that measure it
-here. `compare` reads a bench result and puts every row whose dataset the result covers beside the
-project's value, with the difference and the direction: a row's `reference` is the paper's full system,
-and the check that matters is whether the variant moves the same way here as in the paper (an ablation
-that lost recall there should lose it here), not whether the absolute values agree — the paper's
-models, prompts and data handling are not this machine's.
+Each `PaperRow` is one cell of a seed paper's table that this machine can measure (a retrieval, answer,
+boundary, structure or cost figure of one system on one dataset), with the `memwb bench` system label and
+metric key that measure it here. A row without a reference is an absolute figure (how large GAM's graph is
+after 3 sessions, what RecMem's construction costs): the paper's models and prompts are not this machine's,
+so those are read as orders of magnitude. `compare` reads a bench result and puts every row whose dataset and
+engine the result covers beside the project's value, with the difference and the direction: a row's
+`reference` is the paper's full system, and the check that matters is whether the variant moves the same way
+here as in the paper (an ablation that lost recall there should lose it here), not whether the absolute values
+agree — the paper's models, prompts and data handling are not this machine's.
 """
 from __future__ import annotations
 
@@ -15,6 +17,15 @@ from dataclasses import asdict, dataclass
 from engine.eval.significance import LEVEL, compare_systems
 
 FORMAT = "memwb-reproduction/1"
+CONSTRUCTION_K = "construction_k"        # the engine's own LLM tokens per conversation while building memory, in K
+GROWTH = "growth"                        # growth/<sessions>/<kind or "edges">: the memory of the first sessions
+ANSWER_SCORES = ("f1", "bleu1")          # rows scored on answers: their run answers every question ...
+ANSWERING_BACKEND = "offline"            # ... with the offline backend's extractive answerer
+
+
+def growth_metric(sessions: int, what: str) -> str:
+    """The metric key of a node kind's count (or "edges") in the memory of the first `sessions` sessions."""
+    return f"{GROWTH}/{sessions}/{what}"
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,8 @@ class PaperRow:
     value: float                   # the paper's figure, on the bench's scale (fractions, not percent)
     reference: str | None = None   # the system label of the paper's full system (None: this row is it)
     lower_is_better: bool = False
+    label: str = ""                # how the report names the metric ("" = the metric key)
+    decimals: int = 3              # how the report shows the figures (1 for a count or a cost in thousands)
 
 
 def _allmem(variant: str, system: str, r5: float, n5: float, visible: float | None) -> list[PaperRow]:
@@ -46,6 +59,23 @@ def _memloom_boundaries(variant: str, system: str, pk: float, wd: float) -> list
             for metric, value in (("pk", pk), ("window_diff", wd))]
 
 
+def _gam_answers(variant: str, system: str, f1: float, bleu1: float) -> list[PaperRow]:
+    """GAM Table 3 (LoCoMo, Qwen2.5-7B): answer F1 and BLEU-1. Here the answers come from `--answer offline`,
+    the extractive answerer over each system's retrieved units, so only the variant's direction carries."""
+    ref = None if system == "gam" else "gam"
+    return [PaperRow("gam", "GAM Table 3", variant, "locomo", system, "f1", f1 / 100, ref),
+            PaperRow("gam", "GAM Table 3", variant, "locomo", system, "bleu1", bleu1 / 100, ref)]
+
+
+def _gam_growth(sessions: int, events: int, topics: int, edges: int) -> list[PaperRow]:
+    """GAM Table 10: the dual-layer graph after `sessions` sessions of a LoCoMo conversation."""
+    variant = f"after {sessions} sessions"
+    return [PaperRow("gam", "GAM Table 10", variant, "locomo", "gam", growth_metric(sessions, what), float(value),
+                     label=f"{name} after {sessions} sessions", decimals=1)
+            for what, name, value in (("event", "event nodes", events), ("topic", "topic nodes", topics),
+                                      ("edges", "edges", edges))]
+
+
 PAPER_ROWS: tuple[PaperRow, ...] = (
     *_allmem("All-Mem (full)", "allmem", 46.63, 41.02, 0.704),
     *_allmem("No-Visibility", "allmem-no-visibility", 41.84, 34.76, 1.000),
@@ -62,6 +92,15 @@ PAPER_ROWS: tuple[PaperRow, ...] = (
     PaperRow("memloom", "MemLoom §5 (SCDS)", "MemLoom (Ours)", "causal", "memloom", "r@5", 0.85),
     PaperRow("memloom", "MemLoom Table 6 (SCDS)", "w/o logic track (no relations)", "causal",
              "memloom-no-relations", "scr@5", 0.39, "memloom"),
+    *_gam_answers("GAM (Ours)", "gam", 40.00, 32.99),
+    *_gam_answers("w/o MFR", "gam-no-mfr", 35.94, 29.28),
+    *_gam_growth(3, 81, 8, 371),
+    *_gam_growth(15, 363, 43, 1791),
+    *_gam_growth(27, 657, 84, 3307),
+    PaperRow("recmem", "RecMem Table 1 (GPT-4o-mini)", "RecMem (Ours)", "locomo", "recmem", CONSTRUCTION_K, 202.4,
+             lower_is_better=True, label="construction tokens per conversation (K)", decimals=1),
+    PaperRow("recmem", "RecMem Table 1 (GPT-4.1-mini)", "RecMem (Ours)", "locomo", "recmem", CONSTRUCTION_K, 193.2,
+             lower_is_better=True, label="construction tokens per conversation (K)", decimals=1),
 )
 
 
@@ -73,11 +112,14 @@ def reproduction_plan(engine: str) -> dict[str, dict]:
     """Per dataset, the engines and ablations one `memwb bench` run needs to measure `engine`'s paper rows."""
     plan: dict[str, dict] = {}
     for row in paper_rows(engine):
-        need = plan.setdefault(row.dataset, {"engines": {engine}, "ablations": set()})
+        need = plan.setdefault(row.dataset, {"engines": {engine}, "ablations": set(), "answer": None})
         for label in (row.system, row.reference):
             if label and label.startswith(f"{engine}-"):
                 need["ablations"].add(label.removeprefix(f"{engine}-"))
-    return {d: {"engines": sorted(p["engines"]), "ablations": sorted(p["ablations"])} for d, p in plan.items()}
+        if row.metric in ANSWER_SCORES:
+            need["answer"] = ANSWERING_BACKEND
+    return {d: {"engines": sorted(p["engines"]), "ablations": sorted(p["ablations"]), "answer": p["answer"]}
+            for d, p in plan.items()}
 
 
 def measured(result: dict, system: str, metric: str) -> float | None:
@@ -85,8 +127,17 @@ def measured(result: dict, system: str, metric: str) -> float | None:
     summary = result.get("summary", {}).get(system)
     if summary is None:
         return None
-    value = summary.get("structure", {}).get(metric) if metric == "visible_ratio" else \
-        summary.get("overall", {}).get(metric)
+    if metric == "visible_ratio":
+        value = summary.get("structure", {}).get(metric)
+    elif metric == CONSTRUCTION_K:
+        total = ((summary.get("construction") or {}).get("per_conversation") or {}).get("total")
+        value = None if total is None else total / 1000
+    elif metric.startswith(f"{GROWTH}/"):
+        _, sessions, what = metric.split("/")
+        grown = (summary.get("growth") or {}).get(sessions)
+        value = None if grown is None else grown["edges"] if what == "edges" else grown["nodes"].get(what, 0)
+    else:
+        value = summary.get("overall", {}).get(metric)
     return None if value is None else float(value)
 
 
@@ -105,12 +156,17 @@ def compare(result: dict, engine: str | None = None) -> dict:
     """The paper rows this result can speak to (its dataset), each with the project's value, both differences
     from the row's reference system and whether the directions agree."""
     rows = []
+    present = {s.get("engine") for s in result.get("systems", {}).values()}
     for row in paper_rows(engine, result.get("dataset")):
+        if row.engine not in present:           # another engine's paper: this run says nothing about it
+            continue
         ours = measured(result, row.system, row.metric)
         entry = {**asdict(row), "paper": row.value, "project": ours, "paper_vs_reference": None,
                  "project_vs_reference": None, "project_interval": None, "within_noise": None,
                  "paper_direction": None, "project_direction": None, "agrees": None}
         del entry["value"]
+        entry["role"] = "variant" if row.reference is not None else "reference" if any(
+            r.reference == row.system and r.metric == row.metric for r in PAPER_ROWS) else "absolute"
         if row.reference is not None:
             ref = next((r for r in PAPER_ROWS if r.system == row.reference and r.metric == row.metric
                         and r.dataset == row.dataset), None)
@@ -139,8 +195,8 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _cell(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+def _cell(value: float | None, decimals: int = 3) -> str:
+    return "–" if value is None else f"{value:,.{decimals}f}"
 
 
 def _signed(value: float | None) -> str:
@@ -160,21 +216,25 @@ def markdown(report: dict) -> str:
              f"In {report.get('directions_beyond_noise', 0)} of those the project's difference is beyond noise: "
              f"its {LEVEL:.0%} paired-bootstrap interval (over the questions, or meetings, both systems were "
              "scored on) leaves out 0. A difference whose interval holds 0 is marked \"within noise\": this run "
-             "cannot tell it from no difference.", "",
+             "cannot tell it from no difference." + (
+                 " An absolute figure (a graph's size, a construction cost) has no variant to compare: this "
+                 "machine's offline backend, prompts and data are not the paper's, so read it as an order of "
+                 "magnitude." if any(r.get("role") == "absolute" for r in report["rows"]) else ""), "",
              "| paper table | variant | system | metric | paper | project | paper Δ vs full | project Δ vs full "
              f"| {LEVEL:.0%} interval of project Δ | direction (paper / project) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         if r["reference"] is None:
-            direction = "reference"
+            direction = "absolute figure" if r.get("role") == "absolute" else "reference"
         elif r["agrees"] is None:
             direction = f"{r['paper_direction'] or '–'} / {r['project_direction'] or 'not measured'}"
         else:
             direction = f"{r['paper_direction']} / {r['project_direction']} " + ("✓" if r["agrees"] else "✗") + \
                 (" (within noise)" if r.get("within_noise") else "")
-        lines.append(f"| {r['table']} | {r['variant']} | `{r['system']}` | {r['metric']}"
-                     f"{' (lower is better)' if r['lower_is_better'] else ''} | {_cell(r['paper'])} | "
-                     f"{_cell(r['project'])} | {_signed(r['paper_vs_reference'])} | "
+        places = r.get("decimals", 3)
+        lines.append(f"| {r['table']} | {r['variant']} | `{r['system']}` | {r.get('label') or r['metric']}"
+                     f"{' (lower is better)' if r['lower_is_better'] else ''} | {_cell(r['paper'], places)} | "
+                     f"{_cell(r['project'], places)} | {_signed(r['paper_vs_reference'])} | "
                      f"{_signed(r['project_vs_reference'])} | {interval_text(r.get('project_interval'))} | "
                      f"{direction} |")
     if report.get("command"):
