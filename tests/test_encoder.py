@@ -117,7 +117,9 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     evidence and All-Mem's Stage 2 walking recovery links first moved All-Mem's (N@5 0.772 -> 0.798, its R@5
     unchanged) and left the other three equal; a representative scoring BM25 as the best part it holds moved
     three All-Mem scores of one question (demo:q3, its ranking and figures unchanged); MemLoom's records keeping how
-    each question was read (`reading`) added that field to its 14 records, every other value equal. Floats are
+    each question was read (`reading`) added that field to its 14 records, every other value equal; each system's
+    memory of its first sessions (`growth`, GAM's Table 10) added that field to the four summaries, every other
+    value equal. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""
