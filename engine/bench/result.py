@@ -15,7 +15,8 @@ from engine.bench.config import BenchConfig, System, command_line, system_schedu
 from engine.bench.datasets import DatasetSpec
 from engine.bench.figures import boundary_figures
 from engine.bench.protocol import STATIC
-from engine.bench.tasks import ANSWER_METRICS, FULL_HISTORY
+from engine.bench.tasks import FULL_HISTORY
+from engine.eval.answer import ANSWER_METRICS
 from engine.eval.chain_links import tally_links
 from engine.eval.metrics import construction_cost, latency_summary, llm_cost_summary, pool_llm_costs
 from engine.eval.misses import tally

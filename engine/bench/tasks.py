@@ -50,7 +50,6 @@ from engine.eval.misses import follow_gold
 from engine.runtime.replay import Schedule, step
 
 FULL_HISTORY = "full-history"            # the answering ceiling: no memory, every ingested turn as context
-ANSWER_METRICS = ["f1", "bleu1", "rouge_l", "em", "aa"]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from engine.retrieval.result import RetrievedUnit
 # Context tokens (estimated, `estimate_tokens`) an answer may read: a whole LoCoMo conversation
 # (about 25k) fits, so the full-history ceiling is the whole history there.
 DEFAULT_CONTEXT_TOKENS = 32_000
+# What an answer is scored on, in display order: token F1, BLEU-1, ROUGE-L, exact match, attribution auditability.
+ANSWER_METRICS = ["f1", "bleu1", "rouge_l", "em", "aa"]
 
 
 @dataclass(frozen=True)

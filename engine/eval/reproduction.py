@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from engine.eval.answer import ANSWER_METRICS
 from engine.eval.significance import LEVEL, compare_systems
 
 FORMAT = "memwb-reproduction/1"
 CONSTRUCTION_K = "construction_k"        # the engine's own LLM tokens per conversation while building memory, in K
 GROWTH = "growth"                        # growth/<sessions>/<kind or "edges">: the memory of the first sessions
-ANSWER_SCORES = ("f1", "bleu1")          # rows scored on answers: their run answers every question ...
-ANSWERING_BACKEND = "offline"            # ... with the offline backend's extractive answerer
+ANSWERING_BACKEND = "offline"            # a row scored on answers: its run answers with the extractive answerer
 
 
 def growth_metric(sessions: int, what: str) -> str:
@@ -116,7 +116,7 @@ def reproduction_plan(engine: str) -> dict[str, dict]:
         for label in (row.system, row.reference):
             if label and label.startswith(f"{engine}-"):
                 need["ablations"].add(label.removeprefix(f"{engine}-"))
-        if row.metric in ANSWER_SCORES:
+        if row.metric in ANSWER_METRICS:
             need["answer"] = ANSWERING_BACKEND
     return {d: {"engines": sorted(p["engines"]), "ablations": sorted(p["ablations"]), "answer": p["answer"]}
             for d, p in plan.items()}
