@@ -8,7 +8,7 @@ from engine.loaders.cases import export_json
 from workbench import access
 from workbench import annotate_view as av
 from workbench.state import get_workbench, header
-from workbench.text import MISSING, md_code, md_escape, table
+from workbench.text import MISSING, full_height, md_code, md_escape, table
 
 wb = get_workbench()
 header(wb)
@@ -99,7 +99,7 @@ with tab_annotate:
                 key = av.editor_key(case, q, session, needle)
             st.data_editor(av.turn_table(case, q, rows), key=key, hide_index=True,
                            disabled=True if locked else av.READ_ONLY, column_config=av.TURN_COLUMNS,
-                           height=av.editor_height(len(rows)))
+                           height=full_height(len(rows)))
             st.caption(f"{len(rows)} of {len(conv.turns)} turns shown · {len(case.turns)} in the scenario")
 
         with upper:

@@ -26,7 +26,7 @@ from workbench.bench_result import BenchFileError, BenchResult, load_result, wor
 from workbench.llm_cost_view import bench_costs_section
 from workbench.model import Workbench
 from workbench.state import get_workbench, header, new_embedder, set_workbench
-from workbench.text import md_code, md_escape, table
+from workbench.text import full_height, md_code, md_escape, table
 
 RETRIEVAL_PAGE = Path(__file__).resolve().parent / "4_retrieval.py"
 WORKSPACE, A_PATH = "Workspace runs", "A file path"
@@ -242,7 +242,7 @@ if paper is not None:
                "a difference whose 95% paired-bootstrap interval leaves out 0 says anything (else: within noise). "
                "An absolute figure (a graph's size, a construction cost) has no variant: read it as an order of "
                "magnitude. `memwb reproduce ENGINE` runs every dataset the paper rows need.")
-    st.dataframe(table(paper), hide_index=True, width="stretch")
+    st.dataframe(table(paper), hide_index=True, width="stretch", height=full_height(len(paper)))
 
 bench_costs_section(result)
 

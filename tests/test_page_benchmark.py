@@ -540,11 +540,16 @@ def test_the_paper_check_sets_gams_graph_size_beside_table_10(tmp_path, monkeypa
     paper = next(d.value for d in at.dataframe if "paper table" in d.value.columns)
     assert set(paper["system"]) == {"gam", "gam-no-mfr"}               # GAM's rows only, w/o MFR not run
     assert set(paper["paper table"]) == {"GAM Table 3", "GAM Table 10"}
-    rows = {(r["system"], r["metric"]): r for r in paper.to_dict("records")}
+    rows = {(r["system"], r["variant"], r["metric"]): r for r in paper.to_dict("records")}
     for kind, name in (("topic", "topic nodes"), ("event", "event nodes")):
-        row = rows[("gam", f"{name} after 3 sessions")]
-        assert float(row["project"]) == round(grown["nodes"][kind], 1) and row["direction"] == "absolute figure"
-    assert float(rows[("gam", "edges after 3 sessions")]["project"]) == round(grown["edges"], 1)
-    f1 = rows[("gam", "f1")]                                             # cells with a gap are shown as text
-    assert float(f1["paper"]) == 0.4 and f1["project"] == MISSING and f1["direction"] == "reference (full system)"
-    assert rows[("gam", "topic nodes after 15 sessions")]["project"] == MISSING     # the demo has 7 sessions
+        row = rows[("gam", "after 3 sessions", name)]
+        assert float(row["project"]) == round(grown["nodes"][kind], 1)
+        assert row["direction (paper / project)"] == "absolute figure" and row["Δ vs full (paper / project)"] == MISSING
+    assert float(rows[("gam", "after 3 sessions", "edges")]["project"]) == round(grown["edges"], 1)
+    f1 = rows[("gam", "GAM (Ours)", "f1")]                                 # cells with a gap are shown as text
+    assert float(f1["paper"]) == 0.4 and f1["project"] == MISSING
+    assert f1["direction (paper / project)"] == "reference (full system)"
+    no_mfr = rows[("gam-no-mfr", "w/o MFR", "f1")]                 # the paper's difference, none measured here
+    assert no_mfr["Δ vs full (paper / project)"] == "-0.041 / –"
+    assert no_mfr["direction (paper / project)"] == "worse / not measured"
+    assert rows[("gam", "after 15 sessions", "topic nodes")]["project"] == MISSING     # the demo has 7 sessions

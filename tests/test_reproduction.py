@@ -122,7 +122,7 @@ def test_gam_rows_read_the_offline_answers_and_the_memory_of_the_first_sessions(
     assert three["role"] == "absolute" and rows[("gam", "f1")]["role"] == "reference"
     assert rows[("gam", "growth/15/event")]["project"] is None            # the demo has 7 sessions
     text = (out / "reproduction.md").read_text(encoding="utf-8")
-    line = f"| GAM Table 10 | after 3 sessions | `gam` | topic nodes after 3 sessions | 8.0 | {three['project']:,.1f} |"
+    line = f"| GAM Table 10 | after 3 sessions | `gam` | topic nodes | 8.0 | {three['project']:,.1f} |"
     assert line in text and "absolute figure" in text
 
 

@@ -28,7 +28,6 @@ from workbench.text import md_code, md_escape, missing
 DEMO_CASES = DEMO_PATH.with_name("cases.json")
 ALL_SESSIONS = "All sessions"
 _NONCE = "annotate_nonce"
-_ROW_PX = 35
 
 
 class PageAnnotations(AnnotationStore):
@@ -145,11 +144,6 @@ TURN_COLUMNS = {
     "text": st.column_config.TextColumn("text"),
 }
 READ_ONLY = ["pointer", "turn", "speaker", "text"]
-
-
-def editor_height(rows: int, cap: int = 40) -> int:
-    """Tall enough to show every row (up to `cap`), so ticking a box does not reset an inner scroll."""
-    return (min(max(rows, 1), cap) + 1) * _ROW_PX + 3
 
 
 def chosen_table(case: Case, question: CaseQuestion, conversation: Conversation) -> pd.DataFrame:

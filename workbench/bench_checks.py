@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.eval import reproduction
-from engine.eval.reproduction import interval_text
+from engine.eval.reproduction import delta_text, direction_text, interval_text
 from engine.eval.significance import ablation_references, compare_systems
 from workbench.bench_result import BenchResult
 
@@ -49,21 +49,10 @@ def reproduction_frame(result: BenchResult) -> pd.DataFrame | None:
     report = reproduction.compare(result.data)
     if not report["measured"]:
         return None
-    rows = []
-    for r in report["rows"]:
-        if r["reference"] is None:
-            direction = "absolute figure" if r.get("role") == "absolute" else "reference (full system)"
-        elif r["agrees"] is None:
-            direction = "not measured"
-        else:
-            direction = f"paper {r['paper_direction']}, here {r['project_direction']}" + \
-                ("  ✓" if r["agrees"] else "  ✗")
-            if r.get("within_noise"):
-                direction += " (within noise)"
-        rows.append({"paper table": r["table"], "variant": r["variant"], "system": r["system"],
-                     "metric": (r.get("label") or r["metric"]) + (" ↓" if r["lower_is_better"] else ""),
-                     "paper": _shown(r["paper"], r), "project": _shown(r["project"], r),
-                     "paper Δ vs full": r["paper_vs_reference"],
-                     "project Δ vs full": r["project_vs_reference"],
-                     "project Δ 95% interval": interval_text(r.get("project_interval")), "direction": direction})
+    rows = [{"paper table": r["table"], "variant": r["variant"], "system": r["system"],
+             "metric": (r.get("label") or r["metric"]) + (" ↓" if r["lower_is_better"] else ""),
+             "paper": _shown(r["paper"], r), "project": _shown(r["project"], r),
+             "Δ vs full (paper / project)": delta_text(r) if r["reference"] is not None else None,
+             "project Δ 95% interval": interval_text(r.get("project_interval")),
+             "direction (paper / project)": direction_text(r)} for r in report["rows"]]
     return pd.DataFrame(rows)

@@ -69,6 +69,15 @@ def _cell(value) -> str:
     return str(value)
 
 
+ROW_PX = 35                      # a Streamlit dataframe's header and row height
+
+
+def full_height(rows: int, cap: int = 40) -> int:
+    """A dataframe's height that shows every row (up to `cap`) without an inner scroll: a table read whole (a
+    short report), or one whose ticked boxes an inner scroll would lose."""
+    return (min(max(rows, 1), cap) + 1) * ROW_PX + 3
+
+
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame as a page shows it: every column holding a missing value becomes text with `MISSING` there
     (Streamlit draws a null cell as "None"); columns without one keep their type, so they sort as numbers."""

@@ -71,7 +71,7 @@ def _gam_growth(sessions: int, events: int, topics: int, edges: int) -> list[Pap
     """GAM Table 10: the dual-layer graph after `sessions` sessions of a LoCoMo conversation."""
     variant = f"after {sessions} sessions"
     return [PaperRow("gam", "GAM Table 10", variant, "locomo", "gam", growth_metric(sessions, what), float(value),
-                     label=f"{name} after {sessions} sessions", decimals=1)
+                     label=name, decimals=1)
             for what, name, value in (("event", "event nodes", events), ("topic", "topic nodes", topics),
                                       ("edges", "edges", edges))]
 
@@ -203,6 +203,22 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
+def direction_text(row: dict) -> str:
+    """A compared row's directions as the report and the Benchmark page show them: paper / project, ✓ when they
+    agree, and whether the project's difference is within noise; a row without a variant says what it is."""
+    if row["reference"] is None:
+        return "absolute figure" if row.get("role") == "absolute" else "reference (full system)"
+    if row["agrees"] is None:
+        return f"{row['paper_direction'] or '–'} / {row['project_direction'] or 'not measured'}"
+    return f"{row['paper_direction']} / {row['project_direction']} " + ("✓" if row["agrees"] else "✗") + \
+        (" (within noise)" if row.get("within_noise") else "")
+
+
+def delta_text(row: dict) -> str:
+    """Both differences from the full system, paper / project, as the Benchmark page shows them."""
+    return f"{_signed(row['paper_vs_reference'])} / {_signed(row['project_vs_reference'])}"
+
+
 def interval_text(interval: list[float] | None) -> str:
     """A paired difference's interval as the report and the Benchmark page show it."""
     return "–" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
@@ -224,19 +240,12 @@ def markdown(report: dict) -> str:
              f"| {LEVEL:.0%} interval of project Δ | direction (paper / project) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
-        if r["reference"] is None:
-            direction = "absolute figure" if r.get("role") == "absolute" else "reference"
-        elif r["agrees"] is None:
-            direction = f"{r['paper_direction'] or '–'} / {r['project_direction'] or 'not measured'}"
-        else:
-            direction = f"{r['paper_direction']} / {r['project_direction']} " + ("✓" if r["agrees"] else "✗") + \
-                (" (within noise)" if r.get("within_noise") else "")
         places = r.get("decimals", 3)
         lines.append(f"| {r['table']} | {r['variant']} | `{r['system']}` | {r.get('label') or r['metric']}"
                      f"{' (lower is better)' if r['lower_is_better'] else ''} | {_cell(r['paper'], places)} | "
                      f"{_cell(r['project'], places)} | {_signed(r['paper_vs_reference'])} | "
                      f"{_signed(r['project_vs_reference'])} | {interval_text(r.get('project_interval'))} | "
-                     f"{direction} |")
+                     f"{direction_text(r)} |")
     if report.get("command"):
         lines += ["", f"Measured by `{report['command']}`."]
     return "\n".join(lines) + "\n"

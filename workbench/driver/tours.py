@@ -38,8 +38,7 @@ from workbench.driver.graph import (
     overlapping_labels,
     redrawn_frame,
 )
-
-GRID_ROW_PX = 35                     # a Streamlit dataframe's header and row height
+from workbench.text import ROW_PX
 
 
 def progress_walkthrough(page, url: str, shots: Path | None = None, shown_turn: int = 30) -> dict[str, str]:
@@ -349,7 +348,7 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     wait_idle(page)
     grid = page.get_by_test_id("stDataFrame").filter(has_text="question").last
     grid.scroll_into_view_if_needed()
-    grid.click(position={"x": 15, "y": GRID_ROW_PX * (row + 1) + GRID_ROW_PX // 2})     # the row's select box
+    grid.click(position={"x": 15, "y": ROW_PX * (row + 1) + ROW_PX // 2})     # the row's select box
     wait_idle(page, 2500)                                     # plots draw after the rerun
     combo = page.get_by_test_id("stSelectbox").filter(has_text="Question").get_by_role("combobox")
     expect(combo).to_have_value(re.compile(rf"^{re.escape(system)} · .* · {re.escape(miss)} · .* · miss$"))
