@@ -56,12 +56,13 @@ GRID = {"tiling_window": [8, 16, 24, 32, 48], "depth_threshold": [round(0.1 * i,
         "tail": [("keep", 0.5), ("keep", 0.75), ("cut", 0.5)]}
 
 
-class Meeting:
-    def __init__(self, path: Path, embedder: Embedder, count):
-        self.path = path
-        self.conv = load_conversation(path)
+class Stream:
+    """A conversation's turns as GAM's buffer meets them: each turn's vector (what the offline detector
+    embeds), its token count and its session."""
+
+    def __init__(self, conv, embedder: Embedder, count):
+        self.conv = conv
         self.n = len(self.conv.turns)
-        self.gold = gold_boundaries(path, self.n)
         self.vectors = embedder.embed([strip_speaker(t.raw)[1] for t in self.conv.turns])
         self.tokens = [count(t.raw) for t in self.conv.turns]
         self.sessions = [t.session for t in self.conv.turns]
@@ -76,8 +77,17 @@ class Meeting:
         return self.depths[key]
 
 
-def simulate(m: Meeting, settings, plan) -> list[tuple[int, int]]:
-    """The topics (inclusive turn ranges) GAM's buffer makes of the meeting under `settings`."""
+class Meeting(Stream):
+    """A QMSum train meeting with its human topic boundaries."""
+
+    def __init__(self, path: Path, embedder: Embedder, count):
+        super().__init__(load_conversation(path), embedder, count)
+        self.path = path
+        self.gold = gold_boundaries(path, self.n)
+
+
+def simulate(m: Stream, settings, plan) -> list[tuple[int, int]]:
+    """The topics (inclusive turn ranges) GAM's buffer makes of the stream under `settings`."""
     topics: list[tuple[int, int]] = []
     buffer: list[int] = []
 
@@ -184,13 +194,29 @@ def calibrate(meetings: list[Meeting], settings, plan, embedder: Embedder) -> di
             "log_loss": round(float(-np.mean(y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12))), 4)}
 
 
+def fit_parts():
+    """What a fit of GAM's detector works with: the embedder, the engine class, its settings class, the default
+    settings and the token counter of their tokenizer."""
+    engine = engine_class("gam")
+    Settings = settings_class("gam")
+    base = Settings()
+    return Embedder(), engine, Settings, base, engine.token_counter(base.tokenizer)
+
+
+def replayed(m: Stream, settings: dict, embedder: Embedder, schedule: str):
+    """The real GAM engine after replaying the stream with `settings` (a new database): what a fit's check sets
+    beside its simulation."""
+    work = Path(tempfile.mkdtemp(prefix="memwb-gamfit-"))
+    eng = open_session(work / f"{m.conv.id}.sqlite", engine="gam", settings=settings, embedder=embedder)
+    replay(eng, m.conv, Schedule.parse(schedule))
+    return eng
+
+
 def check(meetings: list[Meeting], fitted: dict, embedder: Embedder, plan, settings) -> list[dict]:
     """The real engine's topic boundaries beside the simulation's, for a few meetings."""
-    work = Path(tempfile.mkdtemp(prefix="memwb-gamfit-"))
     rows = []
     for m in meetings:
-        eng = open_session(work / f"{m.conv.id}.sqlite", engine="gam", settings=fitted, embedder=embedder)
-        replay(eng, m.conv, Schedule.parse("every-200-turns"))
+        eng = replayed(m, fitted, embedder, "every-200-turns")
         real = boundaries_from_labels(turn_labels(eng.state))
         simulated = boundaries(simulate(m, settings, plan), m.n)
         rows.append({"meeting": m.conv.id, "engine": real, "simulation": simulated, "equal": real == simulated})
@@ -206,13 +232,10 @@ def main() -> int:
     if Path(args.dir).resolve().name != "train":
         raise SystemExit(f"{args.dir}: fit on QMSum's train split only")
     started = time.perf_counter()
-    embedder = Embedder()
-    engine = engine_class("gam")
-    Settings = settings_class("gam")
-    base = Settings()
+    embedder, engine, Settings, base, count = fit_parts()
     meetings = []
     for path in sorted(Path(args.dir).glob("*.json")):
-        meetings.append(Meeting(path, embedder, engine.token_counter(base.tokenizer)))
+        meetings.append(Meeting(path, embedder, count))
         print(f"  {path.stem}: {meetings[-1].n} turns embedded ({time.perf_counter() - started:.0f}s)", flush=True)
     print(f"{len(meetings)} train meetings, {sum(m.n for m in meetings)} turns, "
           f"{statistics.fmean(len(m.gold) for m in meetings):.2f} gold boundaries per meeting", flush=True)
@@ -228,12 +251,12 @@ def main() -> int:
     fitted = Settings(**best)
     baselines = {"fixed-50": score(meetings, [fixed_windows(m.n, 50) for m in meetings]),
                  "no-boundary": score(meetings, [no_boundaries(m.n) for m in meetings]),
-                 "gam-defaults-before-fit": score(meetings, [boundaries(simulate(m, base, engine.plan_trigger), m.n)
-                                                            for m in meetings])}
+                 "gam-chat-calibration (the defaults)":
+                     score(meetings, [boundaries(simulate(m, base, engine.plan_trigger), m.n) for m in meetings])}
     print(f"\ngrid: {len(results)} settings ({time.perf_counter() - started:.0f}s)")
-    print(f"{'train (QMSum)':28} {'Pk':>6} {'WD':>6} {'ΔB':>7} {'ΔB rate':>8} {'boundaries':>10}")
+    print(f"{'train (QMSum)':36} {'Pk':>6} {'WD':>6} {'ΔB':>7} {'ΔB rate':>8} {'boundaries':>10}")
     for name, f in [("gam (fitted)", figures), *baselines.items()]:
-        print(f"{name:28} {f['pk']:6.3f} {f['window_diff']:6.3f} {f['delta_b']:7.2f} {f['delta_b_rate']:8.2f} "
+        print(f"{name:36} {f['pk']:6.3f} {f['window_diff']:6.3f} {f['delta_b']:7.2f} {f['delta_b_rate']:8.2f} "
               f"{f['boundaries']:10.1f}")
     print(f"fitted: {best}")
     print("next best:", *(f"{r[0]} -> {r[1]['objective']:.4f}" for r in results[1:4]), sep="\n  ")

@@ -7,15 +7,15 @@ from pathlib import Path
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
-    """`ENGINE.KEY=VALUE` items (VALUE parsed as JSON) -> {engine: {key: value}}."""
-    out: dict[str, dict] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        name, dot, field = key.partition(".")
-        if not sep or not dot:
-            raise SystemExit(f"--set {item!r}: expected ENGINE.KEY=VALUE, e.g. memloom.hop_cost=0.5")
-        out.setdefault(name, {})[field] = json.loads(value)
-    return out
+    """`ENGINE.KEY=VALUE` items (`engine.bench.config.parse_settings`, what `memwb bench --set` reads), a bad one
+    ending the script with its message."""
+    from engine.bench.config import parse_settings
+    from engine.bench.datasets import BenchInputError
+
+    try:
+        return parse_settings(items)
+    except BenchInputError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def write_json(path: str | Path, data: dict, say: bool = True) -> None:

@@ -17,7 +17,9 @@ from engine.bench.runner import run_benchmark
 from engine.cli import main
 from engine.core.conversation import Conversation, Question, Turn
 from engine.engines import ENGINES, engine_class
+from engine.engines.gam.settings import MEETING_DETECTOR
 from engine.loaders import load_conversation, load_conversations
+from engine.session import open_session
 from tests.conftest import ROOT
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -336,6 +338,10 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     result = result_of(tmp_path / "out")
     assert result["rounds"] == 1 and result["questions"] == []
     assert list(result["systems"]) == ["memloom", "gam", "fixed-50", "no-boundary"]    # every event engine
+    gam = result["systems"]["gam"]["settings"]                  # meetings run GAM's detector at its meeting fit
+    assert {key: gam[key] for key in MEETING_DETECTOR} == MEETING_DETECTOR
+    assert open_session(tmp_path / "out" / next(t["db"] for t in result["tasks"] if t["system"] == "gam")) \
+        .settings.min_segment == MEETING_DETECTOR["min_segment"]
     rows = {(b["meeting"], b["system"]): b for b in result["boundaries"]}
     assert set(rows) == {(m, s) for m in ("Mtg001", "Mtg002") for s in ("memloom", "gam", "fixed-50", "no-boundary")}
     assert rows[("Mtg001", "fixed-50")]["boundaries"] == 0 and rows[("Mtg001", "fixed-50")]["gold_boundaries"] == 2
@@ -360,6 +366,12 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     (["--dataset", "locomo", DEMO, "--k", "5,x"], "--k takes comma-separated integers"),
     (["--dataset", "locomo", DEMO, "--protocol", "batch"], "unknown protocol 'batch'"),
     (["--dataset", "locomo", DEMO, "--answer", "recorded"], "unknown answering LLM backend 'recorded'"),
+    (["--dataset", "locomo", DEMO, "--set", "min_segment=3"], "expected ENGINE.KEY=VALUE"),
+    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "memloom.k=3"],
+     "--set names engine 'memloom', which this run does not run"),
+    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "gam.nosuch=1"], "gam has no setting 'nosuch'"),
+    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "gam.depth_threshold=9"],
+     "depth_threshold=9 is out of range"),
 ])
 def test_bad_input_exits_2_with_one_clear_line(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(ROOT)
@@ -450,3 +462,46 @@ def test_construction_cost_per_conversation_for_every_system(tmp_path):
     for text in (proc.stdout, (out / "summary.md").read_text(encoding="utf-8")):
         table = text.split("**construction cost per conversation**")[1]
         assert all(f"| {s} | 1 |" in table for s in ("naive", "allmem", "recmem"))
+
+
+def test_a_setting_given_with_set_is_the_one_the_run_replays_with(tmp_path, monkeypatch):
+    """`--set gam.depth_threshold=2.0` (no gap is that deep): the stored GAM memory has one topic per session,
+    where the default detector cuts inside sessions; result.json and its command carry the setting, and an
+    ablation takes it too."""
+    monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path))
+    runs = {}
+    strict_settings = ["--set", "gam.depth_threshold=2.0", "--set", "gam.min_segment=4"]
+    for name, extra in (("default", []), ("strict", strict_settings)):
+        out = tmp_path / name
+        assert main(["bench", "--dataset", "locomo", str(DEMO), "--engines", "gam", "--ablations", "no-mfr",
+                     "--protocol", "static", *extra, "--out", str(out)]) == 0
+        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+        task = next(t for t in result["tasks"] if t["system"] == "gam")
+        runs[name] = (result, open_session(out / task["db"]))
+    result, strict = runs["strict"]
+    for system in ("gam", "gam-no-mfr"):
+        assert result["systems"][system]["settings"]["depth_threshold"] == 2.0
+        assert result["systems"][system]["settings"]["min_segment"] == 4
+    assert "--set gam.depth_threshold=2.0 --set gam.min_segment=4" in result["command"]
+    assert strict.settings.depth_threshold == 2.0 and strict.settings.min_segment == 4
+    sessions = {t.session for t in load_conversation(DEMO).turns}
+    topics = [u for u in strict.state.nodes.values() if u.kind == "topic"]
+    assert len(topics) == len(sessions)
+    default = [u for u in runs["default"][1].state.nodes.values() if u.kind == "topic"]
+    assert len(default) > len(sessions)
+
+
+def test_a_dataset_of_meetings_runs_an_engines_meeting_fit_under_what_set_gives():
+    """GAM's defaults are its chat calibration; QMSum takes its meeting fit, and `--set` goes over both."""
+    from engine.bench.config import resolve_systems
+    from engine.bench.datasets import dataset
+    from engine.engines.gam.settings import GamSettings
+
+    chats = resolve_systems(dataset("locomo"), ["gam"], [])[0].settings
+    assert chats == GamSettings().to_dict()
+    assert chats["min_segment"] != MEETING_DETECTOR["min_segment"]
+    meetings = resolve_systems(dataset("qmsum"), ["gam", "memloom"], ["no-mfr"], {"gam": {"min_segment": 3}})
+    gam, memloom, no_mfr = meetings
+    assert gam.settings["min_segment"] == 3 and gam.settings["depth_threshold"] == MEETING_DETECTOR["depth_threshold"]
+    assert no_mfr.label == "gam-no-mfr" and no_mfr.settings["depth_threshold"] == MEETING_DETECTOR["depth_threshold"]
+    assert memloom.settings == resolve_systems(dataset("locomo"), ["memloom"], [])[0].settings    # no meeting fit

@@ -16,7 +16,7 @@ from engine.core.schema import SettingError
 from engine.core.tiling import depth_scores, texttiling
 from engine.engines.gam.buffering import plan_trigger, validate
 from engine.engines.gam.schema import EPISODIC_BUFFER, LINKING, Kind, Life, Op, ReasonCode, Rel
-from engine.engines.gam.settings import GamSettings
+from engine.engines.gam.settings import MEETING_DETECTOR, GamSettings
 from engine.engines.gam.tokens import counter
 from engine.loaders import load_conversation
 from engine.session import open_session
@@ -38,6 +38,12 @@ KITTEN = [("Maya", "Totally different news: I adopted a grey kitten from the she
           ("Jon", "Does Miso get along with the neighbour's old cat?"),
           ("Maya", "Miso hisses at the old cat but steals his food bowl."),
           ("Jon", "Classic kitten behaviour, she will rule the house soon.")]
+RACE = [("Maya", "Which half marathon was it, the river one again?"),
+        ("Jon", "Yes, the river half marathon, the same course as last year."),
+        ("Maya", "Was the river course crowded this year?"),
+        ("Jon", "Very crowded at the start of the half marathon, then the runners spread out along the river."),
+        ("Maya", "Will you run the river half marathon again next year?"),
+        ("Jon", "Definitely, I want to beat one hour forty-five on that river course.")]
 MOVING = [("Jon", "Our landlord sold the building so we must move out by March."),
           ("Maya", "Oh no, where are you going to look for a flat?"),
           ("Jon", "Probably Riverside, the rent there is lower but the train is slow.")]
@@ -180,6 +186,23 @@ def test_the_offline_detector_finds_the_change_of_topic(make_db):
     assert texttiling(vectors, 3, float(depth[5]) + 0.01, 3) == []
 
 
+def test_a_chat_session_is_cut_where_its_subject_changes_and_not_where_it_keeps_it(make_db):
+    """The default detector (the chat calibration) consolidates a session of running talk then kitten talk as two
+    topics, cut at the change; a session whose talk stays on the race throughout (two strands of it, interleaved)
+    stays one topic. At the meeting fit (a least segment of 10 utterances) the first session would be one topic
+    too: GAM would partition by session, the paper's baseline."""
+    def session_topics(sessions, **settings) -> list[list[int]]:
+        eng = gam(make_db, **settings)
+        turns = conversation(*sessions)
+        for t in turns[:len(sessions[0]) + 1]:                  # session 1, then the turn that ends it
+            eng.ingest(t)
+        return sorted(n.members for n in eng.state.nodes.values() if n.kind == Kind.TOPIC)
+
+    assert session_topics([RUNNING + KITTEN, MOVING]) == [list(range(1, 7)), list(range(7, 13))]
+    assert session_topics([[t for pair in zip(RUNNING, RACE) for t in pair], MOVING]) == [list(range(1, 13))]
+    assert session_topics([RUNNING + KITTEN, MOVING], **MEETING_DETECTOR) == [list(range(1, 13))]
+
+
 # -- topic linking -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request):
@@ -204,7 +227,10 @@ def stored_edges(url: str) -> set[tuple[int, int, str]]:
 def test_topic_edges_are_proposals_a_person_accepts_rejects_and_undoes(make_db):
     eng = linked_demo(make_db)
     url = eng.store.url
-    assert eng.process(LINKING).pending() == 3 and not any(t in Rel.TOPIC for t in eng.state.edge_counts())
+    topics = [u for u in eng.state.nodes.values() if u.kind == "topic"]
+    assert len(topics) > 3                # three sessions ended (the fourth is buffered), cut inside too
+    assert eng.process(LINKING).pending() == len(topics)           # every topic waits to be linked
+    assert not any(t in Rel.TOPIC for t in eng.state.edge_counts())
     props = eng.propose(manual=True, process=LINKING)
     assert props and all(p.op == Op.RELATE for p in props)
     passing = [p for p in props if p.status == Status.PENDING and p.gate == GateVerdict.PASS]
@@ -223,7 +249,7 @@ def test_topic_edges_are_proposals_a_person_accepts_rejects_and_undoes(make_db):
     assert fresh.state.engine_state["phase"]["phase"] == "episodic"
     eng.undo_last_run()
     assert edge not in stored_edges(url)
-    assert eng.process(LINKING).pending() == 3                      # the topics wait again
+    assert eng.process(LINKING).pending() == len(topics)            # the topics wait again
     again = eng.propose(manual=True, process=LINKING)
     same = next(p for p in again if p.targets == chosen.targets)
     eng.apply({same.id: False}, decided_by="ana", defer_rest=True)

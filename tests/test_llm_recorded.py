@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.engines.gam.settings import MEETING_DETECTOR
 from engine.eval.metrics import llm_calls
 from engine.llm.recorded import load_calls_jsonl
 
@@ -25,8 +26,10 @@ DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 FIXTURES = ROOT / "tests" / "fixtures" / "llm"
 SCHEDULE = "every-6-turns"
 # engine -> (demo turns replayed, settings of the recording): RecMem consolidates on recurrence, which the
-# first demo turns only reach with looser thresholds.
-RUNS = {"allmem": (12, ()), "memloom": (12, ()), "gam": (24, ()),
+# first demo turns only reach with looser thresholds; GAM's was recorded while its detector's defaults were the
+# meeting fit (its prompt states the least segment).
+RUNS = {"allmem": (12, ()), "memloom": (12, ()),
+        "gam": (24, tuple(f"{k}={v}" for k, v in MEETING_DETECTOR.items())),
         "recmem": (24, ("theta_sim=0.4", "theta_count=3", "theta_merge=0.5"))}
 
 

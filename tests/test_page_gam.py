@@ -63,7 +63,7 @@ def test_graph_page_draws_the_topic_network_and_expands_a_topic():
     assert "Topic network" in tabs
     state = wb.engine.state
     topics = groups(state)
-    assert len(topics) == 4
+    assert len(topics) == sum(1 for u in state.nodes.values() if u.kind == "topic") > 4    # four sessions, cut inside
     folded = build_network_html(state)
     opened = build_network_html(state, {topics[0]})
     first = state.nodes[topics[0]]

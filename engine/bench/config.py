@@ -8,8 +8,9 @@ ablations), or one `BenchInputError` naming what is wrong; `command_line` writes
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS
@@ -47,6 +48,23 @@ class System:
     ablations: tuple[str, ...]
 
 
+def parse_settings(items: Sequence[str]) -> dict[str, dict]:
+    """`ENGINE.KEY=VALUE` items (`--set`) -> {engine: {key: value}}; VALUE is read as JSON (0.25, 8, true,
+    ["no-mfr"]), else taken as the string it is (words)."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        name, dot, name_of_setting = key.partition(".")
+        if not sep or not dot or not name or not name_of_setting:
+            raise BenchInputError(f"--set {item!r}: expected ENGINE.KEY=VALUE, e.g. gam.depth_threshold=0.25")
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        out.setdefault(name.strip(), {})[name_of_setting.strip()] = parsed
+    return out
+
+
 def is_event_engine(name: str) -> bool:
     """An engine that groups turns into events, whose boundaries QMSum scores."""
     return any(k.name == EVENT_KIND for k in engine_schema(name).node_kinds)
@@ -54,8 +72,9 @@ def is_event_engine(name: str) -> bool:
 
 def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations: Sequence[str],
                     overrides: dict | None = None) -> list[System]:
-    """The systems to run: each engine with its settings, then one per requested ablation of each engine
-    that declares it (label engine-a or engine-a+b, names sorted)."""
+    """The systems to run: each engine with its settings (its fit for the dataset's kind of talk, if it has one,
+    under `overrides`), then one per requested ablation of each engine that declares it (label engine-a or
+    engine-a+b, names sorted)."""
     overrides = overrides or {}
     if engines is None:
         engines = [e for e in known_engines() if spec.questions or is_event_engine(e)]
@@ -71,6 +90,15 @@ def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations:
             raise BenchInputError(f"--dataset {spec.name} scores event boundaries; engine {name!r} has no "
                                   f"{EVENT_KIND!r} node kind (event engines: "
                                   f"{', '.join(e for e in known_engines() if is_event_engine(e)) or 'none'})")
+    for name, given in overrides.items():
+        if name not in engines:
+            raise BenchInputError(f"--set names engine {name!r}, which this run does not run (engines: "
+                                  f"{', '.join(engines)})")
+        known = {f.name for f in fields(engine_class(name).Settings)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise BenchInputError(f"--set {name}.{unknown[0]}: {name} has no setting {unknown[0]!r} "
+                                  f"(`memwb schema --engine {name}` lists them)")
     combos: list[tuple[str, tuple[str, ...]]] = []
     wanted = [a.strip() for a in ablations if a.strip()]
     if wanted == ["all"]:
@@ -84,9 +112,9 @@ def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations:
                 raise BenchInputError(f"unknown ablation {item!r} for engines {', '.join(engines)}; known: "
                                       f"{', '.join(known) or 'none'} (or all)")
             combos += [(e, parts) for e in owners]
-    systems = [_system(e, e, (), overrides.get(e)) for e in engines]
-    systems += [_system(f"{e}-{'+'.join(parts)}", e, parts, overrides.get(e))
-                for e, parts in dict.fromkeys(combos)]
+    given = {e: {**engine_schema(e).fits.get(spec.talk, {}), **overrides.get(e, {})} for e in engines}
+    systems = [_system(e, e, (), given[e]) for e in engines]
+    systems += [_system(f"{e}-{'+'.join(parts)}", e, parts, given[e]) for e, parts in dict.fromkeys(combos)]
     return systems
 
 
@@ -161,6 +189,8 @@ def command_line(config: BenchConfig) -> str:
     parts += ["--protocol", config.protocol, "--rounds", str(config.rounds), "--k", ",".join(map(str, config.ks))]
     if config.schedule:
         parts += ["--schedule", config.schedule]
+    for engine, given in sorted(config.settings.items()):
+        parts += [f"--set {engine}.{key}={json.dumps(value)}" for key, value in sorted(given.items())]
     if config.out:
         parts += ["--out", config.out]
     return " ".join(parts)

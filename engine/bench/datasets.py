@@ -45,6 +45,7 @@ class DatasetSpec:
     score: Callable[[list[str], Sequence[str], Sequence[int]], dict[str, float]]
     questions: bool = True                   # False: boundaries only (QMSum)
     chains: tuple[str, ...] = ()             # categories whose gold is a causal chain, root cause first
+    talk: str = "chats"                      # what kind of talk it holds (`EngineSchema.fits`)
 
     def askable(self, conversation: Conversation) -> list[Question]:
         """The questions that are scored: those with turn-level gold evidence in the conversation (LoCoMo:
@@ -97,7 +98,8 @@ DATASETS: dict[str, DatasetSpec] = {
                           {"1": "causal chain", "2": "state succession", "4": "single-hop"},
                           "every-3-sessions", _causal_metrics, _causal_score, chains=("1",)),
     "qmsum": DatasetSpec("qmsum", "QMSum", ("qmsum",), {}, "every-200-turns",
-                         lambda ks: list(BOUNDARY_METRICS), lambda ranked, gold, ks: {}, questions=False),
+                         lambda ks: list(BOUNDARY_METRICS), lambda ranked, gold, ks: {}, questions=False,
+                         talk="meetings"),
 }
 
 

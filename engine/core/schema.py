@@ -152,6 +152,9 @@ class EngineSchema:
     retrieval_ablations: tuple[str, ...] = ()
     schedule: str = ""          # the offline schedule the engine's paper runs on ("" = the dataset's or the CLI's)
     turn_kind: str = TURN_KIND          # the kind an ingested dataset turn becomes (GAM: its `event` units)
+    # settings fit on another kind of talk than the defaults were ({"meetings": {...}}): a dataset of that kind
+    # (`DatasetSpec.talk`) runs the engine with them, under whatever `--set` gives
+    fits: dict[str, dict] = field(default_factory=dict)
 
     # -- look-ups ------------------------------------------------------------------
     @property

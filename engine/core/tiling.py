@@ -4,8 +4,8 @@ The similarity of the mean vectors of the ``window`` items before and after
 each gap, its depth against the nearest peaks on either side, and boundaries
 (segment starts, as in `engine.core.segments`) at the deepest gaps reaching a
 threshold, no two closer than ``min_segment`` items. GAM's offline boundary
-detector is `texttiling` (its parameters fit on QMSum train by
-`scripts/fit_gam.py`).
+detector is `texttiling` (its parameters calibrated for chats on LoCoMo dev by
+`scripts/fit_gam_chat.py`, for meetings fit on QMSum train by `scripts/fit_gam.py`).
 """
 from __future__ import annotations
 

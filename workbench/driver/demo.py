@@ -115,7 +115,7 @@ def first_miss(result: Path, system: str) -> dict:
     return next(q for q in misses if q["system"] == system)
 
 
-GAM_SHOWCASE_TURN = 64           # the demo after its fourth session: four topics, three of them waiting to be linked
+GAM_SHOWCASE_TURN = 64           # the demo after its fourth session: ten topics, each waiting to be linked
 GAM_QUERY = "When did Jon run the Bridges half marathon?"
 
 

@@ -3,7 +3,8 @@ segments are consolidated and what happens to the tail (App. A.2 "reset or trim 
 the consolidation result", made explicit as settings).
 
 Pure functions of the buffer's size, the boundaries, the trigger and the settings, so the engine and the
-detector's fit (`scripts/fit_gam.py`, through `GamEngine.plan_trigger`) make the same decisions.
+detector's fits (`scripts/fit_gam.py`, `scripts/fit_gam_chat.py`, through `GamEngine.plan_trigger`) make the same
+decisions.
 """
 from __future__ import annotations
 

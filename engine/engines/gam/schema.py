@@ -21,7 +21,7 @@ from engine.core.schema import (
     StatusSpec,
     llm_reasons,
 )
-from engine.engines.gam.settings import ABLATIONS
+from engine.engines.gam.settings import ABLATIONS, MEETING_DETECTOR
 
 
 class Kind:
@@ -173,4 +173,5 @@ SCHEMA = EngineSchema(
     ablations=ABLATIONS,
     retrieval_ablations=("no-buffer", "no-expansion", "no-lexical", "no-mfr"),
     turn_kind=Kind.EVENT,
+    fits={"meetings": MEETING_DETECTOR},
 )
