@@ -38,7 +38,7 @@ from results import write_json  # noqa: E402
 from engine.bench.config import BenchConfig  # noqa: E402
 from engine.bench.runner import run_benchmark  # noqa: E402
 from engine.engines import engine_schema  # noqa: E402
-from engine.eval.reproduction import GROWTH, PAPER_ROWS  # noqa: E402
+from engine.eval.reproduction import PAPER_ROWS, growth_of  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 
@@ -52,10 +52,9 @@ def paper_growth() -> dict[int, dict[str, float]]:
     """GAM Table 10 as `engine.eval.reproduction` holds it: sessions -> {"event": n, "topic": n}."""
     out: dict[int, dict[str, float]] = {}
     for row in PAPER_ROWS:
-        if row.engine == "gam" and row.metric.startswith(f"{GROWTH}/"):
-            _, sessions, what = row.metric.split("/")
-            if what in ("event", "topic"):
-                out.setdefault(int(sessions), {})[what] = row.value
+        grown = growth_of(row.metric) if row.engine == "gam" else None
+        if grown and grown[1] in ("event", "topic"):
+            out.setdefault(grown[0], {})[grown[1]] = row.value
     return dict(sorted(out.items()))
 
 

@@ -28,6 +28,14 @@ def growth_metric(sessions: int, what: str) -> str:
     return f"{GROWTH}/{sessions}/{what}"
 
 
+def growth_of(metric: str) -> tuple[int, str] | None:
+    """(sessions, node kind or "edges") of a `growth_metric` key; None for any other metric."""
+    if not metric.startswith(f"{GROWTH}/"):
+        return None
+    _, sessions, what = metric.split("/")
+    return int(sessions), what
+
+
 @dataclass(frozen=True)
 class PaperRow:
     engine: str                    # the engine whose paper it is
@@ -132,9 +140,9 @@ def measured(result: dict, system: str, metric: str) -> float | None:
     elif metric == CONSTRUCTION_K:
         total = ((summary.get("construction") or {}).get("per_conversation") or {}).get("total")
         value = None if total is None else total / 1000
-    elif metric.startswith(f"{GROWTH}/"):
-        _, sessions, what = metric.split("/")
-        grown = (summary.get("growth") or {}).get(sessions)
+    elif (key := growth_of(metric)) is not None:
+        sessions, what = key
+        grown = (summary.get("growth") or {}).get(str(sessions))
         value = None if grown is None else grown["edges"] if what == "edges" else grown["nodes"].get(what, 0)
     else:
         value = summary.get("overall", {}).get(metric)
