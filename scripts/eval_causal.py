@@ -72,7 +72,8 @@ def main() -> int:
     ap.add_argument("--split", default="validation", choices=["train", "validation", "test"])
     ap.add_argument("--engines", default="memloom,allmem,naive,hybrid")
     ap.add_argument("--set", action="append", default=[], metavar="ENGINE.KEY=VALUE",
-                    help="override an engine setting, e.g. memloom.hop_cost=0.5 (value parsed as JSON)")
+                    help="override an engine setting, e.g. memloom.hop_cost=0.5 (value as `memwb replay --set` "
+                         "takes it)")
     ap.add_argument("--schedule", default="every-3-sessions")
     ap.add_argument("--scenarios", nargs="*")
     ap.add_argument("--intra-cycle", action="store_true",

@@ -7,13 +7,13 @@ from pathlib import Path
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
-    """`ENGINE.KEY=VALUE` items (`engine.bench.config.parse_settings`, what `memwb bench --set` reads), a bad one
+    """`ENGINE.KEY=VALUE` items (`engine.bench.config.parse_engine_settings`, what `memwb bench --set` reads), a bad one
     ending the script with its message."""
-    from engine.bench.config import parse_settings
+    from engine.bench.config import parse_engine_settings
     from engine.bench.datasets import BenchInputError
 
     try:
-        return parse_settings(items)
+        return parse_engine_settings(items)
     except BenchInputError as exc:
         raise SystemExit(str(exc)) from None
 

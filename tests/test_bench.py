@@ -367,11 +367,12 @@ def test_qmsum_meetings_score_event_boundaries_next_to_fixed_windows(tmp_path):
     (["--dataset", "locomo", DEMO, "--protocol", "batch"], "unknown protocol 'batch'"),
     (["--dataset", "locomo", DEMO, "--answer", "recorded"], "unknown answering LLM backend 'recorded'"),
     (["--dataset", "locomo", DEMO, "--set", "min_segment=3"], "expected ENGINE.KEY=VALUE"),
-    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "memloom.k=3"],
+    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "memloom.final_k=3"],
      "--set names engine 'memloom', which this run does not run"),
-    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "gam.nosuch=1"], "gam has no setting 'nosuch'"),
+    (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "gam.nosuch=1"],
+     "unknown setting 'nosuch' for engine gam"),
     (["--dataset", "locomo", DEMO, "--engines", "gam", "--set", "gam.depth_threshold=9"],
-     "depth_threshold=9 is out of range"),
+     "depth_threshold=9.0 is out of range"),
 ])
 def test_bad_input_exits_2_with_one_clear_line(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(ROOT)

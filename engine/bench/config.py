@@ -8,13 +8,13 @@ ablations), or one `BenchInputError` naming what is wrong; `command_line` writes
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS
 from engine.bench.tasks import FULL_HISTORY
+from engine.core.schema import SettingError, parse_settings, setting_text
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
 
 EVENT_KIND = "event"
@@ -48,20 +48,23 @@ class System:
     ablations: tuple[str, ...]
 
 
-def parse_settings(items: Sequence[str]) -> dict[str, dict]:
-    """`ENGINE.KEY=VALUE` items (`--set`) -> {engine: {key: value}}; VALUE is read as JSON (0.25, 8, true,
-    ["no-mfr"]), else taken as the string it is (words)."""
-    out: dict[str, dict] = {}
+def parse_engine_settings(items: Sequence[str]) -> dict[str, dict]:
+    """`ENGINE.KEY=VALUE` items (`memwb bench --set`) -> {engine: {key: value}}: each engine's assignments read
+    and checked as `memwb replay --set` reads them (`engine.core.schema.parse_settings`)."""
+    assignments: dict[str, list[str]] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        name, dot, name_of_setting = key.partition(".")
-        if not sep or not dot or not name or not name_of_setting:
+        name, dot, assignment = item.partition(".")
+        if not dot or not name.strip() or "=" not in assignment:
             raise BenchInputError(f"--set {item!r}: expected ENGINE.KEY=VALUE, e.g. gam.depth_threshold=0.25")
+        assignments.setdefault(name.strip(), []).append(assignment)
+    out: dict[str, dict] = {}
+    for name, given in assignments.items():
         try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = value
-        out.setdefault(name.strip(), {})[name_of_setting.strip()] = parsed
+            out[name] = parse_settings(engine_class(name).Settings, given, name)
+        except UnknownEngine as exc:
+            raise BenchInputError(f"--set: {exc}") from None
+        except SettingError as exc:
+            raise BenchInputError(f"--set: {exc}") from None
     return out
 
 
@@ -90,15 +93,10 @@ def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations:
             raise BenchInputError(f"--dataset {spec.name} scores event boundaries; engine {name!r} has no "
                                   f"{EVENT_KIND!r} node kind (event engines: "
                                   f"{', '.join(e for e in known_engines() if is_event_engine(e)) or 'none'})")
-    for name, given in overrides.items():
+    for name in overrides:
         if name not in engines:
             raise BenchInputError(f"--set names engine {name!r}, which this run does not run (engines: "
                                   f"{', '.join(engines)})")
-        known = {f.name for f in fields(engine_class(name).Settings)}
-        unknown = sorted(set(given) - known)
-        if unknown:
-            raise BenchInputError(f"--set {name}.{unknown[0]}: {name} has no setting {unknown[0]!r} "
-                                  f"(`memwb schema --engine {name}` lists them)")
     combos: list[tuple[str, tuple[str, ...]]] = []
     wanted = [a.strip() for a in ablations if a.strip()]
     if wanted == ["all"]:
@@ -190,7 +188,7 @@ def command_line(config: BenchConfig) -> str:
     if config.schedule:
         parts += ["--schedule", config.schedule]
     for engine, given in sorted(config.settings.items()):
-        parts += [f"--set {engine}.{key}={json.dumps(value)}" for key, value in sorted(given.items())]
+        parts += [f"--set {engine}.{key}={setting_text(value)}" for key, value in sorted(given.items())]
     if config.out:
         parts += ["--out", config.out]
     return " ".join(parts)

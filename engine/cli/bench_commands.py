@@ -21,7 +21,7 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from engine.bench.config import BenchConfig, parse_settings
+    from engine.bench.config import BenchConfig, parse_engine_settings
     from engine.bench.datasets import BenchInputError
     from engine.bench.runner import run_benchmark
     from engine.bench.summary import tables
@@ -37,7 +37,7 @@ def cmd_bench(args) -> int:
                          ablations=names(args.ablations), protocol=args.protocol, rounds=args.rounds, ks=ks,
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
                          out=args.out, ray=args.ray, answer=args.answer, llm=args.llm,
-                         answer_budget=args.answer_budget, settings=parse_settings(args.settings),
+                         answer_budget=args.answer_budget, settings=parse_engine_settings(args.settings),
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)

@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", default="5,10", help="comma-separated K of the @K metrics (default 5,10)")
     p.add_argument("--schedule", help="offline schedule (default: the dataset's, e.g. every-3-sessions)")
     p.add_argument("--set", action="append", default=[], metavar="ENGINE.KEY=VALUE", dest="settings",
-                   help="one of an engine's settings for this run (repeatable; VALUE as JSON, e.g. "
-                        "gam.depth_threshold=0.3); its ablations take it too; `memwb schema --engine E` lists them")
+                   help="one of an engine's settings for this run (repeatable; VALUE as `memwb replay --set` "
+                        "takes it, e.g. gam.depth_threshold=0.3); its ablations take it too; `memwb schema --engine "
+                        "E` lists them")
     p.add_argument("--out", help="output folder (default: a new folder under the workspace's benchmarks/)")
     p.add_argument("--answer", metavar="BACKEND",
                    help="answer every question with this LLM backend (offline or openai) from each system's "

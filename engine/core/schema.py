@@ -286,6 +286,16 @@ def _parse_value(spec: dict, text: str) -> Any:
     return text
 
 
+def setting_text(value: Any) -> str:
+    """A setting's value as `--set NAME=VALUE` writes it, the text `_parse_value` reads back: a list comma-
+    separated, a dict as key:value pairs, anything else as itself."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def check_setting(spec: dict, value: Any) -> None:
     """Raise SettingError naming the setting when `value` is out of its bounds or not one of its choices."""
     name, low, high, choices = spec["name"], spec["min"], spec["max"], spec["choices"]
