@@ -12,7 +12,6 @@ the first engine (All-Mem by default).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -25,6 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from results import write_json  # noqa: E402
 
+from engine.core.schema import SettingError, parse_settings  # noqa: E402
+from engine.engines import UnknownEngine, engine_class  # noqa: E402
 from engine.eval.metrics import ndcg_at_k, recall_at_k  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
@@ -42,15 +43,19 @@ def main() -> int:
     ap.add_argument("--conversations", nargs="*")
     ap.add_argument("--ablation", action="append", default=[])
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a setting of the first engine, e.g. --set expansion_bonus=0.3 (value parsed as JSON)")
+                    help="override a setting of the first engine, e.g. --set lexical_weight=0.3 (read and checked "
+                         "as `memwb replay --set` reads it)")
     ap.add_argument("--consolidate", default="every-3-sessions")
     ap.add_argument("--out", default=str(ROOT / "out" / "recall.json"))
     args = ap.parse_args()
 
-    settings: dict = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    try:
+        settings: dict = parse_settings(engine_class(engines[0]).Settings, args.set, engines[0])
+    except (SettingError, UnknownEngine) as exc:
+        raise SystemExit(f"--set: {exc}") from None
     if args.ablation:
         settings["ablations"] = sorted(args.ablation)
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     conversations = load_conversations(args.data)
     if args.conversations:
         conversations = [c for c in conversations if c.id in set(args.conversations)]
