@@ -7,11 +7,14 @@ each train meeting is cut at its deepest gaps, as many as it has gold boundaries
 spaces them (`min_size` words apart, `lookahead` words before the end). That is a ceiling on the
 boundaries' placement, not a rule (a rule must guess the count). Beside it: no boundary, and the same count
 placed at random (mean of `--seeds` seeded draws). Windows and smoothings of the depth curve are varied
-around the fitted rule. `--signal lexical` scores the gaps by TextTiling's own lexical cohesion instead (each
-turn's content words, TF-IDF over the meeting) in place of the utterance vectors and the floor. Prints the table
-and writes it to --out. Only `train/` is read.
+around the fitted rule. `--mix` weighs what is said against who holds the floor (the rule's `mix`; default the
+fitted rule's), and `--counts` cuts at a fixed number of gaps per meeting as well as at gold's count (hindsight
+either way: the whole meeting's curve is read). `--signal lexical` scores the gaps by TextTiling's own lexical
+cohesion instead (each turn's content words, TF-IDF over the meeting) in place of the utterance vectors and the
+floor. Prints the table and writes it to --out. Only `train/` is read.
 
     python scripts/boundary_ceiling.py [--dir ../shared/data/qmsum/train] [--signal vectors|lexical]
+                                       [--mix 1.0 [0.5 ...]] [--counts gold [1 2 ...]]
                                        [--out out/boundary_ceiling.json]
 """
 from __future__ import annotations
@@ -74,24 +77,36 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--signal", choices=["vectors", "lexical"], default="vectors",
                     help="what the depth curve compares: utterance vectors and the floor (MemLoom's), or TF-IDF words")
+    ap.add_argument("--mix", type=float, nargs="+", help="weights of what is said against who holds the floor "
+                    "(default: the fitted rule's)")
+    ap.add_argument("--counts", nargs="+", default=["gold"],
+                    help="boundaries per meeting: gold (each meeting's own count) and/or whole numbers")
     ap.add_argument("--out", default=str(ROOT / "out" / "boundary_ceiling.json"))
     args = ap.parse_args()
     if Path(args.dir).resolve().name != "train":
         raise SystemExit(f"{args.dir}: this reads QMSum's train split only")
+    bad = [c for c in args.counts if c != "gold" and not (c.isdigit() and int(c) > 0)]
+    if bad:
+        raise SystemExit(f"--counts {' '.join(bad)}: give gold or a positive whole number")
     fitted = settings_class("memloom")().depth_rule()
+    mixes = args.mix or [fitted.mix]
     embedder = Embedder()
     meetings = [Meeting(p, embedder) for p in sorted(Path(args.dir).glob("*.json"))]
     rows = []
-    for window in WINDOWS:
-        for smoothing in SMOOTHINGS:
-            rule = DepthRule(window=window, mix=fitted.mix, smoothing=smoothing)
-            depth = (lambda m: lexical_depths(m, rule)) if args.signal == "lexical" else \
-                (lambda m: topic_depths(m.vectors, m.texts, m.speakers, rule))
-            cuts = {m.id: deepest_count(m, depth(m), len(m.gold), fitted.min_size, fitted.lookahead)
-                    for m in meetings}
-            pk, wd = mean_errors(meetings, cuts)
-            rows.append({"window": window, "smoothing": smoothing, "pk": pk, "window_diff": wd,
-                         "fitted": (window, smoothing) == (fitted.window, fitted.smoothing)})
+    for mix in mixes:
+        for window in WINDOWS:
+            for smoothing in SMOOTHINGS:
+                rule = DepthRule(window=window, mix=mix, smoothing=smoothing)
+                depth = (lambda m: lexical_depths(m, rule)) if args.signal == "lexical" else \
+                    (lambda m: topic_depths(m.vectors, m.texts, m.speakers, rule))
+                depths = {m.id: depth(m) for m in meetings}
+                for count in args.counts:
+                    cuts = {m.id: deepest_count(m, depths[m.id], len(m.gold) if count == "gold" else int(count),
+                                                fitted.min_size, fitted.lookahead) for m in meetings}
+                    pk, wd = mean_errors(meetings, cuts)
+                    rows.append({"mix": mix, "window": window, "smoothing": smoothing, "count": count, "pk": pk,
+                                 "window_diff": wd, "fitted": (mix, window, smoothing) == (fitted.mix, fitted.window,
+                                                                                          fitted.smoothing)})
     none = mean_errors(meetings, {m.id: [] for m in meetings})
     draws = []
     for seed in range(args.seeds):
@@ -101,18 +116,19 @@ def main() -> int:
                                         for m in meetings}))
     random = (round(statistics.mean(d[0] for d in draws), 4), round(statistics.mean(d[1] for d in draws), 4))
     print(f"{len(meetings)} train meetings, {statistics.mean(len(m.gold) for m in meetings):.2f} gold boundaries "
-          "per meeting; every row but 'no boundary' places exactly the gold count")
-    print(f"{'cut at':40} {'Pk':>6} {'WD':>6}")
+          "per meeting; 'random gaps' places exactly the gold count")
+    print(f"{'cut at':62} {'Pk':>6} {'WD':>6}")
     for r in rows:
-        label = f"deepest gaps, window {r['window']:.0f}, smoothing {r['smoothing']}" + (" *" if r["fitted"] else "")
-        print(f"{label:40} {r['pk']:6.3f} {r['window_diff']:6.3f}")
-    print(f"{'random gaps':40} {random[0]:6.3f} {random[1]:6.3f}")
-    print(f"{'no boundary':40} {none[0]:6.3f} {none[1]:6.3f}")
-    print("* the fitted rule's window and smoothing")
+        label = (f"{r['count']} deepest gaps, mix {r['mix']:g}, window {r['window']:.0f}, smoothing {r['smoothing']}"
+                 + (" *" if r["fitted"] else ""))
+        print(f"{label:62} {r['pk']:6.3f} {r['window_diff']:6.3f}")
+    print(f"{'random gaps':62} {random[0]:6.3f} {random[1]:6.3f}")
+    print(f"{'no boundary':62} {none[0]:6.3f} {none[1]:6.3f}")
+    print("* the fitted rule's mix, window and smoothing")
     write_json(args.out, {"split": str(Path(args.dir).resolve()), "meetings": len(meetings), "signal": args.signal,
-                          "fitted_rule": {"window": fitted.window, "smoothing": fitted.smoothing,
+                          "fitted_rule": {"mix": fitted.mix, "window": fitted.window, "smoothing": fitted.smoothing,
                                           "min_size": fitted.min_size, "lookahead": fitted.lookahead},
-                          "deepest_with_gold_count": rows, "random_with_gold_count": {"pk": random[0],
+                          "deepest": rows, "random_with_gold_count": {"pk": random[0],
                                                                                       "window_diff": random[1]},
                           "no_boundary": {"pk": none[0], "window_diff": none[1]}})
     return 0
