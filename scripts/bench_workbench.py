@@ -10,6 +10,8 @@ them to out/bench_workbench.json.
 - `jump.embedded` / `embed_needed_s`: how many texts the cold jump ran through the model (All-Mem embeds more
   than the turns: each utterance, its descriptor, the offline diagnosis's sentences), and how long one fresh
   batch of exactly those texts takes: `cold_needed_ratio` is the replay's cost beyond the encoding it needs.
+  `jump.needed_tokens_ratio`: those texts' tokens against the turns' (the ONNX encoder's tokenizer), the same
+  floor counted without a clock, since the encoder's time goes with the tokens it reads.
 - `page_switch_s`: each page run headless by Streamlit's AppTest on a workbench of about 400 units (conv-26)
   and about 2,000 units (several LoCoMo conversations in one JSONL conversation), first visit and again
   (target <= 1 s at 2,000 units).
@@ -71,7 +73,13 @@ def embed_batch(turns) -> float:
     return seconds
 
 
-def jumps(workdir: Path, engine: str) -> dict:
+def tokens(embedder: Embedder, texts: list[str]) -> int | None:
+    """How many tokens the model reads for `texts` (None under torch, whose encoder does not say)."""
+    encoder = embedder.model()
+    return sum(map(len, encoder.token_ids(texts))) if hasattr(encoder, "token_ids") else None
+
+
+def jumps(workdir: Path, engine: str, turns) -> dict:
     emb = Embedder()
     emb.warm()
     cold = Workbench.open(LOCOMO_PATH, CONVERSATION, engine, schedule=SCHEDULE, workdir=folder(workdir, "cold"),
@@ -88,9 +96,12 @@ def jumps(workdir: Path, engine: str) -> dict:
     encoded = warm.engine.embedder.encoded
     warm_s, _ = timed(lambda: warm.jump(n))
     assert warm.engine.embedder.encoded == encoded, "the warm jump ran the model"
+    needed_tokens, turn_tokens = tokens(emb, texts), tokens(emb, [t.raw for t in turns])
     return {"turns": n, "cold_s": cold_s, "warm_s": warm_s, "warm_turns_per_s": n / warm_s,
             "units": len(cold.engine.state.units), "embedded": len(texts), "embed_needed_s": needed_s,
-            "cold_needed_ratio": cold_s / needed_s, "embedder": cold.engine.embedder}
+            "cold_needed_ratio": cold_s / needed_s, "needed_tokens": needed_tokens, "turn_tokens": turn_tokens,
+            "needed_tokens_ratio": needed_tokens / turn_tokens if needed_tokens and turn_tokens else None,
+            "embedder": cold.engine.embedder}
 
 
 def diagnosis(workdir: Path, embedder: Embedder, engine: str) -> dict:
@@ -136,7 +147,7 @@ def page_switches(wb: Workbench) -> dict:
 def jump_figures(work: Path, conversation, result: dict, engine: str) -> Embedder:
     """Batch embed, cold and warm jumps, diagnosis on a full buffer; returns the embedder holding the vectors."""
     batch = embed_batch(conversation.turns)
-    j = jumps(work, engine)
+    j = jumps(work, engine, conversation.turns)
     embedder = j.pop("embedder")
     j.update(cold_ratio=j["cold_s"] / batch, warm_ratio=j["warm_s"] / batch)
     print(f"embed {len(conversation.turns)} turns of {CONVERSATION} in one batch: {batch:.2f} s")
@@ -145,6 +156,9 @@ def jump_figures(work: Path, conversation, result: dict, engine: str) -> Embedde
           f"{j['warm_ratio']:.1f}x, {j['warm_turns_per_s']:.0f} turns/s")
     print(f"the cold jump embedded {j['embedded']} texts; those in one batch: {j['embed_needed_s']:.2f} s, so the "
           f"cold jump is {j['cold_needed_ratio']:.1f}x the encoding it needs")
+    if j["needed_tokens_ratio"] is not None:
+        print(f"those texts hold {j['needed_tokens']} tokens, {j['needed_tokens_ratio']:.2f}x the turns' "
+              f"{j['turn_tokens']}: the least a cold jump can be against the turns' batch")
     result.update(engine=engine, embed_batch_s=batch, jump=j)
     if engine_schema(engine).processes:
         d = diagnosis(work, embedder, engine)
