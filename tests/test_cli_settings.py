@@ -3,13 +3,15 @@ contract (replay, export, retrieve --json, check), run as a user would (subproce
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from engine.engines import known_engines, settings_class
 from engine.core.schema import settings_fields
 from engine.store.log_store import Store
-from tests.test_cli import DEMO, memwb
+from tests.test_cli import DEMO, ROOT, memwb
 
 TINY = DEMO.parent.parent / "fixtures" / "tiny.jsonl"
 
@@ -96,3 +98,23 @@ def test_recmem_command_line_contract(tmp_path):
             assert (hop["from"], hop["to"], hop["type"]) in edges
         if u["kind"] in ("fact", "episode"):
             assert u["provenance"] and {units[h["to"]]["kind"] for h in u["provenance"]} >= {"unit", "turn"}
+
+
+def test_eval_recall_reads_set_as_replay_does(tmp_path):
+    """`scripts/eval_recall.py --set` takes what `memwb replay --set` takes and refuses what it refuses, before
+    anything is replayed (it once parsed values as JSON and took a setting no engine has without a word)."""
+    def script(*args):
+        return subprocess.run([sys.executable, "scripts/eval_recall.py", "--data", TINY, *map(str, args)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+
+    unknown = script("--set", "expansion_bonus=0.3", "--out", tmp_path / "u.json")
+    assert unknown.returncode == 1 and "unknown setting 'expansion_bonus' for engine allmem" in unknown.stderr
+    high = script("--set", "lexical_weight=9", "--out", tmp_path / "h.json")
+    assert high.returncode == 1 and "lexical_weight=9.0 is out of range" in high.stderr
+    assert not (tmp_path / "u.json").exists() and not (tmp_path / "h.json").exists()
+    ran = script("--engines", "allmem,naive", "--set", "lexical_weight=0.7", "--set", "theta=merge:0.8",
+                 "--out", tmp_path / "r.json")
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["settings"] == {"lexical_weight": 0.7, "theta": {**settings_class("allmem")().theta, "merge": 0.8}}
+    assert result["engines"] == ["allmem", "naive"] and result["questions"] > 0
