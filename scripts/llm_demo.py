@@ -38,7 +38,8 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=102, help="first N turns of the demo (default: all 102)")
     ap.add_argument("--engines", default="allmem,memloom")
     ap.add_argument("--consolidate", default="every-3-sessions")
-    ap.add_argument("--max-tokens", type=int, default=256, help="output limit per call (default 256)")
+    ap.add_argument("--max-tokens", type=int, help="output limit per call (default: each role's budget, "
+                                                   "engine.llm.schemas.TOKEN_CAPS; a value can only lower it)")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds per call (default 600: on two shared cores a ~4,000-token relation-synthesis "
                          "prompt took minutes to read, and a client that gives up makes the server read it again)")
@@ -63,7 +64,9 @@ def main() -> int:
         report["model_load_seconds"] = round(server.load_seconds, 2)
         env = {**os.environ, **server.env()}
         print(f"model server {server.alias} on {server.base_url}, loaded in {server.load_seconds:.1f} s", flush=True)
-    env["MEMWB_OPENAI_MAX_TOKENS"] = str(args.max_tokens)
+    env.pop("MEMWB_OPENAI_MAX_TOKENS", None)
+    if args.max_tokens is not None:
+        env["MEMWB_OPENAI_MAX_TOKENS"] = str(args.max_tokens)
     env["MEMWB_OPENAI_TIMEOUT"] = str(args.timeout)
     try:
         for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
@@ -89,7 +92,7 @@ def main() -> int:
 
     reference = offline_llm(Embedder())
     md = [f"# The demo through a real model ({len(lines)} turns, {args.consolidate}, max_tokens "
-          f"{args.max_tokens})", "", f"{MODEL_NOTE}.", "",
+          f"{args.max_tokens or 'per role'})", "", f"{MODEL_NOTE}.", "",
           f"Model load: {report.get('model_load_seconds', '–')} s. Load average before: {report['load_before']}, "
           f"after: {loadavg()}.", ""]
     for engine, row in report["engines"].items():

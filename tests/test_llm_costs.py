@@ -107,3 +107,23 @@ def test_two_recordings_compared_on_the_same_inputs() -> None:
     assert differ_by_key(comparisons) == {comparisons[0].key: [True]}
     failed = compare([reply(None)], LLM(RecordedBackend(b)))
     assert failed[0].differs is None and decision_rows(failed)[0]["A raw"].startswith("[TIMEOUT]")
+
+
+def test_the_cost_table_names_the_model_that_answered() -> None:
+    """The model column shows what each role's calls were answered by (one name, or each with its count); a
+    summary written before models were counted still renders."""
+    from engine.eval.llm_costs import cost_rows, cost_table
+
+    calls = [*CALLS, {**call("router", 600), "model": "SmolLM2-135M-Instruct-Q4_1"}]
+    costs = llm_cost_summary(llm_cost_tally(calls))
+    assert costs["event_merge"]["models"] == {"m": 2}
+    assert costs["router"]["models"] == {"SmolLM2-135M-Instruct-Q4_1": 1, "m": 5}
+    rows = {r["role"]: r["model"] for r in cost_rows(costs)}
+    assert rows == {"event_merge": "m", "router": "SmolLM2-135M-Instruct-Q4_1=1, m=5"}
+    table = cost_table(costs)
+    assert table.splitlines()[0].endswith("| structured | model |")
+    assert table.splitlines()[2].endswith("| json_object=2 | m |")
+    pooled = llm_cost_summary(pool_llm_costs([llm_cost_tally(calls[:4]), llm_cost_tally(calls[4:])]))
+    assert pooled["router"]["models"] == costs["router"]["models"]
+    older = {role: {k: v for k, v in c.items() if k != "models"} for role, c in costs.items()}
+    assert cost_table(older).splitlines()[2].endswith("| json_object=2 | – |")

@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 
 from engine.llm import LLM, OpenAIBackend, structured
+from engine.llm.openai_backend import forget_models
 from engine.llm.prompts import payload_of
-from engine.llm.schemas import SCHEMAS
+from engine.llm.schemas import BOUNDS, SCHEMAS, TOKEN_CAPS, model_schema
 from engine.llm.server import LocalServer, free_port, server_installed
 from engine.core.proposal import LLMReason
 
@@ -55,15 +56,17 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
                  "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("MEMWB_OPENAI_MAX_TOKENS", "256")
+    monkeypatch.delenv("MEMWB_OPENAI_MAX_TOKENS", raising=False)      # each role's own budget
     monkeypatch.setenv("MEMWB_OPENAI_TIMEOUT", "600")
     structured.forget()
+    forget_models()
 
 
 def env_for(srv: LocalServer, **extra: str) -> dict[str, str]:
-    """The settings that point `--llm openai` at `srv`; a long timeout, since two shared cores under load took
-    over a minute for one diagnosis (the timeout test sets its own)."""
-    return {**os.environ, **srv.env(), "MEMWB_OPENAI_MAX_TOKENS": "256", "MEMWB_OPENAI_TIMEOUT": "600", **extra}
+    """The settings that point `--llm openai` at `srv` (each role with its own output budget); a long timeout,
+    since two shared cores under load took over a minute for one diagnosis (the timeout test sets its own)."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMWB_OPENAI_MAX_TOKENS"}
+    return {**env, **srv.env(), "MEMWB_OPENAI_TIMEOUT": "600", **extra}
 
 
 def memwb(*args, env: dict, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -145,9 +148,11 @@ def role_payloads(tmp_path: Path) -> dict[str, dict]:
 def test_every_role_runs_through_the_real_server_in_its_negotiated_mode(server: LocalServer,
                                                                         tmp_path: Path) -> None:
     """Each role's request reaches the real model in the mode negotiated once (llama.cpp: json_object with the
-    role's schema); every call gets a reply (any refusal is one of the boundary's reason codes, never a
-    transport failure) with the server's own token usage."""
-    backend = OpenAIBackend(server.alias, base_url=server.base_url, api_key="local", max_retries=0, timeout=300)
+    role's bounded schema in the grammar's form) within the role's output budget; every call gets a reply
+    (any refusal is one of the boundary's reason codes, never a transport failure) with the server's own token
+    usage, none is cut at the limit, and each is recorded as answered by the model the server serves, though
+    no model was named (the default name, which the server would echo, is never recorded)."""
+    backend = OpenAIBackend(base_url=server.base_url, api_key="local", max_retries=0, timeout=300)
     assert backend.structured_mode == structured.JSON_OBJECT
     llm = LLM(backend, keep_calls=True)
     payloads = role_payloads(tmp_path)
@@ -157,8 +162,30 @@ def test_every_role_runs_through_the_real_server_in_its_negotiated_mode(server: 
         assert call.error_code is None or call.error_code in REPLY_CODES, (role, call.error_code, call.error)
         assert call.params["structured"] == "json_object" and call.params["detected"] is True
         assert call.params["usage"] is True and call.prompt_tokens > 0 and call.completion_tokens > 0
-        assert call.response and call.latency_ms > 0 and call.model
+        assert call.response and call.latency_ms > 0
+        assert (call.model, call.params["model_from"]) == (server.alias, "models")
+        assert call.params["max_tokens"] == TOKEN_CAPS[role] and call.finish_reason == "stop", (role, call.error)
     assert {c.role for c in llm.calls} == set(SCHEMAS)
+
+
+def test_the_server_builds_every_grammar_and_counts_no_more_tokens_than_characters(server: LocalServer) -> None:
+    """llama-cpp-python's converter turns every role's bounded schema, in the form sent, into a grammar (a schema
+    it cannot convert silently becomes any JSON at all), and SmolLM2's own tokenizer spends no more tokens on
+    each role's longest reply than it has characters, which is what the budgets count."""
+    import urllib.request
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    for role in SCHEMAS:
+        form = structured.grammar_schema(model_schema(role))
+        assert "root ::=" in json_schema_to_gbnf(json.dumps(form)), role
+        text = structured.longest_reply(model_schema(role))
+        request = urllib.request.Request(server.base_url.removesuffix("/v1") + "/extras/tokenize",
+                                         data=json.dumps({"input": text}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            tokens = len(json.load(reply)["tokens"])
+        assert tokens <= len(text) <= TOKEN_CAPS[role], (role, tokens, len(text))
 
 
 @pytest.mark.parametrize("engine", ["allmem", "memloom"])
@@ -255,6 +282,7 @@ def test_a_schema_the_model_cannot_satisfy(server: LocalServer, tmp_path: Path,
     impossible = json.loads(json.dumps(SCHEMAS["descriptor"]))
     impossible["properties"]["keywords"].update(minItems=200, maxItems=200)
     monkeypatch.setitem(SCHEMAS, "descriptor", impossible)
+    monkeypatch.setitem(BOUNDS, "descriptor", ())
     for name, value in server.env().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("MEMWB_OPENAI_MAX_TOKENS", "64")

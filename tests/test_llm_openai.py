@@ -31,7 +31,8 @@ from engine.llm import (
     make_backend,
     register_backend,
 )
-from engine.llm.schemas import SCHEMAS
+from engine.llm.openai_backend import DEFAULT_MODEL, forget_models
+from engine.llm.schemas import SCHEMAS, TOKEN_CAPS, model_schema
 
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = {"text": "Caroline: I went to the LGBTQ support group on 7 May 2023."}
@@ -67,6 +68,8 @@ class FakeServer:
         self.queue: deque[Scripted] = deque()
         self.responder: Any = None          # request json -> Scripted, used when the queue is empty
         self.requests: list[dict] = []
+        self.models: list[str] | None = None    # what GET /v1/models lists (None: no such route, a 404)
+        self.listings = 0
         self.stopping = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -83,6 +86,13 @@ class FakeServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path != "/v1/models" or server.models is None:
+                    return self._send(404, {"error": {"message": "not found"}})
+                server.listings += 1
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "me"}
+                                                            for m in server.models]})
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 server.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
@@ -138,6 +148,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
                  "MEMWB_OPENAI_MODEL", "MEMWB_OPENAI_TIMEOUT", "MEMWB_OPENAI_MAX_RETRIES", "MEMWB_OPENAI_MAX_TOKENS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    forget_models()
     # The scripted servers here answer requests in order, so no negotiation probe may come first: the
     # tests of negotiation itself (below) lift this.
     monkeypatch.setenv("MEMWB_OPENAI_STRUCTURED", "json_schema")
@@ -162,7 +173,7 @@ def test_valid_answer_is_parsed_validated_and_measured(server: FakeServer) -> No
 
     assert call.ok, call.error
     assert call.data == GOOD
-    assert call.backend == "openai" and call.model == "fake-model-1"
+    assert call.backend == "openai" and call.model == "fake-model-1" and call.params["model_from"] == "reply"
     assert (call.prompt_tokens, call.completion_tokens) == (42, 17)
     assert call.latency_ms > 0
     assert len(server.requests) == 1
@@ -173,7 +184,51 @@ def test_valid_answer_is_parsed_validated_and_measured(server: FakeServer) -> No
     assert body["temperature"] == 0
     assert body["messages"] == call.prompt
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "descriptor", "schema": SCHEMAS["descriptor"], "strict": True}}
+        "name": "descriptor", "schema": model_schema("descriptor"), "strict": True}}
+    assert body["max_tokens"] == call.params["max_tokens"] == TOKEN_CAPS["descriptor"]
+
+
+def echo(request: dict) -> Scripted:
+    """llama.cpp's server: any model name is answered by the model it serves, and the reply echoes the name."""
+    body = completion(json.dumps(GOOD))
+    body["model"] = request["model"]
+    return Scripted(200, body)
+
+
+@pytest.mark.parametrize(("asked", "listed", "sent", "recorded", "source"), [
+    (None, ["SmolLM2-135M-Instruct-Q4_1"], "SmolLM2-135M-Instruct-Q4_1", "SmolLM2-135M-Instruct-Q4_1", "models"),
+    ("gpt-4o-mini", ["SmolLM2-135M-Instruct-Q4_1"], "gpt-4o-mini", "SmolLM2-135M-Instruct-Q4_1", "models"),
+    ("qwen", ["llama", "qwen"], "qwen", "qwen", "models"),
+    (None, ["llama", "qwen"], DEFAULT_MODEL, DEFAULT_MODEL, "reply"),
+    ("qwen", None, "qwen", "qwen", "reply"),
+])
+def test_the_model_recorded_is_the_one_the_server_says_answered(server: FakeServer, asked: str | None,
+                                                                  listed: list[str] | None, sent: str,
+                                                                  recorded: str, source: str) -> None:
+    """A reply that only echoes the name asked is checked against GET /v1/models: through llama.cpp's server
+    no call is recorded as the default gpt-4o-mini when SmolLM2 answered. With no model set, the endpoint's
+    only model is asked for. The listing is asked once per endpoint, not per call."""
+    server.models, server.responder = listed, echo
+    made = OpenAIBackend(asked, base_url=server.base_url, api_key="k", max_retries=0, timeout=5.0)
+    calls = [LLM(made).call("descriptor", PAYLOAD) for _ in range(2)]
+    assert all(c.ok for c in calls), calls[0].error
+    assert [r["json"]["model"] for r in server.requests] == [sent, sent]
+    assert {(c.model, c.params["model_from"]) for c in calls} == {(recorded, source)}
+    assert server.listings == (0 if listed is None else 1)
+
+
+def test_a_failed_call_records_the_model_asked_and_old_records_load(server: FakeServer, tmp_path: Path) -> None:
+    server.models = ["SmolLM2-135M-Instruct-Q4_1"]
+    server.script(Scripted(400, error_body(400)))
+    failed = LLM(OpenAIBackend(base_url=server.base_url, api_key="k", max_retries=0)).call("descriptor", PAYLOAD)
+    assert failed.error_code == "HTTP_400" and failed.model == "SmolLM2-135M-Instruct-Q4_1"
+    assert "model SmolLM2-135M-Instruct-Q4_1" in failed.error
+    old = {k: v for k, v in failed.to_dict().items() if k not in ("finish_reason", "params")}
+    old.update(model="gpt-4o-mini", response=json.dumps(GOOD), error_code=None, error=None)
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(old) + "\n", encoding="utf-8")
+    again = LLM(RecordedBackend.from_jsonl(path)).call("descriptor", PAYLOAD)
+    assert again.ok and again.model == "gpt-4o-mini"          # a recording says what it recorded
 
 
 def test_invalid_json_is_parse_fail(server: FakeServer) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from engine.llm import LLM, OpenAIBackend
 from engine.llm import structured
-from engine.llm.schemas import SCHEMAS
+from engine.llm.schemas import TOKEN_CAPS, model_schema
 from tests.test_llm_openai import GOOD, PAYLOAD, FakeServer, Scripted, completion, error_body
 
 
@@ -19,8 +19,9 @@ def _auto(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _answer(request: dict) -> str:
-    """What a model says: `{"ok": true}` to the probe, a good descriptor otherwise."""
-    return '{"ok": true}' if "Reply exactly" in request["messages"][-1]["content"] else json.dumps(GOOD)
+    """What a model says: `{"ok": true, "say": "yes"}` to the probe, a good descriptor otherwise."""
+    probe = "Reply exactly" in request["messages"][-1]["content"]
+    return '{"ok": true, "say": "yes"}' if probe else json.dumps(GOOD)
 
 
 def openai_like(request: dict) -> Scripted:
@@ -61,14 +62,15 @@ def test_the_mode_is_detected_once_and_recorded_with_each_call(responder, mode, 
     assert len(srv.requests) == probes + 4
     assert {(c.params["structured"], c.params["detected"]) for c in [*calls, again]} == {(mode, True)}
     sent = srv.requests[-1]["json"]
-    assert sent["max_tokens"] == 1024 and sent["temperature"] == 0
+    assert sent["max_tokens"] == TOKEN_CAPS["descriptor"] and sent["temperature"] == 0
+    bounded = model_schema("descriptor")
     if mode == "json_schema":
-        assert sent["response_format"]["json_schema"]["schema"] == SCHEMAS["descriptor"]
+        assert sent["response_format"]["json_schema"]["schema"] == bounded
     elif mode == "json_object":
-        assert sent["response_format"] == {"type": "json_object", "schema": SCHEMAS["descriptor"]}
+        assert sent["response_format"] == {"type": "json_object", "schema": structured.grammar_schema(bounded)}
     else:
         assert "response_format" not in sent
-        assert json.dumps(SCHEMAS["descriptor"], sort_keys=True) in sent["messages"][0]["content"]
+        assert json.dumps(bounded, sort_keys=True) in sent["messages"][0]["content"]
     assert calls[0].prompt == sent["messages"] or mode == "prompt"      # the record keeps the role's prompt
 
 

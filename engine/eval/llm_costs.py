@@ -88,6 +88,14 @@ def _rate(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
+def models_text(models: dict[str, int] | None) -> str:
+    """The models that answered a role's calls: one name, or each with its count; "–" for costs summarised
+    before models were counted."""
+    if not models:
+        return "–"
+    return next(iter(models)) if len(models) == 1 else ", ".join(f"{k}={v}" for k, v in models.items())
+
+
 def cost_rows(costs: dict[str, dict]) -> list[dict]:
     """One flat row per role (and a total), the columns every view of the costs shows."""
     rows = []
@@ -97,7 +105,8 @@ def cost_rows(costs: dict[str, dict]) -> list[dict]:
                      "p95 ms": c["latency_ms"]["p95"], "schema-valid": c["valid_rate"],
                      "differs from offline": c["differ_rate"], "compared": c["compared"],
                      "errors": ", ".join(f"{k}={v}" for k, v in c["errors"].items()),
-                     "structured": ", ".join(f"{k}={v}" for k, v in c["structured"].items())})
+                     "structured": ", ".join(f"{k}={v}" for k, v in c["structured"].items()),
+                     "model": models_text(c.get("models"))})
     return rows
 
 
@@ -106,15 +115,15 @@ def cost_table(costs: dict[str, dict], title: str = "") -> str:
     if not costs:
         return f"{title}no LLM calls".strip()
     head = ("| role | calls | prompt tok | completion tok | p50 ms | p95 ms | schema-valid | differs from offline "
-            "| errors | structured |")
+            "| errors | structured | model |")
     lines = [title] if title else []
-    lines += [head, "|" + "---|" * 10]
+    lines += [head, "|" + "---|" * 11]
     for r in cost_rows(costs):
         differ = "–" if r["differs from offline"] is None else \
             f"{_rate(r['differs from offline'])} of {r['compared']}"
         lines.append(f"| {r['role']} | {r['calls']} | {r['prompt tokens']:,} | {r['completion tokens']:,} | "
                      f"{_ms(r['p50 ms'])} | {_ms(r['p95 ms'])} | {_rate(r['schema-valid'])} | {differ} | "
-                     f"{r['errors'] or '–'} | {r['structured']} |")
+                     f"{r['errors'] or '–'} | {r['structured']} | {r['model']} |")
     return "\n".join(lines)
 
 

@@ -232,8 +232,8 @@ def llm_cost_tally(source: Any, differ: Mapping[str, list[bool]] | None = None, 
                    upto_seq: int | None = None) -> dict[str, dict]:
     """Per LLM role, what its calls cost, in a form that pools across tasks (`pool_llm_costs`) before it is
     summarised (`llm_cost_summary`): {role: {"calls", "prompt", "completion", "valid", "errors": {code: n},
-    "structured": {mode: n}, "usage": calls whose tokens the server reported, "latency": [ms, ...],
-    "compared", "differ"}}, roles sorted by name.
+    "structured": {mode: n}, "models": {the model that answered: n}, "usage": calls whose tokens the server
+    reported, "latency": [ms, ...], "compared", "differ"}}, roles sorted by name.
 
     `differ` maps a call key to whether another backend decided otherwise on that input, one flag per time
     the prompt was sent (`engine.llm.decisions.differ_by_key`); without it nothing is compared."""
@@ -242,8 +242,8 @@ def llm_cost_tally(source: Any, differ: Mapping[str, list[bool]] | None = None, 
     for call in llm_calls(source, after_seq, upto_seq):
         prompt, completion, reported = call_tokens(call)
         t = out.setdefault(call["role"], {"calls": 0, "prompt": 0, "completion": 0, "valid": 0, "errors": {},
-                                          "structured": {}, "usage": 0, "latency": [], "compared": 0,
-                                          "differ": 0})
+                                          "structured": {}, "models": {}, "usage": 0, "latency": [],
+                                          "compared": 0, "differ": 0})
         t["calls"] += 1
         t["prompt"] += prompt
         t["completion"] += completion
@@ -255,6 +255,8 @@ def llm_cost_tally(source: Any, differ: Mapping[str, list[bool]] | None = None, 
             t["errors"][code] = t["errors"].get(code, 0) + 1
         mode = (call.get("params") or {}).get("structured") or call.get("backend") or "?"
         t["structured"][mode] = t["structured"].get(mode, 0) + 1
+        model = call.get("model") or "?"
+        t["models"][model] = t["models"].get(model, 0) + 1
         t["latency"].append(round(float(call.get("latency_ms") or 0.0), 3))
         flags = queues.get(call.get("key") or "")
         if flags:
@@ -269,10 +271,11 @@ def pool_llm_costs(tallies: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
     for tally in tallies:
         for role, t in tally.items():
             mine = out.setdefault(role, {"calls": 0, "prompt": 0, "completion": 0, "valid": 0, "errors": {},
-                                         "structured": {}, "usage": 0, "latency": [], "compared": 0, "differ": 0})
+                                         "structured": {}, "models": {}, "usage": 0, "latency": [], "compared": 0,
+                                         "differ": 0})
             for key in ("calls", "prompt", "completion", "valid", "usage", "compared", "differ"):
                 mine[key] += t.get(key, 0)
-            for key in ("errors", "structured"):
+            for key in ("errors", "structured", "models"):
                 for name, n in t.get(key, {}).items():
                     mine[key][name] = mine[key].get(name, 0) + n
             mine["latency"] += t.get("latency", [])
@@ -282,7 +285,7 @@ def pool_llm_costs(tallies: Iterable[Mapping[str, dict]]) -> dict[str, dict]:
 def llm_cost_summary(tally: Mapping[str, dict]) -> dict[str, dict]:
     """A tally as reported: per role calls, prompt and completion tokens, latency p50/p95/mean (ms), the
     schema-valid rate (calls whose reply parsed, validated and kept within the caps), the error codes, the
-    structured-output modes, and the rate at which another backend decided otherwise (None when nothing
+    structured-output modes, the models that answered, and the rate at which another backend decided otherwise (None when nothing
     was compared)."""
     out = {}
     for role, t in tally.items():
@@ -290,6 +293,7 @@ def llm_cost_summary(tally: Mapping[str, dict]) -> dict[str, dict]:
                      "latency_ms": latency_summary(t["latency"]),
                      "valid_rate": round(t["valid"] / t["calls"], 4) if t["calls"] else None,
                      "errors": dict(sorted(t["errors"].items())), "structured": dict(sorted(t["structured"].items())),
+                     "models": dict(sorted(t.get("models", {}).items())),
                      "usage_reported": t["usage"], "compared": t["compared"], "differ": t["differ"],
                      "differ_rate": round(t["differ"] / t["compared"], 4) if t["compared"] else None}
     return out

@@ -124,7 +124,7 @@ class LLM:
             raise ValueError(f"unknown LLM role {role!r}; known roles: {sorted(SCHEMAS)}")
         request = LLMRequest(role=role, payload=payload, messages=render(role, payload), schema=SCHEMAS[role])
         started = time.perf_counter()
-        record = LLMCall(role=role, backend=self.backend.name, model=self.backend.model, key=request.key,
+        record = LLMCall(role=role, backend=self.backend.name, model="", key=request.key,
                          prompt=request.messages, response=None, data=None)
         try:
             reply = self.backend.generate(request)
@@ -134,7 +134,7 @@ class LLM:
         else:
             record.response = reply.text
             record.prompt_tokens, record.completion_tokens = reply.prompt_tokens, reply.completion_tokens
-            record.model = reply.model or record.model
+            record.model = reply.model           # the model that answered, as the backend learnt it
             record.params, record.finish_reason = dict(reply.params), reply.finish_reason
             record.data, record.error_code, error = parse_and_validate(reply.text, request.schema,
                                                                        CAPS.get(role, ()))
@@ -142,7 +142,8 @@ class LLM:
                 error += (f"; the reply was cut at the output limit"
                           f" ({reply.params.get('max_tokens', 'the server default')} tokens)")
             record.error = redact(error) if error else error       # it may quote a reply that echoes a key
-        record.model = record.model or self.backend.model       # a deferred backend knows it once built
+        record.model = record.model or self.backend.model       # read after the call: a backend (a deferred
+                                                                # one, the openai one) knows its model then
         record.latency_ms = (time.perf_counter() - started) * 1000.0
         if self.recorder is not None:
             self.recorder(record)

@@ -1,7 +1,13 @@
 """Backend for any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, LM Studio, llama.cpp...).
 
 How the role's JSON schema is asked for is negotiated with the server once (`engine.llm.structured`)
-and recorded with every call, with the output limit (`max_tokens`) and the temperature.
+and recorded with every call, with the output limit (`max_tokens`) and the temperature. A model is asked
+with the role's bounded schema (`engine.llm.schemas.model_schema`) and the role's output budget
+(`TOKEN_CAPS`), so a reply that follows the schema is never cut short.
+
+The model recorded is the one that answered, as the server says it: llama.cpp's server answers any model
+name with the one model it serves and echoes the name it was asked, so a name that is only what was
+asked (the default `gpt-4o-mini`, say) is checked against the endpoint's `GET /models` (`served_model`).
 
 The SDK's own retries are switched off (`max_retries=0`) so that this module
 alone decides what is retried: only transient failures (network, timeouts,
@@ -27,12 +33,15 @@ from engine.llm.base import (
     estimate_prompt_tokens,
     estimate_tokens,
 )
+from engine.llm.schemas import TOKEN_CAPS, model_schema
 
-DEFAULT_MODEL = "gpt-4o-mini"
+_LISTED: dict[str, list[str] | None] = {}      # endpoint -> the model ids its GET /models lists (None: none)
+
+DEFAULT_MODEL = "gpt-4o-mini"      # asked for when no model is set and the endpoint does not list exactly one
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_BACKOFF_BASE = 0.2
-DEFAULT_MAX_TOKENS = 1024          # a role's reply is a few hundred tokens; a model looping in a list stops here
+DEFAULT_MAX_TOKENS = 1024          # the output limit of a role with no budget in TOKEN_CAPS
 CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
 _OVERFLOW_WORDS = ("context length", "context window", "context_length_exceeded", "maximum context")
 
@@ -84,7 +93,8 @@ class OpenAIBackend(LLMBackend):
         structured_output: str | None = None,
         max_tokens: int | None = None,
     ):
-        self.model = model or _env("MEMWB_OPENAI_MODEL") or DEFAULT_MODEL
+        self.configured = model or _env("MEMWB_OPENAI_MODEL")
+        self.model = self.configured or DEFAULT_MODEL               # the name requests carry (`_asked`)
         self.base_url = base_url or _env("MEMWB_OPENAI_BASE_URL", "OPENAI_BASE_URL")
         self.timeout = float(timeout if timeout is not None else _env("MEMWB_OPENAI_TIMEOUT") or DEFAULT_TIMEOUT)
         self.max_retries = int(max_retries if max_retries is not None
@@ -95,9 +105,9 @@ class OpenAIBackend(LLMBackend):
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         self.structured_setting = structured.check_setting(
             structured_output or _env("MEMWB_OPENAI_STRUCTURED") or structured.AUTO)
-        self.max_tokens = int(max_tokens if max_tokens is not None
-                              else _env("MEMWB_OPENAI_MAX_TOKENS") or DEFAULT_MAX_TOKENS)
-        if self.max_tokens < 1:
+        limit = max_tokens if max_tokens is not None else _env("MEMWB_OPENAI_MAX_TOKENS")
+        self.max_tokens = int(limit) if limit is not None else None     # None: each role's own budget
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         self.backoff_base = backoff_base
         self._sleep = sleep
@@ -111,6 +121,52 @@ class OpenAIBackend(LLMBackend):
         self._client = client
         self.endpoint = redact(str(getattr(client, "base_url", None) or self.base_url
                                    or "the default OpenAI endpoint"))
+
+    def output_limit(self, role: str) -> int:
+        """`max_tokens` for `role`: its budget (`TOKEN_CAPS`), lowered to the setting when one is given."""
+        cap = TOKEN_CAPS.get(role)
+        if cap is None:
+            return self.max_tokens or DEFAULT_MAX_TOKENS
+        return cap if self.max_tokens is None else min(cap, self.max_tokens)
+
+    def listed_models(self) -> list[str] | None:
+        """The model ids the endpoint's GET /models lists, asked once per endpoint for the process; None when it
+        lists none or has no such route. A network failure is not cached: the call itself will say so."""
+        if self.endpoint not in _LISTED:
+            try:
+                page = self._client.models.list()
+                ids = [str(m.id) for m in (getattr(page, "data", None) or []) if getattr(m, "id", None)]
+            except (openai.APITimeoutError, openai.APIConnectionError):
+                return None
+            except (openai.OpenAIError, ValueError, TypeError, AttributeError):
+                ids = []
+            _LISTED[self.endpoint] = ids or None
+        return _LISTED[self.endpoint]
+
+    def _asked(self) -> str:
+        """The model requests name: the one set; with none set, the endpoint's only listed model (a local
+        server serving one), else DEFAULT_MODEL."""
+        if self.configured:
+            return self.configured
+        listed = self.listed_models()
+        return listed[0] if listed is not None and len(listed) == 1 else DEFAULT_MODEL
+
+    def served_model(self, replied: str | None) -> tuple[str, str]:
+        """(the model that answered, where that is known from: "reply", "models" or "request").
+
+        The reply's `model` when it names another model than the one asked (a server resolving an alias, as
+        OpenAI's dated snapshots); else the endpoint's listing: the name asked when it is listed, the only
+        model listed when the name asked is not (llama.cpp's server echoes any name and answers with the
+        model it serves); else what the reply says, or failing that what was asked."""
+        asked = self.model
+        if replied and replied != asked:
+            return replied, "reply"
+        listed = self.listed_models()
+        if listed is not None and asked in listed:
+            return asked, "models"
+        if listed is not None and len(listed) == 1:
+            return listed[0], "models"
+        return (replied, "reply") if replied else (asked, "request")
 
     def backoff(self, attempt: int) -> float:
         """Delay before retry number `attempt` (1-based): base, 2*base, 4*base..."""
@@ -150,10 +206,13 @@ class OpenAIBackend(LLMBackend):
         return fields
 
     def generate(self, request: LLMRequest) -> BackendReply:
+        self.model = self._asked()
         mode = self.structured_mode
+        limit = self.output_limit(request.role)
         params = {"structured": mode, "detected": self.structured_setting == structured.AUTO, "temperature": 0,
-                  "max_tokens": self.max_tokens}
-        fields = self._request_fields(mode, request.role, request.messages, request.schema, self.max_tokens)
+                  "max_tokens": limit}
+        fields = self._request_fields(mode, request.role, request.messages,
+                                      model_schema(request.role, request.schema), limit)
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
@@ -200,6 +259,13 @@ class OpenAIBackend(LLMBackend):
         else:
             prompt_tokens = estimate_prompt_tokens(request.messages)
             completion_tokens = estimate_tokens(text)
+        model, source = self.served_model(getattr(completion, "model", None))
         return BackendReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                            model=getattr(completion, "model", None) or self.model,
-                            params={**params, "usage": usage is not None}, finish_reason=finish)
+                            model=model, params={**params, "usage": usage is not None, "model_from": source},
+                            finish_reason=finish)
+
+
+def forget_models(endpoint: str | None = None) -> None:
+    """Drop the cached model listings (of one endpoint, or all): the server behind a URL was replaced."""
+    for key in [k for k in _LISTED if endpoint is None or k == endpoint]:
+        del _LISTED[key]
