@@ -16,7 +16,8 @@ conv = wb.conversation
 store = av.annotation_store(wb)
 
 st.subheader("Annotate · SCDS diagnostic cases")
-st.caption("A case is a scenario cut out of this conversation: its turns get pointers `scenario_id:tNN`, and each "
+st.caption("Cases in the style of SCDS, MemLoom's Synthetic Causal Diagnostic Suite. A case is a scenario cut out of "
+           "this conversation: its turns get pointers `scenario_id:tNN`, and each "
            "question names its gold evidence and its causal chain (`gold_causal_structure`). Every change is saved "
            "to this session's database at once.")
 access.read_only_note(Action.ANNOTATE, "every case and score them")

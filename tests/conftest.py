@@ -20,6 +20,10 @@ more of them (a branch target, a second session); both are URLs that `--db`,
 Then every test of that module that uses `db_url`, `make_db` or `make_engine` runs once per backend
 (ids ``[sqlite]`` and ``[postgresql]``); `make_db("sqlite")` gives a database on another backend than
 the test's. A module-scoped fixture gets its databases from `fresh_databases(backend, folder)`.
+
+Shared data. A test that reads LoCoMo or QMSum (`../shared/data`, or `MEMWB_SHARED_DATA`) gets the path through
+`needs_data(path)` (or asks `has_data(path)` for one case among others): missing, it is skipped, and under CI
+it fails (`unavailable`, as a missing PostgreSQL server does), so a CI run without the data cannot go green.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -101,11 +106,8 @@ def fresh_databases(backend: str, folder: Path) -> Iterator[Callable[..., str]]:
 def _pg_server_url() -> str:
     url = os.environ.get(PG_URL_VAR)
     if not url:
-        message = (f"{PG_URL_VAR} is not set: no PostgreSQL server for the postgresql cases "
-                   "(scripts/test.sh starts one; or `eval \"$(bash scripts/pg_test_server.sh start)\"`)")
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(message + "; under CI they must run")
-        pytest.skip(message)
+        unavailable(f"{PG_URL_VAR} is not set: no PostgreSQL server for the postgresql cases "
+                    "(scripts/test.sh starts one; or `eval \"$(bash scripts/pg_test_server.sh start)\"`)")
     return url
 
 
@@ -146,7 +148,34 @@ def make_engine(make_db):
     return build
 
 
-def locomo_or_skip() -> Path:
-    if not LOCOMO.exists():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO}")
-    return LOCOMO
+def under_ci() -> bool:
+    """CI is set (to anything but empty, 0, false or no), as CI services set it."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unavailable(message: str) -> NoReturn:
+    """A test needs something outside the repository (a PostgreSQL server, the shared data) that is missing: it is
+    skipped on a developer's machine, and fails under CI, so a CI run without it cannot go green."""
+    if under_ci():
+        pytest.fail(f"{message}; under CI it must be there", pytrace=False)
+    pytest.skip(message)
+
+
+def _data_missing(path: Path) -> str:
+    return f"shared data not found at {path} (../shared/data beside the checkout, or MEMWB_SHARED_DATA)"
+
+
+def needs_data(path: Path) -> Path:
+    """`path` in the shared data (LoCoMo, QMSum), for a test that needs it: skipped when it is missing, failed
+    under CI."""
+    if not path.exists():
+        unavailable(_data_missing(path))
+    return path
+
+
+def has_data(path: Path) -> bool:
+    """Whether `path` is in the shared data, for a test that checks it as one case among others: missing, the
+    case is left out, and under CI the test fails."""
+    if not path.exists() and under_ci():
+        pytest.fail(_data_missing(path) + "; under CI it must be there", pytrace=False)
+    return path.exists()

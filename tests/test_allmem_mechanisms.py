@@ -17,7 +17,7 @@ from engine.loaders import load_conversations
 from engine.retrieval.relevance import Relevance
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from tests.conftest import locomo_or_skip
+from tests.conftest import LOCOMO, needs_data
 from workbench.retrieval_view import fused_text, source_text
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ CAMPING = "When did Melanie go camping in June?"
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory):
     """conv-26 sessions 1-4 replayed without consolidation, then one diagnosis run left open."""
-    conv = next(c for c in load_conversations(locomo_or_skip()) if c.id == "conv-26")
+    conv = next(c for c in load_conversations(needs_data(LOCOMO)) if c.id == "conv-26")
     turns = [t for t in conv.turns if t.session in {"1", "2", "3", "4"}]
     sub = Conversation(conv.id, [dataclasses.replace(t, index=i) for i, t in enumerate(turns)], [])
     engine = open_session(tmp_path_factory.mktemp("mech") / "m.sqlite", engine="allmem")

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import ROOT, locomo_or_skip
+from conftest import LOCOMO, ROOT, needs_data
 
 from engine.core.access import local_identity
 from engine.core.proposal import GateVerdict, Status
@@ -449,7 +449,7 @@ def test_memwb_ui_db_opens_that_session(tmp_path):
 def test_graph_at_locomo_scale_groups_sessions_and_a_click_inspects_a_node(tmp_path):
     """conv-26 played to its end (419 turns): the graph draws its 19 sessions as groups with the current one
     expanded; clicking a unit on the canvas shows that unit in the inspector, clicking a group expands it."""
-    locomo_or_skip()
+    needs_data(LOCOMO)
     conversation = locomo_conversation_file(tmp_path / "data")
     env = {"MEMWB_DEMO": str(conversation), "MEMWB_WORKSPACE": str(tmp_path / "ws"), "TMPDIR": str(tmp_path)}
     with running_app(env=env) as url, browser_page() as page:
@@ -467,11 +467,11 @@ def test_a_long_jump_shows_progress_and_cancel_keeps_the_turns_done(tmp_path):
     """Jump to the end of LoCoMo conv-26: the bar counts turns with an estimate while the header follows; Cancel
     stops it between committed steps, the stored log holds exactly the turns the header shows, and it stays
     so (the jump does not resume)."""
-    from conftest import locomo_or_skip
+    from conftest import LOCOMO, needs_data
 
     from engine.loaders import load_conversation
 
-    locomo_or_skip()
+    needs_data(LOCOMO)
     source = locomo_conversation_file(tmp_path / "data")
     env = {"MEMWB_DEMO": str(source), "TMPDIR": str(tmp_path), "MEMWB_WORKSPACE": str(tmp_path / "workspace")}
     with running_app(env=env) as url, browser_page() as page:

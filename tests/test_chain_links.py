@@ -109,11 +109,11 @@ def test_the_tally_counts_links_chains_held_whole_and_those_the_ranking_kept():
 def test_only_a_file_of_the_causal_suites_format_reads_its_gold_as_a_chain(scenario):
     """LoCoMo JSON's category 1 is multi-hop: a question there whose evidence is in time order is not a chain.
     The same kind of question in the team's JSONL (the causal suite, the demo) is."""
-    from conftest import locomo_or_skip
+    from conftest import LOCOMO, needs_data
 
     from engine.bench.datasets import chain_question
 
-    locomo = locomo_or_skip()
+    locomo = needs_data(LOCOMO)
     conv = load_conversations(locomo)[0]
     order = {t.id: i for i, t in enumerate(conv.turns)}
     ordered = [q for q in conv.questions if q.category == 1 and len(q.evidence) > 1

@@ -1,6 +1,7 @@
 """The `memwb` command-line contract, run as a user would (subprocess)."""
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sqlite3
@@ -9,8 +10,9 @@ import sys
 
 import pytest
 
+from engine.cli.parser import build_parser
 from engine.loaders import load_conversation
-from tests.conftest import ROOT, locomo_or_skip
+from tests.conftest import LOCOMO, ROOT, needs_data
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 
@@ -90,6 +92,95 @@ def test_retrieve_queries_file_keeps_ids(demo_db, tmp_path):
     assert [r["id"] for r in rows] == ["a", 7] and all(len(r["source_ids"]) == 3 for r in rows)
 
 
+@pytest.fixture(scope="module")
+def naive_db(tmp_path_factory):
+    """The demo in naive RAG: retrieval without any offline process, quick to make."""
+    db = tmp_path_factory.mktemp("cli-naive") / "naive.sqlite"
+    memwb("replay", DEMO, "--db", db, "--engine", "naive", "--quiet")
+    return db
+
+
+def test_retrieve_text_shows_the_k_sources_asked_for(naive_db):
+    """`--k 3` in text mode lists three source turns, ranked as --json ranks them, each with the node carrying it
+    and that node's dated text, and nothing more (it printed 3 ids, then the text of all 16 results: issue 53.8)."""
+    query = "How many half marathons has Maya run?"
+    text = memwb("retrieve", "--db", naive_db, "--query", query, "--k", "3").stdout
+    ranked = re.findall(r"^ +(\d+)\. (D\d+:\d+)  u\d+  score \d+\.\d{3}  ", text, re.M)
+    res = json.loads(memwb("retrieve", "--db", naive_db, "--query", query, "--k", "3", "--json").stdout)
+    assert ranked == [(str(i), sid) for i, sid in enumerate(res["source_ids"], 1)] and len(ranked) == 3, text
+    assert len(re.findall(r"^ {5}\[\d{4}-\d\d-\d\dT", text, re.M)) == 3, text     # one dated text per source
+    assert all(len(line) <= 100 for line in text.splitlines() if line.startswith(" " * 5)), text   # wrapped
+
+
+@pytest.mark.parametrize("command", [("schema", "--engine", "allmem"),
+                                     ("retrieve", "--query", "half marathons", "--k", "3"),
+                                     ("export", "--json")])
+def test_a_reader_that_stops_early_ends_the_command_quietly(naive_db, command):
+    """`memwb … | head`: once the reader has closed the pipe the command stops without a word on stderr (it said
+    "error: [Errno 32] Broken pipe"), exiting 1 as Python does on a closed pipe."""
+    db = () if command[0] == "schema" else ("--db", naive_db)
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", *command, *map(str, db)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()                   # the reader is gone before the first line is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=600) == 1 and err == "", err
+
+
+def test_every_flag_and_argument_says_what_it_is_for():
+    """`memwb X --help` explains every flag and argument (`--port`, `--llm` and `--quiet` had none: issue 53.3)."""
+    def unexplained(parser, name):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    yield from unexplained(subparser, f"{name} {sub}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                yield f"{name} {'/'.join(action.option_strings) or action.dest}"
+
+    assert list(unexplained(build_parser(), "memwb")) == []
+    ui = memwb("ui", "--help").stdout
+    assert "--port PORT" in ui and "default 8501" in ui
+
+
+def test_diagnostics_say_what_each_figure_means(naive_db):
+    """`notes` explains the figures a reader cannot judge alone, with which way is good (issue 53.3)."""
+    data = json.loads(memwb("diagnostics", "--db", naive_db).stdout)
+    notes = data.pop("notes")
+    assert {"visible_ratio", "coverage", "h95", "unreachable_fraction", "version_orphans"} <= set(notes) <= set(data)
+    assert "0 is best" in notes["unreachable_fraction"] and "must be 0" in notes["version_orphans"]
+
+
+def readme_jsonl_section() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text[text.index("Inputs: "):text.index("A malformed file gets an error")]
+
+
+def test_the_readme_documents_the_jsonl_format_a_newcomer_writes(tmp_path):
+    """The README's JSONL format: its example loads, the time forms it names load and the one it refuses is refused
+    naming the field, and it gives the question category codes (only datasets/demo/README.md had them); it says
+    how to pick the port and spells out SCDS where it first appears (issue 53.3)."""
+    from engine.loaders import LoaderError
+
+    section = readme_jsonl_section()
+    example = re.search(r"```json\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "mine.jsonl").write_text(example, encoding="utf-8")
+    conv = load_conversation(tmp_path / "mine.jsonl")
+    assert [t.id for t in conv.turns] == ["D1:4", "D5:4"] and conv.questions[0].category == 4
+    assert "ISO 8601" in section
+    turn_line = json.loads(example.splitlines()[0])
+    for written in re.findall(r"`(\d{4}-\d\d-\d\d[^`]*)`", section):
+        (tmp_path / "t.jsonl").write_text(json.dumps({**turn_line, "time": written}) + "\n", encoding="utf-8")
+        assert load_conversation(tmp_path / "t.jsonl").turns[0].time.startswith(written[:10]), written
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**turn_line, "time": "3 Feb 2024"}) + "\n", encoding="utf-8")
+    with pytest.raises(LoaderError, match="'time'.*ISO 8601"):
+        load_conversation(tmp_path / "bad.jsonl")
+    words = " ".join(section.split())
+    assert all(code in words for code in ("**1** multi-hop", "**2** temporal", "**3** open-domain",
+                                          "**4** single-hop"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "bash scripts/start.sh --port 8502" in readme
+    assert readme.index("SCDS") == readme.index("SCDS (MemLoom's Synthetic Causal Diagnostic Suite)")
+
+
 def test_export_json(demo_db):
     data = json.loads(memwb("export", "--db", demo_db, "--json").stdout)
     conv = load_conversation(DEMO)
@@ -120,7 +211,7 @@ def test_clear_errors(tmp_path):
 @pytest.mark.slow
 def test_locomo_end_to_end(tmp_path):
     """Replay a LoCoMo dev conversation offline; answers carry the conversation's dia_ids."""
-    data = locomo_or_skip()
+    data = needs_data(LOCOMO)
     db = tmp_path / "c26.sqlite"
     out = memwb("replay", data, "--conversation", "conv-26", "--db", db, "--quiet").stdout
     conv = load_conversation(data, "conv-26")

@@ -21,7 +21,7 @@ from engine.store.annotations import AnnotationStore
 from engine.store.dump import DumpError, dump, load
 from engine.store.log_store import Store
 from engine.store.tables import rows_of
-from tests.conftest import ROOT, locomo_or_skip
+from tests.conftest import LOCOMO, ROOT, needs_data
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 CASES = ROOT / "datasets" / "demo" / "cases.json"
@@ -229,7 +229,7 @@ def test_load_into_postgresql_keeps_seq_and_advances_the_sequence(dumped, tmp_pa
 def test_conv26_round_trip(tmp_path):
     """LoCoMo conv-26 replayed with consolidation, annotated, dumped and loaded through the CLI; prints the
     figures the issue's closing note quotes (run with -s to see them)."""
-    data = locomo_or_skip()
+    data = needs_data(LOCOMO)
     db = tmp_path / "c26.sqlite"
     memwb("replay", data, "--conversation", "conv-26", "--db", db, "--quiet")
     conv = load_conversation(data, "conv-26")

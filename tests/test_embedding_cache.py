@@ -17,7 +17,7 @@ from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
 from engine.store.embedding_cache import SharedEmbeddingCache
 from engine.store.workspace import embedding_cache_path
-from tests.conftest import ROOT, locomo_or_skip
+from tests.conftest import LOCOMO, ROOT, needs_data
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def model_calls(monkeypatch):
 
 
 def two_sessions_of_conv26():
-    conv = load_conversation(locomo_or_skip(), "conv-26")
+    conv = load_conversation(needs_data(LOCOMO), "conv-26")
     keep = set(conv.sessions[:2])
     return dataclasses.replace(conv, turns=[t for t in conv.turns if t.session in keep])
 

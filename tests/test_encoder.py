@@ -14,7 +14,7 @@ from engine.bench.runner import run_benchmark
 from engine.llm.embedder import Embedder, load_encoder
 from engine.llm.onnx_encoder import EncoderError, OnnxEncoder, check_supported
 from engine.loaders import load_conversation
-from tests.conftest import ROOT, locomo_or_skip
+from tests.conftest import LOCOMO, ROOT, needs_data
 
 # torch's own vector of a text moves by up to ~2e-7 when the batch around it changes (measured: 1.9e-7 on
 # conv-26); ONNX Runtime's differ from torch's by as much (measured: 1.96e-7), so both are held to this.
@@ -25,7 +25,7 @@ REFERENCE = ROOT / "tests" / "fixtures" / "demo_figures_onnx.json"
 
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
-    turns = [t.raw for t in load_conversation(locomo_or_skip(), "conv-26").turns]
+    turns = [t.raw for t in load_conversation(needs_data(LOCOMO), "conv-26").turns]
     return turns + [" ".join(turns[:40])]          # and one text past the model's 256 tokens
 
 

@@ -15,10 +15,9 @@ from engine.core.conversation import Conversation
 from engine.loaders import LoaderError, load_conversation, load_conversations
 from engine.loaders.locomo import normalise_evidence, parse_locomo_time
 from engine.loaders.longmemeval import parse_longmemeval_time
+from tests.conftest import LOCOMO, SHARED_DATA, has_data, needs_data
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-LOCOMO = SHARED_DATA / "locomo" / "locomo-dev8.json"
 FIXTURES = REPO / "datasets" / "fixtures"
 CLEAN_ID = re.compile(r"D\d+:\d+")
 SESSION_KEY = re.compile(r"session_\d+")
@@ -26,9 +25,7 @@ SESSION_KEY = re.compile(r"session_\d+")
 
 @pytest.fixture(scope="module")
 def locomo_raw() -> list[dict[str, Any]]:
-    if not LOCOMO.is_file():
-        pytest.skip(f"shared LoCoMo data not found at {LOCOMO}")
-    return json.loads(LOCOMO.read_text(encoding="utf-8"))
+    return json.loads(needs_data(LOCOMO).read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -427,7 +424,7 @@ def test_lone_surrogate_is_refused_in_longmemeval_and_qmsum_fields(tmp_path: Pat
         ("longmemeval_tiny.json", instances, qid, "question", lambda d: _append(d[0], "question")),
         ("longmemeval_tiny.json", instances, qid, "answer", lambda d: _append(d[0], "answer")),
     ]
-    if QMSUM_MEETING.is_file():
+    if has_data(QMSUM_MEETING):
         meeting = json.loads(QMSUM_MEETING.read_text(encoding="utf-8"))
         cases += [
             ("Bed003.json", meeting, "Bed003/meeting_transcripts[7]", "content",
@@ -501,6 +498,6 @@ def test_turn_text_limit_names_the_turn_the_limit_and_the_variable(
     err = _error(LOCOMO, "conv-26")
     assert (err.record, err.field) == (first, "text")
     assert "more than the limit of 150 for one turn" in err.message and "MEMWB_MAX_TURN_CHARS=" in err.message
-    if QMSUM_MEETING.is_file():
+    if has_data(QMSUM_MEETING):
         err = _error(QMSUM_MEETING)
         assert err.field == "content" and err.record.startswith("Bed003/meeting_transcripts[")

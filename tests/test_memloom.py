@@ -184,12 +184,9 @@ def test_turn_labels_name_the_live_event_of_every_turn(tmp_path):
     """The boundary projection: each turn maps to an event holding it that no timeline repair has retired."""
     from engine.core.conversation import Conversation
     from engine.eval.segmentation import turn_labels
-    from tests.conftest import SHARED_DATA
+    from tests.conftest import SHARED_DATA, needs_data
 
-    meeting = SHARED_DATA / "qmsum" / "test" / "Bed003.json"
-    if not meeting.exists():
-        pytest.skip(f"QMSum data not found at {meeting}")
-    full = load_conversation(meeting)
+    full = load_conversation(needs_data(SHARED_DATA / "qmsum" / "test" / "Bed003.json"))
     conv = Conversation(full.id, full.turns[:150])
     eng = open_session(tmp_path / "m.sqlite", engine="memloom")
     replay(eng, conv, Schedule.parse("every-200-turns"))

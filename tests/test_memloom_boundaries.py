@@ -14,7 +14,7 @@ from engine.loaders import load_conversation
 from engine.loaders.qmsum import gold_boundaries
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from tests.conftest import SHARED_DATA, turn
+from tests.conftest import SHARED_DATA, needs_data, turn
 from tests.test_memloom import check_log
 
 # Meetings of QMSum's train split (the rule was fit on train; nothing here reads test/). Placing a cut within 10
@@ -29,9 +29,7 @@ STEADY = (393, 633)                    # turns 393-632 lie inside one human topi
 
 
 def _meeting(path, check):
-    if not path.exists():
-        pytest.skip(f"QMSum data not found at {path}")
-    conv = load_conversation(path)
+    conv = load_conversation(needs_data(path))
     assert check(gold_boundaries(path, len(conv.turns)))
     return conv
 

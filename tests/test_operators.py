@@ -236,7 +236,9 @@ def test_deferring_the_rest_closes_the_run_with_a_note_on_each(make_engine):
     for i in rest:
         p = stored.proposals[i]
         assert (p.status, p.decided_by) == (Status.SKIPPED, "alice") and p.note.startswith("deferred by alice")
-    assert stored.runs[upd.run_id].summary["skipped"] == len(rest)
+    routed = [p.id for p in props if p.status == Status.SKIPPED]        # closed at diagnosis, before the review
+    assert stored.runs[upd.run_id].summary["skipped"] == len(rest) + len(routed)
+    assert stored.runs[upd.run_id].summary["skipped_at_diagnosis"] == len(routed)
 
 
 def test_undo_last_run_restores_the_bank(make_engine):

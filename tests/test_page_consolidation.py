@@ -180,7 +180,11 @@ def test_deferring_the_undecided_closes_the_run_with_a_visible_note():
     at.button(key="apply_defer").click().run()
     assert not at.exception
     stored = wb.engine.store.load_state()
-    assert stored.runs[run_id].status == "committed" and stored.runs[run_id].summary["skipped"] == len(pending) - 1
+    routed = sum(p.run_id == run_id and p.status == Status.SKIPPED and not p.decided_by
+                 for p in stored.proposals.values())                  # closed at diagnosis, before the review
+    assert stored.runs[run_id].status == "committed"
+    assert stored.runs[run_id].summary["skipped"] == len(pending) - 1 + routed
+    assert stored.runs[run_id].summary["skipped_at_diagnosis"] == routed
     assert (stored.proposals[first.id].status, stored.proposals[first.id].decided_by) == (Status.REJECTED, LOCAL)
     for p in pending[1:]:
         assert stored.proposals[p.id].status == Status.SKIPPED and stored.proposals[p.id].decided_by == LOCAL

@@ -15,17 +15,14 @@ from engine.core.segments import fixed_windows, no_boundaries
 from engine.eval.segmentation import delta_b, pk, window_diff
 from engine.loaders import LoaderError, load_conversation, load_conversations
 from engine.loaders.qmsum import gold_boundaries, load_qmsum, synthetic_time, topic_segments
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
 QMSUM = SHARED_DATA / "qmsum" / "test"
 
 
 def _real(name: str) -> Path:
-    path = QMSUM / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"shared QMSum data not found at {path}")
-    return path
+    return needs_data(QMSUM / f"{name}.json")
 
 
 def _raw(name: str) -> dict[str, Any]:
@@ -33,10 +30,7 @@ def _raw(name: str) -> dict[str, Any]:
 
 
 def _all_meetings() -> list[Path]:
-    paths = sorted(QMSUM.glob("*.json"))
-    if not paths:
-        pytest.skip(f"shared QMSum data not found in {QMSUM}")
-    return paths
+    return sorted(needs_data(QMSUM).glob("*.json"))
 
 
 def _meeting(**overrides: Any) -> dict[str, Any]:

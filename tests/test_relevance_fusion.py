@@ -18,7 +18,7 @@ from engine.loaders import load_conversation
 from engine.retrieval.relevance import Relevance
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from tests.conftest import locomo_or_skip
+from tests.conftest import LOCOMO, needs_data
 
 SESSIONS = 7      # conv-26's first sessions: two consolidation runs, so some units are archived
 
@@ -84,7 +84,7 @@ class OldRelevance:
 
 @pytest.fixture(scope="module")
 def conv26(tmp_path_factory):
-    full = load_conversation(locomo_or_skip(), "conv-26")
+    full = load_conversation(needs_data(LOCOMO), "conv-26")
     sessions = set(full.sessions[:SESSIONS])
     conv = dataclasses.replace(full, turns=[t for t in full.turns if t.session in sessions])
     folder = tmp_path_factory.mktemp("fusion")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LOCOMO, ROOT
+from conftest import LOCOMO, ROOT, needs_data
 from test_bench import BUDGET_TALK, DEMO, DESIGN_TALK, _meeting, bench, result_of
 
 from engine.core.oplog import OpKind
@@ -126,10 +126,10 @@ def test_gam_rows_read_the_offline_answers_and_the_memory_of_the_first_sessions(
     assert line in text and "absolute figure" in text
 
 
-@pytest.mark.skipif(not LOCOMO.exists(), reason="needs the shared LoCoMo data")
 def test_reproduce_recmem_sets_its_construction_tokens_beside_table_1(tmp_path):
     """`memwb reproduce recmem` on one LoCoMo conversation: RecMem's construction tokens per conversation (its
     own logged LLM calls while building memory) beside the paper's Table 1, in thousands."""
+    needs_data(LOCOMO)
     proc = reproduce("recmem", "--conversations", "conv-26", "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     result = result_of(tmp_path / "out" / "locomo")

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from engine.llm.offline_events import rewrite
-from tests.conftest import locomo_or_skip
+from tests.conftest import LOCOMO, needs_data
 
 WHEN = "2023-05-08T13:56:00"
 
@@ -34,7 +34,7 @@ def test_router_rewrites_pronouns_with_agreeing_verbs(utterance, speaker, addres
 def test_router_rewrites_real_locomo_turns_without_first_or_second_person_verbs_on_a_name():
     """Every turn of the LoCoMo conversations: no name left with "am/are/have/haven't/don't/do/were" as
     its verb at a clause start ("Jon haven't"), no inverted "Are Jon"; the resolved references are listed."""
-    data = json.loads(locomo_or_skip().read_text())
+    data = json.loads(needs_data(LOCOMO).read_text())
     clause = r"(?:^|[.!?,;:\-–]\s+|\b(?:how|what|where|when|why|who|which|so|but|that|if)\s+)"
     plural = r"(?:am|are|were|have|haven't|don't|do|aren't|weren't|get|go|want|love|think|know|need|feel)"
     turns = rewritten = 0

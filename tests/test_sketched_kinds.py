@@ -24,7 +24,7 @@ import engine.retrieval.sketch as sketch_module
 from engine.loaders import load_conversation, load_conversations
 from engine.runtime.replay import Schedule, replay, step
 from engine.session import open_session
-from tests.conftest import locomo_or_skip
+from tests.conftest import LOCOMO, needs_data
 
 SUITE = Path(__file__).resolve().parents[1] / "datasets" / "causal" / "validation.jsonl"
 
@@ -33,7 +33,7 @@ SUITE = Path(__file__).resolve().parents[1] / "datasets" / "causal" / "validatio
 def replayed(tmp_path_factory):
     from engine.llm.embedder import Embedder
     embedder = Embedder()
-    full = load_conversation(locomo_or_skip(), "conv-26")
+    full = load_conversation(needs_data(LOCOMO), "conv-26")
     sessions = set(full.sessions[:7])
     locomo = dataclasses.replace(full, turns=[t for t in full.turns if t.session in sessions],
                                  questions=[q for q in full.questions if q.category in (1, 2, 3, 4)][:40])
@@ -106,7 +106,7 @@ def test_a_record_whose_vector_changes_is_not_read_from_a_stale_row(replayed):
 
 @pytest.fixture(scope="module")
 def gam_replayed(tmp_path_factory, replayed):
-    full = load_conversation(locomo_or_skip(), "conv-26")
+    full = load_conversation(needs_data(LOCOMO), "conv-26")
     sessions = set(full.sessions[:7])
     conv = dataclasses.replace(full, turns=[t for t in full.turns if t.session in sessions],
                                questions=[q for q in full.questions if q.category in (1, 2, 3, 4)][:40])

@@ -21,7 +21,7 @@ from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation
 from engine.runtime.replay import Schedule, replay
 from engine.session import open_session
-from tests.conftest import locomo_or_skip
+from tests.conftest import LOCOMO, needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -201,7 +201,7 @@ def test_memwb_bench_on_ray_gives_the_serial_figures_on_two_dev_conversations(tm
     monkeypatch.setenv(ENV, str(tmp_path / "workspace"))
     runs = {}
     for mode, ray in (("serial", None), ("ray", "local")):
-        config = BenchConfig(dataset="locomo", source=str(locomo_or_skip()), engines=("allmem", "naive", "hybrid"),
+        config = BenchConfig(dataset="locomo", source=str(needs_data(LOCOMO)), engines=("allmem", "naive", "hybrid"),
                              protocol="static", out=str(tmp_path / mode), ray=ray,
                              conversations=("conv-26", "conv-30"))
         path = run_benchmark(config)

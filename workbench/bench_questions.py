@@ -8,8 +8,9 @@ import pandas as pd
 
 from engine.eval.chain_links import LINK_FATE_LABELS, LinkFate
 from engine.eval.significance import ablation_references, per_item
+from engine.retrieval.result import hop_arrow
 from workbench.bench_result import BenchResult
-from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE, hop_arrow
+from workbench.retrieval_view import FREE_SOURCE, HIT, MISS, QUESTION_SOURCE
 
 
 def is_miss(record: dict, metric: str) -> bool:

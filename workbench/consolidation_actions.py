@@ -6,16 +6,15 @@ engine raises becomes that message instead of a traceback, and nothing already s
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import streamlit as st
 
 from engine.core.access import AccessDenied, Action
-from engine.core.proposal import Status
+from engine.core.proposal import ProposalCounts, Status
 from engine.runtime.errors import RunError, UndoError
 from engine.store.log_store import StoreError
 from workbench import access, review_decisions
 from workbench.model import Workbench
+from workbench.proposal_text import counts_text
 from workbench.text import md_escape
 
 QUEUE_TAB, DIFF_TAB, AUDIT_TAB, COMPARE_TAB = "Review queue", "Run diff & undo", "Audit log", "Compare backends"
@@ -43,14 +42,14 @@ def edit(wb: Workbench, action, need: Action = Action.REVIEW) -> None:
 
 def run_diagnosis(wb: Workbench, process: str | None) -> None:
     def act():
-        props = wb.engine.propose(manual=True, process=process)
-        pending = sum(p.status == Status.PENDING for p in props)
+        counts = ProposalCounts.of(wb.engine.propose(manual=True, process=process))
         run_id = wb.engine.open_run() or list(wb.engine.state.runs)[-1]
-        closed = Counter(str(p.status) for p in props if p.status != Status.PENDING)
-        where = ", ".join(f"{n} {status}" for status, n in sorted(closed.items()))
-        flash("success", f"{run_id}: {len(props)} proposals, {pending} waiting for a decision"
-                         + (f"; {where} at diagnosis (each with its note on the {DIFF_TAB} tab)" if closed else "")
-                         + "." + ("" if pending else " Nothing to decide, so the run is closed."))
+        closed = [f"{n} {status}" for status, n in (("skipped", counts.skipped_at_diagnosis), ("failed", counts.failed))
+                  if n]                                  # nobody has decided yet: every closed one closed at diagnosis
+        flash("success", f"{run_id}: {counts.total} proposals, {counts.pending} waiting for a decision"
+                         + (f"; {', '.join(closed)} at diagnosis (each with its note on the {DIFF_TAB} tab)"
+                            if closed else "")
+                         + "." + ("" if counts.pending else " Nothing to decide, so the run is closed."))
         st.session_state[TAB_KEY] = QUEUE_TAB
     edit(wb, act)
 
@@ -72,24 +71,18 @@ def apply_decisions(wb: Workbench, run_key: str, gate_mode: bool, defer_rest: bo
         wb.last_run = report
         now = wb.engine.state.proposals
         done = [now[pid] for pid in waiting if now[pid].status != Status.PENDING]
-        left = len(waiting) - len(done)
-        deferred = sum(p.id not in chosen for p in done) if not gate_mode else 0
-        count = {s: sum(p.status == s and (gate_mode or p.id in chosen) for p in done)
-                 for s in (Status.APPLIED, Status.REJECTED, Status.SKIPPED, Status.FAILED)}
-        said = (f"{count[Status.APPLIED]} applied, {count[Status.REJECTED]} rejected"
-                + (f", {count[Status.SKIPPED]} skipped (accepted but no longer applicable)"
-                   if count[Status.SKIPPED] else "")
-                + (f", {count[Status.FAILED]} failed" if count[Status.FAILED] else "")
+        count = ProposalCounts.of(p for p in done if gate_mode or p.id in chosen)
+        deferred = ProposalCounts.of(p for p in done if not gate_mode and p.id not in chosen).skipped
+        said = (f"{count.applied} applied, {count.rejected} rejected"
+                + (f", {count.skipped} skipped (accepted but no longer applicable)" if count.skipped else "")
+                + (f", {count.failed} failed" if count.failed else "")
                 + (f", {deferred} skipped (deferred with a note)" if deferred else ""))
-        if left:
-            flash("success", f"{report.run_id}: {said}. {left} proposal(s) still pending: the run stays open until "
-                             "you decide them or defer them.")
+        total = ProposalCounts.of(now.values(), report.run_id)
+        if total.pending:
+            flash("success", f"{report.run_id}: {said}. {total.pending} proposal(s) still pending: the run stays "
+                             "open until you decide them or defer them.")
             return
-        total = wb.engine.state.runs[report.run_id].summary
-        earlier = (total.get("applied", 0), total.get("rejected", 0)) != (count[Status.APPLIED], count[Status.REJECTED])
-        flash("success", f"{report.run_id} committed: {said}."
-                         + (f" With its earlier applies the run applied {total.get('applied', 0)} and rejected "
-                            f"{total.get('rejected', 0)}." if earlier else ""))
+        flash("success", f"{report.run_id} committed: {said}. The run's proposals in all: {counts_text(total)}.")
         st.session_state["diff_run"] = report.run_id
         st.session_state[TAB_KEY] = DIFF_TAB
     edit(wb, act)

@@ -7,7 +7,7 @@ proposals through these, so a proposal reads the same in each.
 """
 from __future__ import annotations
 
-from engine.core.proposal import Proposal
+from engine.core.proposal import Proposal, ProposalCounts, Status
 from engine.core.schema import EngineSchema, OperatorSpec
 
 
@@ -75,6 +75,18 @@ def detail_text(p: Proposal) -> str:
         elif isinstance(value, (int, float)):
             parts.append(f"{key.replace('_', ' ')} {value:.3f}")
     return " · ".join(parts)
+
+
+def counts_text(counts: ProposalCounts) -> str:
+    """A run's proposals in words, from the one count the CLI and every page use: "1 applied, 0 rejected, 11 skipped
+    (5 at diagnosis), 0 failed", with pending and accepted ones named only when there are any."""
+    parts = []
+    for status, n in counts.by_status().items():
+        if n or status in Status.CLOSED:
+            at = f" ({counts.skipped_at_diagnosis} at diagnosis)" if status == Status.SKIPPED \
+                and counts.skipped_at_diagnosis else ""
+            parts.append(f"{n} {status}{at}")
+    return ", ".join(parts)
 
 
 def sources_text(ids: list[str], limit: int = 6) -> str:

@@ -13,6 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.oplog import RunInfo
+from engine.core.proposal import ProposalCounts
+from engine.core.state import MemoryState
 from workbench.gate_view import render_gate
 from workbench.graph_style import cosine_text, edge_style, kind_field, visibility_text
 from workbench.lifecycle_view import (
@@ -24,6 +26,7 @@ from workbench.lifecycle_view import (
     routing_sentence,
 )
 from workbench.phase_view import has_phases, render_phases
+from workbench.proposal_text import counts_text
 from workbench.text import MISSING, md_escape, missing, table
 from workbench.turn_effects import TurnEffects
 
@@ -36,14 +39,15 @@ def process_label(schema, run: RunInfo) -> str:
     return spec.label if spec else "Consolidation"
 
 
-def run_sentence(run: RunInfo, moment: str, schedule_text: str, schema=None) -> str:
-    """One line saying an offline run happened around the step, with its counts."""
+def run_sentence(state: MemoryState, run: RunInfo, moment: str, schedule_text: str) -> str:
+    """One line saying an offline run happened around the step, with its proposals counted as every page counts
+    them."""
     who = f"on schedule ({schedule_text})" if run.mode == "auto" and schedule_text != "manual" else f"{run.mode} run"
-    what = process_label(schema, run)
+    what = process_label(state.schema, run)
     s = run.summary
     if run.status == "open" or not s:
         return f"{what} {run.run_id} was opened {moment}, {who}; its proposals await decisions."
-    counts = ", ".join(f"{s.get(k, 0)} {k}" for k in ("applied", "rejected", "skipped", "failed"))
+    counts = counts_text(ProposalCounts.of(state.proposals.values(), run.run_id))
     made = (f"{len(s.get('created', []))} nodes created, {len(s.get('archived', []))} taken off the surface, "
             f"{s.get('rewired', 0)} edges rewired")
     undone = " It was undone later." if run.status == "undone" else ""
@@ -121,7 +125,7 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
                 "cursor forward through the log without ingesting again.")
     schedule = wb.schedule_text
     for run_id in effects.runs_before:
-        st.success(run_sentence(state.runs[run_id], "before this turn was ingested", schedule, schema), icon=RUN_ICON)
+        st.success(run_sentence(state, state.runs[run_id], "before this turn was ingested", schedule), icon=RUN_ICON)
     e = html.escape
     for uid in effects.created:
         unit = state.units.get(uid)
@@ -173,5 +177,5 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
             st.json(report.details, expanded=1)
     for run_id in effects.runs_after:
         if run_id in state.runs:
-            st.success(run_sentence(state.runs[run_id], "after this turn was ingested", schedule, schema),
+            st.success(run_sentence(state, state.runs[run_id], "after this turn was ingested", schedule),
                        icon=RUN_ICON)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from engine.retrieval.explain import Placement, Signals, SourcePlacement
-from engine.retrieval.result import RetrievalResult, RetrievedUnit, given
+from engine.retrieval.result import RetrievalResult, RetrievedUnit, given, hop_arrow
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from engine.eval.chain_links import LINK_FATE_LABELS, ChainLink
@@ -80,11 +80,6 @@ def seed_word(schema: EngineSchema | None) -> str:
         return "anchor"
     word = stage.label.split("·")[-1].strip().split()[-1].lower() if stage.label.strip() else "anchor"
     return word[:-1] if word.endswith("s") and len(word) > 3 else word
-
-
-def hop_arrow(etype: str, reverse: bool = False) -> str:
-    """`—CAUSAL_FOLLOW (reverse)→`: a reverse hop walks the stored edge against its direction."""
-    return f"—{etype}{' (reverse)' if reverse else ''}→"
 
 
 def hop_text(state: MemoryState, h) -> str:
@@ -292,13 +287,8 @@ def sources_frame(res: RetrievalResult, gold: Sequence[str] = (), k: int | None 
     second. A group node without raw text of its own shows its summary (from `state`, the engine's state).
     """
     gold_set = set(gold)
-    best: dict[str, RetrievedUnit] = {}
-    for r in res.candidates:
-        for sid in r.source_ids:
-            best.setdefault(sid, r)
     rows = []
-    for i, sid in enumerate(res.source_ids[:k] if k else res.source_ids, 1):
-        r = best.get(sid)
+    for i, (sid, r) in enumerate(res.source_carriers(k), 1):
         text = "" if r is None else (r.raw or (node_text(state, r.id) if state is not None else ""))
         rows.append({"rank": i, "text": text, "source id": sid,
                      **({"gold": HIT if sid in gold_set else ""} if gold_set else {}),

@@ -6,7 +6,6 @@ that dict, never the widgets' own state.
 """
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 import streamlit as st
@@ -72,11 +71,3 @@ def tally(proposals: Iterable[Proposal], chosen: dict[int, bool]) -> tuple[int, 
     rejected = sum(chosen.get(p.id) is False for p in pending)
     return accepted, rejected, len(pending) - accepted - rejected
 
-
-def decided_counts(proposals: Iterable[Proposal]) -> dict[str, int]:
-    """Proposals by status among those a decision reached (gate, reviewer or deferral), plus those still pending:
-    the run summary of a run that is not committed yet."""
-    proposals = list(proposals)
-    counts = Counter(p.status for p in proposals if p.decided_by and p.status != Status.PENDING)
-    return {**{s: counts.get(s, 0) for s in (Status.APPLIED, Status.REJECTED, Status.SKIPPED, Status.FAILED)},
-            Status.PENDING: sum(p.status == Status.PENDING for p in proposals)}

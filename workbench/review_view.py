@@ -17,7 +17,7 @@ import streamlit as st
 
 from engine.core.access import Action
 from engine.core.node import node_label
-from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.proposal import GateVerdict, Proposal, ProposalCounts, Status
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from workbench import access
@@ -25,6 +25,7 @@ from workbench import consolidation_actions as actions
 from workbench.graph_style import kind_field, visibility_text
 from workbench.model import Workbench
 from workbench.proposal_text import (
+    counts_text,
     detail_labels,
     detail_text,
     is_structural,
@@ -313,6 +314,10 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     run_key = decisions_key(wb.db_path.name, open_run)
     proposals = [p for p in state.proposals.values() if p.run_id == open_run]
     pending = [p for p in proposals if p.status == Status.PENDING]
+    counts = ProposalCounts.of(proposals)
+    st.caption(f"**{open_run}**: {counts.total} proposals: {counts_text(counts)}"
+               + ("; tick *Show closed proposals* to list the closed ones" if counts.total > counts.pending else "")
+               + ".")
     reviewer = access.can(Action.REVIEW)
     gate_mode = st.radio("Who decides", [MANUAL_MODE, GATE_MODE], horizontal=True, key="decision_mode",
                          help="The gate accepts a proposal iff its confidence reaches the gate θ of its operator "

@@ -13,9 +13,10 @@ import streamlit as st
 
 from engine.core.access import Action
 from engine.core.diff import diff_states
+from engine.core.proposal import ProposalCounts
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
-from workbench import access, review_decisions
+from workbench import access
 from workbench import consolidation_actions as actions
 from workbench.graph_style import edge_style, off_surface_word, visibility_text
 from workbench.graph_view import build_graph_html
@@ -24,8 +25,13 @@ from workbench.proposal_text import op_label, targets_label
 from workbench.review_view import sort_queue
 from workbench.text import md_escape, table
 
-SKIPPED_HELP = ("Closed without being executed: deferred by a reviewer (with a note saying who), or accepted but no "
-                "longer applicable when the run applied.")
+
+def skipped_help(counts: ProposalCounts) -> str:
+    """What the Skipped count holds, with how many of them routing closed at diagnosis."""
+    return (f"Closed without being executed: {counts.skipped_at_diagnosis} by routing at diagnosis, before any "
+            "decision (a duplicate, an overlap, a filtered or disabled operator), the rest deferred by a reviewer "
+            "(with a note saying who) or accepted but no longer applicable when the run applied.")
+
 
 def units_frame(state: MemoryState, ids: Iterable[int]) -> pd.DataFrame:
     rows = [{"unit": f"u{u.id}", "state": visibility_text(u), "kind": u.kind,
@@ -98,22 +104,23 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
         after = state if run.status == "open" else view.store.load_state(upto_seq=run.last_seq)
         before = view.store.load_state(upto_seq=run.first_seq - 1)
         diff = diff_states(before, after)
-        summary = run.summary if run.status != "open" else \
-            review_decisions.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
+        counts = ProposalCounts.of(state.proposals.values(), run_id)
         off = off_surface_word(state.schema)
-        metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
-                   ("Skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
+        metrics = [("Applied", counts.applied), ("Rejected", counts.rejected), ("Skipped", counts.skipped),
+                   ("Failed", counts.failed),
                    (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
                    ("Edges rewired", len(diff["rewired"]))]
         if run.status == "open":
-            metrics.insert(4, ("Still pending", summary.get("pending", 0)))
+            metrics.insert(4, ("Still pending", counts.pending))
         with st.container(horizontal=True):           # each label whole: a metric as wide as its label
             for label, value in metrics:
                 st.metric(label, value, width="content",
-                          help=SKIPPED_HELP if label == "Skipped" else None)
+                          help=skipped_help(counts) if label == "Skipped" else None)
         deciders = sorted({p.decided_by for p in state.proposals.values() if p.run_id == run_id and p.decided_by})
         st.caption(f"Status **{run_status(run)}** · decided by "
                    f"**{md_escape(', '.join(deciders)) or 'nobody'}**"
+                   + (f" · {counts.skipped_at_diagnosis} of the {counts.skipped} skipped were closed at diagnosis, "
+                      "before any decision" if counts.skipped_at_diagnosis else "")
                    + (" · the tables show what the run changed before it was undone" if run.status == "undone"
                       else "")
                    + (" · the tables show what the applied part changed so far; decide or defer the rest on the "

@@ -5,10 +5,16 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from engine.core.proposal import ProposalCounts
 from engine.engines import engine_schema, settings_class
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
+
+if TYPE_CHECKING:
+    from engine.core.state import MemoryState
+    from engine.retrieval.result import RetrievalResult
 
 
 def default_schedule(engine: str) -> str:
@@ -99,15 +105,40 @@ def cmd_retrieve(args) -> int:
     engine.embedder.warm()
     queries = [{"id": None, "query": args.query}] if args.query is not None else _read_queries(args.queries)
     for q in queries:
-        result = engine.retrieve(q["query"], k=args.k).to_dict(k=args.k, labels=True)
-        if q["id"] is not None:
-            result = {"id": q["id"], **result}
+        res = engine.retrieve(q["query"], k=args.k)
+        named = {"id": q["id"]} if q["id"] is not None else {}
         if args.json:
-            print(json.dumps(result, ensure_ascii=False))
+            print(json.dumps({**named, **res.to_dict(k=args.k, labels=True)}, ensure_ascii=False))
         else:
-            read = f"read as: {result['reading']}\n" if result.get("reading") else ""
-            print(f"query: {q['query']}\n{read}source_ids: {', '.join(result['source_ids'])}\n{result['context']}\n")
+            print((f"id: {q['id']}\n" if named else "") + retrieval_text(res, args.k, engine.state) + "\n")
     return 0
+
+
+def retrieval_text(result: RetrievalResult, k: int, state: MemoryState) -> str:
+    """The top `k` source turns (what R@k scores, what --k asks for), each with the best-ranked node carrying it,
+    its score, the path that reached it and its text, wrapped for a terminal; --json has every field."""
+    import shutil
+    import textwrap
+
+    from engine.core.node import node_label
+
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+    lines = [f"query: {result.query}"] + ([f"read as: {result.reading}"] if result.reading else [])
+    carriers, seeds = result.source_carriers(k), {uid for uid, _ in result.anchors}
+    lines.append(f"top {len(carriers)} source turn(s), each with the best-ranked node carrying it:")
+    for rank, (sid, r) in enumerate(carriers, 1):
+        if r is None:
+            lines.append(f"{rank:>3}. {sid}")
+            continue
+        where = "" if r.visible else f" [{r.status or 'off the surface'}]"
+        path = "direct (no seed reached it)" if r.anchor not in seeds else "a seed" if not r.path else \
+            " ".join([f"from seed {node_label(r.anchor)}", *(h.text() for h in r.path)])
+        lines.append(f"{rank:>3}. {sid}  {node_label(r.id)}{where}  score {r.score:.3f}  {path}")
+        node = state.units.get(r.id)
+        text = " ".join((r.raw or (node.summary if node else "")).split())
+        lines += textwrap.wrap(f"[{r.time}] {text}" if r.time else text, width=width,
+                               initial_indent=" " * 5, subsequent_indent=" " * 5)
+    return "\n".join(lines)
 
 
 def cmd_export(args) -> int:
@@ -129,7 +160,7 @@ def cmd_consolidate(args) -> int:
             return 0
         since = engine.store.last_seq()
         report = engine.consolidate()
-    print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
+    print(run_report_line(report))
     return _llm_outcome(args.command, engine, since)
 
 
@@ -150,8 +181,14 @@ def cmd_runs(args) -> int:
         return 0
     since = engine.store.last_seq()
     report = engine.apply(None, decided_by="gate", run_id=args.run)
-    print(f"{report.run_id}: {json.dumps(report.counts)} created={report.created} archived={report.archived}")
+    print(run_report_line(report))
     return _llm_outcome(args.command, engine, since)
+
+
+def run_report_line(report) -> str:
+    """What a run did: its proposals by status (the statuses it has, as JSON), the nodes made and archived."""
+    counts = {status: n for status, n in report.counts.by_status().items() if n}
+    return f"{report.run_id}: {json.dumps(counts)} created={report.created} archived={report.archived}"
 
 
 def run_lines(state) -> list[str]:
@@ -160,8 +197,8 @@ def run_lines(state) -> list[str]:
         return ["no runs"]
     lines = []
     for run in state.runs.values():
-        counts = Counter(p.status for p in state.proposals.values() if p.run_id == run.run_id)
-        props = " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no proposals"
+        counts = ProposalCounts.of(state.proposals.values(), run.run_id)
+        props = counts.line() if counts.total else "no proposals"
         lines.append(f"{run.run_id}  {run.process or '-'}  {run.mode}  turn {run.turn}  {run.status}  {props}")
     return lines
 
@@ -178,10 +215,36 @@ def open_db(args, warn: bool = True):
     return engine
 
 
+# What each figure of `memwb diagnostics` means and which way is good: a reader of the JSON should not need the
+# paper (All-Mem §4.5) to tell a healthy memory from a broken one.
+DIAGNOSTICS_NOTES = {
+    "visible_ratio": "nodes on the retrieval surface per ingested turn: 1.0 when nothing is consolidated, below 1 "
+                     "when turns were merged or superseded (All-Mem's paper: 0.704 on LoCoMo dev-8), above 1 after "
+                     "splits; lower is a leaner surface, good only if recall holds (memwb bench)",
+    "off_surface": "nodes off the retrieval surface (archived, grounded, consolidated ...): only links from the "
+                   "surface bring them back into a result",
+    "median_hop": "median hops from the surface to an off-surface node: 1-2 is good (null: none off the surface, "
+                  "or none reachable)",
+    "coverage": "Cov(H): share of off-surface nodes within H hops of the surface; 1.0 from small H on is good, a "
+                "plateau below 1 is the unreachable share",
+    "h95": "fewest hops H with Cov(H) >= 0.95: 1-2 is good; null: not within 8 hops",
+    "unreachable_fraction": "share of off-surface nodes no path from the surface reaches (0.1: one in ten), which "
+                            "retrieval cannot return: 0 is best; `memwb check` says whether any is lost for good "
+                            "(it follows the engine's recovery links and counts nodes still maturing as live)",
+    "version_orphans": "off-surface nodes the engine's lineage links (All-Mem: version) do not reach from the "
+                       "surface: must be 0 on All-Mem; an engine that keeps nodes under other links too counts them "
+                       "here by design (MemLoom: its sentences, under their events' evidence pointers)",
+    "degree": "per edge type, how many visible nodes have each out-degree ({\"0\": 5, \"1\": 63}: 63 nodes with "
+              "one such edge); a long tail on a capped type means the cap is not applied",
+}
+
+
 def cmd_diagnostics(args) -> int:
     from engine.eval.diagnostics import structure
 
-    print(json.dumps(structure(open_db(args).state), indent=1))
+    figures = structure(open_db(args).state)
+    notes = {key: note for key, note in DIAGNOSTICS_NOTES.items() if key in figures}
+    print(json.dumps({**figures, "notes": notes}, indent=1, ensure_ascii=False))
     return 0
 
 

@@ -6,6 +6,7 @@ shared by every engine.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from engine.core.node import json_copy
@@ -19,6 +20,7 @@ class Status:
     SKIPPED = "skipped"
     FAILED = "failed"
     CLOSED = (REJECTED, APPLIED, SKIPPED, FAILED)
+    ALL = (PENDING, ACCEPTED, APPLIED, REJECTED, SKIPPED, FAILED)       # the order counts are shown in
 
 
 class LLMReason:
@@ -83,3 +85,51 @@ class Proposal:
     @classmethod
     def from_dict(cls, data: dict) -> "Proposal":
         return cls(**json_copy(data))
+
+
+@dataclass(frozen=True)
+class ProposalCounts:
+    """How many proposals are in each status, and how many of the skipped ones routing closed at diagnosis
+    before any decision reached them (a duplicate, an overlap, a filtered or disabled operator).
+
+    The one definition of a count of proposals: the run summary in the log, the Consolidation page's banner,
+    review queue and run diff, the Replay page and the CLI all count through it, so no two of them disagree.
+    A skip is "at diagnosis" when nobody decided it: a deferral, a discard and an accepted proposal that was
+    no longer applicable all record who decided.
+    """
+
+    pending: int = 0
+    accepted: int = 0
+    applied: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    failed: int = 0
+    skipped_at_diagnosis: int = 0
+
+    @classmethod
+    def of(cls, proposals: Iterable[Proposal], run_id: str | None = None) -> "ProposalCounts":
+        """The counts of `proposals`, or of those of one run."""
+        chosen = [p for p in proposals if run_id is None or p.run_id == run_id]
+        by_status = {s: sum(p.status == s for p in chosen) for s in Status.ALL}
+        routed = sum(p.status == Status.SKIPPED and not p.decided_by for p in chosen)
+        return cls(**by_status, skipped_at_diagnosis=routed)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status().values())
+
+    def by_status(self) -> dict[str, int]:
+        """Every status with its count, zeros included, in `Status.ALL` order."""
+        return {s: getattr(self, s) for s in Status.ALL}
+
+    def to_dict(self) -> dict[str, int]:
+        """Every count, as a run summary stores it."""
+        return {**self.by_status(), "skipped_at_diagnosis": self.skipped_at_diagnosis}
+
+    def line(self) -> str:
+        """The counts as the CLI prints them: the closed statuses always, pending and accepted when any, and the
+        skips made at diagnosis when any (`applied=1 rejected=0 skipped=11 failed=0 skipped_at_diagnosis=5`)."""
+        shown = [f"{s}={n}" for s, n in self.by_status().items() if n or s in Status.CLOSED]
+        if self.skipped_at_diagnosis:
+            shown.append(f"skipped_at_diagnosis={self.skipped_at_diagnosis}")
+        return " ".join(shown)

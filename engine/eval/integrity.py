@@ -38,7 +38,7 @@ from engine.core.conversation import IMAGE_NOTE, Turn
 from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.ops import apply
-from engine.core.proposal import Status
+from engine.core.proposal import ProposalCounts
 from engine.core.state import CHECKPOINT_FORMAT, MemoryState
 from engine.engines import engine_schema
 from engine.eval.diagnostics import retired_orphans
@@ -262,7 +262,7 @@ def _canonical(snapshot: dict) -> dict:
 # -- runs, reachability, raw text ---------------------------------------------------------------
 def _open_runs(state: MemoryState, report: CheckReport, db: str) -> None:
     for run in state.open_runs():
-        undecided = sum(p.run_id == run.run_id and p.status == Status.PENDING for p in state.proposals.values())
+        undecided = ProposalCounts.of(state.proposals.values(), run.run_id).pending
         report.add(Code.OPEN_RUN, f"run {run.run_id} ({run.process or 'process'}, {run.mode}) is open with "
                                   f"{undecided} undecided proposal(s) and blocks every later run; resolve it with "
                                   f"`memwb runs apply {run.run_id} --db {db}` or "

@@ -28,6 +28,10 @@ class Hop:
         """The stored edge this hop walks."""
         return (self.dst, self.src, self.type) if self.reverse else (self.src, self.dst, self.type)
 
+    def text(self) -> str:
+        """`—version→ u4`, for a person reading a path."""
+        return f"{hop_arrow(self.type, self.reverse)} {node_label(self.dst)}"
+
     def to_dict(self, labels: bool = False) -> dict:
         name = node_label if labels else int
         d = {"from": name(self.src), "to": name(self.dst), "type": self.type}
@@ -93,6 +97,15 @@ class RetrievalResult:
                    source_ids=sources[:k] if k else sources, context=materialize(top), stages=stages,
                    reading=reading)
 
+    def source_carriers(self, k: int | None = None) -> list[tuple[str, RetrievedUnit | None]]:
+        """The ranked source ids (cut to `k`), each with the best-ranked candidate carrying it: what R@k scores,
+        with the text a person checks it by (the Retrieval page's sources, `memwb retrieve`'s text)."""
+        best: dict[str, RetrievedUnit] = {}
+        for r in self.candidates:
+            for sid in r.source_ids:
+                best.setdefault(sid, r)
+        return [(sid, best.get(sid)) for sid in (self.source_ids[:k] if k else self.source_ids)]
+
     def to_dict(self, k: int | None = None, labels: bool = False) -> dict:
         name = node_label if labels else int
         expansion = [{**e, "id": name(e["id"]), "parent": name(e["parent"])} for e in self.expansion]
@@ -101,6 +114,11 @@ class RetrievalResult:
                 "anchors": [{"id": name(i), "score": round(s, 6)} for i, s in self.anchors],
                 "expansion": expansion, "stages": {k2: round(v, 3) for k2, v in self.stages.items()},
                 **({"reading": self.reading} if self.reading else {})}
+
+
+def hop_arrow(etype: str, reverse: bool = False) -> str:
+    """`—CAUSAL_FOLLOW (reverse)→`: a reverse hop walks the stored edge against its direction."""
+    return f"—{etype}{' (reverse)' if reverse else ''}→"
 
 
 def rank_sources(candidates: list[RetrievedUnit]) -> list[str]:

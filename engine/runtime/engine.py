@@ -24,7 +24,7 @@ from engine.core import ops as opspecs
 from engine.core.conversation import Turn
 from engine.core.node import node_label
 from engine.core.oplog import OpKind, OpRecord
-from engine.core.proposal import Proposal, Status
+from engine.core.proposal import Proposal, ProposalCounts, Status
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from engine.core.tx import Tx
@@ -287,7 +287,7 @@ class BaseEngine(DerivedViews, ABC):
 
 def open_run_message(state: MemoryState, run_id: str, db: str = "DB") -> str:
     """What to do about an open run, for any message that an open run blocks something."""
-    undecided = sum(1 for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING)
+    undecided = ProposalCounts.of(state.proposals.values(), run_id).pending
     return (f"{run_id} is open with {undecided} undecided proposal(s); decide it first: apply it (the gate "
             f"decides what is left: `memwb runs apply {run_id} --db {db}`) or discard it (`memwb runs "
             f"discard {run_id} --db {db}`), or review it on the Consolidation page")

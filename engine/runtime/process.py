@@ -7,7 +7,7 @@ the summary, and commits each step whole.
 from __future__ import annotations
 
 from engine.core.oplog import OpKind
-from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.proposal import GateVerdict, Proposal, ProposalCounts, Status
 from engine.core.schema import ProcessSpec
 from engine.core.tx import Tx
 from engine.runtime.engine import BaseEngine, writes
@@ -118,23 +118,25 @@ class BaseProcess:
             if accept:
                 accepted.append(tx.state.proposals[p.id])
         made = self.execute(tx, accepted)
-        part = {s: sum(tx.state.proposals[i].status == s for i in decided)
-                for s in (Status.APPLIED, Status.SKIPPED, Status.FAILED, Status.REJECTED)}
-        part.update({"created": made.get("created", []), "archived": made.get("archived", []),
-                     "rewired": len(made.get("rewired", []))})
-        left = sum(tx.state.proposals[p.id].status == Status.PENDING for p in pending)
-        if left:
-            tx.emit(OpKind.NOTE, {"text": f"{run_id} partly applied ({part['applied']} applied, {part['rejected']} "
-                                          f"rejected); {left} proposal(s) still pending", "part": part},
+        now = ProposalCounts.of(tx.state.proposals[i] for i in decided)
+        part = {"applied": now.applied, "skipped": now.skipped, "failed": now.failed, "rejected": now.rejected,
+                "created": made.get("created", []), "archived": made.get("archived", []),
+                "rewired": len(made.get("rewired", []))}
+        in_run = [p.id for p in tx.state.proposals.values() if p.run_id == run_id]
+        run = ProposalCounts.of(tx.state.proposals[i] for i in in_run)
+        if run.pending:
+            tx.emit(OpKind.NOTE, {"text": f"{run_id} partly applied ({now.applied} applied, {now.rejected} "
+                                          f"rejected); {run.pending} proposal(s) still pending", "part": part},
                     actor=decided_by)
         else:
             parts = [op.payload["part"] for op in eng.store.ops(run_id=run_id, kinds=[OpKind.NOTE],
                                                                 upto_seq=eng.state.seq) if "part" in op.payload]
-            summary = {key: sum((earlier[key] for earlier in parts), type(value)()) + value
-                       for key, value in part.items()}
-            tx.emit(OpKind.RUN_COMMITTED, {"summary": summary, "decided_by": decided_by})
+            made_by_run = {key: sum((earlier[key] for earlier in parts), type(part[key])()) + part[key]
+                           for key in ("created", "archived", "rewired")}
+            # proposals by status over the whole run (those routing closed at diagnosis too), as every page counts
+            tx.emit(OpKind.RUN_COMMITTED, {"summary": {**run.to_dict(), **made_by_run}, "decided_by": decided_by})
         ops = eng.commit(tx.ops)
-        props = [p for p in eng.state.proposals.values() if p.run_id == run_id]
+        props = [eng.state.proposals[i] for i in in_run]
         return RunReport(run_id=run_id, proposals=props, created=made.get("created", []),
                          archived=made.get("archived", []), rewired=made.get("rewired", []), ops=ops)
 

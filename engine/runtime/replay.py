@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 from engine.core.conversation import Conversation, Turn
 from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
+from engine.core.proposal import ProposalCounts
 from engine.runtime.collector import batch_pace
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
@@ -51,9 +52,7 @@ class ReplaySummary:
     off_surface: int           # nodes off the retrieval surface, whatever their status (`statuses` has "archived")
     statuses: dict[str, int]
     edges: dict[str, int]
-    applied: int
-    skipped: int
-    failed: int
+    proposals: ProposalCounts
     runs: int
     ingested: int = 0          # turns this replay ingested (fewer than `turns` when resumed or shared)
     others: int = 0            # records other writers committed while it ran
@@ -63,8 +62,7 @@ class ReplaySummary:
         statuses = " ".join(f"{k}={v}" for k, v in self.statuses.items())
         return (f"turns={self.turns} units={self.units} visible={self.visible} off_surface={self.off_surface} "
                 f"status[{statuses}] "
-                f"edges[{edges}] proposals applied={self.applied} skipped={self.skipped} failed={self.failed} "
-                f"runs={self.runs}" + self.share_note())
+                f"edges[{edges}] proposals {self.proposals.line()} runs={self.runs}" + self.share_note())
 
     def share_note(self) -> str:
         """Said when this replay did not make the whole memory: it resumed one, or shared it with other writers."""
@@ -204,8 +202,7 @@ def replay(engine, conversation: Conversation, schedule: Schedule,
 
 def summarize(engine, ingested: int | None = None, others: int = 0) -> ReplaySummary:
     st = engine.state
-    statuses = [p.status for p in st.proposals.values()]
     return ReplaySummary(turns=st.turn, units=len(st.units), visible=len(st.visible_ids),
                          off_surface=len(st.archived_ids), statuses=st.status_counts(), edges=st.edge_counts(),
-                         applied=statuses.count("applied"), skipped=statuses.count("skipped"), failed=statuses.count("failed"),
-                         runs=len(st.runs), ingested=st.turn if ingested is None else ingested, others=others)
+                         proposals=ProposalCounts.of(st.proposals.values()), runs=len(st.runs),
+                         ingested=st.turn if ingested is None else ingested, others=others)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from engine.core.edge import Edge
 from engine.core.oplog import OpRecord
-from engine.core.proposal import Proposal
+from engine.core.proposal import Proposal, ProposalCounts
 
 
 @dataclass
@@ -24,6 +24,8 @@ class IngestReport:
 
 @dataclass
 class RunReport:
+    """What one apply of a run did, with every proposal of the run as it stands after it."""
+
     run_id: str
     proposals: list[Proposal]
     created: list[int] = field(default_factory=list)
@@ -32,8 +34,5 @@ class RunReport:
     ops: list[OpRecord] = field(default_factory=list)
 
     @property
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for p in self.proposals:
-            out[p.status] = out.get(p.status, 0) + 1
-        return out
+    def counts(self) -> ProposalCounts:
+        return ProposalCounts.of(self.proposals)
