@@ -18,6 +18,7 @@ from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
 from workbench import bench_checks as bc
+from workbench import bench_decisions as bd
 from workbench import bench_misses as bm
 from workbench import bench_questions as bq
 from workbench import bench_run
@@ -65,6 +66,53 @@ def open_result(text: str) -> BenchResult | None:
     except (BenchFileError, PathRefused) as exc:
         st.error(md_escape(exc), icon=":material/error:")
         return None
+
+
+def decisions_section(result: BenchResult, systems: list[str]) -> None:
+    """A decision set: per system its per-kind figures and confusion, then any missed or false decision with
+    what became of its pair ("why wasn't this consolidated?")."""
+    st.markdown("#### Decisions per kind")
+    st.caption("Each labelled pair of the decision set (docs/DECISIONS.md) against the decisions the system applied. "
+               "Precision counts a decision of a kind on a labelled pair not labelled with it as false. The fate of "
+               "a gold pair: " + "; ".join(f"**{md_escape(f)}**: {md_escape(h)}" for f, h in bd.FATE_HELP.items()))
+    system = st.selectbox("System", systems, key="bench_dec_system")
+    st.dataframe(table(bd.kinds_frame(result, system)), hide_index=True, width="stretch")
+    negatives = bd.negatives_frame(result, system)
+    if not negatives.empty:
+        st.dataframe(table(negatives), hide_index=True, width="stretch")
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("##### Labelled pairs against the decisions made")
+        st.dataframe(table(bd.confusion_frame(result, system)), hide_index=True, width="stretch")
+    with right:
+        st.markdown("##### Reliability of the confidences")
+        st.plotly_chart(bd.reliability_figure(result, system), width="stretch", key="bench_dec_reliability")
+    st.markdown("#### Why wasn't this consolidated?")
+    f1, f2 = st.columns([2, 2])
+    show = f1.radio("Pairs", [bd.MISSED, bd.FALSE, bd.ALL], horizontal=True, key="bench_dec_show",
+                    format_func=lambda s: {bd.MISSED: "missed decisions", bd.FALSE: "false decisions",
+                                           bd.ALL: "every labelled pair"}[s])
+    kinds = sorted({v["kind"] for v in result.data["decisions"][system]["verdicts"]})
+    kind = f2.selectbox("Gold kind", ["", *kinds], key="bench_dec_kind",
+                        format_func=lambda k: k or "every kind")
+    rows = bd.verdicts_frame(result, system, show, kind)
+    if rows.empty:
+        st.caption("No labelled pair of this kind here.")
+        return
+    picked = st.dataframe(table(rows), hide_index=True, width="stretch", key="bench_dec_table",
+                          on_select="rerun", selection_mode="single-row")
+    chosen = picked.selection.rows[0] if picked.selection.rows else 0
+    v = bd.verdict(result, system, int(rows.iloc[chosen]["#"]))
+    st.markdown(f"**{md_escape(v['id'])}** · gold **{md_escape(v['kind'])}** · fate **{md_escape(v['fate'])}**"
+                + (f" · {md_escape(v['note'])}" if v.get("note") else ""))
+    for said in v.get("texts", []):
+        st.markdown(f"> {md_escape(said)}")
+    steps = bd.steps_frame(v)
+    if steps.empty:
+        st.caption("No deciding call ever had both turns before it: the pair was never a candidate.")
+    else:
+        st.dataframe(table(steps), hide_index=True, width="stretch",
+                     column_config={"why": st.column_config.TextColumn("why", width="large")})
 
 
 def run_form() -> None:
@@ -149,6 +197,9 @@ if not systems:
     st.info("Choose at least one system.")
     st.stop()
 st.dataframe(table(bv.summary_frame(result, systems).round(3)), hide_index=True, width="stretch")
+if bd.decision_systems(result):
+    decisions_section(result, [s for s in systems if s in bd.decision_systems(result)])
+    st.stop()
 if any(t.get("replayed_with") for t in result.tasks):
     st.caption("**replay**: a retrieval-only ablation is asked at every checkpoint on its host's replay, with its own "
                "settings (`tasks[].replayed_with`); its seconds are its questions only.")

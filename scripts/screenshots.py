@@ -1,7 +1,7 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
     python scripts/screenshots.py [--out screenshots]
-                                  [--engine all|allmem|memloom|gam|recmem|naive|hybrid|locomo|progress|benchmark]
+                                  [--engine all|allmem|memloom|gam|recmem|naive|hybrid|locomo|progress|benchmark|decisions]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
 7_memloom_retrieval, 8_memloom_replay, 9_memloom_consolidation), the GAM tour (15_gam_replay,
@@ -20,7 +20,8 @@ Layers tab.
 `all` also takes 11_replay_progress: a jump to the end of LoCoMo conv-26 mid-way, its progress bar showing
 (`--engine progress` takes only that one), and 12_benchmark: the Benchmark page on a real `memwb bench` run
 of the four engines on the bundled demo (answered offline), naive RAG's first miss read beside the other
-system (`--engine benchmark` takes only that one).
+system (`--engine benchmark` takes only that one), and 24_decisions: the Benchmark page on a decision-set run of
+All-Mem and MemLoom over the dev decision set, MemLoom's first missed pair picked (`--engine decisions`).
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from engine.bench.config import BenchConfig  # noqa: E402
+from engine.bench.runner import run_benchmark  # noqa: E402
 from engine.engines import known_engines  # noqa: E402
 from engine.store.workspace import ENV  # noqa: E402
 from workbench.driver import (  # noqa: E402
@@ -41,6 +44,7 @@ from workbench.driver import (  # noqa: E402
     bench_demo_workspace,
     benchmark_walkthrough,
     browser_page,
+    decisions_walkthrough,
     first_miss,
     gam_session,
     gam_walkthrough,
@@ -75,9 +79,10 @@ def recmem_locomo_session(folder: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
-    ap.add_argument("--engine", default="all", choices=["all", "progress", "benchmark", "locomo", *known_engines()])
+    ap.add_argument("--engine", default="all",
+                    choices=["all", "progress", "benchmark", "decisions", "locomo", *known_engines()])
     args = ap.parse_args()
-    engines = {"all": ["allmem", "memloom", "gam", "recmem"], "progress": [], "benchmark": [],
+    engines = {"all": ["allmem", "memloom", "gam", "recmem"], "progress": [], "benchmark": [], "decisions": [],
                "locomo": []}.get(args.engine, [args.engine])
     for engine in engines:
         if engine == "gam":                 # the tour opens a prepared session: topic edges wait for a person
@@ -122,6 +127,13 @@ def main() -> int:
         miss = first_miss(result, "naive")
         with running_app(env={"MEMWB_WORKSPACE": str(work), "TMPDIR": str(work)}) as url, browser_page() as page:
             benchmark_walkthrough(page, url, result, shots=Path(args.out), miss=miss["question_id"], system="naive")
+    if args.engine in ("all", "decisions"):
+        work = Path(tempfile.mkdtemp(prefix="memwb-shots-"))
+        os.environ["MEMWB_WORKSPACE"] = str(work)
+        run_benchmark(BenchConfig(dataset="decisions", source=str(ROOT / "datasets" / "decisions" / "dev"),
+                                  engines=("allmem", "memloom"), out=str(work / "benchmarks" / "decisions-dev")))
+        with running_app(env={"MEMWB_WORKSPACE": str(work), "TMPDIR": str(work)}) as url, browser_page() as page:
+            decisions_walkthrough(page, url, shots=Path(args.out))
     for png in sorted(Path(args.out).glob("*.png")):
         print(png)
     return 0

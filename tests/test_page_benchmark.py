@@ -553,3 +553,39 @@ def test_the_paper_check_sets_gams_graph_size_beside_table_10(tmp_path, monkeypa
     assert no_mfr["Δ vs full (paper / project)"] == "-0.041 / –"
     assert no_mfr["direction (paper / project)"] == "worse / not measured"
     assert rows[("gam", "after 15 sessions", "topic nodes")]["project"] == MISSING     # the demo has 7 sessions
+
+
+def test_a_decision_set_shows_each_kind_its_confusion_and_why_a_pair_was_missed(tmp_path, monkeypatch):
+    """A real decision-set run of All-Mem and MemLoom on the newcomer's conversation: the page tables each kind
+    as the result counted it, the labelled pairs against the decisions made, and for a pair picked from the
+    missed ones, every edit that covered it with its confidence against θ."""
+    from engine.bench.config import BenchConfig
+    from engine.bench.runner import run_benchmark
+    from workbench import bench_decisions as bd
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    source = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "newcomer.jsonl"
+    path = run_benchmark(BenchConfig(dataset="decisions", source=str(source), engines=("allmem", "memloom"),
+                                     out=str(tmp_path / "benchmarks" / "decisions")))
+    result = load_result(path)
+    at = open_page()
+    assert not at.exception
+    headings = " ".join(m.value for m in at.markdown)
+    assert "Decisions per kind" in headings and "Why wasn't this consolidated?" in headings
+    at.selectbox(key="bench_dec_system").set_value("memloom").run()
+    kinds = next(d.value for d in at.dataframe if "F1" in d.value.columns)
+    cause = kinds[kinds["kind"] == "cause"].iloc[0]
+    stored = result.data["decisions"]["memloom"]["table"]["cause"]
+    assert (cause["gold"], cause["correct"], cause["false"]) == (stored["gold"], stored["correct"], stored["false"])
+    confusion = next(d.value for d in at.dataframe if "no decision" in d.value.columns)
+    assert set(confusion["gold"]) == {v["kind"] for v in result.data["decisions"]["memloom"]["verdicts"]}
+    at.radio(key="bench_dec_show").set_value(bd.ALL).run()
+    pairs = next(d.value for d in at.dataframe if "fate" in d.value.columns)
+    first = bd.verdict(result, "memloom", int(pairs.iloc[0]["#"]))
+    steps = next(d.value for d in at.dataframe if "reason code" in d.value.columns)
+    calls = {(c["role"], c["backend"], c["ok"]) for c in first["compared_in"]}
+    assert len(steps) == len(first["edits"]) + len(calls)
+    gated = [e for e in first["edits"] if e["outcome"] == "gated"]
+    for e in gated:
+        row = steps[steps["outcome"] == "gated"].iloc[0]
+        assert row["confidence"] == e["confidence"] and row["θ"] == e["threshold"]

@@ -38,6 +38,7 @@ class BenchConfig:
     answer: str | None = None                       # LLM backend answering every question (adds full-history)
     llm: str = "offline"                            # LLM backend of the engines' own roles
     answer_budget: int | None = None                # None: engine.answer.DEFAULT_CONTEXT_TOKENS
+    decisions: str | None = None                    # a decision overlay labelling the source's conversations
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ def is_event_engine(name: str) -> bool:
     return any(k.name == EVENT_KIND for k in engine_schema(name).node_kinds)
 
 
+def makes_decisions(name: str) -> bool:
+    """An engine whose schema says which of its edits a decision set scores (`EngineSchema.decisions`)."""
+    return bool(engine_schema(name).decisions)
+
+
 def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations: Sequence[str],
                     overrides: dict | None = None) -> list[System]:
     """The systems to run: each engine with its settings (its fit for the dataset's kind of talk, if it has one,
@@ -80,7 +86,8 @@ def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations:
     engine-a+b, names sorted)."""
     overrides = overrides or {}
     if engines is None:
-        engines = [e for e in known_engines() if spec.questions or is_event_engine(e)]
+        engines = [e for e in known_engines() if spec.questions or (makes_decisions(e) if spec.decisions
+                                                                     else is_event_engine(e))]
     engines = list(dict.fromkeys(engines))
     if not engines:
         raise BenchInputError("no engine to run; name at least one with --engines")
@@ -89,7 +96,10 @@ def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations:
             engine_class(name)
         except UnknownEngine as exc:
             raise BenchInputError(str(exc)) from None
-        if not spec.questions and not is_event_engine(name):
+        if spec.decisions and not makes_decisions(name):
+            raise BenchInputError(f"--dataset {spec.name} scores consolidation decisions; engine {name!r} makes "
+                                  f"none (engines that do: {', '.join(e for e in known_engines() if makes_decisions(e))})")
+        if spec.boundaries and not is_event_engine(name):
             raise BenchInputError(f"--dataset {spec.name} scores event boundaries; engine {name!r} has no "
                                   f"{EVENT_KIND!r} node kind (event engines: "
                                   f"{', '.join(e for e in known_engines() if is_event_engine(e)) or 'none'})")
@@ -151,11 +161,13 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
         raise BenchInputError(f"--answer-budget must be a positive number of tokens, got {config.answer_budget}")
     if config.answer is not None:
         if not spec.questions:
-            raise BenchInputError(f"--answer needs questions; --dataset {spec.name} scores event boundaries")
+            raise BenchInputError(f"--answer needs questions; --dataset {spec.name} has none to answer")
         if config.answer not in LLM_BACKENDS or config.answer == "recorded":
             raise BenchInputError(f"unknown answering LLM backend {config.answer!r}; choose "
                                   f"{' or '.join(b for b in LLM_BACKENDS if b != 'recorded')}")
-    found = sources(spec, config.source, config.conversations)
+    if config.decisions and not spec.decisions:
+        raise BenchInputError(f"--decisions labels a decision set; use it with --dataset decisions, not {spec.name}")
+    found = sources(spec, config.source, config.conversations, config.decisions)
     systems = resolve_systems(spec, config.engines, config.ablations, config.settings)
     if config.answer is not None:
         systems.append(System(FULL_HISTORY, FULL_HISTORY, {}, ()))
@@ -172,6 +184,8 @@ def system_schedule(config: BenchConfig, spec: DatasetSpec, engine: str) -> str:
 def command_line(config: BenchConfig) -> str:
     """The `memwb bench` command equivalent to `config`."""
     parts = ["memwb bench", "--dataset", config.dataset, config.source]
+    if config.decisions:
+        parts += ["--decisions", config.decisions]
     if config.conversations:
         parts += ["--conversations", *config.conversations]
     if config.engines:

@@ -3,7 +3,8 @@ categories, the metrics and the default offline schedule of each.
 
 `--dataset` names the scoring family; the file must be of that family (`BenchInputError` otherwise, naming
 what it is instead): LoCoMo JSON (or the team's JSONL with LoCoMo-style categories, like the demo),
-LongMemEval JSON, the causal suite's JSONL, or QMSum meeting JSON (a directory of them, or one).
+LongMemEval JSON, the causal suite's JSONL, QMSum meeting JSON (a directory of them, or one), or a decision
+set's JSONL (a directory of them, or one; docs/DECISIONS.md).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from engine.core.conversation import Conversation, Question
 from engine.core.errors import WorkbenchError
 from engine.eval.metrics import chain_recall, ndcg_at_k, recall_at_k, strict_chain_recall
 from engine.loaders import LoaderError, load_conversations
+from engine.loaders.jsonl import attach_decisions, load_decision_overlay
 from engine.loaders.locomo import is_locomo
 from engine.loaders.longmemeval import is_longmemeval
 from engine.loaders.qmsum import is_qmsum
@@ -32,6 +34,7 @@ class Source:
 
     conversation: str
     path: str
+    overlay: str = ""          # a file of decision lines labelling this conversation (a decision set over LoCoMo)
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,15 @@ class DatasetSpec:
     schedule: str                            # default offline schedule
     metric_names: Callable[[Sequence[int]], list[str]]
     score: Callable[[list[str], Sequence[str], Sequence[int]], dict[str, float]]
-    questions: bool = True                   # False: boundaries only (QMSum)
+    questions: bool = True                   # False: boundaries (QMSum) or decisions only
+    decisions: bool = False                  # scores labelled consolidation decisions (a decision set)
     chains: tuple[str, ...] = ()             # categories whose gold is a causal chain, root cause first
     talk: str = "chats"                      # what kind of talk it holds (`EngineSchema.fits`)
+
+    @property
+    def boundaries(self) -> bool:
+        """Whether it scores event boundaries (QMSum's topic segmentation)."""
+        return not self.questions and not self.decisions
 
     def askable(self, conversation: Conversation) -> list[Question]:
         """The questions that are scored: those with turn-level gold evidence in the conversation (LoCoMo:
@@ -87,6 +96,7 @@ def _causal_score(ranked: list[str], gold: Sequence[str], ks: Sequence[int]) -> 
 
 
 BOUNDARY_METRICS = ["pk", "window_diff", "delta_b", "delta_b_rate", "boundaries"]
+DECISION_METRICS = ["update_f1", "merge_f1", "split_f1", "cause_f1", "false_on_negatives"]
 
 DATASETS: dict[str, DatasetSpec] = {
     "locomo": DatasetSpec("locomo", "LoCoMo", ("locomo", "jsonl"),
@@ -100,6 +110,9 @@ DATASETS: dict[str, DatasetSpec] = {
     "qmsum": DatasetSpec("qmsum", "QMSum", ("qmsum",), {}, "every-200-turns",
                          lambda ks: list(BOUNDARY_METRICS), lambda ranked, gold, ks: {}, questions=False,
                          talk="meetings"),
+    "decisions": DatasetSpec("decisions", "decision set", ("jsonl", "locomo"), {}, "every-3-sessions",
+                             lambda ks: list(DECISION_METRICS), lambda ranked, gold, ks: {}, questions=False,
+                             decisions=True),
 }
 
 
@@ -163,19 +176,21 @@ def _loader_complaint(file: Path) -> None:
         raise BenchInputError(str(exc)) from None
 
 
-def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | None = None) -> list[Source]:
+def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | None = None,
+            overlay: str | Path | None = None) -> list[Source]:
     """The conversations of `path` to run, in file order, after checking it is a `spec` source.
 
-    A QMSum directory gives one source per meeting file (sorted by name)."""
+    A QMSum or decision-set directory gives one source per file (sorted by name). `overlay` (a file of decision
+    lines) labels decisions on the conversations of `path`: a decision set over a LoCoMo file."""
     root = Path(path)
     if not root.exists():
         raise BenchInputError(f"no such file or directory: {path}")
     if root.is_dir():
-        if spec.name != "qmsum":
+        if spec.name not in ("qmsum", "decisions"):
             raise BenchInputError(f"{path} is a directory; --dataset {spec.name} reads one file")
-        files = sorted(root.glob("*.json"))
+        files = sorted(root.glob("*.json" if spec.name == "qmsum" else "*.jsonl"))
         if not files:
-            raise BenchInputError(f"{path} holds no QMSum meeting files (*.json)")
+            raise BenchInputError(f"{path} holds no {spec.label} files ({'*.json' if spec.name == 'qmsum' else '*.jsonl'})")
     else:
         files = [root]
     found: list[Source] = []
@@ -188,15 +203,18 @@ def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | 
             raise BenchInputError(f"{file} is {what}, not {spec.label} (--dataset {spec.name} reads "
                                   f"{' or '.join(spec.formats)})")
         try:
-            convs = load_conversations(file)
+            convs = _labelled(file, overlay)
         except LoaderError as exc:
             raise BenchInputError(str(exc)) from None
         for conv in convs:
-            if spec.questions and not spec.askable(conv):
+            if spec.questions and not spec.askable(conv) or spec.decisions and not conv.decisions:
                 continue
-            found.append(Source(conv.id, str(file.resolve())))
+            found.append(Source(conv.id, str(file.resolve()), str(Path(overlay).resolve()) if overlay else ""))
     if not found:
-        raise BenchInputError(f"{path} holds no conversation with a question that has gold evidence turns")
+        what = "labelled decision" if spec.decisions else "question that has gold evidence turns"
+        raise BenchInputError(f"{path} holds no conversation with a {what}"
+                              + ("" if not spec.decisions or overlay else
+                                 " (a LoCoMo file takes its decisions from --decisions OVERLAY)"))
     if conversations:
         known = {s.conversation for s in found}
         missing = [c for c in conversations if c not in known]
@@ -219,15 +237,25 @@ def question_types(spec: DatasetSpec, path: str | Path) -> dict[str, str]:
 def load_source(source: Source) -> Conversation:
     """The conversation of `source`. A worker runs many tasks of one file in a row (LongMemEval-S is one
     file of 500 conversations), so the last files read stay parsed."""
-    conv = _conversations(source.path, Path(source.path).stat().st_mtime_ns).get(source.conversation)
+    stamp = Path(source.overlay).stat().st_mtime_ns if source.overlay else 0
+    conv = _conversations(source.path, Path(source.path).stat().st_mtime_ns, source.overlay, stamp
+                          ).get(source.conversation)
     if conv is None:
         raise BenchInputError(f"{source.path} has no conversation {source.conversation!r}")
     return conv
 
 
 @lru_cache(maxsize=2)
-def _conversations(path: str, mtime_ns: int) -> dict[str, Conversation]:
-    return {conv.id: conv for conv in load_conversations(path)}
+def _conversations(path: str, mtime_ns: int, overlay: str = "", overlay_ns: int = 0) -> dict[str, Conversation]:
+    return {conv.id: conv for conv in _labelled(Path(path), overlay or None)}
+
+
+def _labelled(file: Path, overlay: str | Path | None) -> list[Conversation]:
+    """A file's conversations, with an overlay's decisions attached when one is given."""
+    convs = load_conversations(file)
+    if overlay:
+        convs = attach_decisions(convs, load_decision_overlay(overlay), overlay)
+    return convs
 
 
 @lru_cache(maxsize=2)

@@ -18,6 +18,8 @@ from engine.bench.protocol import STATIC
 from engine.bench.tasks import FULL_HISTORY
 from engine.eval.answer import ANSWER_METRICS
 from engine.eval.chain_links import tally_links
+from engine.eval.decisions import headline as decision_headline
+from engine.eval.decisions import score as decision_score
 from engine.eval.metrics import construction_cost, latency_summary, llm_cost_summary, pool_llm_costs
 from engine.eval.misses import tally
 
@@ -90,7 +92,20 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
     systems_out = {s.label: {"engine": None if s.engine == FULL_HISTORY else s.engine, "settings": s.settings,
                              "ablations": list(s.ablations), "schedule": system_schedule(config, spec, s.engine)}
                    for s in systems}
-    if not spec.questions:
+    decisions = None
+    if spec.decisions:
+        decisions = {}
+        for label in labels:
+            rows = [o.result["decisions"] for o in done if o.task.system == label and o.result.get("decisions")]
+            if not rows:
+                continue
+            table = decision_score([v for r in rows for v in r["verdicts"]], rows[0]["kinds"])
+            decisions[label] = {"table": table, "unlabelled": sum(len(r["unlabelled"]) for r in rows),
+                                "verdicts": [v for r in rows for v in r["verdicts"]],
+                                "unlabelled_edits": [{"conversation": r["conversation"], **e} for r in rows
+                                                     for e in r["unlabelled"]]}
+            summary[label]["overall"] = decision_headline(table)
+    if spec.boundaries:
         boundaries = [res["boundaries"] for res in (o.result for o in done)]
         from engine.core.segments import fixed_windows, no_boundaries
 
@@ -116,7 +131,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         "schedule": config.schedule or spec.schedule, "embedder": Embedder(shared=None).label,
         "systems": systems_out, "conversations": list(dict.fromkeys(s.conversation for s in found)),
         "metrics": metrics, "categories": categories, "tasks": task_rows, "rounds_detail": detail,
-        "summary": summary, "questions": questions, "boundaries": boundaries,
+        "summary": summary, "questions": questions, "boundaries": boundaries, "decisions": decisions,
     }
 
 

@@ -59,7 +59,8 @@ def run_benchmark(config: BenchConfig, progress: Callable[[BenchProgress], None]
     # whatever the engines embed alike is encoded once and read from the shared cache after; the longest
     # conversations first, so the last task to finish is a short one
     longest_first = sorted(found, key=lambda src: -len(load_source(src).turns))
-    tasks = [BenchTask(dataset=spec.name, source=src.path, conversation=src.conversation, system=s.label,
+    tasks = [BenchTask(dataset=spec.name, source=src.path, overlay=src.overlay, conversation=src.conversation,
+                       system=s.label,
                        engine=s.engine, settings=s.settings, ablations=s.ablations, protocol=config.protocol,
                        rounds=config.rounds, ks=ks, schedule=system_schedule(config, spec, s.engine),
                        workdir=str(sessions), answer=config.answer, llm=config.llm,

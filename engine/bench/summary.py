@@ -42,13 +42,13 @@ def systems(result: dict) -> list[str]:
 def overall_table(result: dict) -> list[str]:
     metrics = result["metrics"]
     header = ["system", *metrics]
-    if result["dataset"] != "qmsum":
+    if result["dataset"] not in ("qmsum", "decisions"):
         header += [f"cohort {m}" for m in headline(result)] + ["cohort n"]
     rows = []
     for label in systems(result):
         s = result["summary"].get(label, {})
         row = [label, *(s.get("overall", {}).get(m) for m in metrics)]
-        if result["dataset"] != "qmsum":
+        if result["dataset"] not in ("qmsum", "decisions"):
             cohort = s.get("cohort", {})
             row += [cohort.get(m) for m in headline(result)] + [cohort.get("n")]
         rows.append(row)
@@ -227,6 +227,27 @@ def boundaries_table(result: dict) -> list[str]:
             ""]
 
 
+def decisions_tables(result: dict) -> list[str]:
+    """A decision set: per system, each decision kind's precision, recall and F1 with what became of its gold
+    pairs (the fates: docs/DECISIONS.md), and how many negative pairs got a decision."""
+    from engine.eval.decisions import FATES
+
+    lines = []
+    for label, d in (result.get("decisions") or {}).items():
+        table = d["table"]
+        rows = [[kind, t["gold"], t["correct"], t["false"], t["precision"], t["recall"], t["f1"],
+                 ", ".join(f"{f} {n}" for f, n in t["fates"].items() if n)]
+                for kind, t in table.items() if "f1" in t]
+        negatives = [[kind, t["gold"], t["decided"], t["false_rate"]] for kind, t in table.items() if "false_rate" in t]
+        lines += [f"**{label}: decisions per kind** (fates of the gold pairs: {', '.join(FATES)}; "
+                  f"{d['unlabelled']} applied decision(s) on unlabelled pairs, not scored)", "",
+                  *_table(["kind", "gold", "correct", "false", "precision", "recall", "F1", "fates"], rows), ""]
+        if negatives:
+            lines += [f"*{label}: negatives given a decision*", "",
+                      *_table(["negative kind", "pairs", "given a decision", "share"], negatives), ""]
+    return lines
+
+
 def errors(result: dict) -> list[str]:
     failed = [t for t in result["tasks"] if t["error"]]
     return [f"- {t['conversation']} · {t['system']}: {t['error']['type']}: {t['error']['message']}"
@@ -252,7 +273,9 @@ def costs_tables(result: dict) -> list[str]:
 def tables(result: dict) -> str:
     """Per-round and per-category tables (what `memwb bench` prints at the end)."""
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
-    if result["dataset"] != "qmsum":
+    if result["dataset"] == "decisions":
+        lines += decisions_tables(result)
+    elif result["dataset"] != "qmsum":
         lines += (rounds_tables(result) + category_table(result) + readings_table(result) + structure_table(result)
                   + paired_table(result) + misses_table(result) + chain_links_table(result))
     else:

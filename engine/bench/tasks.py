@@ -36,6 +36,7 @@ from engine.core.conversation import Conversation, Question
 from engine.core.oplog import OpKind
 from engine.eval.answer import DEFAULT_CONTEXT_TOKENS, answer_question, passages_from_turns, passages_from_units
 from engine.eval.chain_links import follow_links
+from engine.eval.decisions import decision_row
 from engine.eval.metrics import (
     attribution_auditability,
     bleu1,
@@ -81,6 +82,7 @@ class BenchTask:
     llm: str = "offline"             # LLM backend of the engine's own roles
     answer_budget: int = DEFAULT_CONTEXT_TOKENS     # estimated tokens of passages an answer reads at most
     riders: tuple[Rider, ...] = ()   # systems asked on this task's replay (module docstring)
+    overlay: str = ""                # a file of decision lines labelling the conversation (a decision set)
 
     @property
     def label(self) -> str:
@@ -104,7 +106,7 @@ def run_task(task: BenchTask, embedder) -> dict:
     from engine.session import open_session
 
     spec = dataset(task.dataset)
-    conv = load_source(Source(task.conversation, task.source))
+    conv = load_source(Source(task.conversation, task.source, task.overlay))
     questions = spec.askable(conv)
     types = question_types(spec, task.source)
     at_end = task.protocol == STATIC or not spec.questions
@@ -291,9 +293,11 @@ class _Run:
                "llm_tokens": _tokens(self.engine.store, self.llm),
                "llm_costs": _costs(self.engine.store, self.llm, self.engine.embedder),
                "construction": llm_tokens_by_role(self.engine.store),
-               "structure": structure_figures(state), "boundaries": None}
-        if not self.spec.questions:
+               "structure": structure_figures(state), "boundaries": None, "decisions": None}
+        if self.spec.boundaries:
             out["boundaries"] = boundary_row(self.task.source, self.task.system, self.conv, state)
+        if self.spec.decisions:
+            out["decisions"] = decision_row(self.engine, self.conv)
         return out
 
 
@@ -383,4 +387,4 @@ def _full_history(task: BenchTask, spec, conv: Conversation, questions: list[Que
             "rounds": rounds, "questions": [records[q.id] for q in questions if q.id in records],
             "latency_ms": {"insert": {}, "query": query_all}, "llm_tokens": _tokens(None, llm),
             "llm_costs": _costs(None, llm, embedder), "construction": None,
-            "structure": {}, "growth": [], "boundaries": None}
+            "structure": {}, "growth": [], "boundaries": None, "decisions": None}

@@ -21,7 +21,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     p.add_argument("--engine", default="allmem", choices=known_engines(),
                    help=f"memory engine (default allmem): {', '.join(known_engines())}")
-    p.add_argument("--llm", default="offline", choices=["offline", "openai", "recorded"])
+    p.add_argument("--llm", default="offline", choices=["offline", "openai", "recorded"],
+                   help="LLM backend of the engine's roles (default offline: deterministic rules, no model, no "
+                        "network); openai: any OpenAI-compatible endpoint named by MEMWB_OPENAI_BASE_URL, "
+                        "MEMWB_OPENAI_MODEL and MEMWB_OPENAI_API_KEY (README, A real model); recorded: the calls "
+                        "another session logged (--records)")
     p.add_argument("--records", help="for --llm recorded: database or JSONL file holding the recorded calls")
     p.add_argument("--consolidate",
                    help="every-N-sessions, every-N-turns or manual; default: the engine's own schedule (RecMem: "
@@ -31,14 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set one of the engine's settings (repeatable), checked against its type and bounds; "
                         "`memwb schema --engine E` lists them")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (the summary line is still printed on stdout)")
 
     p = sub.add_parser("retrieve", help="retrieve with the engine's own stages; every unit with the path that reached it")
     _add_db(p)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
     group.add_argument("--queries", help='JSONL file of {"id": ..., "query": ...}')
-    p.add_argument("--k", type=int, default=5, help="number of ranked source ids (default 5)")
+    p.add_argument("--k", type=int, default=5,
+                   help="number of ranked source turns (default 5): the text lists each with the node carrying "
+                        "it, its path and its text; --json also holds every result of the engine's final ranking")
     p.add_argument("--json", action="store_true", help="print JSON (one object per query)")
 
     p = sub.add_parser("export", help="print every unit and edge")
@@ -52,11 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Without an action: every run with its status and proposals. `apply RUN` "
                                    "applies an open run (the gate decides its undecided proposals); `discard RUN` "
                                    "closes it without applying anything and puts its buffered work back.")
-    p.add_argument("action", nargs="?", choices=["list", "apply", "discard"], default="list")
+    p.add_argument("action", nargs="?", choices=["list", "apply", "discard"], default="list",
+                   help="list (default), apply or discard")
     p.add_argument("run", nargs="?", help="the run id (for apply and discard), e.g. run-0003")
     _add_db(p)
 
-    p = sub.add_parser("diagnostics", help="structure diagnostics: visible ratio, Cov(H), H0.95, degrees")
+    p = sub.add_parser("diagnostics", help="structure diagnostics: visible ratio, Cov(H), H0.95, degrees",
+                       description="Print the memory's structure figures as JSON (All-Mem §4.5): visible ratio, "
+                                   "how far off-surface nodes lie from the surface (median hop, Cov(H), H0.95, "
+                                   "unreachable fraction, version orphans), edges and out-degrees. `notes` says "
+                                   "what each figure means and which values are good.")
     _add_db(p)
 
     p = sub.add_parser("dump", help="print the whole database as JSON Lines: a lossless copy `memwb load` reads",
@@ -83,15 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
 
     p = sub.add_parser("schema", help="print what an engine declares: kinds, statuses, edges, operators, stages")
-    p.add_argument("--engine", default="allmem", choices=known_engines())
+    p.add_argument("--engine", default="allmem", choices=known_engines(),
+                   help=f"memory engine (default allmem): {', '.join(known_engines())}")
 
     p = sub.add_parser("bench", help="benchmark engines side by side on a dataset (streaming or static protocol)",
                        description="Replay every conversation into every system (engine or ablation) and score "
                                    "retrieval per round (streaming) or once (static); QMSum scores event boundaries. "
                                    "Writes result.json (docs/BENCHMARK_FORMAT.md) and summary.md into --out and "
                                    "prints the per-round and per-category tables.")
-    p.add_argument("input", metavar="FILE_OR_DIR", help="the dataset file (a directory of meetings for qmsum)")
-    p.add_argument("--dataset", required=True, help="locomo, longmemeval, causal or qmsum")
+    p.add_argument("input", metavar="FILE_OR_DIR", help="the dataset file (a directory of meetings for qmsum, of "
+                                                         "JSONL conversations for decisions)")
+    p.add_argument("--dataset", required=True, help="locomo, longmemeval, causal, qmsum or decisions (a decision "
+                                                    "set: docs/DECISIONS.md)")
+    p.add_argument("--decisions", metavar="OVERLAY", help="with --dataset decisions: a file of decision lines "
+                                                          "labelling the input's conversations (e.g. a LoCoMo file)")
     p.add_argument("--conversations", nargs="+", help="only these conversation ids")
     p.add_argument("--engines", help="comma-separated engines (default: every registered engine; qmsum: every "
                                      "event engine)")
@@ -155,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("ui", help="open the workbench (streamlit)")
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--port", type=int, default=8501,
+                   help="port to listen on (default 8501, as in http://localhost:8501); pick another when 8501 "
+                        "is taken or to run a second workbench beside the first")
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
     p.add_argument("--db", help="open this session database (a file `memwb replay` or the workbench wrote)")
     p.add_argument("--host", default=LOOPBACK, metavar="ADDR",
@@ -178,18 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
                                    "annotate, run benchmarks).")
     actions = p.add_subparsers(dest="action", required=True)
     a = actions.add_parser("add", help="add a user with a role (prints a new token unless --oidc or --password)")
-    a.add_argument("name")
-    a.add_argument("--role", required=True, choices=[r.value for r in Role])
+    a.add_argument("name", help="the user's name, or an e-mail address (or '@domain') for --oidc")
+    a.add_argument("--role", required=True, choices=[r.value for r in Role], help="viewer or reviewer")
     how = a.add_mutually_exclusive_group()
     how.add_argument("--oidc", action="store_true", help="signs in through the identity provider (no token)")
     how.add_argument("--password", action="store_true", help="type a password instead of getting a token")
     a = actions.add_parser("rotate", help="replace a user's token (the old one and its sessions stop working)")
-    a.add_argument("name")
+    a.add_argument("name", help="the user")
     a.add_argument("--password", action="store_true", help="type a password instead of getting a token")
     a = actions.add_parser("role", help="change a user's role")
-    a.add_argument("name")
-    a.add_argument("role", choices=[r.value for r in Role])
+    a.add_argument("name", help="the user")
+    a.add_argument("role", choices=[r.value for r in Role], help="the new role: viewer or reviewer")
     a = actions.add_parser("remove", help="remove a user (their browser sessions are signed out)")
-    a.add_argument("name")
+    a.add_argument("name", help="the user")
     actions.add_parser("list", help="every user with their role and how they sign in")
     return parser

@@ -1,4 +1,5 @@
-"""Dataset-side records: a conversation is turns plus the questions asked about it.
+"""Dataset-side records: a conversation is turns plus the questions asked about it (and, in a decision set,
+the consolidation decisions labelled on it).
 
 Every loader (LoCoMo, JSONL, LongMemEval) produces these, so engines and the
 workbench never see a dataset's own layout.
@@ -8,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+
+from engine.core.decision import Decision
 
 IMAGE_NOTE = " [shares an image: "     # opens the note a turn's raw text carries for a shared image
 
@@ -67,6 +70,7 @@ class Conversation:
     questions: list[Question] = field(default_factory=list)
     speakers: tuple[str, ...] = ()
     source: str = ""
+    decisions: list[Decision] = field(default_factory=list)     # labelled consolidation decisions (a decision set)
 
     @property
     def sessions(self) -> list[str]:

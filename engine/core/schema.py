@@ -121,6 +121,20 @@ def llm_reasons() -> tuple[ReasonSpec, ...]:
 
 
 @dataclass(frozen=True)
+class DecisionSpec:
+    """Which of an engine's edits is a labelled decision of `kind` (docs/DECISIONS.md): proposals of
+    `operator` (with `relation` in their plan's `field`, when given), or stored edges of type `edge` (a
+    decision an operator's plan holds among others, as RecMem's fact updates). A decision set scores an engine
+    through these alone."""
+
+    kind: str
+    operator: str = ""
+    field: str = "type"
+    relation: str = ""
+    edge: str = ""
+
+
+@dataclass(frozen=True)
 class StageSpec:
     """A retrieval stage. `shows` is what the stage produced: seeds, expansion, ranking or context.
     `help` may name settings fields in braces; pages format it with the engine's settings."""
@@ -155,6 +169,7 @@ class EngineSchema:
     # settings fit on another kind of talk than the defaults were ({"meetings": {...}}): a dataset of that kind
     # (`DatasetSpec.talk`) runs the engine with them, under whatever `--set` gives
     fits: dict[str, dict] = field(default_factory=dict)
+    decisions: tuple[DecisionSpec, ...] = ()      # its edits that a decision set scores (`DecisionSpec`)
 
     # -- look-ups ------------------------------------------------------------------
     @property

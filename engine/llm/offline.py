@@ -99,7 +99,7 @@ class OfflineBackend(LLMBackend):
         return offline_events.rewrite(p["utterance"], p.get("speaker", ""), p.get("time", ""), p.get("window", []))
 
     def _relation_synthesis(self, p: dict) -> dict:
-        return offline_events.synthesize(p)
+        return offline_events.synthesize(p, self.embedder)
 
     def _event_merge(self, p: dict) -> dict:
         return offline_events.judge_merge(p)

@@ -1,10 +1,10 @@
 """Offline rules for All-Mem's diagnosis: which units to split, merge or update, and how sure that is.
 
 Its own module because comparing two statements is a concept apart from the backend's dispatch of roles: a
-pair of statements of one speaker is matched sentence by sentence, and the best-matching sentences either
-give one subject a changed value (an Update: a number replaced, a polarity flipped, a plan then its outcome)
-or restate the same thing (a Merge). Split candidates come from `engine.llm.offline_split`; `prefetch`
-embeds a whole buffer's cuts ahead of the per-target calls.
+pair of statements of one speaker either gives a fact a new value (an Update, judged by the calibrated update
+model over the statements' clauses: `engine.llm.decision_models`) or restates the same thing (a Merge, matched
+sentence by sentence). Split candidates come from `engine.llm.offline_split`; `prefetch` embeds a whole
+buffer's cuts ahead of the per-target calls.
 """
 from __future__ import annotations
 
@@ -13,55 +13,38 @@ import math
 import re
 
 from engine.core.text import (
-    content_tokens,
-    has_negation,
-    jaccard,
-    number_change,
-    numbers,
     sentence_spans,
     strip_speaker,
-    words,
 )
+from engine.llm.decision_models import judge_update
+from engine.llm.statements import Statement, analyse, update_texts
 from engine.llm.offline_split import (
-    FIRST_PERSON,
     MIN_CONTENT,
-    SECOND_PERSON,
     SIDE_CHARS,
     best_split,
     scored_cuts,
     terms,
 )
 
+# Below this probability the update model's pair is no Update candidate; between it and the gate θ, the
+# proposal is shown to a reviewer as gated out.
+UPDATE_FLOOR = 0.3
+# The update model's features that say a value changed: without one, two statements alike enough to restate
+# each other are a Merge candidate before they are an Update.
+VALUE_CHANGES = ("number_change", "entity_change", "polarity_flip", "change_word", "plan_then_outcome",
+                 "restated_new_value")
 # Below this score a rule does not consider the pair a candidate at all (an LLM diagnoser would not
 # propose it either); between it and the gate, proposals are shown to a reviewer as gated out.
 PROPOSE_FLOOR = 0.5
-# Update and Merge compare statements sentence by sentence (sentences with at least this many content words,
-# at most this many per statement). A pair of sentences about one subject sits above ~0.6 in MiniLM cosine
-# (a plan and its outcome, a figure restated with a new value); the Update's confidence is a logistic in that
-# cosine. A restatement of the same thing sits above ~0.8 (paraphrases, the same news told again); the
-# Merge's confidence is a logistic in the better of the statements' cosine and their sentences' mean cosine.
+# Merge compares statements sentence by sentence (sentences with at least this many content words, at most
+# this many per statement). A restatement of the same thing sits above ~0.8 in MiniLM cosine (paraphrases,
+# the same news told again); the Merge's confidence is a logistic in the better of the statements' cosine and
+# their sentences' weakest best cosine.
 _SENTENCE_CONTENT, MAX_SENTENCES = 4, 12
-_SAME_SUBJECT_MID, _SAME_SUBJECT_SCALE = 0.55, 0.04
-_RETOLD_MID = 0.65        # a later statement on one subject with new details: only the subject's cosine to go by
 _RESTATED_MID, _RESTATED_SCALE = 0.72, 0.035
-_SAME_PROPOSITION = 0.4   # share of other content words two sentences need to be one proposition with a new value
-# A plan ("we're thinking about going camping next month") and a report of what happened ("we went camping
-# last week"): the cues of each, as a reader of English tense and time phrases would take them.
-_PLAN = re.compile(r"\b(going to|gonna|plan(?:ning)? (?:to|on)|thinking (?:about|of)|want to|wanna|hope to|"
-                   r"hoping to|will|\w+'ll|next (?:week|month|year|weekend|time|summer)|soon|looking forward|"
-                   r"this (?:month|weekend|summer|fall|winter|spring)|upcoming|about to|considering)\b", re.I)
-_DONE = re.compile(r"\b(yesterday|last (?:week|month|year|weekend|night|time|summer|fall|winter|spring|"
-                   r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|tues|fri|sat)|\w+ ago|recently|"
-                   r"finally|went|did|finished|joined|started|took|made|had|got|signed up|won|attended|visited|"
-                   r"ran|moved|adopted|bought|passed|completed|opened|launched|tried)\b", re.I)
 _DATED = re.compile(r"\b(yesterday|today|tonight|this (?:morning|afternoon|evening)|last (?:week|month|year|weekend|"
                     r"night|summer|fall|winter|spring|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
                     r"\w+ (?:days?|weeks?|months?|years?) ago|the other day)\b", re.I)
-_IDIOMS = re.compile(r"can'?t wait|no worries|no problem|no doubt|don'?t forget|never give up|not bad|"
-                     r"can'?t believe|no way")
-_VALUE_WORDS = frozenset(content_tokens(" ".join(
-    "not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot anymore longer "
-    "yesterday last next week month year weekend ago recently finally soon".split())))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -100,41 +83,39 @@ def diagnose(p: dict, embedder) -> dict:
 
 # -- rules -----------------------------------------------------------------
 def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str] | None:
-    """Update (the newer statement gives the same subject a changed value) or Merge (the two say the same
+    """Update (the newer statement gives a fact of the older one a new value) or Merge (the two say the same
     thing) between two statements of one speaker, or None.
 
-    Statements are compared sentence by sentence (statements only: a question states no value). The
-    subject is what the best-matching pair of sentences is about; its value changed when that pair is one
-    proposition with a number replaced or its polarity flipped (the sentences share most of their other
-    words), or when the older one is the speaker's plan and the newer one reports it done ("we're thinking
-    about going camping next month" -> "I just took my fam camping last week"). An Update's confidence is
-    how surely the pair is about one subject: a logistic in its cosine. Two statements are redundant when
-    every sentence of the shorter is restated in the other: a Merge's confidence is a logistic in the
-    better of the statements' cosine and the weakest of those sentences' best cosines."""
-    if not comparable(a, b):
+    The Update is the calibrated update model's judgement over the two statements' clauses
+    (`engine.llm.decision_models.judge_update`: who the fact is about, what is said, its value, polarity and
+    mood), so its confidence reads as a probability; below `UPDATE_FLOOR` the pair is no candidate. Otherwise
+    two statements are redundant when every sentence of the shorter is restated in the other: a Merge's
+    confidence is a logistic in the better of the statements' cosine and the weakest of those sentences' best
+    cosines."""
+    if (a.get("speaker") or "") != (b.get("speaker") or ""):
         return None
     new, old = (a, b) if _is_newer(a, b) else (b, a)
-    match = align(strip_speaker(old["raw"])[1], strip_speaker(new["raw"])[1], embedder)
+    old_st, new_st = _statement(old), _statement(new)
+    judged = judge_update(old_st.text, old_st.speaker, new_st.text, new_st.speaker, embedder.embed,
+                          strip_speaker(new.get("asked") or "")[1])
+    update = ("update", judged.probability, f"same speaker; {judged.reason}; the newer statement supersedes")
+    new_value = any(judged.features[f] for f in VALUE_CHANGES)
+    if judged.probability >= UPDATE_FLOOR and new_value or not comparable(a, b):
+        return update if judged.probability >= UPDATE_FLOOR else None
+    match = align(old_st.text, new_st.text, embedder)
     if match is None:
         return None
-    subject, was, now, restated = match
+    _, was, now, restated = match
     if _dated(was) and _dated(now) and _day(old) != _day(new):
         return None         # two occasions told on different days ("won a tournament last week"): both stand
-    changed = _value_change(was, now)
-    if changed:
-        conf = _logistic(subject, _SAME_SUBJECT_MID, _SAME_SUBJECT_SCALE)
-        return "update", conf, (f"same speaker; sentences '{_clip(was)}' and '{_clip(now)}' match at cosine "
-                                f"{subject:.2f}; {changed}; the newer statement supersedes")
     redundancy = max(cosine, restated)
-    if (new.get("time") or "") > (old.get("time") or "") and redundancy < _RESTATED_MID:
-        conf = _logistic(subject, _RETOLD_MID, _SAME_SUBJECT_SCALE)
-        return "update", conf, (f"same speaker, a later conversation; sentences '{_clip(was)}' and "
-                                f"'{_clip(now)}' match at cosine {subject:.2f}, the rest is new (restated at "
-                                f"{restated:.2f}): the newer statement is the subject's current state")
     conf = _logistic(redundancy, _RESTATED_MID, _RESTATED_SCALE)
+    if conf < PROPOSE_FLOOR and judged.probability >= UPDATE_FLOOR:
+        return update
     return "merge", conf, (f"same speaker; cosine {cosine:.2f}; every sentence of the shorter statement is "
-                           f"restated in the other at cosine {restated:.2f} or more; no changed number, "
-                           "polarity or plan: redundant statement")
+                           f"restated in the other at cosine {restated:.2f} or more; no new value (a number, name, "
+                           f"polarity or plan's outcome): redundant statement")
+
 
 def align(old: str, new: str, embedder) -> tuple[float, str, str, float] | None:
     """The best-matching statement sentences of two statements (cosine, old sentence, new sentence) and how
@@ -147,6 +128,12 @@ def align(old: str, new: str, embedder) -> tuple[float, str, str, float] | None:
     i, j = divmod(int(sims.argmax()), len(sn))
     restated = float(sims.max(axis=1).min() if len(so) <= len(sn) else sims.max(axis=0).min())
     return float(sims[i, j]), so[i], sn[j], restated
+
+
+def _statement(unit: dict) -> Statement:
+    """A payload unit's statement as `engine.llm.statements` reads it (its text without the speaker)."""
+    speaker, body = strip_speaker(unit["raw"])
+    return analyse(body, speaker or unit.get("speaker", ""))
 
 
 def _neighbours(p: dict) -> list[dict]:
@@ -177,6 +164,9 @@ def prefetch(payloads: list[dict], embedder) -> None:
         wanted.update(t for _, _, left, right, _, _ in scored_cuts(target["raw"], floor=PROPOSE_FLOOR)
                       for t in (left, right))
         for n in _neighbours(p):
+            if (n.get("speaker") or "") == (target.get("speaker") or ""):
+                new, old = (target, n) if _is_newer(target, n) else (n, target)
+                wanted.update(update_texts(_statement(old), _statement(new), strip_speaker(new.get("asked") or "")[1]))
             if comparable(target, n):
                 for raw in (target["raw"], n["raw"]):
                     wanted.update(_content_sentences(strip_speaker(raw)[1]))
@@ -205,35 +195,6 @@ def _content_sentences(body: str) -> list[str]:
     return list(_content_sentences_cached(body))
 
 
-def _plan(sentence: str) -> bool:
-    """A sentence in which the speaker states an intention or a plan of their own, not yet done."""
-    ws = words(sentence)
-    return (any(w in FIRST_PERSON for w in ws) and not any(w in SECOND_PERSON for w in ws)
-            and bool(_PLAN.search(sentence)) and not _DONE.search(sentence))
-
-
-def _done(sentence: str) -> bool:
-    """A sentence in which the speaker reports something of their own that happened."""
-    ws = words(sentence)
-    return any(w in FIRST_PERSON for w in ws) and bool(_DONE.search(sentence)) and not _PLAN.search(sentence)
-
-
-def _value_change(was: str, now: str) -> str:
-    """How the newer of two matching sentences changes the older one's value, or "": one proposition (the
-    sentences share at least `_SAME_PROPOSITION` of their other content words) with a number replaced or its
-    polarity flipped, or the speaker's plan, then its report sharing the plan's object."""
-    tw, tn = _propositionterms(was), _propositionterms(now)
-    same = jaccard(tw, tn) >= _SAME_PROPOSITION
-    nw, nn = numbers(was), numbers(now)
-    if same and nw and nn and nw != nn:
-        return number_change(nw, nn)
-    if same and _negated(was) != _negated(now):
-        return "polarity flips"
-    if _plan(was) and _done(now) and tw & tn:
-        return f"a plan, then its outcome ({', '.join(sorted(tw & tn)[:3])})"
-    return ""
-
-
 def _dated(sentence: str) -> bool:
     """A report of one occasion, dated from when it is told ("last week", "yesterday", "two days ago"): told
     again on another day, it is another occasion, neither a restatement nor a new value of the first."""
@@ -242,17 +203,6 @@ def _dated(sentence: str) -> bool:
 
 def _day(statement: dict) -> str:
     return (statement.get("time") or "")[:10]
-
-
-def _propositionterms(sentence: str) -> frozenset[str]:
-    """What a sentence is about, without its value: content words, no numbers, negations or time cues."""
-    return frozenset(t for t in terms(_IDIOMS.sub(" ", sentence.lower()))
-                     if not t.isdigit() and t not in _VALUE_WORDS)
-
-
-def _negated(sentence: str) -> bool:
-    """Negation of what the sentence states, not of a set phrase ("can't wait", "no worries")."""
-    return has_negation(_IDIOMS.sub(" ", sentence.lower()))
 
 
 def _is_newer(a: dict, b: dict) -> bool:

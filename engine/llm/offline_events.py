@@ -2,7 +2,8 @@
 
 Deterministic and explainable: every rewrite lists what it resolved, every
 relation names the link and hooks behind it, and each confidence is a score
-(the link model's probability, a logistic of cosine and gap), not a constant.
+(a calibrated decision model's probability, a logistic of cosine and gap), not
+a constant.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from datetime import datetime, timedelta
 
 from engine.core.text import content_tokens, has_negation, jaccard, number_change, numbers, words
+from engine.llm.decision_models import judge_update
 from engine.llm.pronouns import third_person
 from engine.llm.schemas import SUMMARY_CHARS
 from engine.retrieval.links import CHANGE_WORDS
@@ -109,6 +111,8 @@ def rewrite(utterance: str, speaker: str, time: str, window: list[dict]) -> dict
 
 
 # -- relation synthesis ---------------------------------------------------------------------------
+STATE_FLOOR = 0.5      # the update model's probability past which a same-speaker pair is a state succession
+RATIONALE_CHARS = 400
 RESTATES = 0.3         # shared share of content words that makes a second sentence a restatement of the first
 MAX_CAUSES = 3          # a statement has few direct causes: the weaker candidates lose to its strongest three
 
@@ -117,13 +121,15 @@ def _logistic(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
-def relation_between(cause: dict, effect: dict, link: dict, cosine: float) -> dict | None:
+def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embedder) -> dict | None:
     """Type and confidence of the relation the steward's strongest sentence link suggests.
 
     The link (an earlier and a later utterance, its probability and the hooks they share) comes from the
-    steward's logic track; the rule reads its two utterances: the same speaker restating a slot with a
-    changed number or polarity is STATE_SUCCESSOR, near-identical events are SAME_EVENT, anything else
-    with a link is CAUSAL_FOLLOW. The confidence is the link probability.
+    steward's logic track. Near-identical events are SAME_EVENT (the link's probability); a later utterance
+    of the same speaker that gives a fact of the earlier one a new value is STATE_SUCCESSOR, with the
+    calibrated update model's probability (`engine.llm.decision_models`): "2 cats" then "3 cats", Leeds then
+    Manchester are one fact's states, not a cause and its effect. Anything else is CAUSAL_FOLLOW with the link
+    model's probability (fit on the causal suite's validation chains: `engine.retrieval.links`).
     """
     by_id = {s["id"]: s for s in cause["sentences"] + effect["sentences"]}
     old, new = by_id.get(link["source_sentence"]), by_id.get(link["target_sentence"])
@@ -135,10 +141,11 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float) -> di
     if cosine >= 0.8 and p >= 0.5:
         return {"type": "SAME_EVENT", "confidence": round(p, 4), "evidence": evidence,
                 "rationale": f"event cosine {cosine:.2f}; link {p:.2f} (hooks: {hooks})"}
-    state = _state_change(old, new)
-    if state:
-        return {"type": "STATE_SUCCESSOR", "confidence": round(p, 4), "evidence": evidence,
-                "rationale": f"{state}; link {p:.2f} (hooks: {hooks})"}
+    if old.get("speaker") == new.get("speaker"):
+        state = judge_update(old["text"], old.get("speaker", ""), new["text"], new.get("speaker", ""), embedder.embed)
+        if state.probability >= STATE_FLOOR:
+            return {"type": "STATE_SUCCESSOR", "confidence": round(state.probability, 4), "evidence": evidence,
+                    "rationale": f"update model {state.probability:.2f}: {state.reason}"[:RATIONALE_CHARS]}
     return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence,
             "rationale": f"link {p:.2f} from u{old['id']} to u{new['id']} (hooks: {hooks}; cue "
                          f"{link.get('cue') or 'none'}; change {'yes' if link.get('change') else 'no'})"}
@@ -163,11 +170,11 @@ def _state_change(old: dict, new: dict) -> str:
     return ""
 
 
-def synthesize(payload: dict) -> dict:
+def synthesize(payload: dict, embedder) -> dict:
     target = payload["target"]
     relations = []
     for cand in payload["candidates"]:
-        rel = relation_between(cand, target, cand["link"], float(cand.get("cosine", 0.0)))
+        rel = relation_between(cand, target, cand["link"], float(cand.get("cosine", 0.0)), embedder)
         if rel is not None:
             relations.append({"source_id": cand["id"], "target_id": target["id"], **rel})
     causal = sorted((r for r in relations if r["type"] == "CAUSAL_FOLLOW"), key=lambda r: -r["confidence"])

@@ -9,8 +9,14 @@ Question lines carry ``"type": "question"``::
 
     {"type": "question", "id": "q1", "question": "...", "answer": "...", "evidence": ["t1"], "category": 4}
 
-with optional ``conversation`` and ``time``. Because the files are written by
-hand, problems are errors (with the line number) rather than silently dropped.
+with optional ``conversation`` and ``time``. Decision lines (a decision set, docs/DECISIONS.md) carry
+``"type": "decision"``::
+
+    {"type": "decision", "id": "d1", "kind": "update", "earlier": "t1", "later": "t9", "change": "number"}
+
+A file of decision lines alone is an overlay on another file's conversations (`load_decision_overlay`).
+Because the files are written by hand, problems are errors (with the line number) rather than silently
+dropped.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.conversation import Conversation, Question, Turn
+from engine.core.decision import CHANGES, Decision, DecisionKind
 from engine.loaders.errors import (
     LoaderError,
     answer_text,
@@ -32,7 +39,8 @@ from engine.loaders.errors import (
     turn_text,
 )
 
-__all__ = ["jsonl_lines", "load_jsonl", "looks_like_jsonl", "parse_iso_time", "parse_jsonl"]
+__all__ = ["attach_decisions", "jsonl_lines", "load_decision_overlay", "load_jsonl", "looks_like_jsonl",
+           "parse_iso_time", "parse_jsonl"]
 
 _TURN_FIELDS = ("id", "speaker", "text", "time", "session")
 
@@ -68,6 +76,8 @@ class _Pending:
     turn_lines: dict[str, int] = field(default_factory=dict)
     questions: list[tuple[int, Question]] = field(default_factory=list)
     question_lines: dict[str, int] = field(default_factory=dict)
+    decisions: list[tuple[int, Decision]] = field(default_factory=list)
+    decision_lines: dict[str, int] = field(default_factory=dict)
 
 
 def load_jsonl(path: str | Path) -> list[Conversation]:
@@ -95,10 +105,46 @@ def parse_jsonl(text: str, path: str | Path) -> list[Conversation]:
             _add_turn(obj, bucket, number, path)
         elif kind == "question":
             _add_question(obj, bucket, number, path)
+        elif kind == "decision":
+            _add_decision(obj, bucket, number, path)
         else:
-            message = f"unknown type {kind!r} (expected 'turn' or 'question')"
+            message = f"unknown type {kind!r} (expected 'turn', 'question' or 'decision')"
             raise LoaderError(path, message, record=record, field="type")
     return [_finish(conv_id, bucket, path) for conv_id, bucket in pending.items()]
+
+
+def load_decision_overlay(path: str | Path) -> dict[str, list[Decision]]:
+    """Decision lines alone, by conversation id (each line names its `conversation`): labels for the
+    conversations of another file (a LoCoMo file, say), which `attach_decisions` checks against them."""
+    out: dict[str, _Pending] = {}
+    for number, line in jsonl_lines(read_text(path)):
+        if not line.strip():
+            continue
+        record = f"line {number}"
+        obj = decode_json(line, path, record=record)
+        if not isinstance(obj, dict):
+            raise LoaderError(path, f"expected a JSON object, got {type(obj).__name__}", record=record)
+        if obj.get("type") != "decision":
+            raise LoaderError(path, "a decision overlay holds decision lines only", record=record, field="type")
+        conv_id = require(obj, "conversation", str, path=path, record=record)
+        _add_decision(obj, out.setdefault(conv_id, _Pending()), number, path)
+    return {conv: [d for _, d in bucket.decisions] for conv, bucket in out.items()}
+
+
+def attach_decisions(conversations: list[Conversation], overlay: dict[str, list[Decision]],
+                     path: str | Path) -> list[Conversation]:
+    """The conversations with an overlay's decisions added; a decision naming a conversation or turn the
+    file does not have is an error naming it."""
+    by_id = {c.id: c for c in conversations}
+    unknown = sorted(set(overlay) - set(by_id))
+    if unknown:
+        raise LoaderError(path, f"unknown conversation(s) {', '.join(map(repr, unknown))}", field="conversation")
+    out = []
+    for conv in conversations:
+        extra = overlay.get(conv.id, [])
+        _check_decision_turns(conv.id, conv.turns, [(0, d) for d in extra], path)
+        out.append(replace(conv, decisions=[*conv.decisions, *extra]))
+    return out
 
 
 def _time(value: str, *, path: str | Path, record: str) -> datetime:
@@ -159,6 +205,50 @@ def _add_question(obj: dict[str, Any], bucket: _Pending, number: int, path: str 
     bucket.questions.append((number, question))
 
 
+def _add_decision(obj: dict[str, Any], bucket: _Pending, number: int, path: str | Path) -> None:
+    record = f"line {number}"
+    decision_id = require(obj, "id", str, path=path, record=record)
+    if decision_id in bucket.decision_lines:
+        first = bucket.decision_lines[decision_id]
+        raise LoaderError(path, f"duplicate decision id {decision_id!r} (first on line {first})", record=record,
+                          field="id")
+    kind = require(obj, "kind", str, path=path, record=record)
+    if kind not in DecisionKind.ALL:
+        raise LoaderError(path, f"unknown kind {kind!r} (expected one of {', '.join(DecisionKind.ALL)})",
+                          record=record, field="kind")
+    if kind == DecisionKind.SPLIT:
+        earlier = later = require(obj, "turn", str, path=path, record=record)
+    else:
+        earlier = require(obj, "earlier", str, path=path, record=record)
+        later = require(obj, "later", str, path=path, record=record)
+        if earlier == later:
+            raise LoaderError(path, "earlier and later name the same turn", record=record, field="later")
+    change = optional(obj, "change", str, path=path, record=record) or ""
+    if change and change not in CHANGES:
+        raise LoaderError(path, f"unknown change {change!r} (expected one of {', '.join(CHANGES)})",
+                          record=record, field="change")
+    text = {name: optional(obj, name, str, path=path, record=record) or ""
+            for name in ("holder", "cue", "note", "support")}
+    bucket.decision_lines[decision_id] = number
+    bucket.decisions.append((number, Decision(id=decision_id, kind=kind, earlier=earlier, later=later,
+                                              change=change, **text)))
+
+
+def _check_decision_turns(conv_id: str, turns: list[Turn], decisions: list[tuple[int, Decision]],
+                          path: str | Path) -> None:
+    """Every decision names turns of its conversation, the earlier one first."""
+    order = {t.id: t.index for t in turns}
+    for number, d in decisions:
+        record = f"line {number}" if number else f"decision {d.id}"
+        unknown = [t for t in d.turns if t not in order]
+        if unknown:
+            message = f"unknown turn id(s) {', '.join(map(repr, unknown))} in conversation {conv_id!r}"
+            raise LoaderError(path, message, record=record, field="earlier")
+        if order[d.earlier] > order[d.later]:
+            raise LoaderError(path, f"{d.earlier!r} comes after {d.later!r} in the conversation", record=record,
+                              field="earlier")
+
+
 def _sort_key(entry: tuple[datetime, int, Turn]) -> tuple[datetime, int]:
     """Order by time, then file order; naive times are read as UTC so mixed files still compare."""
     moment, position, _ = entry
@@ -170,8 +260,8 @@ def _sort_key(entry: tuple[datetime, int, Turn]) -> tuple[datetime, int]:
 def _finish(conv_id: str, bucket: _Pending, path: str | Path) -> Conversation:
     """Sort turns into ingestion order and check that questions point at real turns."""
     if not bucket.turns:
-        first = min(number for number, _ in bucket.questions)
-        message = f"conversation {conv_id!r} has questions but no turns"
+        first = min(number for number, _ in [*bucket.questions, *bucket.decisions])
+        message = f"conversation {conv_id!r} has questions or decisions but no turns"
         raise LoaderError(path, message, record=f"line {first}", field="conversation")
     ordered = sorted(bucket.turns, key=_sort_key)
     turns = [replace(turn, index=index) for index, (_, _, turn) in enumerate(ordered)]
@@ -181,6 +271,7 @@ def _finish(conv_id: str, bucket: _Pending, path: str | Path) -> Conversation:
         if unknown:
             message = f"unknown turn id(s) {', '.join(map(repr, unknown))} in conversation {conv_id!r}"
             raise LoaderError(path, message, record=f"line {number}", field="evidence")
+    _check_decision_turns(conv_id, turns, bucket.decisions, path)
     speakers = tuple(dict.fromkeys(turn.speaker for _, _, turn in bucket.turns))
     return Conversation(
         id=conv_id,
@@ -188,4 +279,5 @@ def _finish(conv_id: str, bucket: _Pending, path: str | Path) -> Conversation:
         questions=[q for _, q in bucket.questions],
         speakers=speakers,
         source=str(path),
+        decisions=[d for _, d in bucket.decisions],
     )

@@ -361,3 +361,25 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     wait_idle(page, 1500)
     read_page(page, texts, "retrieval")
     return texts
+
+
+def decisions_walkthrough(page, url: str, shots: Path | None = None, system: str = "memloom") -> dict[str, str]:
+    """The Benchmark page on a decision-set run, the workspace's newest: `system`'s per-kind table, confusion and
+    reliability, then the first missed pair picked to show what became of it (screenshot 24_decisions)."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
+    wait_idle(page)
+    open_page(page, "Benchmark")
+    expect(page.get_by_text("Decisions per kind")).to_be_visible(timeout=60_000)
+    choose_option(page, "System", system)
+    wait_idle(page, 1500)
+    grid = page.get_by_test_id("stDataFrame").filter(has_text="fate").last
+    grid.scroll_into_view_if_needed()
+    grid.click(position={"x": 15, "y": ROW_PX + ROW_PX // 2})       # the first missed pair's select box
+    wait_idle(page, 2500)
+    texts = {"decisions": page.inner_text("body")}
+    if shots is not None:
+        tall_screenshot(page, shots / "24_decisions.png", 4200)
+    return texts

@@ -32,10 +32,25 @@ def coherence(vectors: list[np.ndarray]) -> float:
     return float(np.mean([a @ b for a, b in pairs])) if pairs else 0.0
 
 
-def unit_payload(engine: AllMemContext, uid: int) -> dict:
+def unit_payload(engine: AllMemContext, uid: int, position: dict[str, int] | None = None) -> dict:
+    """A unit as a role reads it; with `position` (turn id -> place in the conversation) also `asked`: what the
+    other speaker said just before the unit's turn, which an answer ("No, I stopped in February") takes its
+    subject from."""
     u = engine.state.units[uid]
-    return {"id": str(uid), "raw": u.raw, "summary": u.summary, "keywords": list(u.keywords), "time": u.time,
-            "speaker": ", ".join(u.speakers), "visible": u.visible}
+    out = {"id": str(uid), "raw": u.raw, "summary": u.summary, "keywords": list(u.keywords), "time": u.time,
+           "speaker": ", ".join(u.speakers), "visible": u.visible}
+    if position is not None:
+        out["asked"] = asked_before(engine.state, u, position)
+    return out
+
+
+def asked_before(state, u, position: dict[str, int]) -> str:
+    """The raw text of the turn before `u`'s first turn when another speaker said it, else ""."""
+    at = position.get(u.source_ids[0], 0) if u.source_ids else 0
+    if at == 0:
+        return ""
+    prev = state.nodes.get(state.turn_units.get(state.turn_ids[at - 1], -1))
+    return prev.raw if prev is not None and prev.speakers != u.speakers else ""
 
 
 def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]:
@@ -44,8 +59,10 @@ def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]
     proposals: list[Proposal] = []
     next_id = state.next_proposal_id
     targets = [t for t in state.buffer("atc") if t in state.units]
-    payloads = {t: {"target": unit_payload(engine, t),
-                    "context": [unit_payload(engine, c) for c, _ in engine.visible_neighbours(t, s.diagnosis_anchors)]}
+    position = {tid: i for i, tid in enumerate(state.turn_ids)}
+    payloads = {t: {"target": unit_payload(engine, t, position),
+                    "context": [unit_payload(engine, c, position)
+                                for c, _ in engine.visible_neighbours(t, s.diagnosis_anchors)]}
                 for t in targets}
     if isinstance(engine.llm.backend, OfflineBackend):
         engine.llm.backend.prefetch(list(payloads.values()))

