@@ -29,8 +29,9 @@ from engine.llm.offline_split import (
 # Below this probability the update model's pair is no Update candidate; between it and the gate θ, the
 # proposal is shown to a reviewer as gated out.
 UPDATE_FLOOR = 0.3
-# The update model's features that say a value changed: without one, two statements alike enough to restate
-# each other are a Merge candidate before they are an Update.
+# The update model's features that say a value changed in the clauses about one thing: an Update needs one
+# (two long turns on one subject read alike without giving anything a new value); without it, two statements
+# alike enough to restate each other are a Merge candidate.
 VALUE_CHANGES = ("number_change", "entity_change", "polarity_flip", "change_word", "plan_then_outcome",
                  "restated_new_value")
 # Below this score a rule does not consider the pair a candidate at all (an LLM diagnoser would not
@@ -96,22 +97,20 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
         return None
     new, old = (a, b) if _is_newer(a, b) else (b, a)
     old_st, new_st = _statement(old), _statement(new)
+    if _dated(old_st.text) and _dated(new_st.text) and _day(old) != _day(new):
+        return None         # two occasions told on different days ("won a tournament last week"): both stand
     judged = judge_update(old_st.text, old_st.speaker, new_st.text, new_st.speaker, embedder.embed,
                           strip_speaker(new.get("asked") or "")[1])
-    update = ("update", judged.probability, f"same speaker; {judged.reason}; the newer statement supersedes")
-    new_value = any(judged.features[f] for f in VALUE_CHANGES)
-    if judged.probability >= UPDATE_FLOOR and new_value or not comparable(a, b):
-        return update if judged.probability >= UPDATE_FLOOR else None
+    if judged.probability >= UPDATE_FLOOR and any(judged.features[f] for f in VALUE_CHANGES):
+        return "update", judged.probability, f"same speaker; {judged.reason}; the newer statement supersedes"
+    if not comparable(a, b):
+        return None
     match = align(old_st.text, new_st.text, embedder)
     if match is None:
         return None
     _, was, now, restated = match
-    if _dated(was) and _dated(now) and _day(old) != _day(new):
-        return None         # two occasions told on different days ("won a tournament last week"): both stand
     redundancy = max(cosine, restated)
     conf = _logistic(redundancy, _RESTATED_MID, _RESTATED_SCALE)
-    if conf < PROPOSE_FLOOR and judged.probability >= UPDATE_FLOOR:
-        return update
     return "merge", conf, (f"same speaker; cosine {cosine:.2f}; every sentence of the shorter statement is "
                            f"restated in the other at cosine {restated:.2f} or more; no new value (a number, name, "
                            f"polarity or plan's outcome): redundant statement")

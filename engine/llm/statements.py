@@ -52,6 +52,7 @@ class Clause:
     predicate: str           # the main verb's lemma (the complement's for a copula)
     slot: frozenset[str]     # content lemmas of what is said, without its values
     numbers: frozenset[str]
+    counts: frozenset[tuple[str, str]]   # (what is counted, how many): ("cat", "3") of "three cats"
     entities: frozenset[str]
     negated: bool
     mood: str                # stated | asked | planned | supposed | quoted
@@ -179,6 +180,8 @@ def _clause(head, sent, speaker: str, asked: bool) -> Clause:
             or (e.label_ in VALUE_ENTS and any(e.start <= t.i < e.end for t in tokens))}
     nums = {_number(t) for t in tokens if t.like_num or t.pos_ == "NUM"} - {""}
     nums |= {_ordinal(t.lower_) for t in tokens if _ordinal(t.lower_)}
+    counts = {(t.head.lemma_.lower(), _number(t)) for t in tokens
+              if (t.like_num or t.pos_ == "NUM") and t.dep_ == "nummod" and _number(t)}
     negated = any(t.dep_ == "neg" or t.lower_ in ("never", "no", "anymore", "longer", "nobody", "nothing")
                   for t in tokens)
     value_words = {w for e in ents for w in e.split()}
@@ -194,7 +197,7 @@ def _clause(head, sent, speaker: str, asked: bool) -> Clause:
     lemmas = {t.lemma_.lower() for t in tokens}
     return Clause(
         text=text, holder=_holder(head, tokens, speaker), predicate=predicate, slot=slot,
-        numbers=frozenset(nums), entities=frozenset(ents), negated=negated,
+        numbers=frozenset(nums), counts=frozenset(counts), entities=frozenset(ents), negated=negated,
         mood=_mood(head, tokens, sent, asked), past=head.tag_ in ("VBD", "VBN") or any(
             c.tag_ == "VBD" and c.dep_ == "aux" for c in head.children),
         change=bool(lemmas & CHANGE_WORDS) or " no longer " in low or " any more " in low,
@@ -295,13 +298,16 @@ def update_features(old: Statement, new: Statement, embed, asked: str = ""
     overlap = len(slot_a & slot_b) / max(1, min(len(slot_a), len(slot_b)))
     nums_a, nums_b = frozenset().union(*(c.numbers for c in a_cl)), frozenset().union(*(c.numbers for c in b_cl))
     ents_a, ents_b = frozenset().union(*(c.entities for c in a_cl)), frozenset().union(*(c.entities for c in b_cl))
-    num = float(bool(nums_a and nums_b and nums_a != nums_b))
-    ent = float(bool(ents_a and ents_b and ents_a != ents_b))
+    # a value changes in the clauses about one thing, not anywhere in two long turns: "now", "new" and "finally"
+    # are everywhere in chat, a number or a name anywhere in a paragraph
+    num = float(_recount(a, b) if a.counts and b.counts else
+                bool(a.numbers and b.numbers and a.numbers != b.numbers or
+                     nums_a and nums_b and not nums_a & nums_b and len(a_cl) + len(b_cl) <= 4))
+    ent = float(bool(a.entities and b.entities and a.entities != b.entities or
+                     ents_a and ents_b and not ents_a & ents_b and len(a_cl) + len(b_cl) <= 4))
     flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
-    change = float(any(c.change for c in b_cl))
-    outcome = float(any(c.mood == "planned" for c in a_cl) and any(c.mood == "stated" and (c.past or c.negated or
-                                                                                          bool(c.slot & CANCEL))
-                                                                   for c in b_cl))
+    change = float(b.change)
+    outcome = float(a.mood == "planned" and b.mood == "stated" and (b.past or b.negated or bool(b.slot & CANCEL)))
     same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
     changed = max(num, ent, flip, change, outcome)
     features = np.array([turn_cos, best_key[1], overlap, num, ent, flip, change, outcome, _others(new),
@@ -311,6 +317,13 @@ def update_features(old: Statement, new: Statement, embed, asked: str = ""
     return features, (a, b)
 
 
+def _recount(a: Clause, b: Clause) -> bool:
+    """Whether one thing counted in both clauses has another number: "3 races" and "4 half marathons" count
+    different things, "2 cats" and "3 cats" the same."""
+    before = dict(a.counts)
+    return any(thing in before and before[thing] != value for thing, value in b.counts)
+
+
 def _restated_new_value(a: Clause, b: Clause, cosine: float) -> float:
     """One clause said again with its value replaced: the same words around a new number or name, or the same
     proposition negated ("I've run # half marathons" twice, 3 then 4). The clause pair is about one thing
@@ -318,6 +331,6 @@ def _restated_new_value(a: Clause, b: Clause, cosine: float) -> float:
     if cosine < 0.8 or not ({a.holder, b.holder} <= {"speaker", ""} or same_holder(a, b)) or \
             "asked" in (a.mood, b.mood) or b.mood != "stated":
         return 0.0
-    new_value = (a.numbers and b.numbers and a.numbers != b.numbers) or \
+    new_value = (_recount(a, b) if a.counts and b.counts else a.numbers and b.numbers and a.numbers != b.numbers) or \
         (a.entities and b.entities and a.entities != b.entities) or a.negated != b.negated
     return float(bool(new_value))

@@ -1,5 +1,6 @@
-"""How MemLoom reads a query before it retrieves: a why-question walks CAUSAL_FOLLOW back to causes, a history
-question STATE_SUCCESSOR back to earlier states, anything else is a lookup. The reading keeps the words that
+"""How MemLoom reads a query before it retrieves: a why-question walks CAUSAL_FOLLOW back to causes (and
+STATE_SUCCESSOR to earlier states), a history question STATE_SUCCESSOR back to earlier states, anything else is a
+lookup. The reading keeps the words that
 decided it, so the Retrieval page and `memwb bench` can show why a question did or did not walk a chain."""
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ class QueryReading:
 
     def text(self) -> str:
         if self.intent == "cause":
-            return (f"a why-question (“{self.cue}”): walks CAUSAL_FOLLOW back to causes, each taking its effect's "
-                    "score less chain_hop_cost")
+            return (f"a why-question (“{self.cue}”): walks CAUSAL_FOLLOW back to causes (and STATE_SUCCESSOR "
+                    "back to earlier states), each taking its effect's score less chain_hop_cost")
         if self.intent == "history":
             return f"a history question (“{self.cue}”): walks STATE_SUCCESSOR back to earlier states"
         return ("a lookup (no cue of a cause or of a history): every record ranks on its own relevance; a "

@@ -9,8 +9,9 @@ is the real-time buffer: sentence records no steward run has curated yet,
 ranked directly.
 
 The walk is best first: the event with the most to pass on expands first. A
-why-question walks CAUSAL_FOLLOW back to causes, a history question
-STATE_SUCCESSOR back to earlier states; along that chain an event inherits its
+why-question walks CAUSAL_FOLLOW back to causes (and STATE_SUCCESSOR back to
+the earlier states of a changed fact), a history question STATE_SUCCESSOR
+back to earlier states; along that chain an event inherits its
 parent's score less `chain_hop_cost` (plus `hop_cost` per weaker alternative),
 and its records the relation cites take that score, so a root cause that
 shares no words with the query ranks beside the effect it explains. One more
@@ -39,7 +40,10 @@ from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit, first_b
 
 TRAVERSED = (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR, Rel.SAME_EVENT, Rel.TEMPORAL_NEXT, Rel.LINEAGE)
 PRIORITY = {t: i for i, t in enumerate(TRAVERSED)}
-CHAIN = {"cause": (Rel.CAUSAL_FOLLOW,), "history": (Rel.STATE_SUCCESSOR,)}
+# a why-question walks back through causes and through the earlier states of a changed fact ("we moved to
+# Riverside" after "we're looking at places in Riverside": a plan and its outcome is one fact's succession, and
+# the story's cause lies behind the plan); a history question walks the states alone
+CHAIN = {"cause": (Rel.CAUSAL_FOLLOW, Rel.STATE_SUCCESSOR), "history": (Rel.STATE_SUCCESSOR,)}
 
 
 def retrieve(engine: MemLoomContext, query: str, k: int | None = None) -> RetrievalResult:
