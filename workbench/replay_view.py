@@ -12,7 +12,7 @@ import html
 import pandas as pd
 import streamlit as st
 
-from engine.core.oplog import RunInfo
+from engine.core.oplog import RunInfo, RunStatus
 from workbench.gate_view import render_gate
 from workbench.graph_style import cosine_text, edge_style, kind_field, visibility_text
 from workbench.lifecycle_view import (
@@ -41,12 +41,12 @@ def run_sentence(run: RunInfo, moment: str, schedule_text: str, schema=None) -> 
     who = f"on schedule ({schedule_text})" if run.mode == "auto" and schedule_text != "manual" else f"{run.mode} run"
     what = process_label(schema, run)
     s = run.summary
-    if run.status == "open" or not s:
+    if run.status == RunStatus.OPEN or not s:
         return f"{what} {run.run_id} was opened {moment}, {who}; its proposals await decisions."
     counts = ", ".join(f"{s.get(k, 0)} {k}" for k in ("applied", "rejected", "skipped", "failed"))
     made = (f"{len(s.get('created', []))} nodes created, {len(s.get('archived', []))} taken off the surface, "
             f"{s.get('rewired', 0)} edges rewired")
-    undone = " It was undone later." if run.status == "undone" else ""
+    undone = " It was undone later." if run.status == RunStatus.UNDONE else ""
     return f"{what} {run.run_id} ran {moment}, {who}. Proposals: {counts}; {made}.{undone}"
 
 

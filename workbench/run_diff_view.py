@@ -13,6 +13,7 @@ import streamlit as st
 
 from engine.core.access import Action
 from engine.core.diff import diff_states
+from engine.core.oplog import RunStatus
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from workbench import access, review_decisions
@@ -79,12 +80,12 @@ def run_proposals_frame(state: MemoryState, run_id: str) -> pd.DataFrame:
 
 def run_status(run) -> str:
     """A run's status; an open run is only listed once part of it is applied."""
-    return "open (partly applied)" if run.status == "open" else run.status
+    return "open (partly applied)" if run.status == RunStatus.OPEN else run.status
 
 
 def run_diff(wb: Workbench, view, state: MemoryState) -> None:
     """A committed or undone run, or the open run once part of it is applied: what it changed, and undo."""
-    shown_runs = sorted((r for r in state.runs.values() if r.status != "open" or any(
+    shown_runs = sorted((r for r in state.runs.values() if r.status != RunStatus.OPEN or any(
         p.run_id == r.run_id and p.decided_by for p in state.proposals.values())), key=lambda r: r.first_seq)
     if not shown_runs:
         st.info("No applied run yet.")
@@ -95,17 +96,17 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
                               format_func=lambda r: f"{r} · {run_status(state.runs[r])} · {state.runs[r].mode} "
                                                     f"diagnosis at turn {state.runs[r].turn}")
         run = state.runs[run_id]
-        after = state if run.status == "open" else view.store.load_state(upto_seq=run.last_seq)
+        after = state if run.status == RunStatus.OPEN else view.store.load_state(upto_seq=run.last_seq)
         before = view.store.load_state(upto_seq=run.first_seq - 1)
         diff = diff_states(before, after)
-        summary = run.summary if run.status != "open" else \
+        summary = run.summary if run.status != RunStatus.OPEN else \
             review_decisions.decided_counts(p for p in state.proposals.values() if p.run_id == run_id)
         off = off_surface_word(state.schema)
         metrics = [("Applied", summary.get("applied", 0)), ("Rejected", summary.get("rejected", 0)),
                    ("Skipped", summary.get("skipped", 0)), ("Failed", summary.get("failed", 0)),
                    (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
                    ("Edges rewired", len(diff["rewired"]))]
-        if run.status == "open":
+        if run.status == RunStatus.OPEN:
             metrics.insert(4, ("Still pending", summary.get("pending", 0)))
         with st.container(horizontal=True):           # each label whole: a metric as wide as its label
             for label, value in metrics:
@@ -114,10 +115,10 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
         deciders = sorted({p.decided_by for p in state.proposals.values() if p.run_id == run_id and p.decided_by})
         st.caption(f"Status **{run_status(run)}** · decided by "
                    f"**{md_escape(', '.join(deciders)) or 'nobody'}**"
-                   + (" · the tables show what the run changed before it was undone" if run.status == "undone"
+                   + (" · the tables show what the run changed before it was undone" if run.status == RunStatus.UNDONE
                       else "")
                    + (" · the tables show what the applied part changed so far; decide or defer the rest on the "
-                      "Review queue" if run.status == "open" else ""))
+                      "Review queue" if run.status == RunStatus.OPEN else ""))
         left, right = st.columns(2)
         with left:
             for title, key in [("Nodes created", "added_units"), (f"Nodes {off}", "archived_units"),

@@ -7,18 +7,23 @@ shared by every engine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from engine.core.node import json_copy
 
 
-class Status:
+class Status(StrEnum):
+    """Where a proposal stands: pending until decided, accepted on its way to being applied, or closed."""
+
     PENDING = "pending"
     ACCEPTED = "accepted"
     REJECTED = "rejected"
     APPLIED = "applied"
     SKIPPED = "skipped"
     FAILED = "failed"
-    CLOSED = (REJECTED, APPLIED, SKIPPED, FAILED)
+
+
+CLOSED = frozenset((Status.REJECTED, Status.APPLIED, Status.SKIPPED, Status.FAILED))   # nothing more happens to it
 
 
 class LLMReason:
@@ -37,7 +42,9 @@ def call_reason_code(code: str | None) -> str:
     return code if code in LLMReason.REPLY else LLMReason.LLM_FAIL
 
 
-class GateVerdict:
+class GateVerdict(StrEnum):
+    """The gate's decision on a proposal in an automatic run: applied (pass) or skipped (fail)."""
+
     PASS = "pass"
     FAIL = "fail"
 
@@ -58,9 +65,9 @@ class Proposal:
     confidence: float
     reason: str
     context_target: int | None = None
-    gate: str = GateVerdict.PASS
+    gate: GateVerdict = GateVerdict.PASS
     reason_code: str | None = None
-    status: str = Status.PENDING
+    status: Status = Status.PENDING
     plan: dict | None = None
     decided_by: str | None = None
     note: str = ""
@@ -80,6 +87,20 @@ class Proposal:
         """An independent copy (its targets, plan and detail its own): a state's clone copies every proposal."""
         return replace(self, targets=list(self.targets), plan=json_copy(self.plan), detail=json_copy(self.detail))
 
+    def change(self, changes: dict) -> None:
+        """Set fields from a `proposal_updated` record's changes (copied; a status or verdict as its enum)."""
+        for key, value in _typed(json_copy(changes)).items():
+            setattr(self, key, value)
+
     @classmethod
     def from_dict(cls, data: dict) -> "Proposal":
-        return cls(**json_copy(data))
+        return cls(**_typed(json_copy(data)))
+
+
+def _typed(fields: dict) -> dict:
+    """Stored fields with the status and gate verdict read back into their enums."""
+    if "status" in fields:
+        fields["status"] = Status(fields["status"])
+    if "gate" in fields:
+        fields["gate"] = GateVerdict(fields["gate"])
+    return fields

@@ -7,6 +7,8 @@ the summary, and commits each step whole.
 from __future__ import annotations
 
 from engine.core.oplog import OpKind
+from engine.core.ops import payload_of
+from engine.core.payloads import Note, RunCommitted, RunStarted
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.core.schema import ProcessSpec
 from engine.core.tx import Tx
@@ -58,8 +60,8 @@ class BaseProcess:
         run_id = f"run-{len(eng.state.runs) + 1:04d}"
         proposals = self.diagnose(run_id, manual)
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id, isolated=False)
-        tx.emit(OpKind.RUN_STARTED, {"mode": "manual" if manual else "auto", "process": self.spec.name,
-                                     "buffer": list(eng.state.buffer(self.spec.buffer))})
+        tx.emit(RunStarted(mode="manual" if manual else "auto", process=self.spec.name,
+                           buffer=list(eng.state.buffer(self.spec.buffer))))
         self.opened(tx)
         for p in proposals:
             tx.make_proposal(p)
@@ -124,15 +126,14 @@ class BaseProcess:
                      "rewired": len(made.get("rewired", []))})
         left = sum(tx.state.proposals[p.id].status == Status.PENDING for p in pending)
         if left:
-            tx.emit(OpKind.NOTE, {"text": f"{run_id} partly applied ({part['applied']} applied, {part['rejected']} "
-                                          f"rejected); {left} proposal(s) still pending", "part": part},
-                    actor=decided_by)
+            tx.emit(Note(text=f"{run_id} partly applied ({part['applied']} applied, {part['rejected']} rejected); "
+                              f"{left} proposal(s) still pending", details={"part": part}), actor=decided_by)
         else:
-            parts = [op.payload["part"] for op in eng.store.ops(run_id=run_id, kinds=[OpKind.NOTE],
-                                                                upto_seq=eng.state.seq) if "part" in op.payload]
+            notes = eng.store.ops(run_id=run_id, kinds=[OpKind.NOTE], upto_seq=eng.state.seq)
+            parts = [note.details["part"] for note in map(payload_of, notes) if "part" in note.details]
             summary = {key: sum((earlier[key] for earlier in parts), type(value)()) + value
                        for key, value in part.items()}
-            tx.emit(OpKind.RUN_COMMITTED, {"summary": summary, "decided_by": decided_by})
+            tx.emit(RunCommitted(summary=summary, decided_by=decided_by))
         ops = eng.commit(tx.ops)
         props = [p for p in eng.state.proposals.values() if p.run_id == run_id]
         return RunReport(run_id=run_id, proposals=props, created=made.get("created", []),

@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 from engine.core.conversation import Conversation, Turn
 from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
+from engine.core.proposal import Status
 from engine.runtime.collector import batch_pace
 from engine.runtime.engine import open_run_message
 from engine.runtime.errors import RunError
@@ -207,5 +208,6 @@ def summarize(engine, ingested: int | None = None, others: int = 0) -> ReplaySum
     statuses = [p.status for p in st.proposals.values()]
     return ReplaySummary(turns=st.turn, units=len(st.units), visible=len(st.visible_ids),
                          off_surface=len(st.archived_ids), statuses=st.status_counts(), edges=st.edge_counts(),
-                         applied=statuses.count("applied"), skipped=statuses.count("skipped"), failed=statuses.count("failed"),
+                         applied=statuses.count(Status.APPLIED), skipped=statuses.count(Status.SKIPPED),
+                         failed=statuses.count(Status.FAILED),
                          runs=len(st.runs), ingested=st.turn if ingested is None else ingested, others=others)

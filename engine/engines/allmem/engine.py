@@ -6,7 +6,7 @@ from typing import Iterable
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
 from engine.core.node import Node
-from engine.core.oplog import OpKind
+from engine.core.payloads import EdgeAdded
 from engine.core.proposal import Proposal
 from engine.core.text import keywords_of, strip_speaker
 from engine.core.tx import Tx
@@ -87,7 +87,7 @@ class AllMemEngine(BaseEngine):
         z = self.embed_node(unit)
         anchors = self.index.search(z, s.write_anchors)
         tx = Tx(state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, descriptor_ok=call.ok, descriptor_error=call.error_code))
+        tx.emit(self.ingested(turn, descriptor_ok=call.ok, descriptor_error=call.error_code))
         tx.create_node(unit)
         edges: list[Edge] = []
         prev = self._session_predecessor(turn.session, turn.time)
@@ -98,7 +98,7 @@ class AllMemEngine(BaseEngine):
         for a, c in semantic:
             edges.append(Edge(unit.id, a, EdgeType.SEMANTIC, "online", round(c, 4), turn_no))
         for e in edges:
-            tx.emit(OpKind.EDGE_ADDED, {"edge": e.to_dict()})
+            tx.emit(EdgeAdded(edge=e.to_dict()))
         tx.push_buffer(ATC_BUFFER, [(unit.id, [a for a, _ in anchors])])
         ops = self.commit(tx.ops)
         return IngestReport(turn_id=turn.id, unit_id=unit.id, anchors=anchors, edges=edges,

@@ -14,7 +14,6 @@ from typing import Iterable
 
 from engine.core.conversation import Turn
 from engine.core.node import TURN_KIND, Node
-from engine.core.oplog import OpKind
 from engine.core.schema import EngineSchema, EngineSettings, KindSpec, StageSpec, StatusSpec, setting
 from engine.core.tx import Tx
 from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
@@ -72,7 +71,7 @@ class NaiveEngine(BaseEngine):
                     kind=TURN_KIND, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
                     status=STORED, created_turn=turn_no)
         tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn))
+        tx.emit(self.ingested(turn))
         tx.create_node(node)
         ops = self.commit(tx.ops)
         return IngestReport(turn_id=turn.id, unit_id=node.id, anchors=[], edges=[], buffer_size=0, ops=ops,
