@@ -26,7 +26,7 @@ class Status(StrEnum):
 CLOSED = frozenset((Status.REJECTED, Status.APPLIED, Status.SKIPPED, Status.FAILED))   # nothing more happens to it
 
 
-class LLMReason:
+class LLMReason(StrEnum):
     """Reason codes of the LLM boundary, the same for every engine and role."""
 
     JSON_PARSE_FAIL = "JSON_PARSE_FAIL"
@@ -34,12 +34,38 @@ class LLMReason:
     OUTPUT_TOO_LONG = "OUTPUT_TOO_LONG"          # a field beyond its role's cap (`engine.llm.schemas.CAPS`)
     DUPLICATE_SEGMENTS = "DUPLICATE_SEGMENTS"    # a Split plan that repeats a segment
     LLM_FAIL = "LLM_FAIL"            # backend could not answer (timeout, HTTP error)
-    REPLY = (JSON_PARSE_FAIL, SCHEMA_FAIL, OUTPUT_TOO_LONG, DUPLICATE_SEGMENTS)   # a reply came and was refused
+
+
+REPLY_REFUSED = frozenset((LLMReason.JSON_PARSE_FAIL, LLMReason.SCHEMA_FAIL, LLMReason.OUTPUT_TOO_LONG,
+                           LLMReason.DUPLICATE_SEGMENTS))      # a reply came and the boundary refused it
 
 
 def call_reason_code(code: str | None) -> str:
     """The reason code for a failed LLM call: a refused reply keeps its code, the rest is LLM_FAIL."""
-    return code if code in LLMReason.REPLY else LLMReason.LLM_FAIL
+    return code if code in REPLY_REFUSED else LLMReason.LLM_FAIL
+
+
+class Reason(StrEnum):
+    """Reason codes of the routing steps engines share."""
+
+    LOW_CONF = "LOW_CONF"                  # confidence under the gate's threshold (`confidence_gate`)
+    DUPLICATE = "DUPLICATE"                # the same edit is already made, or proposed more confidently
+    APPLICABLE_FAIL = "APPLICABLE_FAIL"    # a target changed or went earlier in the run
+
+
+class SharedReasons:
+    """Every shared reason code under one roof, for an engine's own codes to extend:
+    `class ReasonCode(SharedReasons): NORM_FILTER = "NORM_FILTER"` (its schema's `reason_codes` says which it
+    uses and what each means there)."""
+
+    JSON_PARSE_FAIL = LLMReason.JSON_PARSE_FAIL
+    SCHEMA_FAIL = LLMReason.SCHEMA_FAIL
+    OUTPUT_TOO_LONG = LLMReason.OUTPUT_TOO_LONG
+    DUPLICATE_SEGMENTS = LLMReason.DUPLICATE_SEGMENTS
+    LLM_FAIL = LLMReason.LLM_FAIL
+    LOW_CONF = Reason.LOW_CONF
+    DUPLICATE = Reason.DUPLICATE
+    APPLICABLE_FAIL = Reason.APPLICABLE_FAIL
 
 
 class GateVerdict(StrEnum):
