@@ -123,6 +123,25 @@ class Proposal:
         return cls(**_typed(json_copy(data)))
 
 
+def fail_gate(p: Proposal, code: str, note: str, manual: bool) -> None:
+    """The gate turns `p` down with `code` and a note saying why: an automatic run skips it, a manual one leaves
+    it pending, for a person to decide against the verdict if they see fit."""
+    p.gate, p.reason_code, p.note = GateVerdict.FAIL, code, note
+    if not manual:
+        p.status = Status.SKIPPED
+
+
+def confidence_gate(p: Proposal, theta: float, manual: bool, name: str = "θ", strict: bool = False) -> bool:
+    """The gate step every engine shares: a proposal whose confidence is below `theta` (`strict`: not above it)
+    fails with LOW_CONF and the note "confidence 0.42 < θ 0.50" (`name`: what the engine calls the threshold);
+    returns whether it passed."""
+    if p.confidence > theta if strict else p.confidence >= theta:
+        return True
+    fail_gate(p, Reason.LOW_CONF, f"confidence {p.confidence:.2f} {'not above' if strict else '<'} {name} {theta:.2f}",
+              manual)
+    return False
+
+
 def _typed(fields: dict) -> dict:
     """Stored fields with the status and gate verdict read back into their enums."""
     if "status" in fields:
