@@ -90,7 +90,7 @@ def _route(engine: AllMemContext, proposals: list[Proposal], manual: bool) -> No
         if p.op == Op.MERGE:
             p.detail["coherence"] = round(coherence([engine.vector(u) for u in p.targets]), 4)
         p.detail["threshold"] = s.theta[p.op]
-        if confidence_gate(p, s.theta[p.op], manual, name="theta") and p.op == Op.MERGE \
+        if confidence_gate(p, s.theta[p.op], manual) and p.op == Op.MERGE \
                 and p.detail["coherence"] < s.gamma_merge:
             fail_gate(p, ReasonCode.COH_FAIL, f"coherence {p.detail['coherence']:.2f} < gamma {s.gamma_merge:.2f}",
                       manual)

@@ -57,7 +57,7 @@ def validate(engine: MemLoomContext, proposals: list[Proposal], manual: bool) ->
                 p.note = "this relation is already in the graph or earlier in the queue"
                 continue
             seen.add(key)
-        confidence_gate(p, s.theta_rel if p.op == Op.RELATION else s.theta_repair, manual, name="gate")
+        confidence_gate(p, s.theta_rel if p.op == Op.RELATION else s.theta_repair, manual)
         if p.status == Status.PENDING:
             live.append(p)
     relations = sorted((p for p in live if p.op == Op.RELATION and p.gate == GateVerdict.PASS),
