@@ -15,7 +15,6 @@ from engine.core.node import node_id_of
 from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code, confidence_gate, fail_gate
 from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import Op, ReasonCode
-from engine.llm.offline import OfflineBackend
 
 
 @dataclass
@@ -47,8 +46,7 @@ def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]
     payloads = {t: {"target": unit_payload(engine, t),
                     "context": [unit_payload(engine, c) for c, _ in engine.visible_neighbours(t, s.diagnosis_anchors)]}
                 for t in targets}
-    if isinstance(engine.llm.backend, OfflineBackend):
-        engine.llm.backend.prefetch(list(payloads.values()))
+    engine.llm.prefetch("diagnosis", list(payloads.values()))
     for target in targets:
         call = engine.llm.call("diagnosis", payloads[target])
         if not call.ok:

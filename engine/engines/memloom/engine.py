@@ -106,19 +106,25 @@ class MemLoomEngine(BaseEngine):
 
     # -- online path ----------------------------------------------------------------------------------
     def prefetch(self, turns: list[Turn]) -> None:
-        from engine.llm.offline import OfflineBackend
-        from engine.llm.offline_events import rewrite
-
+        """Embed the utterances, and the router's rewrites and descriptors where the backend foresees them (the
+        offline rules do), in large batches: only an optimisation, every vector lands in the cache."""
         texts = [strip_speaker(t.raw)[1] for t in turns]
-        if isinstance(self.llm.backend, OfflineBackend) and not self.settings.has("no-router"):
-            window = []
-            for t in turns:
-                routed = rewrite(strip_speaker(t.raw)[1], t.speaker, t.time, window[-self.settings.router_window:])
+        window: list[dict] = []
+        for t in turns:
+            routed = None if self.settings.has("no-router") else self.llm.foresee(
+                "router", self.router_payload(t, window[-self.settings.router_window:]))
+            if routed is None:
+                texts.append(self._descriptor(t, strip_speaker(t.raw)[1]))
+            else:
                 texts += [routed["rewritten"], self._descriptor(t, routed["rewritten"])]
-                window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
-        else:
-            texts += [self._descriptor(t, strip_speaker(t.raw)[1]) for t in turns]
+            window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
         self.embedder.embed_ahead(texts)
+
+    @staticmethod
+    def router_payload(turn: Turn, window: list[dict]) -> dict:
+        """What the router role is asked about a turn, given the utterances before it, at ingest and ahead of it."""
+        return {"utterance": strip_speaker(turn.raw)[1], "speaker": turn.speaker, "time": turn.time,
+                "window": window}
 
     @staticmethod
     def _descriptor(turn: Turn, body: str) -> str:
@@ -142,9 +148,7 @@ class MemLoomEngine(BaseEngine):
         routed = {"rewritten": strip_speaker(turn.raw)[1], "intent": "", "topics": [], "references": [],
                   "dates": []}
         if not s.has("no-router"):
-            call = self.llm.call("router", {"utterance": strip_speaker(turn.raw)[1], "speaker": turn.speaker,
-                                            "time": turn.time,
-                                            "window": self._window()})
+            call = self.llm.call("router", self.router_payload(turn, self._window()))
             if call.ok:
                 routed = call.data
         sentence = Node(id=state.next_node_id, raw=turn.raw, summary=self._descriptor(turn, routed["rewritten"]),
