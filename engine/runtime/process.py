@@ -99,7 +99,7 @@ class BaseProcess:
                           and p.status == Status.PENDING), key=self.order_key)
         unknown = sorted(set(decisions or {}) - {p.id for p in pending})
         if unknown:
-            raise ValueError(f"proposal(s) {unknown} are not pending in {run_id}")
+            raise RunError(f"proposal(s) {unknown} are not pending in {run_id}")
         if pending and decisions is not None and not decisions and not defer_rest:
             raise RunError(f"nothing to apply in {run_id}: decide at least one proposal, or defer the rest")
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id)
