@@ -116,58 +116,49 @@ class NodeCreated(Payload):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRetracted(Payload):
+class NodeChange(Payload):
+    """A record about one node held in the state, named by its id in `node`."""
+
+    node: int
+
+    @property
+    def node_id(self) -> int:
+        return self.node
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRetracted(NodeChange):
     """`was` is the node as it stood (`Node.payload()`), which the undo creates again."""
 
     kind = OpKind.NODE_RETRACTED
-    node: int
     was: dict
-
-    @property
-    def node_id(self) -> int:
-        return self.node
 
 
 @dataclass(frozen=True, slots=True)
-class NodeUpdated(Payload):
+class NodeUpdated(NodeChange):
     kind = OpKind.NODE_UPDATED
-    node: int
     changes: dict
     prev: dict
 
-    @property
-    def node_id(self) -> int:
-        return self.node
-
 
 @dataclass(frozen=True, slots=True)
-class DescriptorChanged(Payload):
+class DescriptorChanged(NodeChange):
     kind = OpKind.DESCRIPTOR_CHANGED
-    node: int
     summary: str
     keywords: list[str]
     prev_summary: str
     prev_keywords: list[str]
 
-    @property
-    def node_id(self) -> int:
-        return self.node
-
 
 @dataclass(frozen=True, slots=True)
-class StatusChanged(Payload):
+class StatusChanged(NodeChange):
     """`cause` says why (a rule and its figures); an undo's carries `undo_of`, which the fold lets through
     whatever the schema's transitions say."""
 
     kind = OpKind.STATUS_CHANGED
-    node: int
     status: str
     was: str
     cause: dict = field(default_factory=dict)
-
-    @property
-    def node_id(self) -> int:
-        return self.node
 
 
 # -- edges ---------------------------------------------------------------------------------------------
@@ -299,4 +290,4 @@ class Note(Payload):
     details: dict = field(default_factory=dict)
 
 
-NodePayload = NodeCreated | NodeRetracted | NodeUpdated | DescriptorChanged | StatusChanged   # each has `node_id`
+NodePayload = NodeCreated | NodeChange          # a record about one node: each has `node_id`
