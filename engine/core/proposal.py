@@ -1,8 +1,9 @@
 """Proposals: an edit of an offline process before it is applied, and why it was or was not.
 
 Operators and most reason codes belong to an engine (its schema declares
-them); the statuses, gate verdicts and the codes of the LLM boundary are
-shared by every engine.
+them); the statuses, gate verdicts, the codes of the LLM boundary and of the
+shared routing steps, and the gate step itself (`confidence_gate`) are shared
+by every engine.
 """
 from __future__ import annotations
 
