@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.access import Action
+from engine.core.oplog import RunStatus
 from workbench import access
 from workbench import consolidation_actions as actions
 from workbench.audit_view import audit_log
@@ -57,8 +58,8 @@ cols[0].metric("Queued nodes", waiting,
                help=f"Nodes queued in the `{process.spec.buffer}` buffer for {process.spec.label} (the header's "
                     f"**{queued_label(process.spec)}**).")
 cols[1].metric("Open run", open_run or "none")
-cols[2].metric("Runs (committed / undone)", f"{sum(r.status == 'committed' for r in state.runs.values())} / "
-                                            f"{sum(r.status == 'undone' for r in state.runs.values())}")
+cols[2].metric("Runs (committed / undone)", f"{sum(r.status == RunStatus.COMMITTED for r in state.runs.values())} / "
+                                            f"{sum(r.status == RunStatus.UNDONE for r in state.runs.values())}")
 with cols[3]:
     st.button("Run diagnosis", type="primary", key="run_diagnosis", on_click=actions.run_diagnosis, args=(wb, chosen),
               disabled=bool(open_run) or not waiting or not access.can(Action.REVIEW),

@@ -215,4 +215,5 @@ def test_a_record_that_does_not_apply_is_fold_failed(copy):
     seq = sql(copy, "SELECT MAX(seq) FROM op_log WHERE kind = 'edge_added'")[0][0]
     sql(copy, "UPDATE op_log SET payload = '{}' WHERE seq = ?", params=(seq,))
     rc, lines, _ = findings(copy)
-    assert rc == 1 and lines == [f"FOLD_FAILED the log does not fold at seq {seq} (edge_added): KeyError: 'edge'"]
+    assert rc == 1 and lines == [f"FOLD_FAILED the log does not fold at seq {seq} (edge_added): MalformedPayload: "
+                                 "edge_added payload lacks 'edge'"]

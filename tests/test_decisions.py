@@ -50,7 +50,7 @@ def test_decision_lines_load_beside_the_turns_they_name() -> None:
 def test_a_bad_decision_line_is_refused_naming_its_line_and_field(decision: dict, field: str, words: str) -> None:
     with pytest.raises(LoaderError) as err:
         parse_jsonl(_file(decision), "x.jsonl")
-    assert f"line 4" in str(err.value) and field in str(err.value) and words in str(err.value)
+    assert "line 4" in str(err.value) and field in str(err.value) and words in str(err.value)
 
 
 def test_an_overlay_labels_another_files_conversations_and_names_what_it_does_not_know(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from engine.core.edge import Edge
 from engine.core.node import Node as Unit
 from engine.core.oplog import OpKind, OpRecord
 from engine.core.ops import apply
+from engine.core.payloads import DescriptorChanged, EdgeRemoved
 from engine.core.state import MemoryState
 from engine.core.walks import lineage, neighbourhood
 from engine.engines import engine_schema
@@ -360,9 +361,10 @@ def test_diff_states_reports_added_archived_restored_edges_and_rewiring():
     _add(new, _unit(7, "Maya: Lena, a nurse in Porto", "2", kind="merged"), Edge(7, 4, "version"))
     _archive(new, 4)
     _set_status(new, 3, "visible", cause={"undo_of": 1})          # back on the surface (an undo)
-    apply(new, OpRecord(OpKind.EDGE_REMOVED, {"src": 6, "dst": 4, "type": "semantic"}))
+    apply(new, EdgeRemoved(6, 4, "semantic", edge=new.edges[(6, 4, "semantic")].to_dict()).record())
     _add(new, Edge(6, 7, "semantic", confidence=0.9))
-    apply(new, OpRecord(OpKind.DESCRIPTOR_CHANGED, {"node": 1, "summary": "updated", "keywords": ["x"]}))
+    apply(new, DescriptorChanged(node=1, summary="updated", keywords=["x"], prev_summary=new.nodes[1].summary,
+                                 prev_keywords=new.nodes[1].keywords).record())
     d = diff_states(old, new)
     assert d["added_units"] == [7]
     assert d["archived_units"] == [4]

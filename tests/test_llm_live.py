@@ -29,12 +29,12 @@ from engine.llm.openai_backend import forget_models
 from engine.llm.prompts import payload_of
 from engine.llm.schemas import BOUNDS, SCHEMAS, TOKEN_CAPS, model_schema
 from engine.llm.server import LocalServer, free_port, server_installed
-from engine.core.proposal import LLMReason
+from engine.core.proposal import REPLY_REFUSED
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 FIXTURES = ROOT / "tests" / "fixtures" / "llm"
-REPLY_CODES = set(LLMReason.REPLY)          # a reply came (HTTP 200) and the boundary refused it
+REPLY_CODES = set(REPLY_REFUSED)          # a reply came (HTTP 200) and the boundary refused it
 
 MISSING = server_installed()
 if MISSING and os.environ.get("CI") == "true":

@@ -107,8 +107,7 @@ def test_every_op_kind_is_declared_once_and_unknown_kinds_stop_the_fold(make_eng
     from engine.core import ops
     from engine.core.oplog import OpRecord
 
-    declared = {v for k, v in vars(OpKind).items() if k.isupper()}
-    assert declared == set(ops.SPECS)
+    assert set(OpKind) == set(ops.SPECS)
     with pytest.raises(ops.UnknownOpKind, match="op kind 'unit_teleported'"):
         fold([OpRecord(kind="unit_teleported", payload={}, turn=1, seq=1)])
     eng = make_engine()
@@ -126,7 +125,7 @@ def test_older_payload_versions_are_upcast_on_read(monkeypatch):
     old = ops.SPECS[OpKind.NOTE]
     seen = []
     monkeypatch.setitem(ops.SPECS, OpKind.NOTE, replace(
-        old, version=3, apply=lambda s, op: seen.append(op.payload),
+        old, version=3, apply=lambda s, p, op: seen.append(p.to_dict()),
         upcast={1: lambda p: {"text": p["msg"]}, 2: lambda p: {**p, "lang": "en"}}))
     fold([OpRecord(kind=OpKind.NOTE, payload={"msg": "hi"}, seq=1, v=1),
                       OpRecord(kind=OpKind.NOTE, payload={"text": "yo", "lang": "fr"}, seq=2, v=3)])
@@ -155,6 +154,8 @@ def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(mak
     from engine.core.edge import Edge
     from engine.core.node import Node
     from engine.core.ops import apply
+    from engine.core.payloads import (LLMCallMade, Note, RunCommitted, RunDiscarded, RunStarted, RunUndone,
+                                      TurnIngested)
     from engine.core.proposal import Proposal
     from engine.core.state import MemoryState
     from engine.core.tx import Tx
@@ -172,7 +173,7 @@ def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(mak
     old, sister, new, other = (ids[t.id] for t in (UPDATE_OLD, SISTER_A, UPDATE_NEW, SISTER_B))
     run = next(iter(eng.state.runs))
     tx = Tx(eng.state, turn=eng.state.turn, run_id="r-clone")
-    tx.emit(OpKind.RUN_STARTED, {"mode": "manual"})
+    tx.emit(RunStarted(mode="manual"))
     tx.set_status(new, "archived")
     tx.set_descriptor(sister, "a changed summary", ["changed"])
     tx.update_node(old, attrs={"note": "changed"}, source_ids=["D1:1", "D9:9"])
@@ -192,12 +193,12 @@ def test_a_clone_shares_until_it_changes_and_never_changes_what_it_came_from(mak
     for p in list(eng.state.proposals)[:2]:
         tx.update_proposal(p, note="changed")
     tx.flush_buffer("clone-test")
-    tx.emit(OpKind.TURN_INGESTED, {"turn_id": "D9:9"})
-    tx.emit(OpKind.NOTE, {"text": "a note"})
-    tx.emit(OpKind.LLM_CALL, {"role": "test"})
-    tx.emit(OpKind.RUN_UNDONE, {"undone_run": run})
-    tx.emit(OpKind.RUN_COMMITTED, {"summary": {"n": 1}})
-    tx.emit(OpKind.RUN_DISCARDED, {})
+    tx.emit(TurnIngested(turn_id="D9:9"))
+    tx.emit(Note(text="a note"))
+    tx.emit(LLMCallMade(call={"role": "test"}))
+    tx.emit(RunUndone(undone_run=run))
+    tx.emit(RunCommitted(summary={"n": 1}))
+    tx.emit(RunDiscarded())
     assert {op.kind for op in tx.ops} == set(ops.SPECS)     # a new kind of record must be added here
     assert eng.state.to_dict() == before and adjacency(eng.state) == links
     full = MemoryState.from_dict(before, eng.state.schema)

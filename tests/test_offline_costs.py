@@ -86,7 +86,7 @@ def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
     embed = backend.embedder.embed
     raws = [f"Maya: Crew {i} repaired the old kitchen sink with new copper pipes this morning. By the way, "
             f"orchestra {i} moved its spring concert rehearsal to Friday evening downtown." for i in range(150)]
-    backend.prefetch([{"target": {"id": str(i), "raw": raw, "speaker": "Maya"}, "context": []}
+    backend.prefetch("diagnosis", [{"target": {"id": str(i), "raw": raw, "speaker": "Maya"}, "context": []}
                       for i, raw in enumerate(raws)])
     sizes = [len(args[0]) for args in embed.calls]
     assert sum(sizes) == 300 and len(sizes) >= 2
@@ -109,7 +109,7 @@ def test_after_the_prefetch_a_diagnosis_runs_nothing_through_the_model():
     backend = make_backend("offline", embedder=embedder)
     embedder.embed([offline_diagnosis.strip_speaker(u["raw"])[1] for u in (target, same, other)])  # ingest's
     before = embedder.encoded
-    backend.prefetch([payload])
+    backend.prefetch("diagnosis", [payload])
     prefetched = embedder.encoded - before
     assert prefetched > 0
     assert LLM(backend).call("diagnosis", payload).ok

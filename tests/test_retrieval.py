@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.core.edge import Edge
-from engine.core.oplog import OpKind
+from engine.core.payloads import EdgeAdded
 from engine.core.tx import Tx
 from engine.engines.allmem.schema import EdgeType
 from tests.conftest import turn
@@ -12,7 +12,7 @@ from tests.test_operators import RIVER, UPDATE_NEW, UPDATE_OLD, ingest
 def add_edges(eng, *edges):
     tx = Tx(eng.state, turn=eng.state.turn, actor="test", isolated=False)
     for src, dst, t in edges:
-        tx.emit(OpKind.EDGE_ADDED, {"edge": Edge(src, dst, t, "test").to_dict()})
+        tx.emit(EdgeAdded(edge=Edge(src, dst, t, "test").to_dict()))
     eng.store.commit(tx.ops, eng.state)
 
 

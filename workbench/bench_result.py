@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.bench.result import FORMAT
+from engine.core.errors import WorkbenchError
 from workbench.text import MISSING
 
 RESULT_NAME = "result.json"
@@ -24,7 +25,7 @@ _TASK = {"conversation": str, "system": str}
 _BOUNDARY = {"meeting": str, "system": str, "pk": (int, float), "window_diff": (int, float), "delta_b": (int, float)}
 
 
-class BenchFileError(ValueError):
+class BenchFileError(WorkbenchError, ValueError):
     """The file is not a readable benchmark result; the message names the file and what is wrong."""
 
 

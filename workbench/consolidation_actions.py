@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.access import AccessDenied, Action
+from engine.core.access import Action
+from engine.core.errors import WorkbenchError
 from engine.core.proposal import ProposalCounts, Status
-from engine.runtime.errors import RunError, UndoError
-from engine.store.log_store import StoreError
 from workbench import access, review_decisions
 from workbench.model import Workbench
 from workbench.proposal_text import counts_text
@@ -34,7 +33,7 @@ def edit(wb: Workbench, action, need: Action = Action.REVIEW) -> None:
         access.require(need)
         wb.ensure_head()
         action()
-    except (AccessDenied, RuntimeError, ValueError, UndoError, RunError, StoreError) as exc:
+    except WorkbenchError as exc:          # what the library refuses on purpose; anything else is a bug, shown as one
         flash("error", md_escape(exc))
     finally:
         wb.reload()

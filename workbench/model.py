@@ -30,6 +30,7 @@ from engine.engines import engine_class, engine_schema, known_engines
 from engine.llm.embedder import Embedder
 from engine.loaders import load_conversation, load_conversations
 from engine.runtime.engine import BaseEngine
+from engine.runtime.errors import RunError
 from engine.runtime.replay import Schedule, check_replayable, prefetch_turns, step
 from engine.session import DEFAULT_ENGINE, SessionError, open_session, scratch_engine
 from engine.store.catalog import OWNER, PARENT, mark_opened, new_session_path, read_session, session_name
@@ -212,7 +213,7 @@ class Workbench:
         """Ingesting while proposals await review would mix new turns into that run's diff."""
         run = self.engine.open_run()
         if run:
-            raise RuntimeError(f"{run} has proposals waiting for a decision: decide them, or defer the rest, on the "
+            raise RunError(f"{run} has proposals waiting for a decision: decide them, or defer the rest, on the "
                                "Consolidation page before ingesting more turns")
 
     def next(self) -> None:

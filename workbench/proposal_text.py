@@ -7,7 +7,7 @@ proposals through these, so a proposal reads the same in each.
 """
 from __future__ import annotations
 
-from engine.core.proposal import Proposal, ProposalCounts, Status
+from engine.core.proposal import CLOSED, Proposal, ProposalCounts, Status
 from engine.core.schema import EngineSchema, OperatorSpec
 
 
@@ -82,7 +82,7 @@ def counts_text(counts: ProposalCounts) -> str:
     (5 at diagnosis), 0 failed", with pending and accepted ones named only when there are any."""
     parts = []
     for status, n in counts.by_status().items():
-        if n or status in Status.CLOSED:
+        if n or status in CLOSED:
             at = f" ({counts.skipped_at_diagnosis} at diagnosis)" if status == Status.SKIPPED \
                 and counts.skipped_at_diagnosis else ""
             parts.append(f"{n} {status}{at}")

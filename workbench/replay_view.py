@@ -12,7 +12,7 @@ import html
 import pandas as pd
 import streamlit as st
 
-from engine.core.oplog import RunInfo
+from engine.core.oplog import RunInfo, RunStatus
 from engine.core.proposal import ProposalCounts
 from engine.core.state import MemoryState
 from workbench.gate_view import render_gate
@@ -45,12 +45,12 @@ def run_sentence(state: MemoryState, run: RunInfo, moment: str, schedule_text: s
     who = f"on schedule ({schedule_text})" if run.mode == "auto" and schedule_text != "manual" else f"{run.mode} run"
     what = process_label(state.schema, run)
     s = run.summary
-    if run.status == "open" or not s:
+    if run.status == RunStatus.OPEN or not s:
         return f"{what} {run.run_id} was opened {moment}, {who}; its proposals await decisions."
     counts = counts_text(ProposalCounts.of(state.proposals.values(), run.run_id))
     made = (f"{len(s.get('created', []))} nodes created, {len(s.get('archived', []))} taken off the surface, "
             f"{s.get('rewired', 0)} edges rewired")
-    undone = " It was undone later." if run.status == "undone" else ""
+    undone = " It was undone later." if run.status == RunStatus.UNDONE else ""
     return f"{what} {run.run_id} ran {moment}, {who}. Proposals: {counts}; {made}.{undone}"
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 
 from engine.core.access import Action
 from engine.core.diff import diff_states
+from engine.core.oplog import RunStatus
 from engine.core.proposal import ProposalCounts
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
@@ -85,12 +86,12 @@ def run_proposals_frame(state: MemoryState, run_id: str) -> pd.DataFrame:
 
 def run_status(run) -> str:
     """A run's status; an open run is only listed once part of it is applied."""
-    return "open (partly applied)" if run.status == "open" else run.status
+    return "open (partly applied)" if run.status == RunStatus.OPEN else run.status
 
 
 def run_diff(wb: Workbench, view, state: MemoryState) -> None:
     """A committed or undone run, or the open run once part of it is applied: what it changed, and undo."""
-    shown_runs = sorted((r for r in state.runs.values() if r.status != "open" or any(
+    shown_runs = sorted((r for r in state.runs.values() if r.status != RunStatus.OPEN or any(
         p.run_id == r.run_id and p.decided_by for p in state.proposals.values())), key=lambda r: r.first_seq)
     if not shown_runs:
         st.info("No applied run yet.")
@@ -101,7 +102,7 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
                               format_func=lambda r: f"{r} · {run_status(state.runs[r])} · {state.runs[r].mode} "
                                                     f"diagnosis at turn {state.runs[r].turn}")
         run = state.runs[run_id]
-        after = state if run.status == "open" else view.store.load_state(upto_seq=run.last_seq)
+        after = state if run.status == RunStatus.OPEN else view.store.load_state(upto_seq=run.last_seq)
         before = view.store.load_state(upto_seq=run.first_seq - 1)
         diff = diff_states(before, after)
         counts = ProposalCounts.of(state.proposals.values(), run_id)
@@ -124,7 +125,7 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
                    + (" · the tables show what the run changed before it was undone" if run.status == "undone"
                       else "")
                    + (" · the tables show what the applied part changed so far; decide or defer the rest on the "
-                      "Review queue" if run.status == "open" else ""))
+                      "Review queue" if run.status == RunStatus.OPEN else ""))
         left, right = st.columns(2)
         with left:
             for title, key in [("Nodes created", "added_units"), (f"Nodes {off}", "archived_units"),

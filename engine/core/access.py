@@ -17,6 +17,8 @@ import ipaddress
 from dataclasses import dataclass
 from enum import Enum
 
+from engine.core.errors import WorkbenchError
+
 LOOPBACK = "127.0.0.1"          # where `memwb ui` listens unless told otherwise
 SIGN_IN_ENV = "MEMWB_SIGN_IN"   # "1": ask for sign-in even on loopback (`memwb ui --sign-in`, a reverse proxy)
 
@@ -56,7 +58,7 @@ GRANTS = {Role.VIEWER: frozenset({Action.BROWSE, Action.REPLAY, Action.QUERY}),
           Role.REVIEWER: frozenset(Action)}
 
 
-class AccessDenied(PermissionError):
+class AccessDenied(WorkbenchError, PermissionError):
     """The signed-in identity's role does not allow the action; the message says which role would."""
 
 

@@ -7,9 +7,13 @@ branching are built on. What each kind does is declared once, in `engine.core.op
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 
-class OpKind:
+class OpKind(StrEnum):
+    """The kinds of record; a record stores its kind's value. Each is declared in `engine.core.ops` with
+    its payload class (`engine.core.payloads`)."""
+
     TURN_INGESTED = "turn_ingested"
     NODE_CREATED = "node_created"
     NODE_RETRACTED = "node_retracted"          # undo of a node a run created
@@ -31,8 +35,20 @@ class OpKind:
     NOTE = "note"
 
 
+class RunStatus(StrEnum):
+    """Where a run of an offline process stands: open until its proposals are decided, then committed; a
+    committed run can be undone, an open one discarded."""
+
+    OPEN = "open"
+    COMMITTED = "committed"
+    UNDONE = "undone"
+    DISCARDED = "discarded"
+
+
 @dataclass
 class OpRecord:
+    """One record of the log as stored: `kind` an `OpKind` value, `payload` its payload class's dict."""
+
     kind: str
     payload: dict
     turn: int = 0
@@ -53,7 +69,12 @@ class RunInfo:
     mode: str
     turn: int
     process: str = ""
-    status: str = "open"            # open | committed | undone | discarded
+    status: RunStatus = RunStatus.OPEN
     first_seq: int = 0
     last_seq: int = 0
     summary: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunInfo":
+        """A run as a checkpoint stores it (its status the enum's value)."""
+        return cls(**{**data, "status": RunStatus(data["status"])})

@@ -1,9 +1,10 @@
-"""Every op kind declared once: how it applies to the state, its inverse, what it materializes, its version.
+"""Every op kind declared once: its payload class, how it applies to the state, its inverse, what it
+materializes, the ids it claims, its version.
 
-The fold (`apply`, `fold` below), the store's materialized tables and the
-generic undo of a run all read these specs, so a payload is interpreted in one
-place. A kind the registry does not know makes the fold raise instead of being
-skipped. Records written under an older payload version are upcast on read.
+The fold (`apply`, `fold` below), the store's materialized tables and claims, the derived views and the
+generic undo of a run all read a record through `payload_of` and these specs, so a payload is interpreted in
+one place. A kind the registry does not know makes the fold raise instead of being skipped. Records written
+under an older payload version are upcast on read.
 """
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from typing import Callable
 from engine.core.edge import Edge
 from engine.core.errors import WorkbenchError
 from engine.core.node import Node, json_copy
-from engine.core.oplog import OpKind, OpRecord, RunInfo
+from engine.core.oplog import OpKind, OpRecord, RunInfo, RunStatus
+from engine.core.payloads import (UNSET, BufferFlushed, BufferPushed, DescriptorChanged, EdgeAdded, EdgeRemoved,
+                                  EngineStateSet, LLMCallMade, NodeCreated, NodePayload, NodeRetracted, NodeUpdated,
+                                  Note, Payload, ProposalMade, ProposalUpdated, RunCommitted, RunDiscarded, RunStarted,
+                                  RunUndone, StatusChanged, TurnIngested)
 from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
@@ -38,18 +43,23 @@ class Touched:
     proposals: set[int] = field(default_factory=set)
 
 
-Inverse = Callable[[MemoryState, OpRecord], list[tuple[str, dict]]]
-
-
 @dataclass(frozen=True)
 class OpSpec:
-    kind: str
+    """What a kind does: `apply(state, payload, op)` changes a state; `inverse(state, payload, op)` gives the
+    payloads that revert it in `state` (None: nothing to revert: records, decisions, runs); `touches` names
+    the materialized rows it changes; `claims` the ids it hands out, unique per log."""
+
+    payload: type[Payload]
     version: int
-    apply: Callable[[MemoryState, OpRecord], None]
-    inverse: Inverse | None = None               # None: nothing to revert (records, decisions, runs)
-    touches: Callable[[dict], Touched] = lambda p: Touched()
-    claims: Callable[[OpRecord], list[tuple[str, str]]] = lambda op: []   # ids it hands out, unique per log
+    apply: Callable[[MemoryState, Payload, OpRecord], None]
+    inverse: Callable[[MemoryState, Payload, OpRecord], list[Payload]] | None = None
+    touches: Callable[[Payload], Touched] = lambda p: Touched()
+    claims: Callable[[Payload, OpRecord], list[tuple[str, str]]] = lambda p, op: []
     upcast: dict[int, Callable[[dict], dict]] = field(default_factory=dict)   # old version -> payload
+
+    @property
+    def kind(self) -> OpKind:
+        return self.payload.kind
 
 
 SPECS: dict[str, OpSpec] = {}
@@ -64,7 +74,8 @@ def spec(kind: str) -> OpSpec:
     try:
         return SPECS[kind]
     except KeyError:
-        raise UnknownOpKind(f"op kind {kind!r} is not declared in engine.ops; known kinds: {sorted(SPECS)}") from None
+        raise UnknownOpKind(f"op kind {kind!r} is not declared in engine.ops; known kinds: "
+                            f"{sorted(map(str, SPECS))}") from None
 
 
 def current(op: OpRecord) -> OpRecord:
@@ -82,9 +93,30 @@ def current(op: OpRecord) -> OpRecord:
     return OpRecord(kind=op.kind, payload=payload, turn=op.turn, run_id=op.run_id, actor=op.actor, seq=op.seq, v=v)
 
 
+def payload_of(op: OpRecord) -> Payload:
+    """The record's payload as its kind's class, in the current version."""
+    return spec(op.kind).payload.from_dict(current(op).payload)
+
+
+def touches(op: OpRecord) -> Touched:
+    """The materialized rows `op` changes."""
+    return spec(op.kind).touches(payload_of(op))
+
+
+def claims(op: OpRecord) -> list[tuple[str, str]]:
+    """The (kind, id) pairs `op` hands out, which no other record of the log may."""
+    return spec(op.kind).claims(payload_of(op), op)
+
+
+def inverse(state: MemoryState, op: OpRecord) -> list[Payload]:
+    """The payloads that revert `op` in `state` (none for a kind with nothing to revert)."""
+    s = spec(op.kind)
+    return s.inverse(state, payload_of(op), op) if s.inverse else []
+
+
 # -- nodes -----------------------------------------------------------------------------------------
-def _node_created(s: MemoryState, op: OpRecord) -> None:
-    node = Node.from_dict(op.payload["node"])
+def _node_created(s: MemoryState, p: NodeCreated, op: OpRecord) -> None:
+    node = Node.from_dict(p.node)
     if not node.status:
         node.status = s.initial_status
     node.visible = s.on_surface(node.status)
@@ -95,8 +127,8 @@ def _node_created(s: MemoryState, op: OpRecord) -> None:
             s.turn_units.setdefault(sid, node.id)
 
 
-def _node_retracted(s: MemoryState, op: OpRecord) -> None:
-    uid = op.payload["node"]
+def _node_retracted(s: MemoryState, p: NodeRetracted, op: OpRecord) -> None:
+    uid = p.node
     for e in s.out_edges(uid) + s.in_edges(uid):
         s.drop_edge(e.key)
     node = s.nodes.pop(uid, None)
@@ -108,201 +140,172 @@ def _node_retracted(s: MemoryState, op: OpRecord) -> None:
                 del s.turn_units[sid]
 
 
-def _descriptor_changed(s: MemoryState, op: OpRecord) -> None:
-    u = s.node_to_change(op.payload["node"])
-    u.summary = op.payload["summary"]
-    u.keywords = list(op.payload["keywords"])
+def _descriptor_changed(s: MemoryState, p: DescriptorChanged, op: OpRecord) -> None:
+    u = s.node_to_change(p.node)
+    u.summary = p.summary
+    u.keywords = list(p.keywords)
 
 
 _UPDATABLE = ("members", "attrs", "source_ids", "speakers")
 
 
-def _node_updated(s: MemoryState, op: OpRecord) -> None:
-    u = s.node_to_change(op.payload["node"])
-    for key, value in op.payload["changes"].items():
+def _node_updated(s: MemoryState, p: NodeUpdated, op: OpRecord) -> None:
+    u = s.node_to_change(p.node)
+    for key, value in p.changes.items():
         if key not in _UPDATABLE:
             raise ValueError(f"node_updated cannot change {key!r}; only {', '.join(_UPDATABLE)}")
         setattr(u, key, json_copy(value))
 
 
-def _status_changed(s: MemoryState, op: OpRecord) -> None:
-    p = op.payload
-    u = s.node_to_change(p["node"])
-    if not (p.get("cause") or {}).get("undo_of") and not s.legal(u.status, p["status"]):
-        raise IllegalTransition(f"u{u.id} ({u.kind}): {u.status} -> {p['status']} is not a legal transition")
-    u.status = p["status"]
+def _status_changed(s: MemoryState, p: StatusChanged, op: OpRecord) -> None:
+    u = s.node_to_change(p.node)
+    if not p.cause.get("undo_of") and not s.legal(u.status, p.status):
+        raise IllegalTransition(f"u{u.id} ({u.kind}): {u.status} -> {p.status} is not a legal transition")
+    u.status = p.status
     u.visible = s.on_surface(u.status)
 
 
-def _node_touch(p: dict) -> Touched:
-    return Touched(nodes={p["node"]["id"] if isinstance(p["node"], dict) else p["node"]})
+def _node_touch(p: NodePayload) -> Touched:
+    return Touched(nodes={p.node_id})
 
 
 declare(OpSpec(
-    OpKind.NODE_CREATED, 1, _node_created,
-    inverse=lambda s, op: [(OpKind.NODE_RETRACTED, {"node": op.payload["node"]["id"], "was": op.payload["node"]})]
-    if op.payload["node"]["id"] in s.nodes else [],
+    NodeCreated, 1, _node_created,
+    inverse=lambda s, p, op: [NodeRetracted(node=p.node_id, was=p.node)] if p.node_id in s.nodes else [],
     touches=_node_touch,
-    claims=lambda op: [] if op.payload.get("restored") else [("node", str(op.payload["node"]["id"]))]))
+    claims=lambda p, op: [] if p.restored else [("node", str(p.node_id))]))
 declare(OpSpec(
-    OpKind.NODE_RETRACTED, 1, _node_retracted,
-    inverse=lambda s, op: [(OpKind.NODE_CREATED, {"node": op.payload["was"], "restored": True})]
-    if op.payload.get("was") else [],
-    touches=lambda p: Touched(nodes={p["node"]})))
-declare(OpSpec(
-    OpKind.DESCRIPTOR_CHANGED, 1, _descriptor_changed,
-    inverse=lambda s, op: [(OpKind.DESCRIPTOR_CHANGED, {
-        "node": op.payload["node"], "summary": op.payload["prev_summary"], "keywords": op.payload["prev_keywords"],
-        "prev_summary": op.payload["summary"], "prev_keywords": op.payload["keywords"]})]
-    if op.payload["node"] in s.nodes else [],
+    NodeRetracted, 1, _node_retracted,
+    inverse=lambda s, p, op: [NodeCreated(node=p.was, restored=True)] if p.was else [],
     touches=_node_touch))
 declare(OpSpec(
-    OpKind.NODE_UPDATED, 1, _node_updated,
-    inverse=lambda s, op: [(OpKind.NODE_UPDATED, {"node": op.payload["node"], "changes": op.payload["prev"],
-                                                  "prev": op.payload["changes"]})]
-    if op.payload["node"] in s.nodes else [],
+    DescriptorChanged, 1, _descriptor_changed,
+    inverse=lambda s, p, op: [DescriptorChanged(node=p.node, summary=p.prev_summary, keywords=p.prev_keywords,
+                                                prev_summary=p.summary, prev_keywords=p.keywords)]
+    if p.node in s.nodes else [],
     touches=_node_touch))
 declare(OpSpec(
-    OpKind.STATUS_CHANGED, 1, _status_changed,
-    inverse=lambda s, op: [(OpKind.STATUS_CHANGED, {"node": op.payload["node"], "status": op.payload["was"],
-                                                    "was": op.payload["status"], "cause": {"undo_of": op.seq}})]
-    if op.payload["node"] in s.nodes else [],
+    NodeUpdated, 1, _node_updated,
+    inverse=lambda s, p, op: [NodeUpdated(node=p.node, changes=p.prev, prev=p.changes)] if p.node in s.nodes else [],
+    touches=_node_touch))
+declare(OpSpec(
+    StatusChanged, 1, _status_changed,
+    inverse=lambda s, p, op: [StatusChanged(node=p.node, status=p.was, was=p.status, cause={"undo_of": op.seq})]
+    if p.node in s.nodes else [],
     touches=_node_touch))
 
 
 # -- edges -----------------------------------------------------------------------------------------
-def _edge_added(s: MemoryState, op: OpRecord) -> None:
-    s.put_edge(Edge(**op.payload["edge"]))
+def _edge_added(s: MemoryState, p: EdgeAdded, op: OpRecord) -> None:
+    s.put_edge(Edge(**p.edge))
 
 
-def _edge_removed(s: MemoryState, op: OpRecord) -> None:
-    p = op.payload
-    s.drop_edge((p["src"], p["dst"], p["type"]))
-
-
-def _edge_key(p: dict) -> tuple[int, int, str]:
-    e = p.get("edge") or p
-    return (e["src"], e["dst"], e["type"])
+def _edge_removed(s: MemoryState, p: EdgeRemoved, op: OpRecord) -> None:
+    s.drop_edge(p.key)
 
 
 declare(OpSpec(
-    OpKind.EDGE_ADDED, 1, _edge_added,
-    inverse=lambda s, op: [(OpKind.EDGE_REMOVED, {**dict(zip(("src", "dst", "type"), _edge_key(op.payload))),
-                                                  "edge": op.payload["edge"]})]
-    if _edge_key(op.payload) in s.edges else [],
-    touches=lambda p: Touched(edges={_edge_key(p)})))
+    EdgeAdded, 1, _edge_added,
+    inverse=lambda s, p, op: [EdgeRemoved(*p.key, edge=p.edge)] if p.key in s.edges else [],
+    touches=lambda p: Touched(edges={p.key})))
 declare(OpSpec(
-    OpKind.EDGE_REMOVED, 1, _edge_removed,
-    inverse=lambda s, op: [(OpKind.EDGE_ADDED, {"edge": op.payload["edge"]})]
-    if op.payload["edge"]["src"] in s.nodes and op.payload["edge"]["dst"] in s.nodes
-    and _edge_key(op.payload) not in s.edges else [],
-    touches=lambda p: Touched(edges={_edge_key(p)})))
+    EdgeRemoved, 1, _edge_removed,
+    inverse=lambda s, p, op: [EdgeAdded(edge=p.edge)]
+    if p.edge["src"] in s.nodes and p.edge["dst"] in s.nodes and p.key not in s.edges else [],
+    touches=lambda p: Touched(edges={p.key})))
 
 
 # -- buffers and engine variables ------------------------------------------------------------------
-def _buffer_pushed(s: MemoryState, op: OpRecord) -> None:
-    buf = s.buffers.setdefault(op.payload["buffer"], {})
-    for uid, anchors in op.payload["entries"]:
+def _buffer_pushed(s: MemoryState, p: BufferPushed, op: OpRecord) -> None:
+    buf = s.buffers.setdefault(p.buffer, {})
+    for uid, anchors in p.entries:
         buf[uid] = list(anchors)
 
 
-def _buffer_flushed(s: MemoryState, op: OpRecord) -> None:
-    buf = s.buffers.setdefault(op.payload["buffer"], {})
-    for uid, _ in op.payload["entries"]:
+def _buffer_flushed(s: MemoryState, p: BufferFlushed, op: OpRecord) -> None:
+    buf = s.buffers.setdefault(p.buffer, {})
+    for uid, _ in p.entries:
         buf.pop(uid, None)
 
 
 declare(OpSpec(
-    OpKind.BUFFER_PUSHED, 1, _buffer_pushed,
-    inverse=lambda s, op: [(OpKind.BUFFER_FLUSHED, op.payload)]))
+    BufferPushed, 1, _buffer_pushed,
+    inverse=lambda s, p, op: [BufferFlushed(buffer=p.buffer, entries=p.entries)]))
 declare(OpSpec(
-    OpKind.BUFFER_FLUSHED, 1, _buffer_flushed,
-    inverse=lambda s, op: [(OpKind.BUFFER_PUSHED, {
-        "buffer": op.payload["buffer"],
-        "entries": [[u, a] for u, a in op.payload["entries"]
-                    if u in s.nodes and u not in s.buffers.get(op.payload["buffer"], {})]})]))
+    BufferFlushed, 1, _buffer_flushed,
+    inverse=lambda s, p, op: [BufferPushed(buffer=p.buffer, entries=[
+        [u, a] for u, a in p.entries if u in s.nodes and u not in s.buffers.get(p.buffer, {})])]))
 
-def _engine_state_set(s: MemoryState, op: OpRecord) -> None:
+
+def _engine_state_set(s: MemoryState, p: EngineStateSet, op: OpRecord) -> None:
     """`value` sets the variable; a payload without `value` removes it (the inverse of a first set)."""
-    p = op.payload
-    if "value" in p:
-        s.engine_state[p["key"]] = copy.deepcopy(p["value"])
+    if p.value is not UNSET:
+        s.engine_state[p.key] = copy.deepcopy(p.value)
     else:
-        s.engine_state.pop(p["key"], None)
+        s.engine_state.pop(p.key, None)
 
 
-def _engine_state_inverse(s: MemoryState, op: OpRecord) -> list[tuple[str, dict]]:
-    p = op.payload
-    back = {"key": p["key"]}
-    if "prev" in p:
-        back["value"] = p["prev"]
-    if "value" in p:
-        back["prev"] = p["value"]
-    return [(OpKind.ENGINE_STATE_SET, back)]
-
-
-declare(OpSpec(OpKind.ENGINE_STATE_SET, 1, _engine_state_set, inverse=_engine_state_inverse))
+declare(OpSpec(EngineStateSet, 1, _engine_state_set,
+               inverse=lambda s, p, op: [EngineStateSet(key=p.key, value=p.prev, prev=p.value)]))
 
 
 # -- turns, proposals, runs, records -----------------------------------------------------------------
-def _turn_ingested(s: MemoryState, op: OpRecord) -> None:
-    """`sha256` (the turn's content hash) is missing from records written before it was stored."""
+def _turn_ingested(s: MemoryState, p: TurnIngested, op: OpRecord) -> None:
     s.turn = op.turn
-    s.turn_ids.append(op.payload["turn_id"])
+    s.turn_ids.append(p.turn_id)
 
 
-def _proposal_made(s: MemoryState, op: OpRecord) -> None:
-    p = Proposal.from_dict(copy.deepcopy(op.payload["proposal"]))
-    s.put_proposal(p)
-    s.next_proposal_id = max(s.next_proposal_id, p.id + 1)
+def _proposal_made(s: MemoryState, p: ProposalMade, op: OpRecord) -> None:
+    proposal = Proposal.from_dict(p.proposal)
+    s.put_proposal(proposal)
+    s.next_proposal_id = max(s.next_proposal_id, proposal.id + 1)
 
 
-def _proposal_updated(s: MemoryState, op: OpRecord) -> None:
-    p = s.proposal_to_change(op.payload["id"])
-    for key, value in op.payload["changes"].items():
-        setattr(p, key, copy.deepcopy(value))
+def _proposal_updated(s: MemoryState, p: ProposalUpdated, op: OpRecord) -> None:
+    s.proposal_to_change(p.id).change(p.changes)
 
 
-def _run_started(s: MemoryState, op: OpRecord) -> None:
-    s.put_run(RunInfo(run_id=op.run_id, mode=op.payload.get("mode", ""), turn=op.turn,
-                      process=op.payload.get("process", ""), first_seq=op.seq, last_seq=op.seq))
+def _run_started(s: MemoryState, p: RunStarted, op: OpRecord) -> None:
+    s.put_run(RunInfo(run_id=op.run_id, mode=p.mode, turn=op.turn, process=p.process, first_seq=op.seq,
+                      last_seq=op.seq))
 
 
-def _run_committed(s: MemoryState, op: OpRecord) -> None:
+def _run_committed(s: MemoryState, p: RunCommitted, op: OpRecord) -> None:
     run = s.run_to_change(op.run_id)
-    run.status, run.last_seq, run.summary = "committed", op.seq, dict(op.payload.get("summary", {}))
+    run.status, run.last_seq, run.summary = RunStatus.COMMITTED, op.seq, dict(p.summary)
 
 
-def _run_undone(s: MemoryState, op: OpRecord) -> None:
-    s.run_to_change(op.payload["undone_run"]).status = "undone"
+def _run_undone(s: MemoryState, p: RunUndone, op: OpRecord) -> None:
+    s.run_to_change(p.undone_run).status = RunStatus.UNDONE
 
 
-def _run_discarded(s: MemoryState, op: OpRecord) -> None:
+def _run_discarded(s: MemoryState, p: RunDiscarded, op: OpRecord) -> None:
     run = s.run_to_change(op.run_id)
-    run.status, run.last_seq = "discarded", op.seq
+    run.status, run.last_seq = RunStatus.DISCARDED, op.seq
 
 
-def _record_only(s: MemoryState, op: OpRecord) -> None:
+def _record_only(s: MemoryState, p: Payload, op: OpRecord) -> None:
     """LLM calls and notes are evidence in the log; they change no state."""
 
 
-declare(OpSpec(OpKind.TURN_INGESTED, 1, _turn_ingested, claims=lambda op: [("turn", op.payload["turn_id"])]))
-declare(OpSpec(OpKind.PROPOSAL_MADE, 1, _proposal_made,
-               touches=lambda p: Touched(proposals={p["proposal"]["id"]}),
-               claims=lambda op: [("proposal", str(op.payload["proposal"]["id"]))]))
-declare(OpSpec(OpKind.PROPOSAL_UPDATED, 1, _proposal_updated, touches=lambda p: Touched(proposals={p["id"]})))
-declare(OpSpec(OpKind.RUN_STARTED, 1, _run_started, claims=lambda op: [("run", op.run_id)]))
-declare(OpSpec(OpKind.RUN_COMMITTED, 1, _run_committed))
-declare(OpSpec(OpKind.RUN_UNDONE, 1, _run_undone))
-declare(OpSpec(OpKind.RUN_DISCARDED, 1, _run_discarded))
-declare(OpSpec(OpKind.LLM_CALL, 1, _record_only))
-declare(OpSpec(OpKind.NOTE, 1, _record_only))
+declare(OpSpec(TurnIngested, 1, _turn_ingested, claims=lambda p, op: [("turn", p.turn_id)]))
+declare(OpSpec(ProposalMade, 1, _proposal_made,
+               touches=lambda p: Touched(proposals={p.proposal_id}),
+               claims=lambda p, op: [("proposal", str(p.proposal_id))]))
+declare(OpSpec(ProposalUpdated, 1, _proposal_updated, touches=lambda p: Touched(proposals={p.proposal_id})))
+declare(OpSpec(RunStarted, 1, _run_started, claims=lambda p, op: [("run", op.run_id)]))
+declare(OpSpec(RunCommitted, 1, _run_committed))
+declare(OpSpec(RunUndone, 1, _run_undone))
+declare(OpSpec(RunDiscarded, 1, _run_discarded))
+declare(OpSpec(LLMCallMade, 1, _record_only))
+declare(OpSpec(Note, 1, _record_only))
 
 
 def apply(state: MemoryState, op: OpRecord) -> None:
     """Change `state` by one record (upcast to its kind's current version first): the one way a state changes."""
     op = current(op)
-    spec(op.kind).apply(state, op)
+    s = spec(op.kind)
+    s.apply(state, s.payload.from_dict(op.payload), op)
     if op.seq:
         state.seq = op.seq
 

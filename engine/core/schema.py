@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from engine.core.errors import WorkbenchError
 from engine.core.node import TURN_KIND
 
 
@@ -242,7 +243,7 @@ def setting(default: Any = None, help: str = "", *, factory: Any = None, minimum
     return field(default=default, metadata=meta)
 
 
-class SettingError(ValueError):
+class SettingError(WorkbenchError, ValueError):
     """A setting that does not exist, or a value of the wrong type or out of its bounds; `code` is the reason
     code a record carries."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.core.edge import Edge
 from engine.core.node import TURN_KIND, Node, json_copy
-from engine.core.oplog import RunInfo
+from engine.core.oplog import RunInfo, RunStatus
 from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
 
@@ -118,10 +118,10 @@ class MemoryState:
         return dict(sorted(counts.items()))
 
     def open_runs(self) -> list[RunInfo]:
-        return [r for r in self.runs.values() if r.status == "open"]
+        return [r for r in self.runs.values() if r.status == RunStatus.OPEN]
 
     def last_committed_run(self) -> RunInfo | None:
-        committed = [r for r in self.runs.values() if r.status == "committed"]
+        committed = [r for r in self.runs.values() if r.status == RunStatus.COMMITTED]
         return max(committed, key=lambda r: r.last_seq) if committed else None
 
     # -- changing (what the op specs use) -------------------------------------
@@ -235,7 +235,7 @@ class MemoryState:
         s.proposals = {p["id"]: Proposal.from_dict(p) for p in data["proposals"]}
         s.buffers = {name: {u: list(a) for u, a in entries} for name, entries in data["buffers"].items()}
         s.engine_state = copy.deepcopy(data["engine_state"])
-        s.runs = {r["run_id"]: RunInfo(**r) for r in data["runs"]}
+        s.runs = {r["run_id"]: RunInfo.from_dict(r) for r in data["runs"]}
         s.turn, s.turn_ids, s.seq = data["turn"], list(data["turn_ids"]), data["seq"]
         s.turn_units = dict(data["turn_units"])
         s.next_node_id, s.next_proposal_id = data["next_node_id"], data["next_proposal_id"]

@@ -36,8 +36,9 @@ from sqlmodel import Session, select
 
 from engine.core.conversation import IMAGE_NOTE, Turn
 from engine.core.node import Node
-from engine.core.oplog import OpKind, OpRecord
-from engine.core.ops import apply
+from engine.core.oplog import OpRecord
+from engine.core.ops import apply, payload_of
+from engine.core.payloads import NodeCreated, ProposalMade, RunStarted, StatusChanged, TurnIngested
 from engine.core.proposal import ProposalCounts
 from engine.core.state import CHECKPOINT_FORMAT, MemoryState
 from engine.engines import engine_schema
@@ -166,19 +167,19 @@ class _LogScan:
         self.status_changed: set[int] = set()
 
     def see(self, op: OpRecord) -> None:
-        p = op.payload
-        if op.kind == OpKind.NODE_CREATED:
-            self.nodes[p["node"]["id"]].append(op.seq)
-        elif op.kind == OpKind.RUN_STARTED:
+        p = payload_of(op)
+        if isinstance(p, NodeCreated):
+            self.nodes[p.node_id].append(op.seq)
+        elif isinstance(p, RunStarted):
             self.runs[op.run_id].append(op.seq)
-        elif op.kind == OpKind.PROPOSAL_MADE:
-            self.proposals[p["proposal"]["id"]].append(op.seq)
-        elif op.kind == OpKind.TURN_INGESTED:
-            self.ingested[p["turn_id"]].append(op.seq)
-            if p.get("sha256") and p["turn_id"] not in self.hashes:
-                self.hashes[p["turn_id"]] = (p["sha256"], op.seq)
-        elif op.kind == OpKind.STATUS_CHANGED:
-            self.status_changed.add(p["node"])
+        elif isinstance(p, ProposalMade):
+            self.proposals[p.proposal_id].append(op.seq)
+        elif isinstance(p, TurnIngested):
+            self.ingested[p.turn_id].append(op.seq)
+            if p.sha256 and p.turn_id not in self.hashes:
+                self.hashes[p.turn_id] = (p.sha256, op.seq)
+        elif isinstance(p, StatusChanged):
+            self.status_changed.add(p.node)
 
     def report(self, report: CheckReport) -> None:
         for code, seen, what, verb in ((Code.DUPLICATE_NODE_ID, self.nodes, "node u{}", "created"),

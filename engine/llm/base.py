@@ -92,6 +92,16 @@ class LLMBackend(ABC):
     def generate(self, request: LLMRequest) -> BackendReply:
         """Return the model's raw text for `request`, or raise BackendError."""
 
+    def prefetch(self, role: str, payloads: list[dict]) -> None:
+        """Get ready, in one batch, to answer `role` on each of `payloads` before the calls come one by one (the
+        offline rules embed what they will score). Only an optimisation; nothing to do for a model."""
+
+    def foresee(self, role: str, payload: dict) -> dict | None:
+        """The reply to `role` on `payload` when it is known without a call (the offline rules compute it, at a
+        call's cost but unlogged), so an engine can embed ahead what the reply will hold; None when only a call
+        can tell."""
+        return None
+
 
 class DeferredBackend(LLMBackend):
     """A backend built on its first request, so a memory made with a hosted model can be opened,
@@ -111,6 +121,14 @@ class DeferredBackend(LLMBackend):
             self._backend = self._build()
         return self._backend.generate(request)
 
+    def prefetch(self, role: str, payloads: list[dict]) -> None:
+        """The built backend's; before the first call there is none to ask, and building one needs its key."""
+        if self._backend is not None:
+            self._backend.prefetch(role, payloads)
+
+    def foresee(self, role: str, payload: dict) -> dict | None:
+        return self._backend.foresee(role, payload) if self._backend is not None else None
+
 
 @dataclass
 class LLM:
@@ -119,9 +137,16 @@ class LLM:
     calls: list[LLMCall] = field(default_factory=list)
     keep_calls: bool = False
 
+    def prefetch(self, role: str, payloads: list[dict]) -> None:
+        """Let the backend get ready for calls of `role` on `payloads` (`LLMBackend.prefetch`)."""
+        self.backend.prefetch(_known(role), payloads)
+
+    def foresee(self, role: str, payload: dict) -> dict | None:
+        """The reply to `role` on `payload` if the backend knows it without a call (`LLMBackend.foresee`)."""
+        return self.backend.foresee(_known(role), payload)
+
     def call(self, role: str, payload: dict) -> LLMCall:
-        if role not in SCHEMAS:
-            raise ValueError(f"unknown LLM role {role!r}; known roles: {sorted(SCHEMAS)}")
+        _known(role)
         request = LLMRequest(role=role, payload=payload, messages=render(role, payload), schema=SCHEMAS[role])
         started = time.perf_counter()
         record = LLMCall(role=role, backend=self.backend.name, model="", key=request.key,
@@ -150,6 +175,12 @@ class LLM:
         if self.keep_calls:
             self.calls.append(record)
         return record
+
+
+def _known(role: str) -> str:
+    if role not in SCHEMAS:
+        raise ValueError(f"unknown LLM role {role!r}; known roles: {sorted(SCHEMAS)}")
+    return role
 
 
 _VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}

@@ -38,10 +38,9 @@ class OfflineBackend(LLMBackend):
         self.embedder = embedder
 
     def generate(self, request: LLMRequest) -> BackendReply:
-        handler = getattr(self, f"_{request.role}", None)
-        if handler is None:
+        data = self.foresee(request.role, request.payload)
+        if data is None:
             raise BackendError("UNSUPPORTED_ROLE", f"offline backend has no rule for role {request.role!r}")
-        data = handler(request.payload)
         text = json.dumps(data, ensure_ascii=False)
         prompt_text = " ".join(m["content"] for m in request.messages)
         return BackendReply(text=text, prompt_tokens=estimate_tokens(prompt_text),
@@ -132,9 +131,15 @@ class OfflineBackend(LLMBackend):
         return offline_topics.relate(p)
 
     # -- ahead of the roles ----------------------------------------------------
-    def prefetch(self, payloads: list[dict]) -> None:
+    def prefetch(self, role: str, payloads: list[dict]) -> None:
         """Embed what the diagnosis of these payloads will score (cuts, aligned sentences) in large batches."""
-        offline_diagnosis.prefetch(payloads, self.embedder)
+        if role == "diagnosis":
+            offline_diagnosis.prefetch(payloads, self.embedder)
+
+    def foresee(self, role: str, payload: dict) -> dict | None:
+        """The rules' answer, which `generate` returns as JSON (None for a role they have no rule for)."""
+        handler = getattr(self, f"_{role}", None)
+        return handler(payload) if handler is not None else None
 
     def _segment(self, text: str, label: str) -> dict:
         return {"segment_text": text, "segment_summary": summary_of(text),

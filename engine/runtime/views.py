@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from engine.core.node import Node
-from engine.core.oplog import OpKind, OpRecord
+from engine.core.oplog import OpRecord
+from engine.core.ops import payload_of
+from engine.core.payloads import DescriptorChanged, NodeCreated, NodeRetracted, NodeUpdated, StatusChanged
 from engine.core.state import MemoryState
 from engine.llm.embedder import Embedder
 from engine.retrieval.index import VisibleIndex
@@ -97,10 +99,9 @@ class DerivedViews:
         vector, its lexical entry and its place on the surface index."""
         self._views_version += 1
         for op in ops:
-            p = op.payload
-            if op.kind in (OpKind.NODE_CREATED, OpKind.DESCRIPTOR_CHANGED, OpKind.NODE_UPDATED):
-                uid = p["node"]["id"] if op.kind == OpKind.NODE_CREATED else p["node"]
-                u = self.state.nodes.get(uid)
+            p = payload_of(op)
+            if isinstance(p, (NodeCreated, DescriptorChanged, NodeUpdated)):
+                u = self.state.nodes.get(p.node_id)
                 if u is None:
                     continue
                 vector = self.embed_node(u)
@@ -113,23 +114,23 @@ class DerivedViews:
                 self._index_status(u)
                 if u.visible:
                     self.index.add([u.id], self.vectors[u.id][None, :])
-            elif op.kind == OpKind.STATUS_CHANGED and p["node"] in self.state.nodes:
-                uid = p["node"]
+            elif isinstance(p, StatusChanged) and p.node in self.state.nodes:
+                uid = p.node
                 self._index_status(self.state.nodes[uid])
                 if self.state.nodes[uid].visible:
                     self.index.add([uid], self.vectors[uid][None, :])
                 else:
                     self.index.remove([uid])
-            elif op.kind == OpKind.NODE_RETRACTED:
-                self._forget_rows(p["node"])
-                self.index.remove([p["node"]])
-                self.bm25.remove(p["node"])
-                self.vectors.pop(p["node"], None)
+            elif isinstance(p, NodeRetracted):
+                self._forget_rows(p.node)
+                self.index.remove([p.node])
+                self.bm25.remove(p.node)
+                self.vectors.pop(p.node, None)
                 for turns in self.session_turns.values():
-                    turns.discard(p["node"])
-                key = self._status_key.pop(p["node"], None)
+                    turns.discard(p.node)
+                key = self._status_key.pop(p.node, None)
                 if key is not None:
-                    self.status_nodes[key].discard(p["node"])
+                    self.status_nodes[key].discard(p.node)
 
     def sketched_rows(self, name: str, ids: np.ndarray) -> SketchedRows:
         """The vectors of `ids` (increasing; a set that only grows, such as an engine's records of one kind)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine.core.errors import WorkbenchError
 from engine.store.workspace import workspace_dir
 
 DATA_DIRS_ENV = "MEMWB_DATA_DIRS"
@@ -30,7 +31,7 @@ def shared_data() -> Path:
     return Path(os.environ.get(SHARED_DATA_ENV) or BUNDLED.parent.parent / "shared" / "data").expanduser()
 
 
-class PathRefused(ValueError):
+class PathRefused(WorkbenchError, ValueError):
     """A path outside the data folders (or not a path at all); nothing was read."""
 
 

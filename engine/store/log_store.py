@@ -21,10 +21,10 @@ from sqlalchemy import Connection, func, inspect
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, delete, select
 
+from engine.core import ops as opspecs
 from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpRecord
 from engine.core.ops import Touched, apply, fold
-from engine.core.ops import spec as ops_spec
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from engine.store.database import (WriteLockTimeout, create_tables, database_url, display_url, open_database,
@@ -133,7 +133,7 @@ class Store:
                 return
             claims: dict[tuple[str, str], int] = {}
             for op in self.ops():
-                for key in ops_spec(op.kind).claims(op):
+                for key in opspecs.claims(op):
                     claims.setdefault(key, op.seq)
             s.add_all(ClaimRow(kind=k, key=v, seq=seq) for (k, v), seq in claims.items())
 
@@ -187,7 +187,7 @@ class Store:
                                     "to it; nothing was written")
                 conn = s.connection()
                 for op in ops:
-                    op.v = op.v or ops_spec(op.kind).version
+                    op.v = op.v or opspecs.spec(op.kind).version
                 seqs = conn.execute(write_statement(conn, "append"), [
                     {"turn": op.turn, "run_id": op.run_id, "kind": op.kind, "v": op.v, "actor": op.actor,
                      "payload": json.dumps(op.payload, ensure_ascii=False)} for op in ops]).scalars().all()
@@ -239,7 +239,7 @@ class Store:
         one without a lookup before every write; the key constraint stays the guarantee."""
         claims: dict[tuple[str, str], OpRecord] = {}
         for op in ops:
-            for claim in ops_spec(op.kind).claims(op):
+            for claim in opspecs.claims(op):
                 if claim in claims:
                     raise StoreError(_twice(op, claim))
                 claims[claim] = op
@@ -364,7 +364,7 @@ class Store:
     def _materialize(self, conn: Connection, ops: list[OpRecord], state: MemoryState) -> None:
         touched = Touched()
         for op in ops:
-            t = ops_spec(op.kind).touches(op.payload)
+            t = opspecs.touches(op)
             touched.nodes |= t.nodes
             touched.edges |= t.edges
             touched.proposals |= t.proposals

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.core.access import Identity, Role
+from engine.core.errors import WorkbenchError
 from engine.store.workspace import workspace_dir
 
 FORMAT, VERSION = "memwb-users", 1
@@ -41,7 +42,7 @@ _NAME = re.compile(r"@?[A-Za-z0-9][A-Za-z0-9._+@-]{0,127}")
 MIN_PASSWORD = 12
 
 
-class UserBookError(ValueError):
+class UserBookError(WorkbenchError, ValueError):
     """The users file cannot be read or the change asked for is refused; the message says why."""
 
 

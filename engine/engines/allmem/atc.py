@@ -12,10 +12,9 @@ from itertools import combinations
 import numpy as np
 
 from engine.core.node import node_id_of
-from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code, confidence_gate, fail_gate
 from engine.engines.allmem.context import AllMemContext
 from engine.engines.allmem.schema import Op, ReasonCode
-from engine.llm.offline import OfflineBackend
 
 
 @dataclass
@@ -64,8 +63,7 @@ def diagnose(engine: AllMemContext, run_id: str, manual: bool) -> list[Proposal]
                     "context": [unit_payload(engine, c, position)
                                 for c, _ in engine.visible_neighbours(t, s.diagnosis_anchors)]}
                 for t in targets}
-    if isinstance(engine.llm.backend, OfflineBackend):
-        engine.llm.backend.prefetch(list(payloads.values()))
+    engine.llm.prefetch("diagnosis", list(payloads.values()))
     for target in targets:
         call = engine.llm.call("diagnosis", payloads[target])
         if not call.ok:
@@ -107,14 +105,10 @@ def _route(engine: AllMemContext, proposals: list[Proposal], manual: bool) -> No
         if p.op == Op.MERGE:
             p.detail["coherence"] = round(coherence([engine.vector(u) for u in p.targets]), 4)
         p.detail["threshold"] = s.theta[p.op]
-        if p.confidence < s.theta[p.op]:
-            p.gate, p.reason_code = GateVerdict.FAIL, ReasonCode.LOW_CONF
-            p.note = f"confidence {p.confidence:.2f} < theta {s.theta[p.op]:.2f}"
-        elif p.op == Op.MERGE and p.detail["coherence"] < s.gamma_merge:
-            p.gate, p.reason_code = GateVerdict.FAIL, ReasonCode.COH_FAIL
-            p.note = f"coherence {p.detail['coherence']:.2f} < gamma {s.gamma_merge:.2f}"
-        if p.gate == GateVerdict.FAIL and not manual:
-            p.status = Status.SKIPPED
+        if confidence_gate(p, s.theta[p.op], manual) and p.op == Op.MERGE \
+                and p.detail["coherence"] < s.gamma_merge:
+            fail_gate(p, ReasonCode.COH_FAIL, f"coherence {p.detail['coherence']:.2f} < gamma {s.gamma_merge:.2f}",
+                      manual)
     live = [p for p in proposals if p.status == Status.PENDING]
     _dedupe(live)
     _resolve_merge_overlaps([p for p in live if p.status == Status.PENDING and p.op == Op.MERGE])

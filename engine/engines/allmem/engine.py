@@ -6,9 +6,9 @@ from typing import Iterable
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
 from engine.core.node import Node
-from engine.core.oplog import OpKind
+from engine.core.payloads import EdgeAdded
 from engine.core.proposal import Proposal
-from engine.core.text import keywords_of, strip_speaker
+from engine.core.text import strip_speaker
 from engine.core.tx import Tx
 from engine.engines.allmem import atc
 from engine.engines.allmem.executor import Executor, make_plan
@@ -17,7 +17,6 @@ from engine.engines.allmem.ranking import temporal_key, top_cap
 from engine.engines.allmem.retrieval import retrieve
 from engine.engines.allmem.schema import SCHEMA, EdgeType, Kind, Op
 from engine.engines.allmem.settings import AllMemSettings
-from engine.llm.offline import OfflineBackend, summary_of
 from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes
@@ -66,17 +65,24 @@ class AllMemEngine(BaseEngine):
         model one sentence at a time.
         """
         texts = [strip_speaker(t.raw)[1] for t in turns]
-        if isinstance(self.llm.backend, OfflineBackend):
-            texts += [Node(0, t.raw, summary_of(t.raw, t.speaker, t.time), keywords_of(t.raw), t.time, Kind.TURN,
-                           []).embed_text for t in turns]
+        for t in turns:
+            foreseen = self.llm.foresee("descriptor", self.descriptor_payload(t))
+            if foreseen is not None:
+                texts.append(Node(0, t.raw, foreseen["summary"], foreseen["keywords"], t.time, Kind.TURN,
+                                  []).embed_text)
         self.embedder.embed_ahead(texts)
+
+    @staticmethod
+    def descriptor_payload(turn: Turn) -> dict:
+        """What the descriptor role is asked about a turn, at ingest and ahead of it."""
+        return {"text": turn.raw, "speaker": turn.speaker, "time": turn.time}
 
     @writes
     def ingest(self, turn: Turn) -> IngestReport:
         s, state = self.settings, self.state
         self.check_new_turn(turn)
         turn_no = state.turn + 1
-        call = self.llm.call("descriptor", {"text": turn.raw, "speaker": turn.speaker, "time": turn.time})
+        call = self.llm.call("descriptor", self.descriptor_payload(turn))
         if call.ok:
             summary, keywords = call.data["summary"], list(dict.fromkeys(call.data["keywords"]))
         else:
@@ -87,7 +93,7 @@ class AllMemEngine(BaseEngine):
         z = self.embed_node(unit)
         anchors = self.index.search(z, s.write_anchors)
         tx = Tx(state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, descriptor_ok=call.ok, descriptor_error=call.error_code))
+        tx.emit(self.ingested(turn, descriptor_ok=call.ok, descriptor_error=call.error_code))
         tx.create_node(unit)
         edges: list[Edge] = []
         prev = self._session_predecessor(turn.session, turn.time)
@@ -98,7 +104,7 @@ class AllMemEngine(BaseEngine):
         for a, c in semantic:
             edges.append(Edge(unit.id, a, EdgeType.SEMANTIC, "online", round(c, 4), turn_no))
         for e in edges:
-            tx.emit(OpKind.EDGE_ADDED, {"edge": e.to_dict()})
+            tx.emit(EdgeAdded(edge=e.to_dict()))
         tx.push_buffer(ATC_BUFFER, [(unit.id, [a for a, _ in anchors])])
         ops = self.commit(tx.ops)
         return IngestReport(turn_id=turn.id, unit_id=unit.id, anchors=anchors, edges=edges,

@@ -1,8 +1,9 @@
 """What All-Mem declares: kinds, the visible/archived lifecycle, τ σ ν β edges, ATC's operators and codes."""
 from __future__ import annotations
 
-from engine.core.proposal import LLMReason
-from engine.core.schema import (DecisionSpec, 
+from engine.core.proposal import SharedReasons
+from engine.core.schema import (
+    DecisionSpec,
     EdgeTypeSpec,
     EngineSchema,
     KindSpec,
@@ -41,23 +42,14 @@ class Op:
     ORDER = (SPLIT, MERGE, UPDATE)   # fixed execution order (All-Mem Alg. 1)
 
 
-class ReasonCode:
-    """The fail-closed taxonomy of All-Mem App. C.5: one code per drop or skip."""
+class ReasonCode(SharedReasons):
+    """The fail-closed taxonomy of All-Mem App. C.5: one code per drop or skip (the shared ones inherited:
+    LOW_CONF, DUPLICATE for lost intra-queue de-duplication, APPLICABLE_FAIL, the LLM boundary's)."""
 
-    JSON_PARSE_FAIL = LLMReason.JSON_PARSE_FAIL
-    SCHEMA_FAIL = LLMReason.SCHEMA_FAIL
-    LOW_CONF = "LOW_CONF"
     NORM_FILTER = "NORM_FILTER"
     COH_FAIL = "COH_FAIL"
-    APPLICABLE_FAIL = "APPLICABLE_FAIL"
     PLAN_VALIDATION_FAIL = "PLAN_VALIDATION_FAIL"
-    DUPLICATE = "DUPLICATE"          # lost intra-queue de-duplication
     OVERLAP = "OVERLAP"              # lost merge overlap resolution
-    OUTPUT_TOO_LONG = LLMReason.OUTPUT_TOO_LONG
-    DUPLICATE_SEGMENTS = LLMReason.DUPLICATE_SEGMENTS
-    LLM_FAIL = LLMReason.LLM_FAIL
-    ALL = (JSON_PARSE_FAIL, SCHEMA_FAIL, OUTPUT_TOO_LONG, DUPLICATE_SEGMENTS, LOW_CONF, NORM_FILTER, COH_FAIL,
-           APPLICABLE_FAIL, PLAN_VALIDATION_FAIL, DUPLICATE, OVERLAP, LLM_FAIL)
 
 
 ABLATIONS = {

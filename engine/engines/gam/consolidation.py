@@ -22,7 +22,7 @@ import numpy as np
 
 from engine.core.edge import Edge
 from engine.core.node import Node
-from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code, confidence_gate
 from engine.core.text import content_tokens, strip_speaker
 from engine.core.tx import Tx
 from engine.engines.gam.buffering import Detection, plan_trigger, validate
@@ -277,11 +277,8 @@ class Linking(BaseProcess):
         elif any(e.type in Rel.TOPIC for e in state.out_edges(t) + state.in_edges(t) if c in (e.src, e.dst)):
             p.status, p.gate, p.reason_code = Status.SKIPPED, GateVerdict.FAIL, ReasonCode.DUPLICATE
             p.note = "the two topics are already related"
-        elif conf <= s.tau:
-            p.gate, p.reason_code = GateVerdict.FAIL, ReasonCode.LOW_CONF
-            p.note = f"confidence {conf:.2f} not above τ {s.tau:.2f}"
-            if not manual:
-                p.status = Status.SKIPPED
+        else:
+            confidence_gate(p, s.tau, manual, name="τ", strict=True)
         return p
 
     def opened(self, tx: Tx) -> None:

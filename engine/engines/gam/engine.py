@@ -14,7 +14,7 @@ from typing import Iterable
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
 from engine.core.node import Node
-from engine.core.oplog import OpKind
+from engine.core.payloads import Note
 from engine.core.text import human_date, keywords_of, strip_speaker
 from engine.core.tx import Tx
 from engine.engines.gam import tokens
@@ -91,7 +91,7 @@ class GamEngine(BaseEngine):
                      session=turn.session, status=Life.BUFFERED, created_turn=turn_no, attrs={"tokens": count})
         buffer = {"tokens": total, "t_max": s.t_max, "tokenizer": s.tokenizer, "turn_tokens": count,
                   "events": len(waiting) + 1, "phase": phase_of(state)}
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, buffer=buffer))
+        tx.emit(self.ingested(turn, buffer=buffer))
         tx.create_node(event)
         edges = []
         if waiting:
@@ -117,8 +117,8 @@ class GamEngine(BaseEngine):
         open_run = self.open_run()
         if open_run:
             tx = Tx(self.state, turn=turn, actor="engine", isolated=False)
-            tx.emit(OpKind.NOTE, {"text": f"{trigger.replace('_', ' ')} trigger deferred: {open_run} is open",
-                                  "trigger": record})
+            tx.emit(Note(text=f"{trigger.replace('_', ' ')} trigger deferred: {open_run} is open",
+                         details={"trigger": record}))
             self.commit(tx.ops)
             return {**record, "deferred_by": open_run}, []
         tx = Tx(self.state, turn=turn, actor="engine", isolated=False)

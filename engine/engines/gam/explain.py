@@ -10,44 +10,42 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from engine.core.node import Node
 from engine.engines.gam.context import GamContext
 from engine.engines.gam.retrieval import TOPIC_EDGES, Scoring, anchor_ranking, buffer_ranking, scoring
 from engine.engines.gam.schema import SCHEMA, Kind, Life, Rel
-from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
+from engine.retrieval.explain import Drop, Placement, Signals, place_each
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
 ANCHOR, DRILL, RERANK = (s.key for s in SCHEMA.stages)
 
 
 def explain(engine: GamContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
-    s, state = engine.settings, engine.state
+    s = engine.settings
     sc = scoring(engine, res.query)
-    ranks = candidate_ranks(res)
-    by_id = {r.id: r for r in res.candidates}
     cache: dict[str, dict] = {}
-    out: dict[int, Placement] = {}
-    for uid in uids:
-        node = state.nodes.get(uid)
-        if node is None:
-            out[uid] = Placement(uid, None, False, None, Drop.GONE, ANCHOR, f"u{uid} is not in this state")
-        elif node.kind != Kind.EVENT:
-            out[uid] = Placement(uid, None, False, None, Drop.FILTERED, RERANK,
-                                 f"kind {node.kind}: topics are anchors; retrieval returns events")
-        elif uid in by_id:
-            out[uid] = ranked_placement(res, uid, signals(engine, sc, uid, by_id[uid]), ranks, RERANK)
-        elif node.status == Life.BUFFERED:
-            sig = signals(engine, sc, uid, None)
-            if s.has("no-buffer"):
-                out[uid] = Placement(uid, None, False, sig, Drop.EXPANSION_OFF, DRILL,
-                                     "in the active buffer, and the no-buffer ablation skips it")
-            else:
-                if "buffer" not in cache:
-                    cache["buffer"] = {e: i for i, e in enumerate(buffer_ranking(engine, sc), 1)}
-                out[uid] = Placement(uid, None, False, sig, Drop.BUFFER_CUT, DRILL,
-                                     f"buffer rank {cache['buffer'][uid]} > buffer_k {s.buffer_k}")
-        else:
-            out[uid] = _unreached(engine, sc, res, uid, cache)
-    return out
+
+    def unranked(node: Node) -> Placement | None:
+        if node.kind != Kind.EVENT:
+            return Placement(node.id, None, False, None, Drop.FILTERED, RERANK,
+                             f"kind {node.kind}: topics are anchors; retrieval returns events")
+        return None
+
+    def dropped(node: Node) -> Placement:
+        uid = node.id
+        if node.status != Life.BUFFERED:
+            return _unreached(engine, sc, res, uid, cache)
+        sig = signals(engine, sc, uid, None)
+        if s.has("no-buffer"):
+            return Placement(uid, None, False, sig, Drop.EXPANSION_OFF, DRILL,
+                             "in the active buffer, and the no-buffer ablation skips it")
+        if "buffer" not in cache:
+            cache["buffer"] = {e: i for i, e in enumerate(buffer_ranking(engine, sc), 1)}
+        return Placement(uid, None, False, sig, Drop.BUFFER_CUT, DRILL,
+                         f"buffer rank {cache['buffer'][uid]} > buffer_k {s.buffer_k}")
+
+    return place_each(engine.state, res, uids, first_stage=ANCHOR, ranking_stage=RERANK,
+                      ranked=lambda r: signals(engine, sc, r.id, r), dropped=dropped, unranked=unranked)
 
 
 def _unreached(engine: GamContext, sc: Scoring, res: RetrievalResult, uid: int, cache: dict) -> Placement:

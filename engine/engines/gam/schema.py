@@ -8,8 +8,9 @@ its nearest earlier topics.
 """
 from __future__ import annotations
 
-from engine.core.proposal import LLMReason
-from engine.core.schema import (DecisionSpec, 
+from engine.core.proposal import SharedReasons
+from engine.core.schema import (
+    DecisionSpec,
     EdgeTypeSpec,
     EngineSchema,
     KindSpec,
@@ -65,18 +66,15 @@ class Op:
     RELATE = "relate"          # a typed relation edge between a new topic and an earlier one
 
 
-class ReasonCode:
-    JSON_PARSE_FAIL = LLMReason.JSON_PARSE_FAIL
-    SCHEMA_FAIL = LLMReason.SCHEMA_FAIL
-    LLM_FAIL = LLMReason.LLM_FAIL
+class ReasonCode(SharedReasons):
+    """GAM's own codes; LOW_CONF (relation confidence not above τ), DUPLICATE (the two topics are already
+    related) and APPLICABLE_FAIL (a target is gone or no longer what the proposal saw) are the shared ones."""
+
     BOUNDARY_RANGE = "BOUNDARY_RANGE"          # a detector index outside 0..n-2 of the buffer
     BOUNDARY_ORDER = "BOUNDARY_ORDER"          # detector indices not in increasing order
     BOUNDARY_DUPLICATE = "BOUNDARY_DUPLICATE"  # a detector index given twice
     LABEL_FAIL = "LABEL_FAIL"                  # a relation label outside the six the role may say
     UNRELATED = "UNRELATED"                    # the relation role said the topics are unrelated
-    LOW_CONF = "LOW_CONF"                      # relation confidence not above τ
-    DUPLICATE = "DUPLICATE"                    # the two topics are already related
-    APPLICABLE_FAIL = "APPLICABLE_FAIL"        # a target is gone or no longer what the proposal saw
     SETTING_OUT_OF_RANGE = "SETTING_OUT_OF_RANGE"
     DETECTOR = (BOUNDARY_RANGE, BOUNDARY_ORDER, BOUNDARY_DUPLICATE)
 

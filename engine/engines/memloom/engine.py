@@ -8,7 +8,8 @@ import numpy as np
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
 from engine.core.node import Node
-from engine.core.oplog import OpKind, OpRecord
+from engine.core.oplog import OpRecord, RunStatus
+from engine.core.payloads import EdgeAdded, StatusChanged
 from engine.core.text import content_tokens, human_date, keywords_of, strip_speaker
 from engine.core.tx import Tx
 from engine.engines.memloom import online
@@ -75,7 +76,7 @@ class MemLoomEngine(BaseEngine):
         """The seq at which the last published steward run committed (0 before the first)."""
         snap = self.state.engine_state.get("snapshot")
         run = self.state.runs.get(snap["run"]) if snap else None
-        return run.last_seq if run is not None and run.status == "committed" else 0
+        return run.last_seq if run is not None and run.status == RunStatus.COMMITTED else 0
 
     def commit(self, ops: list[OpRecord]) -> list[OpRecord]:
         ops = super().commit(ops)
@@ -105,19 +106,25 @@ class MemLoomEngine(BaseEngine):
 
     # -- online path ----------------------------------------------------------------------------------
     def prefetch(self, turns: list[Turn]) -> None:
-        from engine.llm.offline import OfflineBackend
-        from engine.llm.offline_events import rewrite
-
+        """Embed the utterances, and the router's rewrites and descriptors where the backend foresees them (the
+        offline rules do), in large batches: only an optimisation, every vector lands in the cache."""
         texts = [strip_speaker(t.raw)[1] for t in turns]
-        if isinstance(self.llm.backend, OfflineBackend) and not self.settings.has("no-router"):
-            window = []
-            for t in turns:
-                routed = rewrite(strip_speaker(t.raw)[1], t.speaker, t.time, window[-self.settings.router_window:])
+        window: list[dict] = []
+        for t in turns:
+            routed = None if self.settings.has("no-router") else self.llm.foresee(
+                "router", self.router_payload(t, window[-self.settings.router_window:]))
+            if routed is None:
+                texts.append(self._descriptor(t, strip_speaker(t.raw)[1]))
+            else:
                 texts += [routed["rewritten"], self._descriptor(t, routed["rewritten"])]
-                window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
-        else:
-            texts += [self._descriptor(t, strip_speaker(t.raw)[1]) for t in turns]
+            window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
         self.embedder.embed_ahead(texts)
+
+    @staticmethod
+    def router_payload(turn: Turn, window: list[dict]) -> dict:
+        """What the router role is asked about a turn, given the utterances before it, at ingest and ahead of it."""
+        return {"utterance": strip_speaker(turn.raw)[1], "speaker": turn.speaker, "time": turn.time,
+                "window": window}
 
     @staticmethod
     def _descriptor(turn: Turn, body: str) -> str:
@@ -141,9 +148,7 @@ class MemLoomEngine(BaseEngine):
         routed = {"rewritten": strip_speaker(turn.raw)[1], "intent": "", "topics": [], "references": [],
                   "dates": []}
         if not s.has("no-router"):
-            call = self.llm.call("router", {"utterance": strip_speaker(turn.raw)[1], "speaker": turn.speaker,
-                                            "time": turn.time,
-                                            "window": self._window()})
+            call = self.llm.call("router", self.router_payload(turn, self._window()))
             if call.ok:
                 routed = call.data
         sentence = Node(id=state.next_node_id, raw=turn.raw, summary=self._descriptor(turn, routed["rewritten"]),
@@ -162,7 +167,7 @@ class MemLoomEngine(BaseEngine):
             latest = max(events, key=lambda e: (e.attrs.get("last_turn", e.created_turn), e.id))
             cands = [c for c in cands if c.event == latest.id] + [c for c in cands if c.event != latest.id]
             decision = routing["decision"] = "GATED"
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, routing=routing))
+        tx.emit(self.ingested(turn, routing=routing))
         closed = self._close_on_session_shift(tx, turn)
         tx.create_node(sentence)
         created = [sentence.id]
@@ -186,7 +191,7 @@ class MemLoomEngine(BaseEngine):
             status = e.status
         routing["chosen"] = eid
         edge = Edge(eid, sentence.id, Rel.EVIDENCE, "online", None, turn_no)
-        tx.emit(OpKind.EDGE_ADDED, {"edge": edge.to_dict()})
+        tx.emit(EdgeAdded(edge=edge.to_dict()))
         routing["maturity"] = {"event": eid, "M": round(online.maturity(s, stats), 4), "tau": s.tau_maturity,
                                "n": stats["n"], "H": round(online.entropy(stats["p"]), 4), "V": stats["V"]}
         transitions = self._lifecycle(tx, eid, status, stats, turn)
@@ -223,13 +228,13 @@ class MemLoomEngine(BaseEngine):
             if m >= s.tau_maturity:
                 cause = {"rule": "maturity", "M": round(m, 4), "tau": s.tau_maturity, "n": stats["n"],
                          "H": round(online.entropy(stats["p"]), 4), "V": stats["V"]}
-                tx.emit(OpKind.STATUS_CHANGED, {"node": eid, "status": Life.ACTIVE, "was": status, "cause": cause})
+                tx.emit(StatusChanged(node=eid, status=Life.ACTIVE, was=status, cause=cause))
                 done.append({"event": eid, "to": Life.ACTIVE, **cause})
                 status = Life.ACTIVE
         cue = online.completes_task(turn.raw)
         if cue and status == Life.ACTIVE:
             cause = {"rule": "task_completion", "cue": cue}
-            tx.emit(OpKind.STATUS_CHANGED, {"node": eid, "status": Life.CLOSED, "was": status, "cause": cause})
+            tx.emit(StatusChanged(node=eid, status=Life.CLOSED, was=status, cause=cause))
             done.append({"event": eid, "to": Life.CLOSED, **cause})
         return done
 

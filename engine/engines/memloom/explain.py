@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from engine.core.node import Node
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.retrieval import TRAVERSED
 from engine.engines.memloom.seeds import buffer_ranking, relevance, seed_ranking
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
 from engine.retrieval.kind_relevance import KindRelevance
-from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement, reachable
+from engine.retrieval.explain import Drop, Placement, Signals, place_each, reachable
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 
 SEED, TRAVERSE, GROUND = (s.key for s in SCHEMA.stages)
@@ -25,28 +26,20 @@ SEED, TRAVERSE, GROUND = (s.key for s in SCHEMA.stages)
 
 def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     s = engine.settings
-    state = engine.state
     rel = relevance(engine, res.query)
-    ranks = candidate_ranks(res)
-    by_id = {r.id: r for r in res.candidates}
     snap = engine.published_view()
     sstate = snap.state if snap is not None else None
     reached = {e for e, _ in res.anchors} | {e["id"] for e in res.expansion}
     cache: dict[str, object] = {}
-    out: dict[int, Placement] = {}
-    for uid in uids:
-        node = state.nodes.get(uid)
-        if node is None:
-            out[uid] = Placement(uid, None, False, None, Drop.GONE, SEED, f"u{uid} is not in this state")
-            continue
-        if node.kind != Kind.SENTENCE or uid not in rel.fused:
-            out[uid] = Placement(uid, None, False, None, Drop.FILTERED, SEED,
-                                 f"kind {node.kind} [{node.status}]: retrieval ranks sentence records only")
-            continue
-        r = by_id.get(uid)
-        if r is not None:
-            out[uid] = ranked_placement(res, uid, _signals(rel, uid, r), ranks, GROUND)
-            continue
+
+    def unranked(node: Node) -> Placement | None:
+        if node.kind != Kind.SENTENCE or node.id not in rel.fused:
+            return Placement(node.id, None, False, None, Drop.FILTERED, SEED,
+                             f"kind {node.kind} [{node.status}]: retrieval ranks sentence records only")
+        return None
+
+    def dropped(node: Node) -> Placement:
+        uid = node.id
         sig = _signals(rel, uid, None)
         if "buffer" not in cache:
             cache["buffer"] = {u: i for i, u in enumerate(buffer_ranking(engine, rel), 1)}
@@ -57,23 +50,24 @@ def explain(engine: MemLoomContext, res: RetrievalResult, uids: Iterable[int]) -
         from_buffer = buffer_rank is not None and buffer_rank <= s.realtime_k and not s.has("no-realtime")
         if by or from_buffer:
             source = f"offered by event u{by[0]}" if by else f"offered from the buffer at rank {buffer_rank}"
-            out[uid] = Placement(uid, None, False, sig, Drop.CANDIDATE_CAP, GROUND,
-                                 f"{source}, but below the {s.max_evidence} records kept")
-        elif node.status == Life.BUFFERED and not pointing:
-            out[uid] = (Placement(uid, None, False, sig, Drop.EXPANSION_OFF, SEED,
-                                  "buffered (not curated yet), and the no-realtime ablation skips the buffer")
-                        if s.has("no-realtime") else
-                        Placement(uid, None, False, sig, Drop.BUFFER_CUT, SEED,
-                                  f"buffer rank {buffer_rank} > realtime_k {s.realtime_k}"))
-        elif not pointing:
-            out[uid] = Placement(uid, None, False, sig, Drop.UNPUBLISHED, SEED,
-                                 "no steward run has published a snapshot yet" if sstate is None else
-                                 f"status {node.status}; no event on the snapshot points to it")
-        else:
-            if "seeds" not in cache:
-                cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(snap, rel), 1)}
-            out[uid] = _unreached(engine, sstate, res, uid, sig, pointing, cache)
-    return out
+            return Placement(uid, None, False, sig, Drop.CANDIDATE_CAP, GROUND,
+                             f"{source}, but below the {s.max_evidence} records kept")
+        if node.status == Life.BUFFERED and not pointing:
+            return (Placement(uid, None, False, sig, Drop.EXPANSION_OFF, SEED,
+                              "buffered (not curated yet), and the no-realtime ablation skips the buffer")
+                    if s.has("no-realtime") else
+                    Placement(uid, None, False, sig, Drop.BUFFER_CUT, SEED,
+                              f"buffer rank {buffer_rank} > realtime_k {s.realtime_k}"))
+        if not pointing:
+            return Placement(uid, None, False, sig, Drop.UNPUBLISHED, SEED,
+                             "no steward run has published a snapshot yet" if sstate is None else
+                             f"status {node.status}; no event on the snapshot points to it")
+        if "seeds" not in cache:
+            cache["seeds"] = {e: i for i, (e, _) in enumerate(seed_ranking(snap, rel), 1)}
+        return _unreached(engine, sstate, res, uid, sig, pointing, cache)
+
+    return place_each(engine.state, res, uids, first_stage=SEED, ranking_stage=GROUND,
+                      ranked=lambda r: _signals(rel, r.id, r), dropped=dropped, unranked=unranked)
 
 
 def _unreached(engine, sstate, res: RetrievalResult, uid: int, sig: Signals, pointing: list[int],

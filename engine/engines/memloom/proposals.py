@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.core.node import node_id_of
-from engine.core.proposal import GateVerdict, Proposal, Status
+from engine.core.proposal import GateVerdict, Proposal, Status, confidence_gate
 from engine.engines.memloom.context import MemLoomContext
 from engine.engines.memloom.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.engines.memloom.settings import MemLoomSettings
@@ -57,14 +57,9 @@ def validate(engine: MemLoomContext, proposals: list[Proposal], manual: bool) ->
                 p.note = "this relation is already in the graph or earlier in the queue"
                 continue
             seen.add(key)
-        theta = s.theta_rel if p.op == Op.RELATION else s.theta_repair
-        if p.confidence < theta:
-            p.gate, p.reason_code = GateVerdict.FAIL, ReasonCode.LOW_CONF
-            p.note = f"confidence {p.confidence:.2f} < gate {theta:.2f}"
-            if not manual:
-                p.status = Status.SKIPPED
-                continue
-        live.append(p)
+        confidence_gate(p, s.theta_rel if p.op == Op.RELATION else s.theta_repair, manual)
+        if p.status == Status.PENDING:
+            live.append(p)
     relations = sorted((p for p in live if p.op == Op.RELATION and p.gate == GateVerdict.PASS),
                        key=lambda p: (-p.confidence, p.targets, p.id))
     for p in relations[s.relation_budget:]:

@@ -1,7 +1,7 @@
 """What MemLoom declares: sentence records and events, the event FSM, the relation closure, the steward."""
 from __future__ import annotations
 
-from engine.core.proposal import LLMReason
+from engine.core.proposal import SharedReasons
 from engine.core.schema import (DecisionSpec, EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 from engine.engines.memloom.settings import ABLATIONS
@@ -42,18 +42,12 @@ class Op:
     ORDER = (REPAIR, BOUNDARY, RELATION)
 
 
-class ReasonCode:
-    JSON_PARSE_FAIL = LLMReason.JSON_PARSE_FAIL
-    SCHEMA_FAIL = LLMReason.SCHEMA_FAIL
-    LLM_FAIL = LLMReason.LLM_FAIL
-    LOW_CONF = "LOW_CONF"
+class ReasonCode(SharedReasons):
     TYPE_CLOSURE_FAIL = "TYPE_CLOSURE_FAIL"
     EVIDENCE_FAIL = "EVIDENCE_FAIL"
     TEMPORAL_ORDER_FAIL = "TEMPORAL_ORDER_FAIL"
     LIFECYCLE_FAIL = "LIFECYCLE_FAIL"
-    DUPLICATE = "DUPLICATE"
     BUDGET = "BUDGET"
-    APPLICABLE_FAIL = "APPLICABLE_FAIL"
 
 
 SCHEMA = EngineSchema(

@@ -14,10 +14,9 @@ from typing import Iterable
 
 from engine.core.conversation import Turn
 from engine.core.node import TURN_KIND, Node
-from engine.core.oplog import OpKind
 from engine.core.schema import EngineSchema, EngineSettings, KindSpec, StageSpec, StatusSpec, setting
 from engine.core.tx import Tx
-from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
+from engine.retrieval.explain import Drop, Placement, Signals, place_each
 from engine.retrieval.relevance import Relevance
 from engine.retrieval.result import RetrievalResult, RetrievedUnit
 from engine.runtime.engine import BaseEngine, writes
@@ -72,7 +71,7 @@ class NaiveEngine(BaseEngine):
                     kind=TURN_KIND, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
                     status=STORED, created_turn=turn_no)
         tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn))
+        tx.emit(self.ingested(turn))
         tx.create_node(node)
         ops = self.commit(tx.ops)
         return IngestReport(turn_id=turn.id, unit_id=node.id, anchors=[], edges=[], buffer_size=0, ops=ops,
@@ -94,24 +93,17 @@ class NaiveEngine(BaseEngine):
     def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
         """Every stored turn is ranked; a turn that is not a candidate fell below the ranking's cap."""
         rel = Relevance(self, res.query, self.lexical_weight())
-        ranks = candidate_ranks(res)
-        by_id = {r.id: r for r in res.candidates}
-        full: dict[int, int] | None = None
-        out: dict[int, Placement] = {}
-        for uid in uids:
-            if uid not in self.state.nodes:
-                out[uid] = Placement(uid, None, False, None, Drop.GONE, RANK, f"u{uid} is not in this state")
-                continue
-            t = rel.terms(uid)
-            if uid in by_id:
-                out[uid] = ranked_placement(res, uid, Signals(**t, score=by_id[uid].score, admitted=RANK), ranks,
-                                            RANK)
-                continue
-            if full is None:
-                full = {u: i for i, (u, _) in enumerate(self._ranked(rel), 1)}
-            out[uid] = Placement(uid, None, False, Signals(**t, score=t["relevance"]), Drop.CANDIDATE_CAP, RANK,
-                                 f"rank {full[uid]} > the {self.settings.candidates} candidates kept")
-        return out
+        cache: dict[str, dict[int, int]] = {}
+
+        def dropped(node: Node) -> Placement:
+            t = rel.terms(node.id)
+            if "full" not in cache:
+                cache["full"] = {u: i for i, (u, _) in enumerate(self._ranked(rel), 1)}
+            return Placement(node.id, None, False, Signals(**t, score=t["relevance"]), Drop.CANDIDATE_CAP, RANK,
+                             f"rank {cache['full'][node.id]} > the {self.settings.candidates} candidates kept")
+
+        return place_each(self.state, res, uids, first_stage=RANK, ranking_stage=RANK, dropped=dropped,
+                          ranked=lambda r: Signals(**rel.terms(r.id), score=r.score, admitted=RANK))
 
     def _ranked(self, rel: Relevance, limit: int | None = None) -> list[tuple[int, float]]:
         """The best `limit` stored turns (all by default) by score: the fused one, or the plain cosine ranked at

@@ -20,7 +20,7 @@ from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.schema import Kind, Life, Op, ReasonCode, Rel
 from engine.runtime.process import BaseProcess
 from engine.core.node import Node, parse_id
-from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code
+from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code, confidence_gate, fail_gate
 from engine.core.state import MemoryState
 from engine.core.text import keywords_of, strip_speaker
 from engine.core.tx import Tx
@@ -112,13 +112,10 @@ class Consolidation(BaseProcess):
             if p.status != Status.PENDING:
                 continue
             parent = by_id.get((p.detail.get("after") or [None])[0])
-            failed = parent.gate == GateVerdict.FAIL if parent is not None else p.confidence < theta
-            if failed:
-                p.gate, p.reason_code = GateVerdict.FAIL, ReasonCode.LOW_CONF
-                p.note = (f"follows #{parent.id}, which the gate rejects" if parent is not None else
-                          f"confidence {p.confidence:.2f} < θ_accept {theta:.2f}")
-                if not manual:
-                    p.status = Status.SKIPPED
+            if parent is None:
+                confidence_gate(p, theta, manual, name="θ_accept")
+            elif parent.gate == GateVerdict.FAIL:
+                fail_gate(p, ReasonCode.LOW_CONF, f"follows #{parent.id}, which the gate rejects", manual)
 
     # -- plans: the LLM roles ---------------------------------------------------------------------------
     def plan(self, p: Proposal) -> tuple[dict | None, str | None, str]:

@@ -19,7 +19,9 @@ import numpy as np
 from engine.core.conversation import Turn
 from engine.core.edge import Edge
 from engine.core.node import Node
-from engine.core.oplog import OpKind, OpRecord
+from engine.core.oplog import OpRecord
+from engine.core.ops import payload_of
+from engine.core.payloads import BufferFlushed, BufferPushed, NodePayload, NodeRetracted
 from engine.core.text import keywords_of
 from engine.core.tx import Tx
 from engine.engines.recmem import gate as gates
@@ -47,7 +49,6 @@ from engine.runtime.reports import IngestReport
 
 COUNTERS = "recurrence"           # the engine variable holding the gate's counters
 # Records after which a node may be in another store or have another vector (the views re-derive it then).
-_RE_PLACED = (OpKind.STATUS_CHANGED, OpKind.NODE_RETRACTED, OpKind.DESCRIPTOR_CHANGED, OpKind.NODE_UPDATED)
 
 
 class RecMemEngine(BaseEngine):
@@ -84,16 +85,14 @@ class RecMemEngine(BaseEngine):
         super()._sync(ops)
         touched: list[int] = []
         for op in ops:
-            p = op.payload
-            if op.kind == OpKind.NODE_CREATED:
-                touched.append(p["node"]["id"])
-            elif op.kind in _RE_PLACED:
-                touched.append(p["node"])
-            if op.kind in (OpKind.BUFFER_PUSHED, OpKind.BUFFER_FLUSHED) and p["buffer"] == BUFFER:
-                for uid, _ in p["entries"]:
+            p = payload_of(op)
+            if isinstance(p, NodePayload):
+                touched.append(p.node_id)
+            if isinstance(p, (BufferPushed, BufferFlushed)) and p.buffer == BUFFER:
+                for uid, _ in p.entries:
                     touched += self._claim(uid)
-            elif op.kind == OpKind.NODE_RETRACTED:
-                touched += self._claim(p["node"])
+            elif isinstance(p, NodeRetracted):
+                touched += self._claim(p.node)
         for uid in dict.fromkeys(touched):
             self._place(uid)
 
@@ -145,7 +144,7 @@ class RecMemEngine(BaseEngine):
         turn_no = state.turn + 1
         tx = Tx(state, turn=turn_no, actor="online", isolated=False)       # ops apply at commit
         traces: list[dict] = []
-        tx.emit(OpKind.TURN_INGESTED, self.ingested(turn, gate=traces))
+        tx.emit(self.ingested(turn, gate=traces))
         next_id = state.next_node_id
         waiting = self.waiting_message()
         exchanges_closed: list[tuple[list[Node], str]] = []

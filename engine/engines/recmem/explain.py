@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from engine.core.node import Node
 from engine.engines.recmem.context import RecMemContext
 from engine.engines.recmem.retrieval import ABLATION, budgets, layer_ranks, relevance
 from engine.engines.recmem.schema import SCHEMA, Kind, Life, Rel
-from engine.retrieval.explain import Drop, Placement, Signals, candidate_ranks, ranked_placement
+from engine.retrieval.explain import Drop, Placement, Signals, place_each
 from engine.retrieval.result import RetrievalResult
 
 LAYERS_STAGE, _, RANK_STAGE = (s.key for s in SCHEMA.stages)
@@ -22,39 +23,31 @@ BUDGET_NAME = {"subconscious": "k_sub", "episodic": "k_epi", "semantic": "k_sem"
 def explain(engine: RecMemContext, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
     state = engine.state
     rel = relevance(engine, res.query)
-    ranks = candidate_ranks(res)
     quota = budgets(engine)
-    by_layer: dict | None = None
-    out: dict[int, Placement] = {}
-    for uid in uids:
-        node = state.nodes.get(uid)
-        if node is None:
-            out[uid] = Placement(uid, None, False, None, Drop.GONE, LAYERS_STAGE, f"u{uid} is not in this state")
-            continue
-        if uid in ranks:
-            out[uid] = ranked_placement(res, uid, Signals(**rel.terms(uid), score=res.candidates[ranks[uid] - 1].score,
-                                                          admitted=LAYERS_STAGE), ranks, RANK_STAGE)
-            continue
+    cache: dict[str, dict] = {}
+
+    def dropped(node: Node) -> Placement:
+        uid = node.id
         if node.status == Life.PAIRED:
             unit = min(state.inc(uid, Rel.DERIVED_FROM), default=None)
-            out[uid] = Placement(uid, None, False, None, Drop.FILTERED, LAYERS_STAGE,
-                                 f"a message inside unit u{unit}: the subconscious layer ranks exchanges")
-            continue
+            return Placement(uid, None, False, None, Drop.FILTERED, LAYERS_STAGE,
+                             f"a message inside unit u{unit}: the subconscious layer ranks exchanges")
         signals = Signals(**rel.terms(uid), score=rel.score(uid))
         if node.status == Life.CONSOLIDATED:
             episodes = sorted(e for e in state.inc(uid, Rel.DERIVED_FROM) if state.nodes[e].kind == Kind.EPISODE)
             into = ", ".join(f"u{e}" for e in episodes) or "an episode"
-            out[uid] = Placement(uid, None, False, signals, Drop.OFF_SURFACE, LAYERS_STAGE,
-                                 f"consolidated into episode {into}: it left the subconscious store, and reaches an "
-                                 f"answer only through that episode and its facts")
-            continue
-        if by_layer is None:
-            by_layer = layer_ranks(engine, rel)
-        layer, rank, _ = by_layer[uid]
+            return Placement(uid, None, False, signals, Drop.OFF_SURFACE, LAYERS_STAGE,
+                             f"consolidated into episode {into}: it left the subconscious store, and reaches an "
+                             f"answer only through that episode and its facts")
+        if "layers" not in cache:
+            cache["layers"] = layer_ranks(engine, rel)
+        layer, rank, _ = cache["layers"][uid]
         if engine.settings.has(ABLATION[layer]):
-            out[uid] = Placement(uid, None, False, signals, Drop.EXPANSION_OFF, LAYERS_STAGE,
-                                 f"the {ABLATION[layer]} ablation leaves the {layer} layer out")
-        else:
-            out[uid] = Placement(uid, None, False, signals, Drop.BELOW_SEED_CUT, LAYERS_STAGE,
-                                 f"{layer} rank {rank} > {BUDGET_NAME[layer]} {quota[layer]}")
-    return out
+            return Placement(uid, None, False, signals, Drop.EXPANSION_OFF, LAYERS_STAGE,
+                             f"the {ABLATION[layer]} ablation leaves the {layer} layer out")
+        return Placement(uid, None, False, signals, Drop.BELOW_SEED_CUT, LAYERS_STAGE,
+                         f"{layer} rank {rank} > {BUDGET_NAME[layer]} {quota[layer]}")
+
+    return place_each(state, res, uids, first_stage=LAYERS_STAGE, ranking_stage=RANK_STAGE,
+                      ranked=lambda r: Signals(**rel.terms(r.id), score=r.score, admitted=LAYERS_STAGE),
+                      dropped=dropped)

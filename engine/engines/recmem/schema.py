@@ -2,7 +2,7 @@
 consolidation process and its operators, the three-layer retrieval."""
 from __future__ import annotations
 
-from engine.core.proposal import LLMReason
+from engine.core.proposal import SharedReasons
 from engine.core.schema import (DecisionSpec, EdgeTypeSpec, EngineSchema, KindSpec, OperatorSpec, PlanField, ProcessSpec,
                            ReasonSpec, StageSpec, StatusSpec, llm_reasons)
 
@@ -41,16 +41,10 @@ class Layer:
     SUB, EPI, SEM = "subconscious", "episodic", "semantic"
 
 
-class ReasonCode:
-    JSON_PARSE_FAIL = LLMReason.JSON_PARSE_FAIL
-    SCHEMA_FAIL = LLMReason.SCHEMA_FAIL
-    OUTPUT_TOO_LONG = LLMReason.OUTPUT_TOO_LONG
-    LLM_FAIL = LLMReason.LLM_FAIL
-    LOW_CONF = "LOW_CONF"
+class ReasonCode(SharedReasons):
     MERGE_DECLINED = "MERGE_DECLINED"
     NO_EPISODE = "NO_EPISODE"
     CITATION_FAIL = "CITATION_FAIL"
-    APPLICABLE_FAIL = "APPLICABLE_FAIL"
     PARENT_NOT_APPLIED = "PARENT_NOT_APPLIED"
 
 
