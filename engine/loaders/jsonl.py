@@ -89,13 +89,7 @@ def parse_jsonl(text: str, path: str | Path) -> list[Conversation]:
     """Parse JSONL text; `path` names the file in errors and provides the default id."""
     default_id = Path(path).stem
     pending: dict[str, _Pending] = {}
-    for number, line in jsonl_lines(text):
-        if not line.strip():
-            continue
-        record = f"line {number}"
-        obj = decode_json(line, path, record=record)
-        if not isinstance(obj, dict):
-            raise LoaderError(path, f"expected a JSON object, got {type(obj).__name__}", record=record)
+    for number, record, obj in _objects(text, path):
         conv_id = check(obj.get("conversation", default_id), str, path=path, record=record, field="conversation")
         if not conv_id:
             raise LoaderError(path, "expected a non-empty string", record=record, field="conversation")
@@ -113,17 +107,23 @@ def parse_jsonl(text: str, path: str | Path) -> list[Conversation]:
     return [_finish(conv_id, bucket, path) for conv_id, bucket in pending.items()]
 
 
-def load_decision_overlay(path: str | Path) -> dict[str, list[Decision]]:
-    """Decision lines alone, by conversation id (each line names its `conversation`): labels for the
-    conversations of another file (a LoCoMo file, say), which `attach_decisions` checks against them."""
-    out: dict[str, _Pending] = {}
-    for number, line in jsonl_lines(read_text(path)):
+def _objects(text: str, path: str | Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Each non-blank line's number, its name in errors ("line 7") and its JSON object."""
+    for number, line in jsonl_lines(text):
         if not line.strip():
             continue
         record = f"line {number}"
         obj = decode_json(line, path, record=record)
         if not isinstance(obj, dict):
             raise LoaderError(path, f"expected a JSON object, got {type(obj).__name__}", record=record)
+        yield number, record, obj
+
+
+def load_decision_overlay(path: str | Path) -> dict[str, list[Decision]]:
+    """Decision lines alone, by conversation id (each line names its `conversation`): labels for the
+    conversations of another file (a LoCoMo file, say), which `attach_decisions` checks against them."""
+    out: dict[str, _Pending] = {}
+    for number, record, obj in _objects(read_text(path), path):
         if obj.get("type") != "decision":
             raise LoaderError(path, "a decision overlay holds decision lines only", record=record, field="type")
         conv_id = require(obj, "conversation", str, path=path, record=record)
