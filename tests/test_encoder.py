@@ -119,7 +119,10 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     three All-Mem scores of one question (demo:q3, its ranking and figures unchanged); MemLoom's records keeping how
     each question was read (`reading`) added that field to its 14 records, every other value equal; each system's
     memory of its first sessions (`growth`, GAM's Table 10) added that field to the four summaries, every other
-    value equal. Floats are
+    value equal; the decision set's `decisions` key (null here) was added, and All-Mem's and MemLoom's calibrated
+    update model (issue 52) moved All-Mem's records of 14 questions and its summary (N@10 0.8070 -> 0.8066, every
+    other last-round figure equal) and MemLoom's scores in 8 question records and its LLM tallies (its figures
+    equal); naive's and hybrid's are as they were. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""

@@ -40,6 +40,7 @@ CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is wh
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
                        "couldn't", "can't", "cannot", "until", "no choice", "meant", "means", "forced")
 VALUE_ENTS = frozenset("GPE LOC ORG FAC NORP PERSON PRODUCT WORK_OF_ART EVENT LANGUAGE".split())
+PLAN_OUTCOME = 0.5     # how alike (values masked) a plan's clause and its outcome's need to read
 LIGHT_VERBS = frozenset("be have get do go make take".split())
 
 
@@ -166,9 +167,12 @@ def _mood(head, tokens, sent, asked: bool) -> str:
             any(t.lower_ in ("might", "could", "would") and t.head == head for t in tokens):
         return "supposed"
     future = any(t.lower_ in ("will", "'ll", "shall") and t.head == head for t in tokens) or \
-        ("going" in lows and "to" in lows and head.tag_ == "VB") or "gonna" in lows
-    if future or head.lemma_.lower() in PLAN_VERBS and any(c.dep_ == "xcomp" for c in head.children) or \
-            (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
+        ("going" in lows and "to" in lows and head.tag_ == "VB") or "gonna" in lows or \
+        any(t.lower_ == "next" and t.head.pos_ == "NOUN" for t in tokens) or lows & {"tomorrow", "soon"}
+    # an intention: "plan to", "want to", "thinking about going", "hoping for"
+    intends = head.lemma_.lower() in PLAN_VERBS and any(
+        c.dep_ == "xcomp" or c.dep_ == "prep" and any(g.pos_ == "VERB" for g in c.children) for c in head.children)
+    if future or intends or (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
         return "planned"
     return "stated"
 
@@ -307,7 +311,12 @@ def update_features(old: Statement, new: Statement, embed, asked: str = ""
                      ents_a and ents_b and not ents_a & ents_b and len(a_cl) + len(b_cl) <= 4))
     flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
     change = float(b.change)
-    outcome = float(a.mood == "planned" and b.mood == "stated" and (b.past or b.negated or bool(b.slot & CANCEL)))
+    # a plan, then a report that it happened or was called off: the two clauses about the planned thing, which
+    # need not be the pair most alike overall ("thinking about going camping" - "I just took my fam camping")
+    outcome = float(any(x.mood == "planned" and y.mood == "stated" and (y.past or y.negated or bool(y.slot & CANCEL))
+                        and (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}       # the same thing done, not
+                        and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME    # the same doing to another
+                        for x in a_cl for y in b_cl))
     same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
     changed = max(num, ent, flip, change, outcome)
     features = np.array([turn_cos, best_key[1], overlap, num, ent, flip, change, outcome, _others(new),
