@@ -15,7 +15,7 @@ from engine.eval.metrics import attribution_auditability, llm_tokens_by_role, to
 from engine.llm import LLM, BackendReply, LLMBackend, LLMRequest, OpenAIBackend, make_backend
 from engine.llm.embedder import Embedder
 from engine.llm.offline_answer import answer as offline_answer
-from engine.llm.schemas import ANSWER_CHARS, SCHEMAS
+from engine.llm.schemas import ANSWER_CHARS, model_schema
 
 KITTEN = Passage(("D1:1",), "Maya: I adopted a kitten named Miso from the shelter.", "2024-01-01T10:01:00")
 SISTER = Passage(("D1:2",), "Maya: My sister Lena lives in Porto. She works as a nurse.", "2024-01-01T10:02:00")
@@ -194,7 +194,7 @@ def test_the_answer_role_on_the_openai_backend(server: FakeServer) -> None:
     body = server.requests[0]["json"]
     assert body["temperature"] == 0
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "answer", "schema": SCHEMAS["answer"], "strict": True}}
+        "name": "answer", "schema": model_schema("answer"), "strict": True}}      # bounded: docs/LLM.md
     sent = _sent_passages(a.call)
     assert [p["keys"] for p in sent] == [["D1:1"], ["D1:2"], ["D1:3"]]
     assert sent[1]["text"] == SISTER.text and "Where does Lena live?" in body["messages"][-1]["content"]

@@ -28,7 +28,8 @@ LME = ROOT / "datasets" / "fixtures" / "longmemeval_tiny.json"
 CAUSAL = ROOT / "datasets" / "causal" / "validation.jsonl"
 
 TOP_KEYS = ["format", "command", "dataset", "llm", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
-            "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries"]
+            "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries",
+            "decisions"]
 
 
 def bench(*args, check=True):

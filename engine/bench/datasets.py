@@ -190,7 +190,8 @@ def sources(spec: DatasetSpec, path: str | Path, conversations: Sequence[str] | 
             raise BenchInputError(f"{path} is a directory; --dataset {spec.name} reads one file")
         files = sorted(root.glob("*.json" if spec.name == "qmsum" else "*.jsonl"))
         if not files:
-            raise BenchInputError(f"{path} holds no {spec.label} files ({'*.json' if spec.name == 'qmsum' else '*.jsonl'})")
+            what = "QMSum meeting files (*.json)" if spec.name == "qmsum" else "decision-set files (*.jsonl)"
+            raise BenchInputError(f"{path} holds no {what}")
     else:
         files = [root]
     found: list[Source] = []
