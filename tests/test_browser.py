@@ -123,8 +123,10 @@ def test_memloom_session_walkthrough(tmp_path):
     assert_readable(texts)
     assert "Gold evidence: D2:6, D3:9, D4:2, D6:6" in texts["retrieval"] and "seed u" in texts["retrieval"]
     assert "—evidence→" in texts["retrieval"] and "stored edge" in texts["retrieval"]
-    # the root cause is a result, reached from D6:6's event through CAUSAL_FOLLOW relations only, and highlighted
-    assert re.search(r"u\d+ +\[D2:6\*\][^\n]* seed u\d+( —CAUSAL_FOLLOW \(reverse\)→ u\d+){2,} —evidence→ u\d+",
+    # the root cause is a result, reached from D6:6's event through the chain relations a why-question walks
+    # (causes, and the state a plan became) and highlighted
+    assert re.search(r"u\d+ +\[D2:6\*\][^\n]* seed u\d+( —(CAUSAL_FOLLOW|STATE_SUCCESSOR) \(reverse\)→ u\d+){2,} "
+                     r"—evidence→ u\d+",
                      texts["retrieval"]), texts["retrieval"][-2500:]
     assert "(D2:6)" in texts["highlight"] and "CAUSAL_FOLLOW" in texts["highlight"], texts["highlight"]
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["6_memloom_graph.png", "7_memloom_retrieval.png",

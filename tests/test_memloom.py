@@ -202,7 +202,8 @@ def test_turn_labels_name_the_live_event_of_every_turn(tmp_path):
 
 def test_demo_causal_question_follows_causal_follow_back_to_the_root(tmp_path):
     """q7 on the whole demo after one steward run (the Retrieval page's flow): the seed is D6:6's event and the
-    results reach D4:2, D3:9 and the root cause D2:6 through CAUSAL_FOLLOW relations walked back in time."""
+    results reach D4:2, D3:9 and the root cause D2:6 through the chain relations walked back in time: causes,
+    and the state a plan became ("looking at places in Riverside", then "we moved into a place in Riverside")."""
     conv = load_conversation(DEMO)
     eng = open_session(tmp_path / "m.sqlite", engine="memloom")
     replay(eng, conv, Schedule.parse("manual"))
@@ -216,10 +217,12 @@ def test_demo_causal_question_follows_causal_follow_back_to_the_root(tmp_path):
     root = found["D2:6"].path
     relations, pointer = root[:-1], root[-1]
     assert relations[0].src == seed and pointer.type == "evidence" and pointer.dst == found["D2:6"].id
-    assert len(relations) >= 2 and all(h.type == "CAUSAL_FOLLOW" and h.reverse for h in relations)
+    chain = ("CAUSAL_FOLLOW", "STATE_SUCCESSOR")
+    assert len(relations) >= 2 and all(h.type in chain and h.reverse for h in relations)
+    assert any(h.type == "CAUSAL_FOLLOW" for h in relations)
     for hop in relations:                                    # each hop is a stored relation, cause before effect
         cause, effect = eng.state.nodes[hop.dst], eng.state.nodes[hop.src]
-        assert (hop.dst, hop.src, "CAUSAL_FOLLOW") in eng.state.edges and cause.time < effect.time
+        assert (hop.dst, hop.src, hop.type) in eng.state.edges and cause.time < effect.time
     ranks = [u.source_ids[0] for u in result.units]
     assert ranks.index("D6:6") < ranks.index("D4:2") < ranks.index("D3:9") < ranks.index("D2:6")
 

@@ -15,7 +15,7 @@ from scipy import sparse
 
 from engine.core.segments import boundaries_from_labels, boundaries_from_ranges
 from engine.engines.memloom.curation import topic_neighbours
-from engine.llm import LLM, make_backend, offline_diagnosis, offline_split
+from engine.llm import LLM, make_backend, offline_diagnosis, offline_split, statements
 from engine.llm.embedder import AHEAD_BATCH, Embedder
 from engine.llm.offline_events import rewrite
 from engine.loaders import load_conversation
@@ -56,7 +56,8 @@ def _unit(rows: int, dim: int, seed: int) -> np.ndarray:
 def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedder):
     """A 100 KB turn used to give one cut per sentence and hundreds of millions of characters to embed; the
     diagnosis now embeds at most 32 cuts x 2 sides of 2,000 characters, the turn and its neighbours once, and
-    at most 12 statement sentences of 2,000 characters of each when it compares them sentence by sentence."""
+    at most 12 statement sentences of 2,000 characters of each when it compares them sentence by sentence, and
+    what the update model reads: 2,000 characters of each turn and at most 12 clauses of each."""
     backend = make_backend("offline", embedder=embedder)
     backend.embedder = counted(embedder)
     embed = backend.embedder.embed
@@ -70,9 +71,10 @@ def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedde
     assert llm.call("diagnosis", {"target": target, "context": [neighbour]}).ok
     texts = [t for args in embed.calls for t in args[0]]
     cut_texts, sentences = 2 * offline_split.MAX_CUTS, 2 * offline_diagnosis.MAX_SENTENCES
-    assert len(texts) <= cut_texts + 2 + sentences
+    update = 3 + 2 * statements.MAX_CLAUSES         # the update model: both turns, the answer with its question,
+    assert len(texts) <= cut_texts + 2 + sentences + update     # and the clauses it compares
     side = offline_split.SIDE_CHARS
-    assert sum(map(len, texts)) <= (cut_texts + sentences) * side + len(raw) + len(neighbour["raw"])
+    assert sum(map(len, texts)) <= (cut_texts + sentences + update) * side + len(raw) + len(neighbour["raw"])
     embed.calls.clear()
     assert llm.call("split_plan", {"node_id": "1", "original_text": raw, "reason": "x"}).ok
     assert sum(len(t) for args in embed.calls for t in args[0]) <= cut_texts * side

@@ -40,6 +40,9 @@ CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is wh
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
                        "couldn't", "can't", "cannot", "until", "no choice", "meant", "means", "forced")
 VALUE_ENTS = frozenset("GPE LOC ORG FAC NORP PERSON PRODUCT WORK_OF_ART EVENT LANGUAGE".split())
+# what of a turn is read (a turn of a long monologue is read up to here) and how many of its clauses compared,
+# so a 100 KB turn costs what a long paragraph does
+READ_CHARS, MAX_CLAUSES = 2000, 12
 PLAN_OUTCOME = 0.5     # how alike (values masked) a plan's clause and its outcome's need to read
 LIGHT_VERBS = frozenset("be have get do go make take".split())
 
@@ -88,7 +91,8 @@ def parser():
 @functools.lru_cache(maxsize=16384)
 def analyse(text: str, speaker: str = "") -> Statement:
     """The clauses of one turn's text (without the "Speaker: " prefix)."""
-    doc = parser()(text[:2000])
+    text = text[:READ_CHARS]
+    doc = parser()(text)
     clauses = []
     for sent in doc.sents:
         asked = sent.text.rstrip().rstrip('"\')').endswith("?")
@@ -261,7 +265,8 @@ def _irrealis(st: Statement) -> float:
 
 
 def _compared(st: Statement) -> list[Clause]:
-    return [c for c in st.clauses if _content(c)] or list(st.clauses)
+    """The clauses an update is looked for in: those that say something, at most `MAX_CLAUSES`."""
+    return ([c for c in st.clauses if _content(c)] or list(st.clauses))[:MAX_CLAUSES]
 
 
 def update_texts(old: Statement, new: Statement, asked: str = "") -> list[str]:
