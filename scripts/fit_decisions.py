@@ -1,14 +1,15 @@
-"""Fit the offline update model (engine/llm/decision_models.json) on the dev decision set and the causal suite's
-validation split, and report its reliability there (predictions cross-validated by conversation) or, with
---report test, on the test decision set and the causal suite's test split.
+"""Fit the offline decision models (engine/llm/decision_models.json: update and cause) on the dev decision set
+and the causal suite's validation split, and report their reliability there (predictions cross-validated by
+conversation) or, with --report test, on the test decision set and the causal suite's test split.
 
-    python scripts/fit_decisions.py                      # fit on dev, write the model
-    python scripts/fit_decisions.py --report test        # score the written model on test, write nothing
+    python scripts/fit_decisions.py                      # fit on dev, write the models
+    python scripts/fit_decisions.py --report test        # score the written models on test, write nothing
 
-Training pairs are the pairs All-Mem's diagnosis meets: for every turn, the earlier turns of the same speaker
-most alike in meaning, plus every labelled pair. A pair is positive when labelled an update (a causal suite
-state-succession chain's consecutive turns count as one), negative otherwise. Nothing here reads a test split
-unless --report test is given, and then only to score.
+Update pairs are the pairs All-Mem's diagnosis meets: for every turn, the earlier turns of the same speaker most
+alike in meaning, plus every labelled pair; positive when labelled an update (a causal suite state-succession
+chain's consecutive turns count as one). Cause pairs are every turn of a two-person conversation with each of the
+`CAUSE_WINDOW` turns before it, plus every labelled pair; positive when labelled a cause. Nothing here
+reads a test split unless --report test is given, and then only to score.
 """
 from __future__ import annotations
 
@@ -25,15 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.core.conversation import Conversation  # noqa: E402
 from engine.core.decision import DecisionKind  # noqa: E402
-from engine.llm.decision_models import MODEL_FILE, Logistic  # noqa: E402
+from engine.llm.decision_models import CAUSE_FEATURES, CHAT_PARTY, MODEL_FILE, Logistic, cause_features  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.llm.statements import UPDATE_FEATURES, analyse, update_features  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
+from engine.retrieval.links import LinkScorer, Utterance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NEAREST = 4           # earlier same-speaker turns per turn offered as update candidates
+CAUSE_WINDOW = 12     # earlier turns per turn offered as cause candidates
 BINS = 10
 UNLABELLED_WEIGHT = 1.0
+VETOES = ("other_holder", "asked", "new_not_fact")     # features that rule an update out (decision_models.Logistic)
 
 
 CAUSAL_SUITE = ROOT / "datasets" / "causal"
@@ -86,27 +90,58 @@ def pairs_of(conv: Conversation, embedder: Embedder) -> list[tuple]:
     rows = []
     for i, j in sorted(pairs):
         x, _ = update_features(analyse(turns[i].text, turns[i].speaker), analyse(turns[j].text, turns[j].speaker),
-                               embedder.embed, asked_before(turns, j))
+                               embedder.embed, asked_before(turns, j), asked_before(turns, i))
         rows.append((x, int(DecisionKind.UPDATE in labels.get((i, j), ())), conv.id, turns[i].id, turns[j].id,
                      (i, j) in labels))
     return rows
 
 
-def fit(rows, names: tuple[str, ...], c: float = 1.0) -> Logistic:
-    """A logistic regression; an unlabelled pair counts `UNLABELLED_WEIGHT` of a labelled one (the writers
+def cause_rows_of(conv: Conversation, embedder: Embedder, update_model: Logistic) -> list[tuple]:
+    """Cause rows: (features, label, conversation, earlier id, later id, labelled?) for each turn and every
+    turn of the `CAUSE_WINDOW` before it (the candidates a chat's steward weighs), and every labelled pair."""
+    turns = conv.turns
+    sessions = {s: i for i, s in enumerate(dict.fromkeys(t.session for t in turns))}
+    scorer = LinkScorer([Utterance(i, t.speaker, t.text, sessions[t.session]) for i, t in enumerate(turns)],
+                        embedder.embed([t.text for t in turns]))
+    index = {t.id: i for i, t in enumerate(turns)}
+    labels: dict[tuple[int, int], set[str]] = {}
+    for d in conv.decisions:
+        if d.earlier and d.later:
+            labels.setdefault((index[d.earlier], index[d.later]), set()).add(d.kind)
+    rows = []
+    sentence = [{"text": t.text, "speaker": t.speaker, "time": t.time} for t in turns]
+    for j in range(1, len(turns)):
+        earlier = sorted(set(range(max(0, j - CAUSE_WINDOW), j)) | {i for i, k in labels if k == j and i < j})
+        logits = scorer.logits([j], earlier)[0]
+        for k, i in enumerate(earlier):
+            x = cause_features(float(logits[k]), sentence[i], sentence[j], embedder.embed, update_model)
+            rows.append((x, int(DecisionKind.CAUSE in labels.get((i, j), ())), conv.id, turns[i].id, turns[j].id,
+                         (i, j) in labels))
+    return rows
+
+
+def fit(rows, names: tuple[str, ...], c: float = 1.0, vetoes: tuple[str, ...] = ()) -> Logistic:
+    """Each veto's rate (the share of positives among the pairs it holds, smoothed), then a logistic regression
+    over the pairs no veto holds; an unlabelled pair counts `UNLABELLED_WEIGHT` of a labelled one (the writers
     labelled the decisions they built, not every pair: an unlabelled pair is only probably no decision)."""
     from sklearn.linear_model import LogisticRegression
 
     x = np.array([r[0] for r in rows])
     y = np.array([r[1] for r in rows])
     weight = np.array([1.0 if r[5] else UNLABELLED_WEIGHT for r in rows])
-    mean, scale = x.mean(axis=0), x.std(axis=0)
+    free = np.ones(len(rows), dtype=bool)
+    rates = []
+    for name in vetoes:
+        held = free & (x[:, names.index(name)] >= 0.5)
+        rates.append((name, round(float((y[held].sum() + 0.5) / (held.sum() + 1)), 4)))
+        free &= ~held
+    mean, scale = x[free].mean(axis=0), x[free].std(axis=0)
     scale[scale == 0] = 1.0
-    model = LogisticRegression(C=c, max_iter=2000).fit((x - mean) / scale, y, sample_weight=weight)
-    return Logistic(names, mean, scale, model.coef_[0], float(model.intercept_[0]))
+    model = LogisticRegression(C=c, max_iter=2000).fit((x[free] - mean) / scale, y[free], sample_weight=weight[free])
+    return Logistic(names, mean, scale, model.coef_[0], float(model.intercept_[0]), tuple(rates))
 
 
-def cross_validated(rows, names, folds: int = 5) -> np.ndarray:
+def cross_validated(rows, names, folds: int = 5, vetoes: tuple[str, ...] = ()) -> np.ndarray:
     """Each row's probability from a model fit without its conversation's fold."""
     convs = sorted({r[2] for r in rows})
     fold_of = {c: k % folds for k, c in enumerate(convs)}
@@ -116,7 +151,7 @@ def cross_validated(rows, names, folds: int = 5) -> np.ndarray:
         test = [n for n, r in enumerate(rows) if fold_of[r[2]] == k]
         if not test or len({r[1] for r in train}) < 2:
             continue
-        m = fit(train, names)
+        m = fit(train, names, vetoes=vetoes)
         for n in test:
             out[n] = m.probability(rows[n][0])
     return out
@@ -142,34 +177,51 @@ def reliability(p: np.ndarray, y: np.ndarray) -> dict:
     return {"pairs": int(len(p)), "positives": int(y.sum()), "ece": round(float(ece), 4), "bins": bins, "gates": gates}
 
 
-def rows_for(split: str, embedder: Embedder) -> list[tuple]:
+def update_rows(split: str, embedder: Embedder) -> list[tuple]:
     return [r for conv in conversations(split) for r in pairs_of(conv, embedder)]
+
+
+def cause_rows(split: str, embedder: Embedder, update_model: Logistic) -> list[tuple]:
+    """Cause rows of the two-person conversations only: with more people talking, MemLoom keeps the link
+    model's probability (`engine.llm.offline_events.relation_between`), fit on the causal suite's scenarios."""
+    return [r for conv in conversations(split) if len({t.speaker for t in conv.turns}) <= CHAT_PARTY
+            for r in cause_rows_of(conv, embedder, update_model)]
+
+
+def stored(model: Logistic) -> dict:
+    return {"features": list(model.features), "mean": [round(float(v), 6) for v in model.mean],
+            "scale": [round(float(v), 6) for v in model.scale], "weights": [round(float(v), 6) for v in model.weights],
+            "bias": round(model.bias, 6), "vetoes": dict(model.vetoes)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--report", choices=["dev", "test"], help="score the written model on a split; fit nothing")
+    ap.add_argument("--report", choices=["dev", "test"], help="score the written models on a split; fit nothing")
     args = ap.parse_args()
     embedder = Embedder()
     if args.report:
         from engine.llm.decision_models import models
 
-        rows = rows_for(args.report, embedder)
-        p = np.array([models()["update"].probability(r[0]) for r in rows])
-        print("update", json.dumps(reliability(p, np.array([r[1] for r in rows]))))
+        written = models()
+        for name, rows in (("update", update_rows(args.report, embedder)),
+                           ("cause", cause_rows(args.report, embedder, written["update"]))):
+            p = np.array([written[name].probability(r[0]) for r in rows])
+            print(name, json.dumps(reliability(p, np.array([r[1] for r in rows]))))
         return
-    rows = rows_for("dev", embedder)
-    model = fit(rows, UPDATE_FEATURES)
+    rows = update_rows("dev", embedder)
+    update = fit(rows, UPDATE_FEATURES, vetoes=VETOES)
+    reliable = {"update": reliability(cross_validated(rows, UPDATE_FEATURES, vetoes=VETOES),
+                                      np.array([r[1] for r in rows]))}
+    rows = cause_rows("dev", embedder, update)
+    cause = fit(rows, CAUSE_FEATURES)
+    reliable["cause"] = reliability(cross_validated(rows, CAUSE_FEATURES), np.array([r[1] for r in rows]))
     out = {"fitted_on": "datasets/decisions/dev and datasets/causal/validation.jsonl",
            "command": "python scripts/fit_decisions.py",
-           "models": {"update": {"features": list(UPDATE_FEATURES), "mean": [round(float(v), 6) for v in model.mean],
-                                 "scale": [round(float(v), 6) for v in model.scale],
-                                 "weights": [round(float(v), 6) for v in model.weights],
-                                 "bias": round(model.bias, 6)}},
-           "reliability_dev": {"update": reliability(cross_validated(rows, UPDATE_FEATURES),
-                                                     np.array([r[1] for r in rows]))}}
-    print("update", json.dumps(out["reliability_dev"]["update"]))
-    print("  weights", dict(zip(UPDATE_FEATURES, np.round(model.weights, 3))))
+           "models": {"update": stored(update), "cause": stored(cause)},
+           "reliability_dev": reliable}
+    for name, model in (("update", update), ("cause", cause)):
+        print(name, json.dumps(reliable[name]))
+        print("  weights", dict(zip(model.features, np.round(model.weights, 3))), "vetoes", dict(model.vetoes))
     MODEL_FILE.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print("wrote", MODEL_FILE)
 

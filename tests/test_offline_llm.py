@@ -89,10 +89,11 @@ def _link(old: str, new: str, old_speaker: str = "Maya", new_speaker: str = "May
     return cause, effect, {"source_sentence": "10", "target_sentence": "20", "score": 0.3, "hooks": []}
 
 
-def test_a_new_value_of_one_fact_is_a_state_successor_and_a_cause_keeps_the_link_score():
+def test_a_new_value_of_one_fact_is_a_state_successor_and_a_cause_is_judged_by_the_cause_model():
     """The same speaker giving a fact a new value (a number, a polarity, a plan then its outcome) is
     STATE_SUCCESSOR with the update model's probability, however the link scored it; a cause whose effect is
-    another fact (a sale, then where they sleep) is CAUSAL_FOLLOW with the link's probability."""
+    another fact (a sale, then where they sleep) is CAUSAL_FOLLOW: in a chat of two with the cause model's
+    probability, which a consequence marked on the effect raises, and among more people with the link's."""
     from engine.llm.offline_events import relation_between
 
     embedder = Embedder()
@@ -105,10 +106,32 @@ def test_a_new_value_of_one_fact_is_a_state_successor_and_a_cause_keeps_the_link
         rel = relation_between(cause, effect, link, 0.6, embedder)
         assert rel["type"] == "STATE_SUCCESSOR" and rel["confidence"] >= 0.5, (old, rel)
         assert rel["confidence"] != link["score"] and rel["evidence"] == ["10", "20"]
+    said = "The landlord is selling the whole building."
+    cause, effect, link = _link(said, "So Juno and I are sleeping at my brother's while I look for a flat.")
+    chat = relation_between(cause, effect, link, 0.3, embedder)
+    assert chat["type"] == "CAUSAL_FOLLOW" and chat["confidence"] != 0.3 and "cause model" in chat["rationale"]
+    unmarked = relation_between(*_link(said, "Juno and I are sleeping at my brother's while I look for a flat."),
+                                0.3, embedder)
+    assert unmarked["confidence"] < chat["confidence"]             # "so" marks the consequence
+    many = relation_between(cause, effect, link, 0.3, embedder, chat=False)
+    assert many["type"] == "CAUSAL_FOLLOW" and many["confidence"] == 0.3 and "cause model" not in many["rationale"]
+
+
+def test_relation_synthesis_reads_a_chat_of_two_with_the_cause_model_and_a_scenario_of_more_with_the_link():
+    from engine.llm.offline_events import synthesize
+
+    embedder = Embedder()
     cause, effect, link = _link("The landlord is selling the whole building.",
                                 "So Juno and I are sleeping at my brother's while I look for a flat.")
-    rel = relation_between(cause, effect, link, 0.3, embedder)
-    assert rel["type"] == "CAUSAL_FOLLOW" and rel["confidence"] == 0.3 and rel["evidence"] == ["10", "20"]
+    two = synthesize({"target": effect, "candidates": [{**cause, "link": link, "cosine": 0.3}]}, embedder)
+    bystanders = {"id": "3", "sentences": [{"id": "30", "speaker": "Ravi", "text": "Morning all.", "time": "2024-03-01"},
+                                           {"id": "31", "speaker": "Grace", "text": "Morning!", "time": "2024-03-01"}]}
+    four = synthesize({"target": effect, "candidates": [{**cause, "link": link, "cosine": 0.3},
+                                                        {**bystanders, "link": {**link, "source_sentence": "30",
+                                                                                "score": 0.01}, "cosine": 0.1}]},
+                      embedder)
+    by_source = {r["source_id"]: r for r in four["relations"]}
+    assert two["relations"][0]["confidence"] != 0.3 and by_source["1"]["confidence"] == 0.3
 
 
 def test_split_candidates_are_bounded_for_a_long_turn():

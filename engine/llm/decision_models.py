@@ -1,12 +1,13 @@
-"""The calibrated offline update model: how probable "the later statement gives a fact of the earlier one a new
-value" is, read from the structure of what is said.
+"""The calibrated offline decision models: how probable "the later statement gives a fact of the earlier one a
+new value" (update) and "the earlier statement states a cause of the later" (cause) are, read from the structure
+of what is said.
 
-It is a logistic regression over the features `engine.llm.statements` computes, fit by
-`scripts/fit_decisions.py` on the dev decision set only (datasets/decisions/dev) and stored in
-`decision_models.json` beside this module with its reliability on dev (cross-validated). Its output is a
-probability, so a gate's θ reads as one: All-Mem's θ_update 0.9 passes what the model finds 90% likely.
-(MemLoom's causes keep the link model's probability, `engine.retrieval.links`, fit on the causal suite's
-validation chains; a cause model over these structures was fit and measured below it: docs/DECISIONS.md.)
+Each is a logistic regression over the features `engine.llm.statements` computes (the cause model also over
+the steward's link signals, `engine.retrieval.links`), fit by `scripts/fit_decisions.py` on the dev decision set
+and the causal suite's validation split only, and stored in `decision_models.json` beside this module with its
+reliability on dev (cross-validated by conversation). Its output is a probability, so a gate's θ reads as one:
+All-Mem's θ_update 0.9 passes what the update model finds 90% likely, MemLoom's θ_rel 0.10 what the cause model
+finds 10% likely.
 """
 from __future__ import annotations
 
@@ -14,24 +15,39 @@ import functools
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from engine.llm.statements import UPDATE_FEATURES, Clause, analyse, update_features
+from engine.retrieval.links import pair_signals
 
 MODEL_FILE = Path(__file__).with_name("decision_models.json")
 
 
 @dataclass(frozen=True)
 class Logistic:
+    """A logistic regression over the pairs no veto holds, and for each veto (a feature that rules the decision
+    out: the later statement is about someone else, or asks) the share of positives among the dev pairs it
+    holds, so both read as probabilities. An additive model cannot let "my sister has 3 cats" outweigh how
+    alike it is to "I have 2 cats"; a veto can."""
+
     features: tuple[str, ...]
     mean: np.ndarray
     scale: np.ndarray
     weights: np.ndarray
     bias: float
+    vetoes: tuple[tuple[str, float], ...] = ()
+
+    def veto(self, x: np.ndarray) -> tuple[str, float] | None:
+        at = {name: i for i, name in enumerate(self.features)}
+        return next(((name, rate) for name, rate in self.vetoes if x[at[name]] >= 0.5), None)
 
     def probability(self, x: np.ndarray) -> float:
+        vetoed = self.veto(x)
+        if vetoed is not None:
+            return vetoed[1]
         z = float(((x - self.mean) / self.scale) @ self.weights + self.bias)
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
@@ -43,16 +59,69 @@ class Logistic:
     @classmethod
     def from_dict(cls, data: dict) -> "Logistic":
         return cls(tuple(data["features"]), np.array(data["mean"]), np.array(data["scale"]),
-                   np.array(data["weights"]), float(data["bias"]))
+                   np.array(data["weights"]), float(data["bias"]),
+                   tuple((name, float(rate)) for name, rate in data.get("vetoes", {}).items()))
 
 
 @functools.lru_cache(maxsize=1)
 def models() -> dict[str, Logistic]:
     data = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
     out = {name: Logistic.from_dict(m) for name, m in data["models"].items()}
-    if out["update"].features != UPDATE_FEATURES:
+    if out["update"].features != UPDATE_FEATURES or out["cause"].features != CAUSE_FEATURES:
         raise ValueError(f"{MODEL_FILE} was fit on other features; run scripts/fit_decisions.py")
     return out
+
+
+# The cause model reads the steward's link (its logit: engine/retrieval/links.py, fit on the causal suite's long
+# scenarios, and the signals of it a pair holds on its own) together with what the two statements say in chat: a
+# consequence marked on the effect ("so", "had to", "because of"), a change reported by either, a question on
+# either side, how likely the pair is one fact's new value rather than a cause and its effect, and how long
+# apart they were said. It is fit on two-person chats; where more people talk (a ward's handover, a lab's week),
+# the link model, fit on such scenarios, keeps deciding.
+CHAT_PARTY = 2          # the cause model is fit on, and read for, conversations of at most this many people
+CAUSE_FEATURES = ("link_logit", "cosine", "entities", "mention", "same_speaker", "cue", "change", "substance",
+                  "hours_apart", "consequence", "effect_changes", "cause_changes", "cause_asks", "effect_asks",
+                  "update_probability")
+
+
+def cause_features(link_logit: float, old: dict, new: dict, embed, update_model: Logistic | None = None
+                   ) -> np.ndarray:
+    """The cause model's features of "`old` states a cause and `new` its effect": each a sentence
+    (`text`, `speaker`, `time`); `link_logit` is the link scorer's logit of the pair; `update_model` the update
+    model to read, by default the stored one."""
+    old_st, new_st = analyse(old["text"], old["speaker"]), analyse(new["text"], new["speaker"])
+    update = 0.0
+    if old["speaker"] == new["speaker"]:
+        x, _ = update_features(old_st, new_st, embed)
+        update = (update_model or models()["update"]).probability(x)
+    vec = embed([old["text"], new["text"]])
+    signals = pair_signals(old["text"], old["speaker"], new["text"], new["speaker"])
+    return np.array([link_logit, float(vec[0] @ vec[1]), signals["entities"], signals["mention"],
+                     signals["same_speaker"], signals["cue"], signals["change"], signals["substance"],
+                     math.log1p(_hours_apart(old.get("time"), new.get("time"))),
+                     float(any(c.consequence for c in new_st.clauses)), float(any(c.change for c in new_st.clauses)),
+                     float(any(c.change for c in old_st.clauses)), float(old["text"].rstrip().endswith("?")),
+                     float(new["text"].rstrip().endswith("?")), update])
+
+
+def _hours_apart(a: str | None, b: str | None) -> float:
+    try:
+        return max(0.0, (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds() / 3600)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def judge_cause(link_logit: float, old: dict, new: dict, embed) -> Judgement:
+    """How probable it is that `old` states a cause and `new` its effect, and why."""
+    x = cause_features(link_logit, old, new, embed)
+    model = models()["cause"]
+    p = model.probability(x)
+    top = ", ".join(f"{name} {value:+.1f}" for name, value in model.contributions(x)[:3])
+    return Judgement(p, f"cause model {p:.2f} (strongest: {top})", dict(zip(CAUSE_FEATURES, map(float, x))))
+
+
+VETO_WORDS = {"other_holder": "the clauses are about two people", "asked": "the later statement asks",
+              "new_not_fact": "the later clause is not stated as a fact"}
 
 
 @dataclass(frozen=True)
@@ -62,11 +131,12 @@ class Judgement:
     features: dict[str, float]
 
 
-def judge_update(old_text: str, old_speaker: str, new_text: str, new_speaker: str, embed, asked: str = ""
-                 ) -> Judgement:
-    """How probable it is that `new` gives a new value of a fact `old` stated, and why (`asked`: what the other
-    speaker said just before `new`, which an answer takes its subject from)."""
-    x, pair = update_features(analyse(old_text, old_speaker), analyse(new_text, new_speaker), embed, asked)
+def judge_update(old_text: str, old_speaker: str, new_text: str, new_speaker: str, embed, asked: str = "",
+                 old_asked: str = "") -> Judgement:
+    """How probable it is that `new` gives a new value of a fact `old` stated, and why (`asked`, `old_asked`:
+    what the other speaker said just before `new`, `old`, which an answer takes its subject from)."""
+    x, pair = update_features(analyse(old_text, old_speaker), analyse(new_text, new_speaker), embed, asked,
+                              old_asked)
     model = models()["update"]
     p = model.probability(x)
     return Judgement(p, _update_reason(pair, x, model), dict(zip(UPDATE_FEATURES, map(float, x))))
@@ -82,10 +152,12 @@ def _update_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: Log
                                     ("polarity flips", f["polarity_flip"]), ("says it changed", f["change_word"]),
                                     ("a plan, then its outcome", f["plan_then_outcome"])) if flag]
     holder = a.holder or "?"
-    top = ", ".join(f"{name} {value:+.1f}" for name, value in model.contributions(x)[:3])
+    vetoed = model.veto(x)
+    top = (f"ruled out: {VETO_WORDS.get(vetoed[0], vetoed[0])}, {vetoed[1]:.0%} of such pairs on dev are updates"
+           if vetoed else "strongest: " + ", ".join(f"{name} {value:+.1f}" for name, value in model.contributions(x)[:3]))
     return (f"'{_clip(a.text)}' ({holder}, {a.mood}) -> '{_clip(b.text)}' ({b.holder or '?'}, {b.mood}); "
             f"turns alike at {f['turn_cosine']:.2f}, clauses at {f['clause_cosine']:.2f}; {'; '.join(what) or 'no value change seen'} "
-            f"(strongest: {top})")
+            f"({top})")
 
 
 def _clip(text: str, n: int = 60) -> str:

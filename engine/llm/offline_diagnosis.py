@@ -100,7 +100,7 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
     if _dated(old_st.text) and _dated(new_st.text) and _day(old) != _day(new):
         return None         # two occasions told on different days ("won a tournament last week"): both stand
     judged = judge_update(old_st.text, old_st.speaker, new_st.text, new_st.speaker, embedder.embed,
-                          strip_speaker(new.get("asked") or "")[1])
+                          strip_speaker(new.get("asked") or "")[1], strip_speaker(old.get("asked") or "")[1])
     if judged.probability >= UPDATE_FLOOR and any(judged.features[f] for f in VALUE_CHANGES):
         return "update", judged.probability, f"same speaker; {judged.reason}; the newer statement supersedes"
     if not comparable(a, b):
@@ -165,7 +165,8 @@ def prefetch(payloads: list[dict], embedder) -> None:
         for n in _neighbours(p):
             if (n.get("speaker") or "") == (target.get("speaker") or ""):
                 new, old = (target, n) if _is_newer(target, n) else (n, target)
-                wanted.update(update_texts(_statement(old), _statement(new), strip_speaker(new.get("asked") or "")[1]))
+                wanted.update(update_texts(_statement(old), _statement(new), strip_speaker(new.get("asked") or "")[1],
+                                           strip_speaker(old.get("asked") or "")[1]))
             if comparable(target, n):
                 for raw in (target["raw"], n["raw"]):
                     wanted.update(_content_sentences(strip_speaker(raw)[1]))

@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timedelta
 
 from engine.core.text import content_tokens, has_negation, jaccard, number_change, numbers, words
-from engine.llm.decision_models import judge_update
+from engine.llm.decision_models import CHAT_PARTY, judge_cause, judge_update
 from engine.llm.pronouns import third_person
 from engine.llm.schemas import SUMMARY_CHARS
 from engine.retrieval.links import CHANGE_WORDS
@@ -121,15 +121,24 @@ def _logistic(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
-def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embedder) -> dict | None:
+def _logit(p: float) -> float:
+    """The link's logit back from its (rounded) probability, which is what the payload carries."""
+    p = min(max(p, 1e-4), 1 - 1e-4)
+    return math.log(p / (1 - p))
+
+
+def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embedder, chat: bool = True
+                     ) -> dict | None:
     """Type and confidence of the relation the steward's strongest sentence link suggests.
 
     The link (an earlier and a later utterance, its probability and the hooks they share) comes from the
     steward's logic track. Near-identical events are SAME_EVENT (the link's probability); a later utterance
     of the same speaker that gives a fact of the earlier one a new value is STATE_SUCCESSOR, with the
     calibrated update model's probability (`engine.llm.decision_models`): "2 cats" then "3 cats", Leeds then
-    Manchester are one fact's states, not a cause and its effect. Anything else is CAUSAL_FOLLOW with the link
-    model's probability (fit on the causal suite's validation chains: `engine.retrieval.links`).
+    Manchester are one fact's states, not a cause and its effect. Anything else is CAUSAL_FOLLOW: in a `chat`
+    (two people talking) with the calibrated cause model's probability (`engine.llm.decision_models.judge_cause`:
+    the link, and what the two statements say: a consequence marked, a change reported, a question, how long
+    apart), else with the link model's, fit on multi-party scenarios (`engine.retrieval.links`).
     """
     by_id = {s["id"]: s for s in cause["sentences"] + effect["sentences"]}
     old, new = by_id.get(link["source_sentence"]), by_id.get(link["target_sentence"])
@@ -146,9 +155,13 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
         if state.probability >= STATE_FLOOR:
             return {"type": "STATE_SUCCESSOR", "confidence": round(state.probability, 4), "evidence": evidence,
                     "rationale": f"update model {state.probability:.2f}: {state.reason}"[:RATIONALE_CHARS]}
-    return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence,
-            "rationale": f"link {p:.2f} from u{old['id']} to u{new['id']} (hooks: {hooks}; cue "
-                         f"{link.get('cue') or 'none'}; change {'yes' if link.get('change') else 'no'})"}
+    said = (f"link {p:.2f} from u{old['id']} to u{new['id']} (hooks: {hooks}; cue {link.get('cue') or 'none'}; "
+            f"change {'yes' if link.get('change') else 'no'})")
+    if not chat:
+        return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence, "rationale": said}
+    cause = judge_cause(_logit(p), old, new, embedder.embed)
+    return {"type": "CAUSAL_FOLLOW", "confidence": round(cause.probability, 4), "evidence": evidence,
+            "rationale": f"{cause.reason}; {said}"[:RATIONALE_CHARS]}
 
 
 def _state_change(old: dict, new: dict) -> str:
@@ -171,10 +184,14 @@ def _state_change(old: dict, new: dict) -> str:
 
 
 def synthesize(payload: dict, embedder) -> dict:
+    """The relations between the target event and each candidate; the people speaking in them tell a chat of two
+    from a scenario of many (which cause model decides: `relation_between`)."""
     target = payload["target"]
     relations = []
+    people = {s.get("speaker") for e in [target, *payload["candidates"]] for s in e["sentences"]}
     for cand in payload["candidates"]:
-        rel = relation_between(cand, target, cand["link"], float(cand.get("cosine", 0.0)), embedder)
+        rel = relation_between(cand, target, cand["link"], float(cand.get("cosine", 0.0)), embedder,
+                               chat=len(people) <= CHAT_PARTY)
         if rel is not None:
             relations.append({"source_id": cand["id"], "target_id": target["id"], **rel})
     causal = sorted((r for r in relations if r["type"] == "CAUSAL_FOLLOW"), key=lambda r: -r["confidence"])

@@ -13,6 +13,7 @@ docs/DECISIONS.md says why), loaded once per process and only when a rule first 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 RELATIONS = frozenset("""mum mom mother dad father parent parents sister brother sibling son daughter kid kids child
 children baby wife husband partner boyfriend girlfriend fiance fiancee spouse friend friends mate buddy pal boss
 manager colleague coworker neighbour neighbor cousin aunt uncle niece nephew grandma grandmother grandpa
-grandfather granny grandad grandson granddaughter flatmate roommate housemate landlord landlady teacher doctor
+grandfather granny grandad gran nan nana mam mama papa baba auntie hubby grandson granddaughter flatmate roommate housemate landlord landlady teacher doctor
 coach team family in-laws stepdad stepmum stepmom""".split())
 FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
 SECOND_PERSON = frozenset("you your yours yourself".split())
@@ -30,11 +31,17 @@ THIRD_PERSON = frozenset("he him his she her hers they them their theirs".split(
 HYPOTHETICAL = frozenset("if unless suppose imagine maybe perhaps someday sometime might could would wish "
                          "whether dream".split())
 PLAN_VERBS = frozenset("plan intend hope want aim consider think look expect".split())
+HABITUAL = frozenset("every each daily weekly usually always often twice never".split())
+ARRANGED = frozenset("go fly travel move visit head leave relocate emigrate".split())
 REPORT_VERBS = frozenset("say tell reckon claim insist announce mention promise warn".split())
 CANCEL = frozenset("cancel scrap drop postpone abandon shelve skip".split())
 CHANGE_WORDS = frozenset("""now anymore longer since switch move quit start become turn new stop finally
 instead change leave join replace upgrade downgrade retire promote transfer adopt sell buy break lose finish
-return split divorce marry engage graduate recover diagnose""".split())
+return split divorce marry engage graduate recover diagnose cancel drop clear heal""".split())
+# phrasal verbs and adverbs that say a state changed: "given up", "back on the biscuits", "no more"
+CHANGE_PARTICLES = {("give", "up"), ("take", "up"), ("move", "out"), ("move", "in"), ("pack", "in"),
+                    ("split", "up"), ("break", "up"), ("sign", "up"), ("come", "round"), ("come", "around")}
+KEPT = frozenset("still same yet".split())
 CONSEQUENCE = frozenset("so therefore thus because since hence consequently".split())
 CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is why", "that is why", "ended up",
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
@@ -63,6 +70,7 @@ class Clause:
     past: bool
     change: bool             # says that something changed ("now", "anymore", "moved", "switched" ...)
     consequence: bool        # marked as following from something ("so", "had to", "that's why" ...)
+    kept: bool               # says that something stayed as it was ("still", "same as", "as usual")
     masked: str              # the clause with its values masked: what it is about
 
 
@@ -92,7 +100,7 @@ def parser():
 def analyse(text: str, speaker: str = "") -> Statement:
     """The clauses of one turn's text (without the "Speaker: " prefix)."""
     text = text[:READ_CHARS]
-    doc = parser()(text)
+    doc = parser()(_COMPOUND_NUMBER.sub(_compound_number, text))
     clauses = []
     for sent in doc.sents:
         asked = sent.text.rstrip().rstrip('"\')').endswith("?")
@@ -131,14 +139,16 @@ def _holder(head, tokens, speaker: str) -> str:
     words = {t.lower_ for t in tokens}
     if subj is not None:
         low = subj.lower_
-        if low in FIRST_PERSON:
-            return "speaker"
+        if low in FIRST_PERSON or any(c.dep_ == "conj" and c.lower_ in FIRST_PERSON for c in subj.children):
+            return "speaker"                                            # "Sandra and I split up"
         if low in SECOND_PERSON:
             return "addressee"
         kin = next((t for t in subj.subtree if t.lemma_.lower() in RELATIONS), None)
         if kin is not None:
             owner = next((t.lower_ for t in subj.subtree if t.dep_ == "poss"), "")
-            who = "speaker" if owner in FIRST_PERSON else "addressee" if owner in SECOND_PERSON else owner
+            # a bare "Gran", "Mum", "Dad" is the speaker's own
+            who = "speaker" if owner in FIRST_PERSON or not owner else "addressee" if owner in SECOND_PERSON \
+                else owner
             return f"{who}'s {kin.lemma_.lower()}"
         if subj.pos_ == "PROPN":
             name = " ".join(t.text for t in subj.subtree if t.pos_ == "PROPN")
@@ -176,7 +186,12 @@ def _mood(head, tokens, sent, asked: bool) -> str:
     # an intention: "plan to", "want to", "thinking about going", "hoping for"
     intends = head.lemma_.lower() in PLAN_VERBS and any(
         c.dep_ == "xcomp" or c.dep_ == "prep" and any(g.pos_ == "VERB" for g in c.children) for c in head.children)
-    if future or intends or (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
+    # the present progressive of a going-somewhere verb is an arrangement, not a report: "I'm going to Lisbon
+    # in May", "we're moving to Leeds"
+    arranged = head.tag_ == "VBG" and head.lemma_.lower() in ARRANGED and any(
+        c.dep_ == "aux" and c.lemma_.lower() == "be" and c.tag_ in ("VBP", "VBZ") for c in head.children) \
+        and not lows & HABITUAL                                         # "I'm going to the gym every morning"
+    if future or intends or arranged or (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
         return "planned"
     return "stated"
 
@@ -190,6 +205,7 @@ def _clause(head, sent, speaker: str, asked: bool) -> Clause:
     nums |= {_ordinal(t.lower_) for t in tokens if _ordinal(t.lower_)}
     counts = {(t.head.lemma_.lower(), _number(t)) for t in tokens
               if (t.like_num or t.pos_ == "NUM") and t.dep_ == "nummod" and _number(t)}
+    counts |= {("age", n) for n in _ages(head, tokens)}
     negated = any(t.dep_ == "neg" or t.lower_ in ("never", "no", "anymore", "longer", "nobody", "nothing")
                   for t in tokens)
     value_words = {w for e in ents for w in e.split()}
@@ -208,11 +224,43 @@ def _clause(head, sent, speaker: str, asked: bool) -> Clause:
         numbers=frozenset(nums), counts=frozenset(counts), entities=frozenset(ents), negated=negated,
         mood=_mood(head, tokens, sent, asked), past=head.tag_ in ("VBD", "VBN") or any(
             c.tag_ == "VBD" and c.dep_ == "aux" for c in head.children),
-        change=bool(lemmas & CHANGE_WORDS) or " no longer " in low or " any more " in low,
+        change=bool(lemmas & CHANGE_WORDS) or " no longer " in low or " any more " in low or " no more " in low
+        or any((t.head.lemma_.lower(), t.lower_) in CHANGE_PARTICLES for t in tokens if t.dep_ == "prt")
+        or any(t.lower_ == "back" and t.dep_ == "advmod" for t in tokens),
         consequence=bool({t.lower_ for t in tokens} & CONSEQUENCE and any(
             t.lower_ in CONSEQUENCE and t.dep_ in ("cc", "mark", "advmod", "prep") for t in tokens))
         or any(f" {p} " in " " + text.lower() + " " for p in CONSEQUENCE_PHRASES),
-        masked=masked)
+        kept=bool({t.lower_ for t in tokens} & KEPT) or " as usual " in low or " same as " in low, masked=masked)
+
+
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_UNITS = "one two three four five six seven eight nine".split()
+_COMPOUND_NUMBER = re.compile(rf"\b({'|'.join(_TENS)})[- ]({'|'.join(_UNITS)})\b", re.IGNORECASE)
+
+
+def _compound_number(m) -> str:
+    """ "twenty-nine" as 29: the tokenizer splits it at the hyphen into two numbers."""
+    return str(10 * (_TENS.index(m.group(1).lower()) + 2) + _UNITS.index(m.group(2).lower()) + 1)
+
+
+def _ages(head, tokens) -> set[str]:
+    """A person's age said as a number: "I'm 29", "she turned ninety", "thirty-nine and counting", "40 years
+    old" (a number that is the whole predicate of a person, or what someone turns)."""
+    out = set()
+    for t in tokens:
+        n = _number(t) if (t.like_num or t.pos_ == "NUM") else ""
+        if not n or not 1 <= float(n) <= 120:
+            continue
+        years_old = any(c.lower_ == "old" for c in t.head.children) or t.head.lower_ in ("years", "year") and any(
+            c.lower_ == "old" for c in t.head.head.children)
+        turns = t.head.lemma_.lower() in ("turn", "hit", "reach") and t.dep_ in ("dobj", "attr", "oprd", "npadvmod")
+        is_age = t.head == head and head.lemma_.lower() == "be" and t.dep_ in ("attr", "acomp") and any(
+            c.dep_ == "nsubj" and (c.pos_ in ("PRON", "PROPN") or c.lemma_.lower() in RELATIONS)
+            for c in head.children)
+        alone = t.dep_ == "ROOT" and t.head == t and len(tokens) <= 4      # "Thirty-nine and counting."
+        if years_old or turns or is_age or alone:
+            out.add(n)
+    return out
 
 
 _NUM_WORDS = {"zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
@@ -237,25 +285,23 @@ def _ordinal(word: str) -> str:
     return _ORDINALS.get(word, "")
 
 
-def same_holder(a: Clause, b: Clause) -> bool:
-    return bool(a.holder) and a.holder == b.holder
-
-
 UPDATE_FEATURES = ("turn_cosine", "clause_cosine", "slot_overlap", "number_change", "entity_change",
                    "polarity_flip", "change_word", "plan_then_outcome", "new_other_holder", "new_not_stated",
                    "old_not_stated", "asked", "same_speaker", "cosine_x_change", "same_value", "context_cosine",
-                   "asked_about_it", "context_x_change", "restated_new_value")
+                   "asked_about_it", "context_x_change", "restated_new_value", "other_holder", "new_not_fact",
+                   "still")
 
 
 def _content(c: Clause) -> bool:
-    return len(c.slot) >= 1 and len(c.text.split()) >= 3
+    """Whether a clause says something: a content word, or a value ("I'm 29 though", "that's three of them")."""
+    return bool(c.slot or c.numbers or c.entities) and len(c.text.split()) >= 3
 
 
 def _others(st: Statement) -> float:
     """Share of a statement's clauses whose holder is someone other than the speaker (a relative, a name,
     "she"): "my brother just got his third cat" is his fact."""
-    known = [c for c in st.clauses if c.holder]
-    return sum(c.holder not in ("speaker",) for c in known) / len(known) if known else 0.0
+    known = [c for c in st.clauses if c.holder and c.holder != "addressee"]   # "you have to come and see it"
+    return sum(c.holder != "speaker" for c in known) / len(known) if known else 0.0
 
 
 def _irrealis(st: Statement) -> float:
@@ -269,13 +315,13 @@ def _compared(st: Statement) -> list[Clause]:
     return ([c for c in st.clauses if _content(c)] or list(st.clauses))[:MAX_CLAUSES]
 
 
-def update_texts(old: Statement, new: Statement, asked: str = "") -> list[str]:
+def update_texts(old: Statement, new: Statement, asked: str = "", old_asked: str = "") -> list[str]:
     """The texts `update_features` embeds for a pair (so a caller can embed many pairs' in one batch first)."""
-    return list(dict.fromkeys([old.text, new.text, f"{asked} {new.text}".strip()] + ([asked] if asked else [])
-                              + [c.masked for c in _compared(old) + _compared(new)]))
+    return list(dict.fromkeys([old.text, new.text, f"{asked} {new.text}".strip(), f"{old_asked} {old.text}".strip()]
+                              + ([asked] if asked else []) + [c.masked for c in _compared(old) + _compared(new)]))
 
 
-def update_features(old: Statement, new: Statement, embed, asked: str = ""
+def update_features(old: Statement, new: Statement, embed, asked: str = "", old_asked: str = ""
                     ) -> tuple[np.ndarray, tuple[Clause, Clause] | None]:
     """The features of "new supersedes old": how alike the two turns and their best-matching clauses are in
     what they are about (values masked), whether a value changed (a number, a name or place, the polarity, a
@@ -285,24 +331,25 @@ def update_features(old: Statement, new: Statement, embed, asked: str = ""
     `asked` is what the other speaker said just before `new`, when `new` answers it: "Still at Swiftline?" --
     "No, three weeks in at the hospital now." An answer takes its subject from the question, so the question
     and the answer together are compared with the old statement (`context_cosine`), and how closely the
-    question asks about the old statement is a feature of its own (`asked_about_it`)."""
+    question asks about the old statement is a feature of its own (`asked_about_it`). `old_asked` is the same
+    for `old` ("Still at the garage?" -- "Still there. Twelve years next month.")."""
     a_cl, b_cl = _compared(old), _compared(new)
     if not a_cl or not b_cl:
         return np.zeros(len(UPDATE_FEATURES)), None
-    both = f"{asked} {new.text}".strip()
-    texts = update_texts(old, new, asked)
+    both, old_both = f"{asked} {new.text}".strip(), f"{old_asked} {old.text}".strip()
+    texts = update_texts(old, new, asked, old_asked)
     vec = dict(zip(texts, embed(texts)))
     turn_cos = float(vec[old.text] @ vec[new.text])
-    context_cos = max(turn_cos, float(vec[old.text] @ vec[both]))
+    context_cos = max(turn_cos, float(vec[old.text] @ vec[both]), float(vec[old_both] @ vec[both]))
     asked_cos = float(vec[old.text] @ vec[asked]) if asked else 0.0
     best, best_key = None, None
     for a in a_cl:
         for b in b_cl:
-            holder_ok = same_holder(a, b) or {a.holder, b.holder} <= {"speaker", ""}
-            key = (holder_ok, float(vec[a.masked] @ vec[b.masked]))
+            key = (_holders_agree(a, old.speaker, b, new.speaker), float(vec[a.masked] @ vec[b.masked]))
             if best_key is None or key > best_key:
                 best, best_key = (a, b), key
     a, b = best
+    cosine = best_key[1]
     slot_a, slot_b = frozenset().union(*(c.slot for c in a_cl)), frozenset().union(*(c.slot for c in b_cl))
     overlap = len(slot_a & slot_b) / max(1, min(len(slot_a), len(slot_b)))
     nums_a, nums_b = frozenset().union(*(c.numbers for c in a_cl)), frozenset().union(*(c.numbers for c in b_cl))
@@ -311,7 +358,8 @@ def update_features(old: Statement, new: Statement, embed, asked: str = ""
     # are everywhere in chat, a number or a name anywhere in a paragraph
     num = float(_recount(a, b) if a.counts and b.counts else
                 bool(a.numbers and b.numbers and a.numbers != b.numbers or
-                     nums_a and nums_b and not nums_a & nums_b and len(a_cl) + len(b_cl) <= 4))
+                     nums_a and nums_b and not nums_a & nums_b and len(a_cl) + len(b_cl) <= 4)
+                or _recounted_anywhere(a_cl, b_cl))
     ent = float(bool(a.entities and b.entities and a.entities != b.entities or
                      ents_a and ents_b and not ents_a & ents_b and len(a_cl) + len(b_cl) <= 4))
     flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
@@ -319,16 +367,40 @@ def update_features(old: Statement, new: Statement, embed, asked: str = ""
     # a plan, then a report that it happened or was called off: the two clauses about the planned thing, which
     # need not be the pair most alike overall ("thinking about going camping" - "I just took my fam camping")
     outcome = float(any(x.mood == "planned" and y.mood == "stated" and (y.past or y.negated or bool(y.slot & CANCEL))
-                        and (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}       # the same thing done, not
-                        and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME    # the same doing to another
+                        and (x.entities & y.entities                             # the same trip, the same place
+                             or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
+                             and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME)  # the same doing to another
                         for x in a_cl for y in b_cl))
     same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
     changed = max(num, ent, flip, change, outcome)
     features = np.array([turn_cos, best_key[1], overlap, num, ent, flip, change, outcome, _others(new),
                          _irrealis(new), _irrealis(old), float(new.text.rstrip().endswith("?")),
                          float(old.speaker == new.speaker), turn_cos * changed, same_value, context_cos, asked_cos,
-                         context_cos * changed, _restated_new_value(a, b, best_key[1])])
+                         context_cos * changed, _restated_new_value(a, b, cosine, best_key[0]),
+                         float(best_key[0] == 0), float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
+                         float(b.kept)])
     return features, (a, b)
+
+
+def person(c: Clause, speaker: str) -> str:
+    """Whom a clause is about, as one name across speakers: Tom's "I" and Ana's "Tom" are one person, Tom's "my
+    sister" is "tom's sister"; "" when the clause does not say (an impersonal "it", "they")."""
+    me = speaker.lower()
+    if c.holder in ("speaker", me):
+        return me
+    if c.holder in ("", "third", "addressee"):
+        return "" if c.holder != "addressee" else f"addressee of {me}"
+    owner, _, kin = c.holder.partition("'s ")
+    return f"{me}'s {kin}" if kin and owner == "speaker" else c.holder
+
+
+def _holders_agree(a: Clause, a_speaker: str, b: Clause, b_speaker: str) -> int:
+    """2 when two clauses are about one person, 1 when either does not say whom, 0 when they are about two
+    people: "I have 2 cats" and "my sister has 3 cats" state two people's facts."""
+    pa, pb = person(a, a_speaker), person(b, b_speaker)
+    if not pa or not pb or pa.startswith("addressee") or pb.startswith("addressee"):
+        return 1
+    return 2 if pa == pb else 0
 
 
 def _recount(a: Clause, b: Clause) -> bool:
@@ -338,11 +410,24 @@ def _recount(a: Clause, b: Clause) -> bool:
     return any(thing in before and before[thing] != value for thing, value in b.counts)
 
 
-def _restated_new_value(a: Clause, b: Clause, cosine: float) -> float:
+def _recounted_anywhere(old: list[Clause], new: list[Clause]) -> bool:
+    """Whether a thing the new statement counts was counted otherwise in the old one, in any of its clauses:
+    "the cats ... we've got two now" then "that's three cats in our place"; or, when the old statement names the
+    thing without counting it beside the number ("sat with the cats. We've got two now"), whether its numbers
+    miss the new count."""
+    before = {thing: value for c in old for thing, value in c.counts}
+    named = frozenset().union(*(c.slot for c in old))
+    numbers = frozenset().union(*(c.numbers for c in old))
+    return any(before[thing] != value if thing in before else
+               thing in named and bool(numbers) and value not in numbers
+               for c in new for thing, value in c.counts)
+
+
+def _restated_new_value(a: Clause, b: Clause, cosine: float, holders: int) -> float:
     """One clause said again with its value replaced: the same words around a new number or name, or the same
     proposition negated ("I've run # half marathons" twice, 3 then 4). The clause pair is about one thing
-    when, values masked, it reads alike (cosine 0.8 or more) and its holder is the same."""
-    if cosine < 0.8 or not ({a.holder, b.holder} <= {"speaker", ""} or same_holder(a, b)) or \
+    when, values masked, it reads alike (cosine 0.8 or more) and is not about two people (`_holders_agree`)."""
+    if cosine < 0.8 or holders == 0 or \
             "asked" in (a.mood, b.mood) or b.mood != "stated":
         return 0.0
     new_value = (_recount(a, b) if a.counts and b.counts else a.numbers and b.numbers and a.numbers != b.numbers) or \

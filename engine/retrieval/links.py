@@ -73,6 +73,27 @@ def has_change(text: str) -> bool:
     return bool(set(words(text)) & CHANGE_WORDS)
 
 
+def names_and_codes(text: str) -> set[str]:
+    """The names (capitalised words not at the start of a stopword) and codes ("B-204", "2019") a text holds."""
+    return ({m.lower() for m in _NAME.findall(text) if m.lower() not in STOPWORDS}
+            | {c.lower() for c in _CODE.findall(text)})
+
+
+def substance(text: str, cap: int = SUBSTANCE_CAP) -> float:
+    """How much a turn says: log(1 + its content words, at most `cap`)."""
+    return math.log1p(min(len(content_tokens(text)), cap))
+
+
+def pair_signals(old_text: str, old_speaker: str, new_text: str, new_speaker: str) -> dict[str, float]:
+    """The link scorer's signals of one pair that need no other utterance of the conversation (the lexical
+    overlap's idf and the session gap do): for a decision model reading a pair on its own."""
+    old_names, new_names = names_and_codes(old_text), names_and_codes(new_text)
+    return {"entities": float(len(old_names & new_names)),
+            "mention": float(old_speaker.lower() in new_names or new_speaker.lower() in old_names),
+            "same_speaker": float(old_speaker.lower() == new_speaker.lower()), "cue": float(bool(cue_of(new_text))),
+            "change": float(has_change(old_text)), "substance": substance(old_text)}
+
+
 @dataclass
 class Utterance:
     id: int
@@ -93,8 +114,7 @@ class LinkScorer:
         self.pos = {u.id: i for i, u in enumerate(utterances)}
         self.vectors = vectors
         toks = [{t for t in content_tokens(u.text) if len(t) > 3 and not t.isdigit()} for u in utterances]
-        ents = [{m.lower() for m in _NAME.findall(u.text) if m.lower() not in STOPWORDS}
-                | {c.lower() for c in _CODE.findall(u.text)} for u in utterances]
+        ents = [names_and_codes(u.text) for u in utterances]
         n = len(utterances)
         df = Counter(t for s in toks for t in s)
         vocab = {t: i for i, t in enumerate(sorted(df))}
@@ -111,7 +131,7 @@ class LinkScorer:
         self.cue = np.array([bool(cue_of(u.text)) for u in utterances], dtype=float)
         self.change = np.array([has_change(u.text) for u in utterances], dtype=float)
         self.session = np.array([u.session for u in utterances], dtype=float)
-        self.substance = np.array([math.log1p(min(len(content_tokens(u.text)), substance_cap)) for u in utterances])
+        self.substance = np.array([substance(u.text, substance_cap) for u in utterances])
         self.token_sets, self.entity_sets = toks, ents
 
     def features(self, later: list[int], earlier: list[int]) -> np.ndarray:

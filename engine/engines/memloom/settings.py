@@ -78,8 +78,10 @@ class MemLoomSettings(EngineSettings):
                                        maximum=50, group="steward")
     relation_budget: int = setting(200, "B_u: most relations one steward run may propose", minimum=1,
                                    maximum=5000, group="steward", label="B_u — relation budget")
-    theta_rel: float = setting(0.10, "gate on a relation's confidence (the link model's probability; positives "
-                               "are rare, so true links score 0.1-0.6)", minimum=0.0, maximum=1.0, step=0.05,
+    theta_rel: float = setting(0.10, "gate on a relation's confidence, a calibrated probability (a chat's cause "
+                               "model, a scenario's link model, the update model for a state succession; causes "
+                               "are rare among the pairs, so true links score 0.1-0.6)", minimum=0.0, maximum=1.0,
+                               step=0.05,
                                group="steward", label="θ_rel — relation gate")
     theta_repair: float = setting(0.5, "gate on a timeline repair's or boundary's confidence (0.5: the depth rule "
                                   "itself)", minimum=0.0, maximum=1.0,

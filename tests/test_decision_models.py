@@ -1,0 +1,66 @@
+"""The offline decision models read who a fact is about, its value and its mood from the parse, and give
+probabilities (engine/llm/statements.py, engine/llm/decision_models.py)."""
+from __future__ import annotations
+
+import pytest
+
+from engine.llm.decision_models import CAUSE_FEATURES, judge_cause, judge_update, models
+from engine.llm.embedder import Embedder
+from engine.llm.statements import analyse
+
+
+@pytest.fixture(scope="module")
+def embed():
+    return Embedder().embed
+
+
+def test_someone_elses_fact_is_ruled_out_however_alike_it_reads(embed) -> None:
+    """"My sister has 3 cats" reads almost as "I have 2 cats" with a new number; the clauses are about two
+    people, so the update model's veto gives the dev rate of such pairs, and the reason says so."""
+    mine = judge_update("I have 2 cats.", "Tom", "We adopted another kitten, so I have 3 cats now.", "Tom", embed)
+    hers = judge_update("I have 2 cats.", "Tom", "My sister has 3 cats.", "Tom", embed)
+    rate = dict(models()["update"].vetoes)["other_holder"]
+    assert mine.probability >= 0.9 and hers.probability == rate < 0.1
+    assert "two people" in hers.reason and hers.features["other_holder"] == 1.0
+
+
+def test_one_person_across_speakers_and_relatives_named_without_my() -> None:
+    """Tom's "I" is Tom, Ana's "Tom" is Tom; "Gran" is the speaker's gran; "Sandra and I" holds the speaker."""
+    from engine.llm.statements import person
+
+    assert person(analyse("I moved to Leeds.", "Tom").clauses[0], "Tom") == "tom"
+    assert person(analyse("Tom moved to Leeds.", "Ana").clauses[0], "Ana") == "tom"
+    assert analyse("Gran turned ninety last Sunday.", "Tom").clauses[0].holder == "speaker's gran"
+    assert analyse("Sandra and I split up.", "Tom").clauses[0].holder == "speaker"
+
+
+def test_an_age_in_words_and_a_plan_in_the_present_progressive() -> None:
+    (age,) = [c for c in analyse("I'm twenty-nine though.", "Tom").clauses if c.counts]
+    assert ("age", "29") in age.counts
+    assert ("age", "30") in analyse("I turned 30 in the middle of it.", "Tom").clauses[0].counts
+    assert analyse("I'm going to Lisbon in May.", "Tom").clauses[0].mood == "planned"
+    assert analyse("I'm going to the gym every morning.", "Tom").clauses[0].mood == "stated"
+    assert analyse("I went to Lisbon in May.", "Tom").clauses[0].mood == "stated"
+
+
+def test_an_answer_takes_its_subject_from_both_questions(embed) -> None:
+    """"Still there" answers "still at the garage?", and the new job answers "still at the garage?" too: with
+    both questions the two answers are compared as what they are about."""
+    bare = judge_update("Still there. Twelve years next month.", "Sam",
+                        "Friday was my last day. I'm driving for a delivery firm now.", "Sam", embed)
+    asked = judge_update("Still there. Twelve years next month.", "Sam",
+                         "Friday was my last day. I'm driving for a delivery firm now.", "Sam", embed,
+                         asked="Are you still at the garage?", old_asked="Still at the garage?")
+    assert asked.features["context_cosine"] > bare.features["context_cosine"]
+    assert asked.probability > bare.probability
+
+
+def test_the_cause_model_reads_a_marked_consequence_and_a_question(embed) -> None:
+    cause = {"text": "My landlord just put the rent up by two hundred a month.", "speaker": "Beth",
+             "time": "2024-03-01T10:00:00"}
+    marked = {"text": "Because of the rent I've gone back to my parents' for a while.", "speaker": "Beth",
+              "time": "2024-04-01T10:00:00"}
+    asked = {**marked, "text": "Have you thought about going back to your parents' for a while?"}
+    a, b = judge_cause(-2.0, cause, marked, embed), judge_cause(-2.0, cause, asked, embed)
+    assert set(a.features) == set(CAUSE_FEATURES) and a.features["consequence"] == 1.0
+    assert 0.0 < b.probability < a.probability < 1.0 and "cause model" in a.reason
