@@ -39,6 +39,8 @@ def cmd_replay(args) -> int:
                           schedule=consolidate)
 
     tty = sys.stderr.isatty()
+    if not args.quiet:
+        print(f"replay: encoder: {engine.embedder.encoder_description()}", file=sys.stderr, flush=True)
 
     def progress(done: int, total: int) -> None:
         """Every 50 turns: redrawn in place on a terminal, one line each into a file or pipe."""
