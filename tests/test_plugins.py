@@ -191,3 +191,23 @@ def test_the_contract_names_every_per_engine_test_and_the_guide_states_every_rul
         section = guide.split(f'<a id="rule-{rule.key}"></a>', 1)[1].split('<a id="rule-', 1)[0]
         for test in rule.tests:
             assert test.split("::")[1] in section, (rule.key, test)
+
+
+def test_the_run_diff_words_a_discovered_engine_s_edits_from_its_schema(on_path):
+    """The Consolidation page's run diff names what a run moved by the engine's own lineage type and off-surface
+    status, never All-Mem's words for them."""
+    from apptest import open_app_page
+
+    at, wb = open_app_page("../pages/3_consolidation.py", turn=90, engine="notes")
+    at.button(key="run_diagnosis").click().run()
+    at.radio(key="decision_mode").set_value("Let the gate decide").run()
+    at.button(key="apply_run").click().run()
+    assert not at.exception
+    run = wb.engine.state.last_committed_run()
+    assert run.summary["applied"] > 0 and len(run.summary["archived"]) == run.summary["applied"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Edges moved along supersedes"] == "0"
+    assert metrics["Nodes created / superseded"] == f"0 / {run.summary['applied']}"
+    shown = " ".join(m.value for m in at.markdown)
+    assert "**Edges moved along supersedes**: from a node now superseded" in shown
+    assert "representative" not in shown and "rewired" not in shown.lower() and "degree cap" not in shown

@@ -83,6 +83,14 @@ def off_surface_word(schema: EngineSchema | None) -> str:
     return off[0].label if len(off) == 1 else "off surface"
 
 
+def moved_edges_word(schema: EngineSchema | None) -> str:
+    """What a page calls the edges a run moved off a node leaving the surface onto the node whose lineage link
+    leads to it (All-Mem's redirect to a Merge's representative), named by the schema's lineage edge types
+    ("Edges moved along version (ν)"); "" for an engine that declares none, which can move no edge so."""
+    labels = [e.label for e in schema.edge_types if e.lineage] if schema is not None else []
+    return f"Edges moved along {' / '.join(labels)}" if labels else ""
+
+
 # -- encodings ---------------------------------------------------------------------------------
 def edge_dashes(style: dict) -> bool | list[int]:
     return DASH_PATTERN if style["dashes"] is True else style["dashes"]
