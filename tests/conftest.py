@@ -53,8 +53,8 @@ LOCOMO = SHARED_DATA / "locomo" / "locomo-dev8.json"
 
 def engines_under_test() -> list[str]:
     """The engines the per-engine tests run for: every usable one (built-in and installed plugins), or the ones
-    `MEMWB_CONTRACT_ENGINES` names (what `memwb engine check NAME` sets; engine/contract.py)."""
-    from engine.contract import CONTRACT_ENGINES_VAR
+    `MEMWB_CONTRACT_ENGINES` names (what `memwb engine check NAME` sets; engine/eval/contract.py)."""
+    from engine.eval.contract import CONTRACT_ENGINES_VAR
     from engine.engines import known_engines
 
     chosen = [n.strip() for n in os.environ.get(CONTRACT_ENGINES_VAR, "").split(",") if n.strip()]

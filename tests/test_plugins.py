@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.contract import DOC, RULES
+from engine.eval.contract import DOC, RULES
 from engine.engines import BrokenEngine, broken_engines, engine_class, known_engines, rediscover
 from engine.store.log_store import Store
 from tests.conftest import ROOT

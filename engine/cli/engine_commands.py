@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from engine.contract import CONTRACT_ENGINES_VAR, DOC, RULES, rule_of
+from engine.eval.contract import CONTRACT_ENGINES_VAR, DOC, RULES, rule_of
 from engine.core.errors import WorkbenchError
 from engine.engines import engine_origins, engine_schema
 
