@@ -50,8 +50,9 @@ class UnknownEngine(WorkbenchError, ValueError):
     pass
 
 
-class BrokenEngine(WorkbenchError):
-    """An installed plugin engine that cannot be used; the message says which package and why."""
+class BrokenEngine(UnknownEngine):
+    """An installed plugin engine that cannot be used (so no engine by that name is known); the message says which
+    package declares it and why."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _discover() -> _Plugins:
     global _plugins
     if _plugins is not None:
         return _plugins
-    found = _Plugins({}, [])
+    found = _plugins = _Plugins({}, [])    # set first: a plugin that asks the registry as it imports sees the rest
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
         dist = ep.dist
         package, version = (dist.metadata["Name"], dist.version) if dist else ("?", "")
@@ -148,7 +149,6 @@ def _discover() -> _Plugins:
                 if not error:
                     found.loaders[ep.name] = (lambda c=cls: c)
         found.origins.append(EngineOrigin(ep.name, package, version, ep.value, error))
-    _plugins = found
     return found
 
 
