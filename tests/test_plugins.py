@@ -92,6 +92,13 @@ def test_every_other_engine_works_beside_broken_plugins(site, tmp_path):
         assert out.startswith("turns=8 ") and Store(db).meta()["engine"] == engine
     notes = Store(tmp_path / "notes.sqlite")
     assert {op.payload["node"]["kind"] for op in notes.ops(kinds=["node_created"])} == {"note"}
+    demo = tmp_path / "demo.sqlite"
+    memwb(site, "replay", ROOT / "datasets" / "demo" / "demo.jsonl", "--db", demo, "--engine", "notes",
+          "--consolidate", "manual", "--quiet")
+    ran = memwb(site, "consolidate", "--db", demo).stdout        # named as the engine names leaving the surface
+    off = sorted(op.payload["node"] for op in Store(demo).ops(kinds=["status_changed"]))
+    assert off and re.fullmatch(r"run-0001: \{.*\} created=\[\] superseded=\[[\d, ]+\]\n", ran)
+    assert sorted(json.loads(ran.split("superseded=")[1])) == off
     assert json.loads(memwb(site, "schema", "--engine", "notes").stdout)["label"] == "Notes"
     refused = memwb(site, "replay", TINY, "--db", tmp_path / "x.sqlite", "--engine", "badimport", check=False)
     assert refused.returncode == 2 and "engine 'badimport' from memwb-broken-engines 0.0.1 cannot be used: cannot " \

@@ -78,9 +78,8 @@ def kind_color(schema: EngineSchema | None, kind: str) -> str:
 
 
 def off_surface_word(schema: EngineSchema | None) -> str:
-    """What leaving the surface is called: the off-surface status's label when there is one ("archived")."""
-    off = [s for s in schema.statuses if not s.surface] if schema is not None else []
-    return off[0].label if len(off) == 1 else "off surface"
+    """What leaving the surface is called (`EngineSchema.off_surface_word`; "off surface" without a schema)."""
+    return schema.off_surface_word if schema is not None else "off surface"
 
 
 def moved_edges_word(schema: EngineSchema | None) -> str:

@@ -177,6 +177,13 @@ class EngineSchema:
     def surface_statuses(self) -> frozenset[str]:
         return frozenset(s.name for s in self.statuses if s.surface)
 
+    @property
+    def off_surface_word(self) -> str:
+        """What leaving the surface is called: the off-surface status's label when there is one ("archived",
+        "superseded"), else "off surface"."""
+        off = [s for s in self.statuses if not s.surface]
+        return off[0].label if len(off) == 1 else "off surface"
+
     def status(self, name: str) -> StatusSpec | None:
         return next((s for s in self.statuses if s.name == name), None)
 
