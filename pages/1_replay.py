@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from engine.core.access import AccessDenied
-from engine.engines import engine_schema, known_engines
+from engine.engines import broken_engines, engine_schema, known_engines
 from engine.loaders import LoaderError
 from engine.store.data_paths import PathRefused, is_allowed, resolve_data_path
 from engine.store.log_store import StoreError
@@ -117,6 +117,9 @@ def _engine_and_settings(wb: Workbench) -> tuple[str, str, dict]:
     c1, c2 = st.columns([2, 3])
     name = c1.selectbox("Engine", engines, key="replay_engine", format_func=lambda n: engine_schema(n).label,
                         help="The engine the conversation is replayed into (every registered engine).")
+    for broken in broken_engines():
+        st.warning(f"Engine plugin {md_code(broken.name)} from {md_escape(broken.describe())} cannot be used: "
+                   f"{md_escape(broken.error)}", icon=":material/extension_off:")
     schema = engine_schema(name)
     schedule = "manual"
     if schema.processes:

@@ -6,13 +6,14 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from engine.engines import engine_schema, known_engines
+from engine.engines import engine_schema
 from engine.session import DEFAULT_ENGINE
 from workbench.model import DEMO_PATH, Workbench
 from workbench.session_link import NEW_PARAM
+from tests.conftest import engines_under_test
 
 APP = str(Path(__file__).resolve().parents[1] / "workbench" / "app.py")
-ENGINES = known_engines()
+ENGINES = engines_under_test()
 BASELINES = [name for name in ENGINES if name != DEFAULT_ENGINE]
 WITH_PROCESS = [name for name in ENGINES if engine_schema(name).processes]
 WITHOUT_PROCESS = [name for name in ENGINES if not engine_schema(name).processes]

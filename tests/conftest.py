@@ -51,6 +51,16 @@ SHARED_DATA = shared_data()           # ../shared/data, or MEMWB_SHARED_DATA
 LOCOMO = SHARED_DATA / "locomo" / "locomo-dev8.json"
 
 
+def engines_under_test() -> list[str]:
+    """The engines the per-engine tests run for: every usable one (built-in and installed plugins), or the ones
+    `MEMWB_CONTRACT_ENGINES` names (what `memwb engine check NAME` sets; engine/eval/contract.py)."""
+    from engine.eval.contract import CONTRACT_ENGINES_VAR
+    from engine.engines import known_engines
+
+    chosen = [n.strip() for n in os.environ.get(CONTRACT_ENGINES_VAR, "").split(",") if n.strip()]
+    return chosen or known_engines()
+
+
 def turn(i: int, speaker: str, text: str, session: str = "1", day: int = 1) -> Turn:
     """A hand-written turn; time grows with `day` and `i` so order is unambiguous."""
     return Turn(id=f"D{session}:{i}", speaker=speaker, text=text, time=f"2024-01-{day:02d}T10:{i:02d}:00",

@@ -42,8 +42,10 @@ def test_replay_progress_into_a_pipe_prints_lines_and_nothing_when_quiet(tmp_pat
     assert "\r" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "turns" in line]
     assert lines == ["replay: 50/102 turns", "replay: 100/102 turns", "replay: 102/102 turns"]
+    assert proc.stderr.startswith("replay: encoder: all-MiniLM-L6-v2 under ONNX Runtime")    # which encoder embeds
     quiet = memwb("replay", DEMO, "--db", tmp_path / "q.sqlite", "--engine", "naive", "--quiet")
     assert "/102 turns" not in quiet.stderr and quiet.stdout.startswith("turns=102 ")
+    assert "encoder" not in quiet.stderr
 
 
 def test_diagnostics_count_nodes_off_the_surface_apart_from_the_archived_status(demo_db):

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from engine.engines import known_engines, settings_class
+from engine.engines import settings_class
 from engine.core.schema import settings_fields
 from engine.store.log_store import Store
+from tests.conftest import engines_under_test
 from tests.test_cli import DEMO, ROOT, memwb
 
 TINY = DEMO.parent.parent / "fixtures" / "tiny.jsonl"
@@ -22,7 +23,7 @@ def first_number(engine: str) -> dict:
                 if s["type"] in ("int", "float") and s["max"] is not None)
 
 
-@pytest.mark.parametrize("engine", known_engines())
+@pytest.mark.parametrize("engine", engines_under_test())
 def test_set_is_stored_shown_and_checked(engine, tmp_path):
     spec = first_number(engine)
     value = spec["max"] if spec["default"] != spec["max"] else spec["min"]

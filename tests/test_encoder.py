@@ -155,3 +155,28 @@ def differences(got, expected, where: str = "") -> list[str]:
     if isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
         return [] if abs(got - expected) <= FLOAT_TOLERANCE else [f"{where}: {got} != {expected}"]
     return [] if got == expected else [f"{where}: {got!r} != {expected!r}"]
+
+
+@pytest.mark.slow
+def test_without_an_installed_export_the_first_text_exports_one_and_says_so(tmp_path, monkeypatch, caplog):
+    """`pip install -e .` runs no install script: the encoder is still ONNX Runtime, exported once into the
+    workspace on first use, with a warning on stderr; `memwb replay` names the encoder either way."""
+    from engine.llm import onnx_encoder
+
+    model = Embedder(shared=None).model_path
+    installed = onnx_encoder.find_export(model)
+    monkeypatch.setattr(onnx_encoder, "installed_dir", lambda: tmp_path / "environment")
+    monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))
+    embedder = Embedder(shared=None, encoder="onnx")
+    assert embedder.encoder_description() == ("all-MiniLM-L6-v2 under ONNX Runtime, not exported yet: the first "
+                                              f"text exports it once into {tmp_path / 'workspace' / 'models'}")
+    with caplog.at_level("WARNING", logger=onnx_encoder.__name__):
+        encoder = OnnxEncoder(model)
+    assert encoder.path.parent == tmp_path / "workspace" / "models" and encoder.path.is_file()
+    assert "exporting it once from the packaged weights" in caplog.text and str(encoder.path) in caplog.text
+    assert embedder.encoder_description() == f"all-MiniLM-L6-v2 under ONNX Runtime ({encoder.path})"
+    assert Embedder(shared=None, encoder="torch").encoder_description() == \
+        "all-MiniLM-L6-v2 on torch (sentence-transformers; MEMWB_ENCODER=torch)"
+    texts = ["Pepper, my beagle, has decided the couch is his now.", "Maya moved to Porto."]
+    reference = OnnxEncoder(model, installed) if installed else load_encoder(model, "torch")
+    assert np.abs(encoder.encode(texts) - reference.encode(texts)).max() <= TOLERANCE

@@ -16,17 +16,19 @@ from engine.core.conversation import Conversation
 from engine.core.oplog import OpKind
 from engine.core.ops import fold
 from engine.core.state import MemoryState
-from engine.engines import engine_class, engine_schema, known_engines
+from engine.engines import engine_class, engine_class_problems, engine_schema, known_engines
 from engine.loaders import load_conversation
 from engine.runtime.engine import BaseEngine
 from engine.runtime.errors import UndoError
 from engine.runtime.replay import ReplayMismatch, Schedule, check_replayable, replay
 from engine.session import open_session
 from engine.store.tables import rows_of
-from tests.conftest import BACKENDS, ROOT, fresh_databases
+from engine.eval.integrity import check_store
+from engine.core.proposal import Status
+from tests.conftest import BACKENDS, ROOT, engines_under_test, fresh_databases
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
-ENGINES = known_engines()
+ENGINES = engines_under_test()
 TURNS = 48                      # sessions 1-3 and the start of 4 of the demo
 # Settings under which an engine's offline process has work in these 48 turns. RecMem consolidates only on
 # recurrence: at its LoCoMo defaults (θ_sim 0.7, θ_count 5) so short a conversation rightly triggers nothing,
@@ -62,13 +64,17 @@ def comparable(state: MemoryState) -> dict:
             "turn": state.turn, "turn_ids": state.turn_ids, "runs": {k: vars(r) for k, r in state.runs.items()}}
 
 
-def test_registry_gives_engines_that_implement_the_interface():
-    assert {"allmem", "naive", "hybrid"} <= set(ENGINES)
-    for name in ENGINES:
-        cls = engine_class(name)
-        assert cls.name == name and engine_schema(name) is cls.schema and issubclass(cls, BaseEngine)
+def test_registry_offers_the_built_in_engines_and_refuses_an_unknown_one():
+    assert {"allmem", "naive", "hybrid"} <= set(known_engines())
     with pytest.raises(ValueError, match="known engines: allmem"):
         engine_class("no-such-engine")
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_the_registry_loads_the_engine(name):
+    cls = engine_class(name)
+    assert cls.name == name and engine_schema(name) is cls.schema and issubclass(cls, BaseEngine)
+    assert engine_class_problems(cls, name) == []
 
 
 def test_replay_fills_memory_as_the_schema_says(replayed, demo):
@@ -110,6 +116,21 @@ def test_each_colour_the_schema_draws_stands_for_one_kind_of_node(replayed):
         if colour:
             kinds_of.setdefault(colour, set()).add(kind)
     assert kinds_of and all(len(kinds) == 1 for kinds in kinds_of.values()), kinds_of
+
+
+def test_execute_closes_every_accepted_proposal(replayed):
+    """The gate decided every proposal of the replay's runs; `execute` must leave none of the accepted ones
+    merely accepted: each is applied, or skipped or failed with a reason code."""
+    proposals = replayed.state.proposals.values()
+    assert not [p.id for p in proposals if p.status in (Status.PENDING, Status.ACCEPTED)]
+    assert not [p.id for p in proposals if p.status in (Status.SKIPPED, Status.FAILED)
+                and not (p.reason_code or p.note)], "a proposal closed without being applied says why"
+
+
+def test_a_replayed_memory_passes_memwb_check(replayed):
+    """`memwb check` on the replay: the log folds to the tables, no run left open, and every node taken off the
+    surface is reachable along a recovery link of the schema."""
+    assert [f.line() for f in check_store(replayed.store).findings] == []
 
 
 def test_at_turn_equals_a_fresh_fold(replayed):

@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 
 from engine.core.schema import settings_fields
-from engine.engines import known_engines, settings_class
+from engine.engines import settings_class
 from engine.engines.allmem.schema import EdgeType
 from engine.loaders import load_conversation
 from engine.retrieval.explain import Drop, explain_sources
 from engine.retrieval.relevance import Relevance
 from engine.session import open_session, scratch_engine
-from tests.conftest import turn
+from tests.conftest import engines_under_test, turn
 from tests.test_retrieval import add_edges, small_bank
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
-ENGINES = tuple(known_engines())
+ENGINES = tuple(engines_under_test())
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
 from engine.store.data_paths import DATA_DIRS_ENV
-from engine.engines import engine_schema
+from engine.engines import engine_schema, known_engines
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 from workbench.session_link import NEW_PARAM
@@ -193,7 +193,7 @@ def test_settings_form_follows_the_engine_schema(at):
 @pytest.mark.parametrize("engine", WITHOUT_PROCESS)
 def test_the_engine_picker_loads_an_engine_without_a_process(at, engine):
     """Picking another engine swaps the settings form to its fields and Load opens that engine."""
-    assert set(at.selectbox(key="replay_engine").options) == {engine_schema(n).label for n in ENGINES}
+    assert set(at.selectbox(key="replay_engine").options) == {engine_schema(n).label for n in known_engines()}
     at.selectbox(key="replay_engine").set_value(engine).run()
     assert not at.exception
     assert not [s for s in at.selectbox if s.key == "replay_schedule"], "no offline process: no schedule"

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.engines import engine_schema, known_engines
+from engine.engines import engine_schema
 from engine.runtime.engine import BaseEngine
 from engine.runtime.errors import RunError
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
+from tests.conftest import engines_under_test
 
 
 def test_stepping_folds_and_refuses_to_ingest_past_an_open_run(tmp_path):
@@ -43,7 +44,7 @@ def test_edit_behind_the_head_branches(tmp_path):
     assert wb.head == 8 and wb.at_head
 
 
-@pytest.mark.parametrize("engine", known_engines())
+@pytest.mark.parametrize("engine", engines_under_test())
 def test_opens_any_registered_engine(tmp_path, engine):
     wb = Workbench.open(DEMO_PATH, None, engine=engine, workdir=tmp_path, schedule="every-3-sessions")
     assert wb.engine_name == engine and wb.schema is engine_schema(engine)

@@ -14,7 +14,7 @@ from engine.core.state import MemoryState
 from engine.core.walks import lineage
 from workbench.graph_controls import GraphChoice, in_range, keep_valid, state_at
 from workbench.graph_select import select_units
-from workbench.graph_style import edge_style, kind_field, kind_label, off_surface_word, visibility_text
+from workbench.graph_style import edge_style, kind_field, kind_label, moved_edges_word, off_surface_word, visibility_text
 from workbench.graph_tables import diff_default, diff_rows, edge_rows
 from workbench.lifecycle_view import (
     LIFECYCLE_KINDS,
@@ -87,9 +87,10 @@ def diff_panel(wb: Workbench) -> None:
     diff = diff_states(old, new)
     rows = diff_rows(diff, old, new)
     off = off_surface_word(new.schema)
+    moved = moved_edges_word(new.schema)
     labels = {"added": "Nodes added", "archived": off.capitalize(), "restored": "Back on the surface",
               "removed": "Removed", "redescribed": "Re-described", "status changes": "Status changes",
-              "rewired": "Rewired", "edges added": "Edges added", "edges removed": "Edges removed"}
+              **({"rewired": moved} if moved else {}), "edges added": "Edges added", "edges removed": "Edges removed"}
     cols = st.columns(len(labels))
     for col, (key, label) in zip(cols, labels.items()):
         col.metric(label, len(rows[key]))

@@ -78,9 +78,16 @@ def kind_color(schema: EngineSchema | None, kind: str) -> str:
 
 
 def off_surface_word(schema: EngineSchema | None) -> str:
-    """What leaving the surface is called: the off-surface status's label when there is one ("archived")."""
-    off = [s for s in schema.statuses if not s.surface] if schema is not None else []
-    return off[0].label if len(off) == 1 else "off surface"
+    """What leaving the surface is called (`EngineSchema.off_surface_word`; "off surface" without a schema)."""
+    return schema.off_surface_word if schema is not None else "off surface"
+
+
+def moved_edges_word(schema: EngineSchema | None) -> str:
+    """What a page calls the edges a run moved off a node leaving the surface onto the node whose lineage link
+    leads to it (All-Mem's redirect to a Merge's representative), named by the schema's lineage edge types
+    ("Edges moved along version (ν)"); "" for an engine that declares none, which can move no edge so."""
+    labels = [e.label for e in schema.edge_types if e.lineage] if schema is not None else []
+    return f"Edges moved along {' / '.join(labels)}" if labels else ""
 
 
 # -- encodings ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from engine.core.oplog import RunInfo, RunStatus
 from engine.core.proposal import ProposalCounts
 from engine.core.state import MemoryState
 from workbench.gate_view import render_gate
-from workbench.graph_style import cosine_text, edge_style, kind_field, visibility_text
+from workbench.graph_style import cosine_text, edge_style, kind_field, moved_edges_word, visibility_text
 from workbench.lifecycle_view import (
     attrs_frame,
     cause_text,
@@ -48,8 +48,9 @@ def run_sentence(state: MemoryState, run: RunInfo, moment: str, schedule_text: s
     if run.status == RunStatus.OPEN or not s:
         return f"{what} {run.run_id} was opened {moment}, {who}; its proposals await decisions."
     counts = counts_text(ProposalCounts.of(state.proposals.values(), run.run_id))
-    made = (f"{len(s.get('created', []))} nodes created, {len(s.get('archived', []))} taken off the surface, "
-            f"{s.get('rewired', 0)} edges rewired")
+    moved = moved_edges_word(state.schema)
+    made = (f"{len(s.get('created', []))} nodes created, {len(s.get('archived', []))} taken off the surface"
+            + (f", {s.get('rewired', 0)} {moved[0].lower()}{moved[1:]}" if moved else ""))
     undone = " It was undone later." if run.status == RunStatus.UNDONE else ""
     return f"{what} {run.run_id} ran {moment}, {who}. Proposals: {counts}; {made}.{undone}"
 

@@ -1,5 +1,6 @@
 """What one offline run changed, as tables: its proposals, the units it touched, the edges it added or
-removed and the edges it moved onto a representative.
+removed and the edges it moved along a lineage link (All-Mem: onto a Merge's representative), each worded from
+the engine's schema.
 
 The Consolidation page shows these under the queue once a run has applied something; edges may come as
 `Edge` objects, dicts or (src, dst, type) keys, whichever the run's report holds.
@@ -19,7 +20,7 @@ from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from workbench import access
 from workbench import consolidation_actions as actions
-from workbench.graph_style import edge_style, off_surface_word, visibility_text
+from workbench.graph_style import edge_style, moved_edges_word, off_surface_word, visibility_text
 from workbench.graph_view import build_graph_html
 from workbench.model import Workbench
 from workbench.proposal_text import op_label, targets_label
@@ -65,13 +66,15 @@ def edge_key(e) -> tuple[int, int, str]:
     return e.src, e.dst, e.type
 
 
-def rewired_frame(rewired: Iterable) -> pd.DataFrame:
-    """Edges moved off a node that left the surface onto its representative: (src, old dst, new dst)."""
+def rewired_frame(rewired: Iterable, off: str = "off surface") -> pd.DataFrame:
+    """Edges moved off a node that left the surface onto the node whose lineage link leads to it: (src, old dst,
+    new dst); `off` is what the engine calls leaving the surface."""
+    was, now = f"was → ({off})", "now → (its lineage link's source)"
     rows = []
     for r in rewired:
         src, old, new = (r["src"], r["old_dst"], r["new_dst"]) if isinstance(r, dict) else r
-        rows.append({"source": f"u{src}", "was → archived": f"u{old}", "now → representative": f"u{new}"})
-    return pd.DataFrame(rows, columns=["source", "was → archived", "now → representative"])
+        rows.append({"source": f"u{src}", was: f"u{old}", now: f"u{new}"})
+    return pd.DataFrame(rows, columns=["source", was, now])
 
 
 def run_proposals_frame(state: MemoryState, run_id: str) -> pd.DataFrame:
@@ -106,11 +109,11 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
         before = view.store.load_state(upto_seq=run.first_seq - 1)
         diff = diff_states(before, after)
         counts = ProposalCounts.of(state.proposals.values(), run_id)
-        off = off_surface_word(state.schema)
+        off, moved = off_surface_word(state.schema), moved_edges_word(state.schema)
         metrics = [("Applied", counts.applied), ("Rejected", counts.rejected), ("Skipped", counts.skipped),
                    ("Failed", counts.failed),
                    (f"Nodes created / {off}", f"{len(diff['added_units'])} / {len(diff['archived_units'])}"),
-                   ("Edges rewired", len(diff["rewired"]))]
+                   *([(moved, len(diff["rewired"]))] if moved else [])]
         if run.status == "open":
             metrics.insert(4, ("Still pending", counts.pending))
         with st.container(horizontal=True):           # each label whole: a metric as wide as its label
@@ -140,9 +143,10 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
             st.markdown("**Edges added**")
             st.dataframe(table(edges_frame(diff["added_edges"], state.schema, after)), hide_index=True,
                          width="stretch")
-            st.markdown("**Edges rewired** to a representative")
-            st.dataframe(table(rewired_frame(diff["rewired"])), hide_index=True, width="stretch")
-            st.markdown("**Edges removed** (rewired away or over a degree cap)")
+            if moved:
+                st.markdown(f"**{moved}**: from a node now {off} onto the node whose link leads to it")
+                st.dataframe(table(rewired_frame(diff["rewired"], off)), hide_index=True, width="stretch")
+            st.markdown("**Edges removed**")
             st.dataframe(table(edges_frame(diff["removed_edges"], state.schema, before)), hide_index=True,
                          width="stretch")
         st.markdown("**The run's proposals**")

@@ -4,11 +4,27 @@ from __future__ import annotations
 import argparse
 
 from engine.core.access import LOOPBACK, Role
-from engine.engines import known_engines
+from engine.engines import broken_engines, known_engines
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="memory database file (SQLite) or database URL")
+
+
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    """`--engine`, offering every discovered engine; a broken plugin's name is refused with its reason."""
+    usable = known_engines()
+
+    def engine_name(value: str) -> str:
+        broken = next((o for o in broken_engines() if o.name == value and value not in usable), None)
+        if broken is not None:
+            raise argparse.ArgumentTypeError(f"engine {value!r} from {broken.describe()} cannot be used: "
+                                             f"{broken.error} (`memwb engines` lists every engine)")
+        return value
+
+    p.add_argument("--engine", default="allmem", type=engine_name, choices=usable,
+                   help=f"memory engine (default allmem): {', '.join(usable)} (`memwb engines` says where each "
+                        f"comes from)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,8 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="LoCoMo JSON, LongMemEval JSON, QMSum meeting JSON or JSONL conversation file")
     p.add_argument("--conversation", help="conversation id (required when the file holds several)")
     _add_db(p)
-    p.add_argument("--engine", default="allmem", choices=known_engines(),
-                   help=f"memory engine (default allmem): {', '.join(known_engines())}")
+    _add_engine(p)
     p.add_argument("--llm", default="offline", choices=["offline", "openai", "recorded"],
                    help="LLM backend of the engine's roles (default offline: deterministic rules, no model, no "
                         "network); openai: any OpenAI-compatible endpoint named by MEMWB_OPENAI_BASE_URL, "
@@ -95,8 +110,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
 
     p = sub.add_parser("schema", help="print what an engine declares: kinds, statuses, edges, operators, stages")
-    p.add_argument("--engine", default="allmem", choices=known_engines(),
-                   help=f"memory engine (default allmem): {', '.join(known_engines())}")
+    _add_engine(p)
+
+    p = sub.add_parser("engines", help="list every engine with where it came from; broken plugins with the reason",
+                       description="Every engine the workbench offers: the built-in ones and those installed "
+                                   "packages declare in the entry-point group memory_workbench.engines, each with "
+                                   "its package and version; a plugin that cannot be used is listed as BROKEN with "
+                                   "its reason (docs/WRITING_AN_ENGINE.md).")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("engine", help="write a new engine package, or check an installed engine against the contract")
+    actions = p.add_subparsers(dest="engine_action", required=True)
+    a = actions.add_parser("new", help="write a skeleton engine package (a complete small engine to start from)",
+                           description="Write memwb-NAME-engine/: a package with its entry point, schema, settings, "
+                                       "an offline process and retrieval, which `memwb engine check NAME` passes "
+                                       "once installed (pip install -e memwb-NAME-engine).")
+    a.add_argument("name", help="the engine's name (lower-case letters, digits, _)")
+    a.add_argument("--dir", help="the folder to write it in (default: the current one)")
+    a = actions.add_parser("check", help="run the per-engine contract against an installed engine",
+                           description="Run every test the workbench runs per engine against NAME (from the "
+                                       "source checkout's tests/) and print each failure with the rule it broke and "
+                                       "where the rule is documented (docs/WRITING_AN_ENGINE.md). Exit 1 on any "
+                                       "failure.")
+    a.add_argument("name", help="an engine `memwb engines` lists")
+    a.add_argument("-k", help="only the tests whose names match this pytest -k expression")
 
     p = sub.add_parser("bench", help="benchmark engines side by side on a dataset (streaming or static protocol)",
                        description="Replay every conversation into every system (engine or ablation) and score "

@@ -39,6 +39,8 @@ def cmd_replay(args) -> int:
                           schedule=consolidate)
 
     tty = sys.stderr.isatty()
+    if not args.quiet:
+        print(f"replay: encoder: {engine.embedder.encoder_description()}", file=sys.stderr, flush=True)
 
     def progress(done: int, total: int) -> None:
         """Every 50 turns: redrawn in place on a terminal, one line each into a file or pipe."""
@@ -160,7 +162,7 @@ def cmd_consolidate(args) -> int:
             return 0
         since = engine.store.last_seq()
         report = engine.consolidate()
-    print(run_report_line(report))
+    print(run_report_line(report, engine.schema))
     return _llm_outcome(args.command, engine, since)
 
 
@@ -181,14 +183,16 @@ def cmd_runs(args) -> int:
         return 0
     since = engine.store.last_seq()
     report = engine.apply(None, decided_by="gate", run_id=args.run)
-    print(run_report_line(report))
+    print(run_report_line(report, engine.schema))
     return _llm_outcome(args.command, engine, since)
 
 
-def run_report_line(report) -> str:
-    """What a run did: its proposals by status (the statuses it has, as JSON), the nodes made and archived."""
+def run_report_line(report, schema) -> str:
+    """What a run did: its proposals by status (the statuses it has, as JSON), the nodes made and those it took off
+    the surface, named as the engine's schema names leaving it (All-Mem: archived=[...])."""
     counts = {status: n for status, n in report.counts.by_status().items() if n}
-    return f"{report.run_id}: {json.dumps(counts)} created={report.created} archived={report.archived}"
+    off = schema.off_surface_word.replace(" ", "_")
+    return f"{report.run_id}: {json.dumps(counts)} created={report.created} {off}={report.archived}"
 
 
 def run_lines(state) -> list[str]:

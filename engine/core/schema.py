@@ -177,6 +177,13 @@ class EngineSchema:
     def surface_statuses(self) -> frozenset[str]:
         return frozenset(s.name for s in self.statuses if s.surface)
 
+    @property
+    def off_surface_word(self) -> str:
+        """What leaving the surface is called: the off-surface status's label when there is one ("archived",
+        "superseded"), else "off surface"."""
+        off = [s for s in self.statuses if not s.surface]
+        return off[0].label if len(off) == 1 else "off surface"
+
     def status(self, name: str) -> StatusSpec | None:
         return next((s for s in self.statuses if s.name == name), None)
 
@@ -214,6 +221,32 @@ class EngineSchema:
     @property
     def lineage_types(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.edge_types if e.lineage)
+
+    def problems(self) -> list[str]:
+        """What does not hold together in this schema (empty when it does): names declared twice, and a status,
+        kind or process referred to but never declared. The registry refuses a plugin whose schema has any
+        (docs/WRITING_AN_ENGINE.md, rule "loads")."""
+        out = []
+        for what, names in (("node kind", [k.name for k in self.node_kinds]),
+                            ("status", [s.name for s in self.statuses]),
+                            ("edge type", [e.name for e in self.edge_types]),
+                            ("process", [p.name for p in self.processes]),
+                            ("operator", [o.name for o in self.operators]),
+                            ("stage", [s.key for s in self.stages])):
+            out += [f"{what} {n!r} is declared twice" for n in sorted({n for n in names if names.count(n) > 1})]
+        if not self.node_kinds:
+            out.append("no node kinds are declared")
+        if not self.stages:
+            out.append("no retrieval stages are declared")
+        if not self.kind(self.turn_kind):
+            out.append(f"turn_kind {self.turn_kind!r} is not a declared node kind")
+        if not self.status(self.initial_status):
+            out.append(f"initial_status {self.initial_status!r} is not a declared status")
+        out += [f"transition {old!r} -> {new!r} names an undeclared status" for old, new in self.transitions
+                if not (self.status(old) and self.status(new))]
+        out += [f"operator {o.name!r} belongs to the undeclared process {o.process!r}" for o in self.operators
+                if not self.process(o.process)]
+        return out
 
     def legal(self, old: str, new: str) -> bool:
         return old == new or (old, new) in self.transitions

@@ -137,6 +137,19 @@ class Embedder:
             return DEFAULT_MODEL
         return self.model_name
 
+    def encoder_description(self) -> str:
+        """Which encoder embeds texts, said without loading it: torch, or ONNX Runtime with the exported file it
+        runs (or where the first text will export it, when neither the install nor the workspace holds one)."""
+        if self.encoder == "torch":
+            return f"{self.label} on torch (sentence-transformers; {ENCODER_ENV}=torch)"
+        from engine.llm.onnx_encoder import find_export, workspace_models_dir
+
+        path = find_export(self.model_path)
+        if path is not None:
+            return f"{self.label} under ONNX Runtime ({path})"
+        return (f"{self.label} under ONNX Runtime, not exported yet: the first text exports it once into "
+                f"{workspace_models_dir()}")
+
     def warm(self) -> None:
         """Load the model now, so its start-up is not billed to the first timed call."""
         self.model()

@@ -10,7 +10,8 @@ batch around a text changes); the tests hold the two encoders to 1e-6.
 
 The export (`export`) runs torch once on the packaged weights, never a download: `scripts/install.sh` does
 it into the environment (`<prefix>/share/memory-workbench/onnx/`); a process that finds no exported file
-there exports into the workspace's `models/` folder on first use. The file is named by the weights' digest,
+there exports into the workspace's `models/` folder on first use, and says so on stderr (a logged warning);
+`Embedder.encoder_description()` names the encoder in use, which `memwb replay` prints. The file is named by the weights' digest,
 so other weights never read a stale export. Tokenization is the model's own `tokenizer.json` truncated at
 the model's `max_seq_length`, as sentence-transformers does; pooling is the mean over real tokens, then
 unit length.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -33,6 +35,7 @@ BATCH = 64                  # texts per model call: texts of one token length at
 THREADS_ENV = "MEMWB_ENCODER_THREADS"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _LOCK = threading.Lock()
+_log = logging.getLogger(__name__)      # unconfigured, a warning reaches stderr: a first-use export is never silent
 
 
 class EncoderError(WorkbenchError):
@@ -154,7 +157,13 @@ class OnnxEncoder:
         path = Path(onnx_path) if onnx_path else find_export(folder)
         if path is None:
             with _LOCK:
-                path = find_export(folder) or export(folder, workspace_models_dir())
+                path = find_export(folder)
+                if path is None:
+                    _log.warning("no ONNX export of the sentence encoder in this environment (%s; scripts/install.sh "
+                                 "makes one): exporting it once from the packaged weights into %s",
+                                 installed_dir(), workspace_models_dir())
+                    path = export(folder, workspace_models_dir())
+                    _log.warning("sentence encoder: ONNX Runtime, exported to %s", path)
         max_len = json.loads((folder / "sentence_bert_config.json").read_text()).get("max_seq_length", 256) \
             if (folder / "sentence_bert_config.json").is_file() else 256
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))

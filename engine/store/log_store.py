@@ -214,7 +214,7 @@ class Store:
     def _checkpoint_due(self, conn: Connection, state: MemoryState) -> bool:
         """Whether the fold is far enough past the newest checkpoint to store another: `checkpoint_every`
         records, or a `CHECKPOINT_SHARE`-th of what a checkpoint writes (nodes, edges, proposals) once the
-        memory is larger. A fixed spacing made ingest quadratic (docs/PERFORMANCE.md); spacing that grows with
+        memory is larger. A fixed spacing made ingest quadratic (the history of docs/PERFORMANCE.md); spacing that grows with
         what is written keeps checkpoints' total cost linear in the log, and a fold from the nearest checkpoint
         still replays at most that many records."""
         if self._checkpoint_at is None:
