@@ -1,9 +1,9 @@
-"""mem0 as a workbench engine: every turn is given to mem0's add(), its decisions are reviewed, and retrieval is
-mem0's own search.
+"""mem0 as a workbench engine: each session is given to mem0's add(), its decisions are reviewed, and retrieval
+is mem0's own search.
 
-Ingest stores the turn as heard and queues it for the `mem0` process (`memwb_mem0.process`), which the schema's
-schedule runs after every turn (mem0 is given each message as it comes) or a person runs on the Consolidation
-page. Retrieval asks mem0's `search` (its FAISS store over the current memories) and gives each result the
+Ingest stores the turn as heard and queues it for the `mem0` process (`memwb_mem0.process`); the session's turns
+are given to mem0 together when the next session opens (or the conversation ends), the gate deciding, or
+earlier by a person who runs the process on the Consolidation page and decides each proposal. Retrieval asks mem0's `search` (its FAISS store over the current memories) and gives each result the
 chain of versions mem0's history holds and the turns each version came from. The workbench log is the truth:
 mem0's store is rebuilt from it whenever they differ (`memwb_mem0.library`), so undo and time travel need no
 code here.
@@ -14,11 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
 from engine.core.conversation import Turn
 from engine.core.node import Node
 from engine.core.schema import EngineSettings, setting
 from engine.core.tx import Tx
 from engine.retrieval.explain import Drop, Placement, Signals, place_each
+from engine.retrieval.relevance import ZReference
 from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.reports import IngestReport
@@ -71,24 +73,44 @@ class Mem0Engine(BaseEngine):
 
     @writes
     def ingest(self, turn: Turn) -> IngestReport:
+        """Hear the turn: it waits for mem0 with the rest of its session. When it opens a new session, the session
+        that ended is given to mem0 first, as one add() the gate decides (unless a person's review is open: then
+        it waits for the next add)."""
         self.check_new_turn(turn)
+        waiting = [self.state.nodes[u] for u in sorted(self.state.buffer(PROCESS))]
+        added = self._add_waiting() if waiting and waiting[-1].session != turn.session else None
         turn_no = self.state.turn + 1
         node = Node(id=self.state.next_node_id, raw=turn.raw, summary=turn.raw, keywords=[], time=turn.time,
                     kind=Kind.TURN, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
                     status=Life.HEARD, created_turn=turn_no)
         tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
-        tx.emit(self.ingested(turn))
+        tx.emit(self.ingested(turn, mem0_add=added))
         tx.create_node(node)
         tx.push_buffer(PROCESS, [(node.id, [])])
         ops = self.commit(tx.ops)
         return IngestReport(turn_id=turn.id, unit_id=node.id, anchors=[], edges=[],
-                            buffer_size=len(self.state.buffer(PROCESS)), ops=ops, created=[node.id])
+                            buffer_size=len(self.state.buffer(PROCESS)), ops=ops, created=[node.id],
+                            details={"mem0_add": added})
+
+    def _add_waiting(self) -> str | None:
+        """One mem0 add() of the turns waiting, the gate deciding; its run id, or None while a review is open."""
+        if self.open_run():
+            return None
+        return self.process(PROCESS).run().run_id
+
+    @writes
+    def end_of_stream(self) -> list:
+        """The conversation ended, so did its last session: mem0 is given it, then the scheduled processes run."""
+        if self.state.buffer(PROCESS):
+            self._add_waiting()
+        return self.run_scheduled()
 
     # -- retrieval: mem0's search, with the versions and turns behind each result ---------------------------
     def retrieve(self, query: str, k: int | None = None) -> RetrievalResult:
+        """mem0's search scores the memories (threshold 0: the whole ranking, whose sources are ranked); the
+        returned top is its top `final_k` at or above mem0's `threshold`, as mem0's own search returns it."""
         t0 = time.perf_counter()
-        found = self._search(query, self.settings.candidates, self.settings.threshold)
-        t1 = time.perf_counter()
+        found = self._search(query, self.settings.candidates, 0.0)
         candidates = []
         expansion: list[dict] = []
         reached = {uid for uid, _ in found}
@@ -104,24 +126,25 @@ class Mem0Engine(BaseEngine):
             candidates.append(RetrievedUnit(id=uid, visible=u.visible, score=score, dense=score, lexical=0.0,
                                             anchor=uid, hop=0, path=[], source_ids=list(u.source_ids), time=u.time,
                                             raw=u.summary, kind=u.kind, status=u.status, provenance=chain))
-        t2 = time.perf_counter()
-        return RetrievalResult.ranked(query, found[: self.settings.final_k], expansion, candidates,
-                                      self.settings.final_k, k, {"search_ms": (t1 - t0) * 1e3,
-                                                                 "provenance_ms": (t2 - t1) * 1e3,
-                                                                 "total_ms": (t2 - t0) * 1e3})
+        returned = [uid for uid, score in found[: self.settings.final_k] if score >= self.settings.threshold]
+        elapsed = (time.perf_counter() - t0) * 1e3
+        return RetrievalResult.ranked(query, found[: len(returned)], expansion, candidates, len(returned), k,
+                                      {f"{SEARCH}_ms": elapsed, "total_ms": elapsed})
 
     def _search(self, query: str, limit: int, threshold: float) -> list[tuple[int, float]]:
         """mem0's ranking as (node id of the current version, mem0's score), ties by node id."""
-        if not self.current_memories():
-            return []
         current = self.current_memories()
+        if not current:
+            return []
         found = [(current[r["id"]], round(float(r["score"]), 6))
                  for r in self.library().search(query, limit, threshold) if r["id"] in current]
         return sorted(found, key=lambda f: (-f[1], f[0]))
 
     def explain(self, res: RetrievalResult, uids: Iterable[int]) -> dict[int, Placement]:
         state = self.state
-        cache: dict[str, dict[int, tuple[int, float]]] = {}
+        scored = {uid: (rank, score) for rank, (uid, score)
+                  in enumerate(self._search(res.query, max(len(state.nodes), 1), 0.0), 1)}
+        reference = _reference([score for _, score in scored.values()])
 
         def dropped(node: Node) -> Placement:
             if node.kind == Kind.TURN:
@@ -138,25 +161,25 @@ class Mem0Engine(BaseEngine):
             if node.status == Life.DELETED:
                 return Placement(node.id, None, False, None, Drop.OFF_SURFACE, SEARCH,
                                  "mem0 deleted this memory; its history keeps it, its store does not")
-            if "all" not in cache:
-                cache["all"] = {uid: (rank, score) for rank, (uid, score)
-                                in enumerate(self._search(res.query, max(len(state.nodes), 1), 0.0), 1)}
-            rank, score = cache["all"].get(node.id, (None, 0.0))
-            signals = _signals(score)
-            if score < self.settings.threshold:
-                return Placement(node.id, None, False, signals, Drop.BELOW_SEED_CUT, SEARCH,
-                                 f"mem0 score {score:.3f} < threshold {self.settings.threshold:.2f}")
-            return Placement(node.id, None, False, signals, Drop.CANDIDATE_CAP, SEARCH,
+            rank, score = scored.get(node.id, (None, 0.0))
+            return Placement(node.id, None, False, _signals(score, reference), Drop.CANDIDATE_CAP, SEARCH,
                              f"mem0 rank {rank} > the {self.settings.candidates} memories asked for")
 
         return place_each(state, res, uids, first_stage=SEARCH, ranking_stage=SEARCH, dropped=dropped,
-                          ranked=lambda r: _signals(r.score))
+                          ranked=lambda r: _signals(r.score, reference))
 
 
-def _signals(score: float) -> Signals:
-    """mem0's score is its vector store's cosine; it has no lexical part and no z-normalisation."""
-    return Signals(dense=score, lexical=0.0, z_dense=0.0, z_lexical=0.0, weight=0.0, penalty=0.0, relevance=score,
-                   score=score, admitted=SEARCH)
+def _reference(scores: list[float]) -> ZReference:
+    """The memories mem0 scored for the query (every current one, all on its surface) and their scores' spread."""
+    values = np.asarray(scores or [0.0])
+    return ZReference(nodes=len(scores), off_surface=0, dense_mean=float(values.mean()),
+                      dense_sd=float(values.std()) or 1.0, lexical_mean=0.0, lexical_sd=1.0)
+
+
+def _signals(score: float, ref: ZReference) -> Signals:
+    """mem0's score is its vector store's cosine, which ranks alone: no lexical part, nothing fused."""
+    return Signals(dense=score, lexical=0.0, z_dense=(score - ref.dense_mean) / ref.dense_sd, z_lexical=0.0,
+                   weight=0.0, penalty=0.0, relevance=score, score=score, admitted=SEARCH, reference=ref)
 
 
 def provenance(state, uid: int) -> list[Hop]:

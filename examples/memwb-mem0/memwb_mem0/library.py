@@ -8,6 +8,10 @@ What had to be configured (mem0ai 2.2.1):
 - embedder and LLM: mem0's configs accept only its listed providers, so the workbench's are registered with
   mem0's factories (`LlmFactory.register_provider`, `EmbedderFactory.provider_to_class`) under "memwb" and the
   two configs are built with pydantic's `model_construct`, which skips the closed provider check.
+- spaCy: where spaCy is installed without its English model, mem0's first add() or search() tries to download
+  en_core_web_sm from GitHub (mem0/utils/spacy_models.py). The adapter switches mem0's spaCy use off (its loader's
+  "load failed" flags), as mem0 runs without its [nlp] extra: no entity boosts, no lemmatised BM25 (the FAISS
+  store has no keyword search anyway), and the same results whether or not spaCy is installed.
 - ids: mem0 names a new memory `uuid.uuid4()`; the adapter hands it the id it plans (a uuid5 of the node id),
   so the same replay gives the same ids and the store can be rebuilt from the log with the same names.
 
@@ -28,6 +32,7 @@ os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="memwb-mem0-home-"))
 
 import mem0.memory.main as mem0_main  # noqa: E402  (after the environment it reads at import)
 import mem0.memory.telemetry as mem0_telemetry  # noqa: E402
+import mem0.utils.spacy_models as mem0_spacy  # noqa: E402
 from mem0 import Memory  # noqa: E402
 from mem0.configs.base import MemoryConfig  # noqa: E402
 from mem0.configs.llms.base import BaseLlmConfig  # noqa: E402
@@ -42,6 +47,7 @@ from engine.core.state import MemoryState  # noqa: E402
 from memwb_mem0.schema import Kind, Life  # noqa: E402
 
 mem0_telemetry.MEM0_TELEMETRY = mem0_main.MEM0_TELEMETRY = False     # also when mem0 was imported before us
+mem0_spacy._load_failed_full = mem0_spacy._load_failed_lemma = True    # no spaCy download, no spaCy at all
 USER = "memwb"                      # the one mem0 user every memory belongs to
 NAMESPACE = uuid.UUID("6d656d77-622d-6d65-6d30-000000000000")
 

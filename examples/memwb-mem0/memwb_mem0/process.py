@@ -78,7 +78,7 @@ class Mem0Process(BaseProcess):
         plan = {"event": event, "id": entry["id"], "text": text, "facts": facts,
                 "old_memory": old if old is not None else "",
                 "model_old_memory": entry.get("old_memory", "")}
-        detail = {"mem0_entry": entry, "shown": {k: f"u{v}" for k, v in shown.items()}, "threshold": None}
+        detail = {"mem0_entry": entry, "shown": {k: f"u{v}" for k, v in shown.items()}}
         if event == "ADD":
             return made.proposal(op, [source], f"mem0 ADD {_q(text)}: a new memory", plan, detail)
         if target is None:
@@ -181,7 +181,7 @@ class Made:
     def failed(self, targets: list[int], step: str, call) -> Proposal:
         """A failed call is a no-op: one failed proposal saying which of mem0's steps failed and why."""
         p = self.proposal(Op.ADD, targets, f"{step} failed: nothing is added, updated or deleted", {},
-                          {"error": call.error, "threshold": None})
+                          {"error": call.error})
         p.status, p.gate, p.reason_code, p.note = (Status.FAILED, GateVerdict.FAIL, call_reason_code(call.error_code),
                                                    call.error or "")
         return p

@@ -70,8 +70,9 @@ def offline_facts(payload: dict, embedder) -> dict:
 
 
 def offline_update(payload: dict, embedder) -> dict:
-    """Per fact, by cosine to the memories shown: ≥ 0.9 the memory already says it (NONE); ≥ 0.7 with a changed
-    number or polarity, of the same speaker, an UPDATE of it; else ADD. Memories no fact touches are NONE."""
+    """Per fact, by cosine to the nearest memory shown: ≥ 0.7 with a changed number or polarity, of the same
+    speaker, an UPDATE of it; else ≥ 0.9 the memory already says it (NONE); else ADD. Memories no fact touches
+    are NONE."""
     old, facts = payload["old_memory"], payload["facts"]
     out: list[dict] = []
     touched: set[str] = set()
@@ -82,12 +83,13 @@ def offline_update(payload: dict, embedder) -> dict:
         cos = old_vecs @ v if len(old) else np.zeros(0)
         best = int(np.argmax(cos)) if len(old) else -1
         sim = float(cos[best]) if best >= 0 else 0.0
-        if best >= 0 and old[best]["id"] not in touched and sim >= 0.9:
-            touched.add(old[best]["id"])
-            out.append({"id": old[best]["id"], "text": old[best]["text"], "event": "NONE"})
-        elif best >= 0 and old[best]["id"] not in touched and sim >= 0.7 and _changes(old[best]["text"], fact):
+        free = best >= 0 and old[best]["id"] not in touched
+        if free and sim >= 0.7 and _changes(old[best]["text"], fact):
             touched.add(old[best]["id"])
             out.append({"id": old[best]["id"], "text": fact, "event": "UPDATE", "old_memory": old[best]["text"]})
+        elif free and sim >= 0.9:
+            touched.add(old[best]["id"])
+            out.append({"id": old[best]["id"], "text": old[best]["text"], "event": "NONE"})
         else:
             out.append({"id": str(next_id), "text": fact, "event": "ADD"})
             next_id += 1

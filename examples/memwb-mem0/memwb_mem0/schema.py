@@ -111,6 +111,6 @@ SCHEMA = EngineSchema(
                   "score ≥ {threshold}; each result carries its versions and the turns they came from."),
     ),
     llm_roles=(FACTS_ROLE, UPDATE_ROLE),
-    schedule="every-1-turns",      # mem0 is given each message as it comes (one add() per turn)
+    schedule="every-1-sessions",   # one mem0 add() per session (ingest also gives mem0 a session that ended)
     decisions=(DecisionSpec("update", Op.UPDATE), DecisionSpec("update", Op.DELETE)),
 )
