@@ -21,6 +21,7 @@ replaying each memory's versions through mem0's own add / update / delete.
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import uuid
@@ -48,6 +49,14 @@ from memwb_mem0.schema import Kind, Life  # noqa: E402
 
 mem0_telemetry.MEM0_TELEMETRY = mem0_main.MEM0_TELEMETRY = False     # also when mem0 was imported before us
 mem0_spacy._load_failed_full = mem0_spacy._load_failed_lemma = True    # no spaCy download, no spaCy at all
+
+
+def _not_the_faiss_notice(record: logging.LogRecord) -> bool:
+    """mem0 warns at every Memory() that FAISS has no keyword search: known and chosen here, so not repeated."""
+    return "does not support keyword search" not in record.getMessage()
+
+
+logging.getLogger(mem0_main.__name__).addFilter(_not_the_faiss_notice)
 USER = "memwb"                      # the one mem0 user every memory belongs to
 NAMESPACE = uuid.UUID("6d656d77-622d-6d65-6d30-000000000000")
 
