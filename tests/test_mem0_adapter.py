@@ -215,3 +215,46 @@ def test_the_decision_set_scores_mem0s_updates(make_db):
     assert verdicts and {v.decision.kind for v in verdicts} >= {"update"}
     updates = [p for p in eng.state.proposals.values() if p.op in (Op.UPDATE, Op.DELETE)]
     assert all(len(p.targets) in (1, 2) for p in updates)
+
+
+def test_the_consolidation_page_reviews_mem0s_decisions_and_mem0_carries_them_out():
+    """A person on the Consolidation page: diagnosis asks mem0, one ADD is rejected and the UPDATE accepted with the
+    cards' controls; the session database holds the decisions, mem0's history the update, and undo takes it back."""
+    from engine.core.access import local_identity
+    from tests.apptest import open_app_page
+    from workbench import review_decisions
+
+    at, wb = open_app_page("../pages/3_consolidation.py", engine="mem0")
+    wb.jump(next(i for i, t in enumerate(wb.conversation.turns, 1) if t.id == "D5:4"))   # Jon: 4 half marathons
+    at.run()
+    at.button(key="run_diagnosis").click().run()
+    assert not at.exception
+    state = wb.engine.state
+    run_id = wb.engine.open_run()
+    pending = [p for p in state.proposals.values() if p.run_id == run_id and p.status == Status.PENDING]
+    update = next(p for p in pending if p.op == Op.UPDATE)
+    add = next(p for p in pending if p.op == Op.ADD)
+    old = state.nodes[update.targets[0]]
+    assert "3 half marathons" in old.summary and "4 half marathons" in update.plan["text"]
+    assert f"#{update.id} · UPDATE" in "\n".join(m.value for m in at.markdown)
+    run_key = review_decisions.run_key(wb.db_path.name, run_id)
+    at.radio(key=review_decisions.widget_key(run_key, update.id)).set_value(review_decisions.ACCEPT).run()
+    at.radio(key=review_decisions.widget_key(run_key, add.id)).set_value(review_decisions.REJECT).run()
+    at.button(key="apply_defer").click().run()
+    assert not at.exception
+
+    stored = wb.engine.store.load_state()                  # folded afresh from the session's file
+    who = local_identity().name
+    assert (stored.proposals[update.id].status, stored.proposals[update.id].decided_by) == (Status.APPLIED, who)
+    assert (stored.proposals[add.id].status, stored.proposals[add.id].decided_by) == (Status.REJECTED, who)
+    new = stored.proposals[update.id].detail["made"]
+    assert stored.nodes[old.id].status == Life.SUPERSEDED and (new, old.id, Rel.VERSION) in stored.edges
+    history = wb.engine.library().history(old.attrs["mem0_id"])
+    assert [h["event"] for h in history] == ["ADD", "UPDATE"] and history[-1]["new_memory"] == update.plan["text"]
+    assert add.plan["text"] not in {n.summary for n in stored.nodes.values() if n.kind == Kind.MEMORY}
+
+    at.button(key="undo_start").click().run()
+    at.button(key="undo_confirm").click().run()
+    assert not at.exception
+    assert wb.engine.state.nodes[old.id].status == Life.CURRENT and new not in wb.engine.state.nodes
+    assert [h["event"] for h in wb.engine.library().history(old.attrs["mem0_id"])] == ["ADD"]
