@@ -1,5 +1,5 @@
 """mem0 itself, built offline for one engine: its FAISS store, the workbench's MiniLM as its embedder, its
-SQLite history db, telemetry off, in a private directory.
+SQLite history db, telemetry off, nothing written outside a private temporary directory.
 
 What had to be configured (mem0ai 2.2.1):
 - telemetry: `MEM0_TELEMETRY=False` before mem0 is imported (it is read at import; posthog otherwise sends
@@ -123,8 +123,14 @@ def fingerprint(state: MemoryState) -> tuple:
         (n for n in state.nodes.values() if n.kind == Kind.MEMORY), key=lambda n: n.id))
 
 
+def _kept_in_memory() -> None:
+    """mem0's FAISS store writes its whole index and docstore to disk after every insert, update and delete; here
+    the store is rebuilt from the workbench log, never reloaded, so it stays in memory."""
+
+
 class Mem0Library:
-    """One mem0 `Memory` in a private temporary directory, kept in step with a workbench state."""
+    """One mem0 `Memory` kept in step with a workbench state: its FAISS store (in a private temporary directory,
+    kept in memory) and its history db (SQLite in memory, mem0's own default for its history manager)."""
 
     def __init__(self, embedder):
         self.embedder = embedder
@@ -142,8 +148,10 @@ class Mem0Library:
             embedder=EmbedderConfig.model_construct(provider="memwb", config={"model": self.embedder,
                                                                               "embedding_dims": dims}),
             llm=LlmConfig.model_construct(provider="memwb", config={"model": "workbench"}),
-            history_db_path=os.path.join(self._dir.name, "history.db"))
-        return Memory(config)
+            history_db_path=":memory:")
+        memory = Memory(config)
+        memory.vector_store._save = _kept_in_memory
+        return memory
 
     def follow(self, state: MemoryState) -> Memory:
         """mem0 holding exactly `state`'s memories and their history (rebuilt only when it does not)."""
