@@ -258,3 +258,13 @@ def test_the_consolidation_page_reviews_mem0s_decisions_and_mem0_carries_them_ou
     assert not at.exception
     assert wb.engine.state.nodes[old.id].status == Life.CURRENT and new not in wb.engine.state.nodes
     assert [h["event"] for h in wb.engine.library().history(old.attrs["mem0_id"])] == ["ADD"]
+
+
+def test_an_installed_engine_cannot_take_over_a_workbench_role():
+    from engine.llm.roles import Role, register_role
+    from engine.llm.schemas import SCHEMAS
+
+    before = SCHEMAS["descriptor"]
+    with pytest.raises(ValueError, match="already exists"):
+        register_role(Role("descriptor", {"type": "object"}, lambda payload: []))
+    assert SCHEMAS["descriptor"] is before
