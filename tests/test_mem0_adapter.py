@@ -268,3 +268,24 @@ def test_an_installed_engine_cannot_take_over_a_workbench_role():
     with pytest.raises(ValueError, match="already exists"):
         register_role(Role("descriptor", {"type": "object"}, lambda payload: []))
     assert SCHEMAS["descriptor"] is before
+
+
+def test_an_accepted_delete_leaves_mem0s_history_and_a_reachable_memory(make_db):
+    eng = open_session(make_db(), engine="mem0", llm="offline")
+    eng.ingest(turn(1, "Aiko", "I eat meat every day at lunch."))
+    eng.consolidate()                                                      # the gate decides: ADD applied
+    ((memory_id, memory),) = eng.current_memories().items()
+    eng.ingest(turn(2, "Aiko", "I don't eat meat every day at lunch."))
+    (delete,) = [p for p in eng.propose(manual=True) if p.op == Op.DELETE]
+    assert delete.targets[0] == memory and delete.reason.startswith(f"mem0 DELETE u{memory}")
+    eng.apply({delete.id: True}, decided_by="reviewer")
+    state = eng.state
+    source = state.turn_units["D1:2"]
+    assert state.nodes[memory].status == Life.DELETED and (source, memory, Rel.DELETES) in state.edges
+    assert [h["event"] for h in eng.library().history(memory_id)] == ["ADD", "DELETE"]
+    assert memory not in {r.id for r in eng.retrieve("what does Aiko eat at lunch").candidates}
+    reopened = open_session(eng.store.url, engine="mem0", llm="offline")  # mem0 rebuilt from the log alone
+    assert [h["event"] for h in reopened.library().history(memory_id)] == ["ADD", "DELETE"]
+    assert reopened.retrieve("what does Aiko eat at lunch").candidates == []
+    placed = reopened.explain(reopened.retrieve("lunch"), [memory])[memory]
+    assert placed.drop == "off_surface" and "mem0 deleted this memory" in placed.detail

@@ -70,9 +70,9 @@ def offline_facts(payload: dict, embedder) -> dict:
 
 
 def offline_update(payload: dict, embedder) -> dict:
-    """Per fact, by cosine to the nearest memory shown: ≥ 0.7 with a changed number or polarity, of the same
-    speaker, an UPDATE of it; else ≥ 0.9 the memory already says it (NONE); else ADD. Memories no fact touches
-    are NONE."""
+    """Per fact, by cosine to the nearest memory shown: ≥ 0.7 and of the same speaker, a changed number UPDATEs
+    it and the opposite polarity DELETEs it; else ≥ 0.9 the memory already says it (NONE); else ADD. Memories no
+    fact touches are NONE."""
     old, facts = payload["old_memory"], payload["facts"]
     out: list[dict] = []
     touched: set[str] = set()
@@ -84,9 +84,13 @@ def offline_update(payload: dict, embedder) -> dict:
         best = int(np.argmax(cos)) if len(old) else -1
         sim = float(cos[best]) if best >= 0 else 0.0
         free = best >= 0 and old[best]["id"] not in touched
-        if free and sim >= 0.7 and _changes(old[best]["text"], fact):
+        change = _change(old[best]["text"], fact) if free and sim >= 0.7 else None
+        if change == "UPDATE":
             touched.add(old[best]["id"])
             out.append({"id": old[best]["id"], "text": fact, "event": "UPDATE", "old_memory": old[best]["text"]})
+        elif change == "DELETE":
+            touched.add(old[best]["id"])
+            out.append({"id": old[best]["id"], "text": old[best]["text"], "event": "DELETE"})
         elif free and sim >= 0.9:
             touched.add(old[best]["id"])
             out.append({"id": old[best]["id"], "text": old[best]["text"], "event": "NONE"})
@@ -99,10 +103,15 @@ def offline_update(payload: dict, embedder) -> dict:
                        for e in out][:ENTRIES_MAX]}
 
 
-def _changes(old: str, new: str) -> bool:
+def _change(old: str, new: str) -> str | None:
+    """What a new fact of the same speaker does to a close memory: a changed number updates it (mem0's
+    "update"), the opposite polarity contradicts it (mem0's "delete"); None when neither."""
     (who_old, body_old), (who_new, body_new) = strip_speaker(old), strip_speaker(new)
-    return who_old == who_new and (numbers(body_old) != numbers(body_new)
-                                   or has_negation(body_old) != has_negation(body_new))
+    if who_old != who_new:
+        return None
+    if numbers(body_old) != numbers(body_new):
+        return "UPDATE"
+    return "DELETE" if has_negation(body_old) != has_negation(body_new) else None
 
 
 FACTS_BOUNDS = (Cap("facts", max_items=FACTS_MAX, max_chars=FACT_CHARS),)

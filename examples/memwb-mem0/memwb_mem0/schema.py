@@ -86,6 +86,7 @@ SCHEMA = EngineSchema(
                      description="mem0 adds a new memory"),
         OperatorSpec(Op.UPDATE, "UPDATE", PROCESS, ("memory (superseded)", "source turn"), ordered_targets=True,
                      plan_fields=(PlanField("old_memory", "Old memory"), PlanField("text", "New text"),
+                                  PlanField("model_old_memory", "old_memory as mem0's model wrote it"),
                                   PlanField("facts", "Facts extracted", "list")),
                      description="mem0 rewrites a memory; the old text stays in its history"),
         OperatorSpec(Op.DELETE, "DELETE", PROCESS, ("memory (deleted)", "source turn"), ordered_targets=True,
