@@ -161,7 +161,10 @@ class Mem0Engine(BaseEngine):
             if node.status == Life.DELETED:
                 return Placement(node.id, None, False, None, Drop.OFF_SURFACE, SEARCH,
                                  "mem0 deleted this memory; its history keeps it, its store does not")
-            rank, score = scored.get(node.id, (None, 0.0))
+            if node.id not in scored:
+                return Placement(node.id, None, False, None, Drop.BELOW_SEED_CUT, SEARCH,
+                                 "mem0's score (its cosine) is not above 0: its search leaves it out")
+            rank, score = scored[node.id]
             return Placement(node.id, None, False, _signals(score, reference), Drop.CANDIDATE_CAP, SEARCH,
                              f"mem0 rank {rank} > the {self.settings.candidates} memories asked for")
 

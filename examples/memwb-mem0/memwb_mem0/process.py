@@ -142,7 +142,7 @@ class Mem0Process(BaseProcess):
             uid = tx.state.next_node_id
             text = p.plan["text"]
             if p.op == Op.ADD:
-                memory, version, row = mem0_id(uid), 1, None
+                memory, version = mem0_id(uid), 1
                 row = library.add(memory, text)
                 sources = list(source.source_ids)
             else:
