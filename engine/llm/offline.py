@@ -17,6 +17,7 @@ from engine.core.text import has_negation, human_date, keywords_of, numbers, str
 from engine.llm import offline_answer, offline_diagnosis, offline_events, offline_recmem, offline_split
 from engine.llm.base import BackendError, BackendReply, LLMBackend, LLMRequest, estimate_tokens
 from engine.llm.embedder import Embedder
+from engine.llm.roles import registered
 
 
 def summary_of(text: str, speaker: str = "", time: str = "", max_words: int = 60) -> str:
@@ -139,7 +140,10 @@ class OfflineBackend(LLMBackend):
     def foresee(self, role: str, payload: dict) -> dict | None:
         """The rules' answer, which `generate` returns as JSON (None for a role they have no rule for)."""
         handler = getattr(self, f"_{role}", None)
-        return handler(payload) if handler is not None else None
+        if handler is not None:
+            return handler(payload)
+        outside = registered(role)                # a role an installed engine brought, with its own rule
+        return outside.offline(payload, self.embedder) if outside is not None and outside.offline else None
 
     def _segment(self, text: str, label: str) -> dict:
         return {"segment_text": text, "segment_summary": summary_of(text),

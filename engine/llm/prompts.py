@@ -112,6 +112,11 @@ _TASKS = {
 
 
 def render(role: str, payload: dict) -> list[dict]:
+    from engine.llm.roles import registered      # here: roles.py imports the schemas this module sits beside
+
+    outside = registered(role)
+    if outside is not None:                      # a role an installed engine brought, with its own prompt
+        return outside.render(payload)
     task = _TASKS[role]
     body = json.dumps(payload, ensure_ascii=False, indent=1, sort_keys=True)
     return [
