@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 from engine.core import ops as opspecs
 from engine.core.conversation import Turn
-from engine.core.node import node_label
+from engine.core.node import Node, node_label
 from engine.core.oplog import OpKind, OpRecord, RunStatus
 from engine.core.payloads import LLMCallMade, RunDiscarded, RunUndone, TurnIngested
 from engine.core.proposal import CLOSED, Proposal, ProposalCounts, Status
@@ -147,6 +147,13 @@ class BaseEngine(DerivedViews, ABC):
     def check_new_turn(self, turn: Turn) -> None:
         if turn.id in self.state.turn_units:
             raise ValueError(f"turn {turn.id} is already in memory (node u{self.state.turn_units[turn.id]})")
+
+    def turn_node(self, turn: Turn, kind: str, status: str) -> Node:
+        """The node that keeps one turn as said (its text as raw and summary, no keywords), numbered next: how an
+        engine that stores every turn starts its ingest."""
+        return Node(id=self.state.next_node_id, raw=turn.raw, summary=turn.raw, keywords=[], time=turn.time,
+                    kind=kind, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session, status=status,
+                    created_turn=self.state.turn + 1)
 
     @staticmethod
     def ingested(turn: Turn, **details) -> TurnIngested:

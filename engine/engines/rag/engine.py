@@ -67,9 +67,7 @@ class NaiveEngine(BaseEngine):
     def ingest(self, turn: Turn) -> IngestReport:
         self.check_new_turn(turn)
         turn_no = self.state.turn + 1
-        node = Node(id=self.state.next_node_id, raw=turn.raw, summary=turn.raw, keywords=[], time=turn.time,
-                    kind=TURN_KIND, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
-                    status=STORED, created_turn=turn_no)
+        node = self.turn_node(turn, TURN_KIND, STORED)
         tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
         tx.emit(self.ingested(turn))
         tx.create_node(node)

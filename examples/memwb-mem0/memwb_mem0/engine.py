@@ -80,9 +80,7 @@ class Mem0Engine(BaseEngine):
         waiting = [self.state.nodes[u] for u in sorted(self.state.buffer(PROCESS))]
         added = self._add_waiting() if waiting and waiting[-1].session != turn.session else None
         turn_no = self.state.turn + 1
-        node = Node(id=self.state.next_node_id, raw=turn.raw, summary=turn.raw, keywords=[], time=turn.time,
-                    kind=Kind.TURN, source_ids=[turn.id], speakers=[turn.speaker], session=turn.session,
-                    status=Life.HEARD, created_turn=turn_no)
+        node = self.turn_node(turn, Kind.TURN, Life.HEARD)
         tx = Tx(self.state, turn=turn_no, actor="online", isolated=False)
         tx.emit(self.ingested(turn, mem0_add=added))
         tx.create_node(node)
