@@ -193,12 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "hash is stored, in the workspace's users.json); an --oidc user signs in through "
                                    "the identity provider of Streamlit's secrets ([auth]) and gets a role here; "
                                    "'@domain' gives a role to every address of a domain. Roles: viewer (browse, "
-                                   "replay into a private branch, query) and reviewer (also decide, apply, undo, "
-                                   "annotate, run benchmarks).")
+                                   "replay into a private branch, query), annotator (also label cases and decisions "
+                                   "beside other annotators) and reviewer (also decide, apply, undo, annotate the "
+                                   "gold, adjudicate labels, run benchmarks).")
     actions = p.add_subparsers(dest="action", required=True)
     a = actions.add_parser("add", help="add a user with a role (prints a new token unless --oidc or --password)")
     a.add_argument("name", help="the user's name, or an e-mail address (or '@domain') for --oidc")
-    a.add_argument("--role", required=True, choices=[r.value for r in Role], help="viewer or reviewer")
+    a.add_argument("--role", required=True, choices=[r.value for r in Role], help="viewer, annotator or reviewer")
     how = a.add_mutually_exclusive_group()
     how.add_argument("--oidc", action="store_true", help="signs in through the identity provider (no token)")
     how.add_argument("--password", action="store_true", help="type a password instead of getting a token")
@@ -207,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--password", action="store_true", help="type a password instead of getting a token")
     a = actions.add_parser("role", help="change a user's role")
     a.add_argument("name", help="the user")
-    a.add_argument("role", choices=[r.value for r in Role], help="the new role: viewer or reviewer")
+    a.add_argument("role", choices=[r.value for r in Role], help="the new role: viewer, annotator or reviewer")
     a = actions.add_parser("remove", help="remove a user (their browser sessions are signed out)")
     a.add_argument("name", help="the user")
     actions.add_parser("list", help="every user with their role and how they sign in")
