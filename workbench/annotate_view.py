@@ -8,6 +8,7 @@ edits replayed on top of a changed case).
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,9 @@ from engine.core.cases import Case, CaseQuestion
 from engine.core.conversation import Conversation, Turn
 from engine.engines import engine_schema
 from engine.eval.annotation import QuestionScore, Retriever, score_case
+from engine.core.errors import WorkbenchError
 from engine.loaders import LoaderError
+from engine.loaders.cases import case_set_version, export_document
 from engine.store.annotations import AnnotationStore, ImportReport
 from workbench import access
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
@@ -208,6 +211,22 @@ def score_table(case: Case, scores: list[QuestionScore]) -> pd.DataFrame:
 def score_columns(k: int, *names: str) -> list[str]:
     """Column titles of the metric columns of `score_table` for the named retrievers."""
     return [f"{name} {metric}@{k}" for name in names for metric in ("R", "SCR")]
+
+
+def export_text(document: dict) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def version_of(cases: list[Case], conversation: Conversation) -> str:
+    return case_set_version(export_document(cases, conversation))
+
+
+def run_flashed(action, *args) -> None:
+    """Run a write now; a refusal or bad value becomes the page's error message."""
+    try:
+        action(*args)
+    except (AccessDenied, WorkbenchError, ValueError) as exc:
+        flash("error", md_escape(exc))
 
 
 def fmt(value: float | None) -> str:
