@@ -59,6 +59,9 @@ bar[3].download_button("Export", data=av.export_text(team_document(cases, conv, 
                        help="The gold cases with every annotator's label, the agreement, the adjudications and "
                             "the case set's version.")
 
+with st.expander("Decision labels · how one turn relates to another, for a decision set", icon=":material/link:"):
+    lv.decision_labels_panel(lv.decision_store(wb.engine.store.engine), conv)
+
 if sid is None:
     st.info("No cases for this conversation yet: create one with **New case**, or **Import** a cases file"
             + (" (the bundled demo has two ready-made cases)." if av.bundled_cases(wb) else "."))

@@ -192,3 +192,27 @@ def test_the_export_holds_labels_agreement_and_adjudicated_gold_and_still_import
     assert {x["annotator"] for x in adj["from_labels"]} == {"ann", "ben"}
     assert doc["case_set"]["version"].startswith("sha256:")
     assert [c.scenario_id for c in parse_document(doc, "export.json", conv)] == ["commute", "half-marathons"]
+
+
+def test_decision_labels_are_stored_undone_and_exported_as_a_decision_overlay(db_url, conv, tmp_path):
+    from engine.loaders.jsonl import attach_decisions, load_decision_overlay
+    from engine.store.decision_labels import DecisionLabels
+
+    engine = open_database(database_url(db_url))
+    ann = DecisionLabels(engine, "ann", clock())
+    turns = [t.id for t in conv.turns]
+    first = ann.add(conv, turns[9], turns[3], "supersedes", "moved")       # either order: earlier comes first
+    assert (first.kind, first.earlier, first.later) == ("update", turns[3], turns[9])
+    ann.add(conv, turns[1], turns[2], "is caused by")
+    ann.add(conv, turns[4], turns[5], "restates")
+    with pytest.raises(LabelError, match="pick two different turns"):
+        ann.add(conv, turns[1], turns[1], "restates")
+    assert ann.undo("demo").kind == "merge"
+    DecisionLabels(engine, "ben", clock()).add(conv, turns[6], turns[7], "is unrelated to")
+    overlay = tmp_path / "mine.jsonl"
+    overlay.write_text(ann.overlay_lines("demo"), encoding="utf-8")
+    loaded = load_decision_overlay(overlay)
+    [with_labels] = attach_decisions([conv], loaded, overlay)
+    assert [(d.kind, d.earlier, d.later) for d in with_labels.decisions[-3:]] == [
+        ("update", turns[3], turns[9]), ("cause", turns[1], turns[2]), ("unrelated", turns[6], turns[7])]
+    assert [json.loads(x)["labelled_by"] for x in overlay.read_text().splitlines()] == ["ann", "ann", "ben"]

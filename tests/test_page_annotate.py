@@ -171,3 +171,21 @@ def test_conversation_text_never_reaches_html_unescaped():
     shown = [m.value for m in at.markdown] + [c.value for c in at.caption]
     assert not any("<script" in text or "<img" in text for text in shown)
     assert cases_of(at)[0].resolve(cases_of(at)[0].questions[0].gold_evidence_keys) == ["D1:1"]
+
+
+def test_a_decision_label_is_stored_under_the_signed_in_name_and_exported_as_an_overlay():
+    from engine.core.access import local_identity
+    from engine.store.decision_labels import DecisionLabels
+
+    at = open_page()
+    wb = at.session_state["workbench"]
+    ids = [t.id for t in wb.conversation.turns]
+    at.selectbox(key="decision_label_later").set_value(ids[12])
+    at.selectbox(key="decision_label_relation").set_value("supersedes")
+    at.selectbox(key="decision_label_earlier").set_value(ids[2])
+    at.button(key="decision_label_add").click().run()
+    assert not at.exception, at.exception
+    [(decision, who, _)] = DecisionLabels.at(wb.db_path).labels(wb.conversation.id)
+    assert (decision.kind, decision.earlier, decision.later, who) == ("update", ids[2], ids[12],
+                                                                     local_identity().name)
+    assert json.loads(DecisionLabels.at(wb.db_path).overlay_lines(wb.conversation.id))["kind"] == "update"

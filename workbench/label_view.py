@@ -14,6 +14,7 @@ from engine.core.conversation import Conversation
 from engine.core.labels import Label, majority, per_item
 from engine.eval.agreement import Agreement, CaseAgreement, case_agreement
 from engine.store.annotations import AnnotationStore
+from engine.store.decision_labels import RELATIONS, DecisionLabels
 from engine.store.labels import LabelError, LabelStore
 from workbench import access
 from workbench.text import md_code, md_escape, missing, table
@@ -195,17 +196,16 @@ def adjudicate_tab(store: LabelStore, gold: AnnotationStore, case: Case, convers
     options = turn_options(case, conversation)
     key = f"adjudicate|{sid}|{sample_id}|"
     with st.expander("Pick per item", icon=":material/checklist:"):
-        evidence = st.multiselect("Gold evidence turns", list(options), default=list(merged.evidence),
-                                  format_func=options.get, key=key + "evidence", disabled=not can)
+        st.multiselect("Gold evidence turns", list(options), default=list(merged.evidence),
+                       format_func=options.get, key=key + "evidence", disabled=not can)
         pick = st.columns(3)
-        chain_from = pick[0].selectbox("Causal chain from", names, key=key + "chain", disabled=not can)
-        answer_from = pick[1].selectbox("Gold answer from", names, key=key + "answer", disabled=not can,
-                                        format_func=lambda n: f"{n}: {labels[n].gold_answer[:40]}")
-        dependency_from = pick[2].selectbox("Dependency type from", names, key=key + "dependency", disabled=not can,
-                                            format_func=lambda n: f"{n}: {labels[n].dependency_type}")
+        pick[0].selectbox("Causal chain from", names, key=key + "chain", disabled=not can)
+        pick[1].selectbox("Gold answer from", names, key=key + "answer", disabled=not can,
+                          format_func=lambda n: f"{n}: {labels[n].gold_answer[:40]}")
+        pick[2].selectbox("Dependency type from", names, key=key + "dependency", disabled=not can,
+                          format_func=lambda n: f"{n}: {labels[n].dependency_type}")
         st.button("Save this gold", key=key + "save", disabled=not can, on_click=_guarded,
-                  args=(_record_per_item, store, gold, case, list(labels.values()), evidence, chain_from,
-                        answer_from, dependency_from))
+                  args=(_record_per_item, store, gold, case, list(labels.values()), key))
     done = [a for a in store.adjudications(cid, sid) if a.sample_id == sample_id]
     if done:
         last = done[-1]
@@ -220,6 +220,55 @@ def _record(store: LabelStore, gold: AnnotationStore, case: Case, adjudication) 
                      f"{len(adjudication.labels)} label(s).")
 
 
-def _record_per_item(store, gold, case, labels, evidence, chain_from, answer_from, dependency_from) -> None:
-    _record(store, gold, case, per_item(case, labels, store.author, evidence, chain_from, answer_from,
-                                        dependency_from))
+def _record_per_item(store, gold, case, labels, key: str) -> None:
+    """Reads the picks as they are at the click (callback arguments are those of the last run)."""
+    state = st.session_state
+    _record(store, gold, case, per_item(case, labels, store.author, state[key + "evidence"], state[key + "chain"],
+                                        state[key + "answer"], state[key + "dependency"]))
+
+
+# -- decision labels ------------------------------------------------------------------------------------------------
+class PageDecisionLabels(DecisionLabels):
+    def check(self, action: Action) -> None:
+        access.require(action)
+
+
+def decision_store(engine) -> DecisionLabels:
+    identity = access.current_identity()
+    return PageDecisionLabels(engine, author=identity.name if identity else None)
+
+
+def decision_labels_panel(store: DecisionLabels, conversation: Conversation) -> None:
+    """Pick two turns of this session's conversation and say how the later relates to the earlier."""
+    can = access.can(Action.LABEL)
+    ids = [t.id for t in conversation.turns]
+    shown = {t.id: f"{t.id} · {t.speaker}: {t.text[:70]}" for t in conversation.turns}
+    pair = st.columns([3, 2, 3], vertical_alignment="bottom")
+    pair[0].selectbox("This turn", ids, format_func=shown.get, key="decision_label_later", disabled=not can)
+    pair[1].selectbox("…", list(RELATIONS), key="decision_label_relation", disabled=not can,
+                      label_visibility="hidden")
+    pair[2].selectbox("that turn", ids, format_func=shown.get, key="decision_label_earlier", disabled=not can)
+    st.text_input("Note (optional)", key="decision_label_note", disabled=not can)
+    bar = st.columns([1, 1, 1, 2])
+    bar[0].button("Add decision label", key="decision_label_add", type="primary", disabled=not can,
+                  on_click=_guarded, args=(_add_decision, store, conversation))
+    bar[1].button("Undo my last decision label", key="decision_label_undo", disabled=not can,
+                  on_click=_guarded, args=(store.undo, conversation.id))
+    bar[2].download_button("Export decisions", data=store.overlay_lines(conversation.id),
+                           file_name=f"{conversation.id}-decisions.jsonl", mime="application/jsonl",
+                           icon=":material/download:", help="A decision overlay (docs/DECISIONS.md): `memwb bench "
+                           "--dataset decisions FILE --decisions THIS`.")
+    rows = store.labels(conversation.id)
+    if rows:
+        st.dataframe(table(pd.DataFrame([{"id": d.id, "kind": d.kind, "earlier": d.earlier, "later": d.later,
+                                          "by": who, "at": at, "note": d.note} for d, who, at in rows])),
+                     hide_index=True)
+
+
+def _add_decision(store: DecisionLabels, conversation: Conversation) -> None:
+    """Reads the pickers' values as they are at the click (callback arguments are those of the last run)."""
+    state = st.session_state
+    relation = state["decision_label_relation"]
+    d = store.add(conversation, state["decision_label_later"], state["decision_label_earlier"], relation,
+                  state.get("decision_label_note", ""))
+    flash("success", f"Labelled {md_code(d.later)} {relation} {md_code(d.earlier)} ({d.kind}).")
