@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.core.conversation import Conversation  # noqa: E402
 from engine.core.decision import DecisionKind  # noqa: E402
+from engine.core.splits import tuning_guard  # noqa: E402
 from engine.llm.decision_models import MODEL_FILE, Logistic  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.llm.statements import UPDATE_FEATURES, analyse, update_features  # noqa: E402
@@ -158,6 +159,7 @@ def main() -> None:
         p = np.array([models()["update"].probability(r[0]) for r in rows])
         print("update", json.dumps(reliability(p, np.array([r[1] for r in rows]))))
         return
+    tuning_guard([ROOT / "datasets" / "decisions" / "dev", CAUSAL_SUITE / "validation.jsonl"], "scripts/fit_decisions.py")
     rows = rows_for("dev", embedder)
     model = fit(rows, UPDATE_FEATURES)
     out = {"fitted_on": "datasets/decisions/dev and datasets/causal/validation.jsonl",

@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "set: docs/DECISIONS.md)")
     p.add_argument("--decisions", metavar="OVERLAY", help="with --dataset decisions: a file of decision lines "
                                                           "labelling the input's conversations (e.g. a LoCoMo file)")
+    p.add_argument("--gold-overlay", metavar="CORRECTIONS", help="a gold-correction overlay (`memwb audit-gold`): "
+                                                                 "figures on the original and the corrected gold, "
+                                                                 "side by side")
     p.add_argument("--conversations", nargs="+", help="only these conversation ids")
     p.add_argument("--engines", help="comma-separated engines (default: every registered engine; qmsum: every "
                                      "event engine)")
@@ -134,6 +137,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "and how often the model decides otherwise than the offline rules are printed")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
+
+    p = sub.add_parser("audit-gold", help="flag questions of a benchmark file whose gold looks wrong, with reasons",
+                       description="Flags LoCoMo (or LongMemEval, JSONL) questions whose gold looks wrong: an "
+                                   "evidence id naming no turn, an answer without evidence, an answer none of whose "
+                                   "words appear in the evidence turns or their neighbours, and (with --results) a "
+                                   "non-gold turn holding the answer that every system ranked above all gold turns. "
+                                   "Prints one tab-separated line per flag, then the count per reason. Corrections "
+                                   "go in an overlay file (engine/eval/gold_audit.py), which `memwb bench "
+                                   "--gold-overlay` scores beside the original gold.")
+    p.add_argument("input", metavar="FILE", help="the benchmark file")
+    p.add_argument("--results", nargs="+", metavar="RESULT_JSON", help="stored `memwb bench` result.json files")
+    p.add_argument("--json", action="store_true", help="print the flags as one JSON document")
+
+    p = sub.add_parser("splits", help="lock or unlock a dataset folder's test split against tuning code",
+                       description="Writes or updates FOLDER/splits.lock. Scripts that fit anything refuse a file "
+                                   "of a locked split (test.jsonl, test/, cases/test/) with a message; scoring "
+                                   "reads it as before.")
+    p.add_argument("action", choices=["lock", "unlock", "show"])
+    p.add_argument("folder", help="the dataset folder (e.g. datasets/causal)")
+    p.add_argument("--split", default="test", choices=["validation", "test"])
 
     p = sub.add_parser("reproduce", help="an engine's paper table rows beside this project's figures",
                        description="Run the benchmarks that measure ENGINE's paper rows (All-Mem: Table 10 R@5/N@5 "

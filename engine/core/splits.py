@@ -62,8 +62,11 @@ def locked_splits(path: Path) -> tuple[list[str], Path | None]:
 
 
 def refuse_locked(paths: Iterable[str | Path], tool: str) -> None:
-    """Raise `LockedSplit` if any of `paths` lies in a locked split: call it in tuning code on what it reads."""
+    """Raise `LockedSplit` if any of `paths` lies in a locked split (by a ``splits.lock`` above it, or, for a
+    cases export, by the document's own lock): call it in tuning code on what it reads."""
     for path in paths:
+        if Path(path).suffix == ".json" and Path(path).is_file():
+            _refuse_locked_export(Path(path), tool)
         split = split_of(Path(path))
         locked, found = locked_splits(Path(path))
         if split is not None and split in locked:
@@ -79,6 +82,23 @@ def refuse_locked_cases(document: dict, tool: str, source: str | Path = "cases")
     if hit:
         raise LockedSplit(f"{tool} refuses {source}: case(s) {', '.join(hit)} are in a locked split "
                           f"({', '.join(sorted(locked))}). Tuning reads validation cases only.")
+
+
+def _refuse_locked_export(path: Path, tool: str) -> None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return                                  # not a cases export: the tool's own loader says what is wrong
+    if isinstance(document, dict) and document.get("format") == "memwb-scds-cases":
+        refuse_locked_cases(document, tool, path)
+
+
+def tuning_guard(paths: Iterable[str | Path], tool: str) -> None:
+    """For a tuning script's main: stop with the lock's message (exit status 1) instead of a traceback."""
+    try:
+        refuse_locked(paths, tool)
+    except LockedSplit as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def write_lock(folder: Path, splits: Iterable[str], by: str) -> Path:
