@@ -24,7 +24,12 @@ st.caption("Cases in the style of SCDS, MemLoom's Synthetic Causal Diagnostic Su
            "this conversation: its turns get pointers `scenario_id:tNN`, and each "
            "question names its gold evidence and its causal chain (`gold_causal_structure`). Every change is saved "
            "to this session's database at once.")
-access.read_only_note(Action.ANNOTATE, "every case and score them")
+if access.can(Action.LABEL) and not access.can(Action.ANNOTATE):
+    st.info(f"Signed in as {md_escape(access.current_identity().label)}: you label each question under **My labels** "
+            "(and decisions below); the other annotators' labels show once you submit. A reviewer edits the gold "
+            "and adjudicates.", icon=":material/edit_note:")
+else:
+    access.read_only_note(Action.ANNOTATE, "every case and score them")
 locked = not access.can(Action.ANNOTATE)           # the store refuses a viewer's writes; the widgets say so
 messages = st.container()
 av.show_flash(messages)
@@ -47,6 +52,11 @@ with bar[1].popover("New case", icon=":material/add:", width="stretch"):
 with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
     upload = st.file_uploader("Cases JSON (format: engine/loaders/cases.py)", type=["json"], key="annotate_upload",
                               disabled=locked)
+    if conv.questions:
+        st.button("Audit this conversation's gold", key="annotate_audit", on_click=av.audit_gold, args=(store, conv),
+                  disabled=locked, help="A case of the questions whose gold looks wrong (`memwb audit-gold`), for "
+                                        "annotators to confirm or correct; adjudicated, it exports as a "
+                                        "corrections overlay.")
     demo = av.bundled_cases(wb)
     if demo:
         st.button("Load the bundled demo cases", key="annotate_demo", on_click=av.import_bundled,
@@ -186,6 +196,7 @@ with tab_adjudicate:
         judged = av.pick(st, "Question to adjudicate", question_ids, f"adjudicate_question|{sid}",
                          format_func=titled.get)
         lv.adjudicate_tab(team, store, case, conv, judged)
+    lv.corrections_download(team, case)
 
 with tab_score:
     if wb.cursor < wb.total_turns:

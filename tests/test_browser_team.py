@@ -80,9 +80,20 @@ def test_two_annotators_agreement_adjudication_and_export(tmp_path):
         annotate = f"{url}/annotate"
         sign_in(ann, annotate, "ann", tokens["ann"])
         label_q1(ann, ["commute:t20", "commute:t38"], ["commute:t38", "commute:t20"], "a new job across town")
+        assert "Signed in as ann (annotator): you label each question" in ann.inner_text("body")
         mine = store.label("demo", "commute", "commute-q1", "ann")
         assert mine is not None and mine.evidence == ("commute:t20", "commute:t38")
         assert mine.chain == ("commute:t38", "commute:t20") and mine.gold_answer == "a new job across town"
+        ann.get_by_role("button", name="Undo my last label change").click()          # undo, as for any change
+        wait_idle(ann)
+        before = store.label("demo", "commute", "commute-q1", "ann")
+        assert before.gold_answer == "" and before.chain == mine.chain and before.seq < mine.seq
+        assert ann.get_by_label("My gold answer").input_value() == ""                # the page shows the store
+        answer(ann, "My gold answer", "a new job across town")
+        mine = store.label("demo", "commute", "commute-q1", "ann")
+        assert mine.gold_answer == "a new job across town"
+        assert [r.annotator for r in store.history("demo", "commute")] == ["ann"] * 7 and \
+            all(r.at for r in store.history("demo", "commute"))
 
         ben = ann.context.browser.new_page(viewport={"width": 1500, "height": 1100})   # another person
         ben.set_default_timeout(120_000)

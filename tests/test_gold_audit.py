@@ -105,6 +105,12 @@ def test_bench_reports_original_and_corrected_gold_side_by_side_and_names_the_ve
         (records["q1"]["metrics"]["n@5"] + records["q2"]["metrics"]["n@5"]) / 2, abs=1e-4)
     assert row["corrected"]["n@5"] != row["original"]["n@5"]         # s2:3 alone ranks lower than s1:1 did
     assert "original vs corrected gold" in run.stdout and "r@5 corrected" in run.stdout
+    from workbench.bench_result import load_result
+    from workbench.benchmark_view import run_caption
+
+    caption = run_caption(load_result(tmp_path / "out" / "result.json"))       # what the Benchmark page names
+    assert f"scored against version {result['dataset_version']}" in caption
+    assert result["gold_overlay"]["version"] in caption
     figures = corrected_figures(result["questions"], load_overlay(overlay),
                                 lambda ranked, gold, ks: {"r@5": recall_at_k(ranked, list(gold), 5)}, [5])
     assert figures["naive"]["corrected"]["r@5"] == pytest.approx(expected, abs=1e-4)

@@ -189,3 +189,55 @@ def test_a_decision_label_is_stored_under_the_signed_in_name_and_exported_as_an_
     assert (decision.kind, decision.earlier, decision.later, who) == ("update", ids[2], ids[12],
                                                                      local_identity().name)
     assert json.loads(DecisionLabels.at(wb.db_path).overlay_lines(wb.conversation.id))["kind"] == "update"
+
+
+def test_flagged_gold_is_checked_in_the_multi_annotator_flow_and_exported_as_corrections(tmp_path):
+    from engine.core.access import Action, Identity, Role
+    from engine.core.labels import majority
+    from engine.eval.gold_audit import (AUDIT_CASE, CORRECTED, apply_overlay, load_overlay, overlay_from_case,
+                                        overlay_line)
+    from engine.loaders import load_conversations
+    from engine.store.database import database_url, open_database
+    from engine.store.labels import LabelStore
+
+    texts = ["I adopted a kitten today.", "Nice!", "What colour?", "Grey.", "Her name is Miso, by the way."]
+    rows = [{"id": f"t{i}", "speaker": "Ana" if i % 2 == 0 else "Ben", "text": text,
+             "time": f"2024-03-02T10:0{i}:00", "session": "1"} for i, text in enumerate(texts)]
+    rows.append({"type": "question", "id": "q1", "question": "What is the kitten called?", "answer": "Miso",
+                 "evidence": ["t0"]})
+    source = tmp_path / "kitten.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    at = open_page(Workbench.open(source, engine="naive", workdir=tmp_path / "s", label="kitten"))
+    at.button(key="annotate_audit").click().run()
+    assert not at.exception, at.exception
+    [case] = cases_of(at)
+    assert case.scenario_id == AUDIT_CASE and [q.sample_id for q in case.questions] == ["q1"]
+    assert case.questions[0].metadata["audit"]["reasons"] == ["answer_not_in_evidence"]
+    assert "t4" in {t.turn_id for t in case.turns}                 # the turn holding the answer is offered
+
+    engine = open_database(database_url(at.session_state["workbench"].db_path))
+
+    class As(LabelStore):
+        def __init__(self, name, role=Role.ANNOTATOR):
+            super().__init__(engine, name)
+            self.identity = Identity(name, role, "token")
+
+        def check(self, action: Action) -> None:
+            self.identity.require(action)
+
+    t4 = case.pointer_of("t4")
+    As("ann").save_label(case, "q1", [t4], [], "Miso", "CAUSAL_FOLLOW")
+    As("ben").save_label(case, "q1", [case.pointer_of("t0"), t4], [], "Miso", "CAUSAL_FOLLOW")
+    rita = As("rita", Role.REVIEWER)
+    rita.open_adjudication(case.conversation_id, AUDIT_CASE)
+    labels = list(rita.labels(case.conversation_id, AUDIT_CASE)["q1"].values())
+    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(engine, "rita").save)
+    at.run()
+    assert not at.exception, at.exception
+    stored = AnnotationStore(engine).get(case.conversation_id, AUDIT_CASE)
+    [correction] = overlay_from_case(stored, ["q1"], "rita")
+    assert correction.status == CORRECTED and correction.evidence == ("t4",) and correction.answer is None
+    overlay = tmp_path / "corrections.jsonl"
+    overlay.write_text(overlay_line(correction) + "\n", encoding="utf-8")
+    [fixed] = apply_overlay(load_conversations(source), load_overlay(overlay), overlay)
+    assert fixed.questions[0].evidence == ("t4",)

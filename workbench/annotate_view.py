@@ -322,6 +322,23 @@ def delete_question(store: AnnotationStore, conversation_id: str, scenario_id: s
     store.save(case)
 
 
+@refused_flashed
+def audit_gold(store: AnnotationStore, conversation: Conversation) -> None:
+    """Make the gold-audit case of the loaded conversation (once)."""
+    from engine.eval.gold_audit import AUDIT_CASE, audit_case, audit_conversations
+
+    if store.get(conversation.id, AUDIT_CASE):
+        st.session_state["annotate_case"] = AUDIT_CASE
+        return flash("error", f"The case {md_code(AUDIT_CASE)} exists already: delete it to audit again.")
+    flags = audit_conversations([conversation])
+    if not flags:
+        return flash("success", f"No question of {md_code(conversation.id)} is flagged.")
+    store.save(audit_case(conversation, flags))
+    st.session_state["annotate_case"] = AUDIT_CASE
+    flash("success", f"{len({f.question_id for f in flags})} flagged question(s) in case {md_code(AUDIT_CASE)}: "
+                     "label them, then adjudicate.")
+
+
 def question_key(scenario_id: str) -> str:
     return f"annotate_question|{scenario_id}"
 

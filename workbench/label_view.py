@@ -272,3 +272,18 @@ def _add_decision(store: DecisionLabels, conversation: Conversation) -> None:
     d = store.add(conversation, state["decision_label_later"], state["decision_label_earlier"], relation,
                   state.get("decision_label_note", ""))
     flash("success", f"Labelled {md_code(d.later)} {relation} {md_code(d.earlier)} ({d.kind}).")
+
+
+def corrections_download(store: LabelStore, case: Case) -> None:
+    """For a gold-audit case: its adjudicated questions as a corrections overlay (`memwb bench --gold-overlay`)."""
+    from engine.eval.gold_audit import overlay_from_case, overlay_line
+
+    if not any("audit" in q.metadata for q in case.questions):
+        return
+    adjudicated = {a.sample_id for a in store.adjudications(case.conversation_id, case.scenario_id)}
+    lines = "".join(overlay_line(c) + "\n" for c in overlay_from_case(case, adjudicated, store.author))
+    st.download_button("Corrections overlay", data=lines, file_name=f"{case.conversation_id}-corrections.jsonl",
+                       mime="application/jsonl", icon=":material/download:", disabled=not lines,
+                       key=f"corrections_download|{case.scenario_id}",
+                       help=f"{len(adjudicated)} adjudicated question(s): confirmed where the gold stands, corrected "
+                            "where the adjudicated gold differs.")

@@ -312,3 +312,59 @@ def corrected_figures(questions: Sequence[dict], overlay: dict[tuple[str, str], 
         for side in ("original", "corrected"):
             row[side] = {m: round(sum(v) / len(v), 4) for m, v in row[side].items()}
     return out
+
+
+# -- checking flags in the multi-annotator flow ---------------------------------------------------------------------
+AUDIT_CASE = "gold-audit"
+
+
+def audit_case(conv: Conversation, flags: Sequence[Flag], scenario_id: str = AUDIT_CASE, candidates: int = 3):
+    """A case of the Annotate page holding the flagged questions with their gold as the file has it: the
+    scenario is each question's evidence window and the turns that hold every answer word (up to `candidates`),
+    so annotators confirm or correct each one in the same labels, agreement and adjudication as any case."""
+    from engine.core.cases import Case
+
+    case = Case(scenario_id=scenario_id, conversation_id=conv.id, title="Gold audit: flagged questions")
+    by_id = {t.id: t for t in conv.turns}
+    questions = {q.id: q for q in conv.questions}
+    reasons: dict[str, list[Flag]] = {}
+    for f in flags:
+        if f.conversation == conv.id and f.question_id in questions:
+            reasons.setdefault(f.question_id, []).append(f)
+    for qid, found in reasons.items():
+        q = questions[qid]
+        wanted = answer_terms("" if q.answer is None else str(q.answer))
+        holders = [t for t in conv.turns if wanted and wanted <= turn_terms(t)][:candidates]
+        for turn in [*_window(conv, q.evidence), *holders]:
+            case.include(turn)
+        pointers = [case.include(by_id[e]) for e in q.evidence]
+        question = case.add_question(query_text=q.question, gold_answer="" if q.answer is None else str(q.answer),
+                                     task_type="premise_retrieval")
+        question.sample_id = qid
+        question.gold_evidence_keys = [t.pointer for t in case.turns if t.pointer in set(pointers)]
+        question.metadata = {"audit": {"question": qid, "reasons": [f.reason for f in found],
+                                       "details": [f.detail for f in found], "evidence": list(q.evidence),
+                                       "answer": "" if q.answer is None else str(q.answer)}}
+    return case
+
+
+def overlay_from_case(case, adjudicated: Iterable[str], by: str) -> list[Correction]:
+    """Corrections from an audit case's adjudicated questions: the gold as adjudicated, `confirmed` where it is
+    the file's own."""
+    done = set(adjudicated)
+    out = []
+    for q in case.questions:
+        audit = q.metadata.get("audit")
+        if not audit or q.sample_id not in done:
+            continue
+        evidence = tuple(case.resolve(q.gold_evidence_keys))
+        same_evidence = set(evidence) == set(audit["evidence"])
+        same_answer = q.gold_answer.strip() == audit["answer"].strip()
+        reason = ", ".join(audit["reasons"])
+        if same_evidence and same_answer:
+            out.append(Correction(case.conversation_id, audit["question"], CONFIRMED, reason=reason, by=by))
+        else:
+            out.append(Correction(case.conversation_id, audit["question"], CORRECTED,
+                                  None if same_evidence else evidence, None if same_answer else q.gold_answer,
+                                  reason=reason, by=by))
+    return out
