@@ -216,3 +216,32 @@ def test_decision_labels_are_stored_undone_and_exported_as_a_decision_overlay(db
     assert [(d.kind, d.earlier, d.later) for d in with_labels.decisions[-3:]] == [
         ("update", turns[3], turns[9]), ("cause", turns[1], turns[2]), ("unrelated", turns[6], turns[7])]
     assert [json.loads(x)["labelled_by"] for x in overlay.read_text().splitlines()] == ["ann", "ann", "ben"]
+
+
+def test_labels_adjudications_and_decision_labels_survive_a_dump_and_load(stores, conv, db_url, make_db, tmp_path):
+    import io
+
+    from engine.store.decision_labels import DecisionLabels
+    from engine.store.dump import dump, load
+    from engine.store.log_store import Store
+
+    Store(db_url)                                   # a session's database: the memory's tables beside the labels
+    gold, as_ = stores
+    case = gold.get("demo", "commute")
+    as_("ann").save_label(case, "commute-q1", [T[0]], [T[0], T[1]], "x", "CAUSAL_FOLLOW")
+    as_("ben").save_label(case, "commute-q1", [T[0], T[1]], [T[0]], "x", "CAUSAL_FOLLOW")
+    rita = as_("rita", Role.REVIEWER)
+    rita.open_adjudication("demo", "commute")
+    labels = list(rita.labels("demo", "commute")["commute-q1"].values())
+    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(rita.engine, "rita").save)
+    DecisionLabels(rita.engine, "ann").add(conv, conv.turns[1].id, conv.turns[4].id, "restates")
+    out = io.BytesIO()
+    dump(db_url, out)
+    path = tmp_path / "dump.jsonl"
+    path.write_bytes(out.getvalue())
+    target = make_db()
+    load(path, target)
+    copy = LabelStore.at(target)
+    assert copy.labels("demo", "commute") == rita.labels("demo", "commute")
+    assert copy.adjudications("demo", "commute") == rita.adjudications("demo", "commute")
+    assert DecisionLabels.at(target).labels("demo") == DecisionLabels(rita.engine).labels("demo")

@@ -89,7 +89,7 @@ class CaseSetRow(SQLModel, table=True):
     locked_at: str = ""
 
 
-_TABLES = [t.__table__ for t in (LabelRow, SubmissionRow, CaseStateRow, AdjudicationRow, CaseSetRow)]
+TABLES = [t.__table__ for t in (LabelRow, SubmissionRow, CaseStateRow, AdjudicationRow, CaseSetRow)]
 
 
 class LabelError(WorkbenchError, ValueError):
@@ -107,7 +107,7 @@ class LabelStore:
 
     def __init__(self, engine: Engine, author: str | None = None, clock: Callable[[], str] = utc_now):
         self.engine, self.author, self.clock = engine, (author or "").strip(), clock
-        create_tables(engine, _TABLES)
+        create_tables(engine, TABLES)
 
     @classmethod
     def at(cls, target: str | Path, author: str | None = None) -> LabelStore:
