@@ -88,19 +88,14 @@ with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
               on_click=av.delete_case, args=(store, conv.id, sid), disabled=locked)
 authors = store.last_authors(conv.id, sid)
 meta = st.columns([1, 1, 3], vertical_alignment="bottom")
-split_now = team.splits(conv.id).get(sid, "")
-split = meta[0].selectbox("Split", ["", *SPLITS], index=["", *SPLITS].index(split_now), key=f"annotate_split|{sid}",
-                          format_func=lambda s: s or "(none)", disabled=locked)
-if split != split_now:
-    av.run_flashed(team.set_split, conv.id, sid, split)
-    st.rerun()
-test_locked = "test" in team.locked(conv.id)
-lock = meta[1].toggle("Test split locked", value=test_locked, key="annotate_lock_test",
-                      disabled=not access.can(Action.ADJUDICATE),
-                      help="Tuning code refuses the test cases of an export whose test split is locked.")
-if lock != test_locked:
-    av.run_flashed(team.lock, conv.id, "test", lock)
-    st.rerun()
+split_key = f"annotate_split|{sid}"
+st.session_state[split_key] = team.splits(conv.id).get(sid, "")         # the widget shows what is stored
+meta[0].selectbox("Split", ["", *SPLITS], key=split_key, format_func=lambda s: s or "(none)", disabled=locked,
+                  on_change=av.store_choice, args=(split_key, lambda v: team.set_split(conv.id, sid, v)))
+st.session_state["annotate_lock_test"] = "test" in team.locked(conv.id)
+meta[1].toggle("Test split locked", key="annotate_lock_test", disabled=not access.can(Action.ADJUDICATE),
+               on_change=av.store_choice, args=("annotate_lock_test", lambda v: team.lock(conv.id, "test", v)),
+               help="Tuning code refuses the test cases of an export whose test split is locked.")
 meta[2].caption(f"Case set version {md_code(av.version_of(cases, conv))}"
                 + (f" · case last changed by **{md_escape(authors[''])}**" if "" in authors else ""))
 

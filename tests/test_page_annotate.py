@@ -241,3 +241,27 @@ def test_flagged_gold_is_checked_in_the_multi_annotator_flow_and_exported_as_cor
     overlay.write_text(overlay_line(correction) + "\n", encoding="utf-8")
     [fixed] = apply_overlay(load_conversations(source), load_overlay(overlay), overlay)
     assert fixed.questions[0].evidence == ("t4",)
+
+
+def test_a_case_goes_to_the_test_split_the_split_locks_and_the_export_is_refused_by_tuning_code(tmp_path):
+    from engine.core.splits import LockedSplit, refuse_locked
+    from engine.store.labels import LabelStore, team_document
+
+    at = open_page()
+    at.button(key="annotate_demo").click().run()
+    at.selectbox(key="annotate_split|commute").set_value("test").run()
+    at.toggle(key="annotate_lock_test").set_value(True).run()
+    assert not at.exception, at.exception
+    wb = at.session_state["workbench"]
+    labels = LabelStore.at(wb.db_path)
+    assert labels.splits("demo") == {"commute": "test"} and labels.locked("demo") == ["test"]
+    at.selectbox(key="annotate_split|commute").set_value("validation").run()          # locked: it stays
+    assert labels.splits("demo") == {"commute": "test"}
+    assert any("split is locked" in e.value for e in at.error)
+    doc = team_document(cases_of(at), wb.conversation, labels)
+    assert doc["case_set"]["locked"] == ["test"]
+    assert doc["case_set"]["version"] in " ".join(shown_text(c.value)[0] for c in at.caption)
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(LockedSplit, match="commute"):
+        refuse_locked([path], "a fit script")

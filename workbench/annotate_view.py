@@ -221,10 +221,11 @@ def version_of(cases: list[Case], conversation: Conversation) -> str:
     return case_set_version(export_document(cases, conversation))
 
 
-def run_flashed(action, *args) -> None:
-    """Run a write now; a refusal or bad value becomes the page's error message."""
+def store_choice(key: str, write) -> None:
+    """Widget callback: write the widget's new value; a refusal or bad value becomes the page's error message
+    (the page then sets the widget back to what is stored)."""
     try:
-        action(*args)
+        write(st.session_state[key])
     except (AccessDenied, WorkbenchError, ValueError) as exc:
         flash("error", md_escape(exc))
 

@@ -20,6 +20,7 @@ from workbench import access
 from workbench.text import md_code, md_escape, missing, table
 
 _FLASH = "label_flash"
+_NONCE = "label_nonce"
 
 
 class PageLabels(LabelStore):
@@ -65,7 +66,7 @@ def my_labels(store: LabelStore, case: Case, conversation: Conversation, sample_
     cid, sid = case.conversation_id, case.scenario_id
     mine = store.label(cid, sid, sample_id, who) or Label(sid, sample_id, who)
     options = turn_options(case, conversation)
-    key = f"label|{sid}|{sample_id}|{who}|{mine.seq}|"
+    key = f"label|{sid}|{sample_id}|{who}|{mine.seq}|{st.session_state.get(_NONCE, 0)}|"
     q = case.question(sample_id)
     st.markdown(f"**{md_code(sample_id)}** · {md_escape(q.query_text or '(no query text yet)')}")
     left, right = st.columns(2, gap="large")
@@ -85,6 +86,7 @@ def my_labels(store: LabelStore, case: Case, conversation: Conversation, sample_
             store.save_label(case, sample_id, list(evidence), list(chain), answer, dependency)
         except (AccessDenied, LabelError) as exc:
             flash("error", md_escape(exc))
+            st.session_state[_NONCE] = st.session_state.get(_NONCE, 0) + 1   # rebuild the widgets from the store
         st.rerun()
     if mine.seq:
         st.caption(f"Your label of {md_code(sample_id)}: version {mine.seq}, saved {md_escape(mine.at)}.")
