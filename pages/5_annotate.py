@@ -63,7 +63,7 @@ with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
                   args=(store, demo, conv), disabled=locked)
 if av.handle_upload(store, upload, conv):
     st.rerun()
-bar[3].download_button("Export", data=av.export_text(team_document(cases, conv, team)),
+bar[3].download_button("Export", data=av.export_text(team_document(cases, conv, team, who)),
                        file_name=f"{conv.id}-cases.json", mime="application/json", icon=":material/download:",
                        disabled=not cases, width="stretch",
                        help="The gold cases with every annotator's label, the agreement, the adjudications and "

@@ -95,6 +95,9 @@ def test_two_annotators_agreement_adjudication_and_export(tmp_path):
         assert [r.annotator for r in store.history("demo", "commute")] == ["ann"] * 7 and \
             all(r.at for r in store.history("demo", "commute"))
 
+        tab(ann, "Adjudicate")                                    # an annotator does not adjudicate
+        assert ann.get_by_role("button", name="Open adjudication").is_disabled()
+
         ben = ann.context.browser.new_page(viewport={"width": 1500, "height": 1100})   # another person
         ben.set_default_timeout(120_000)
         sign_in(ben, annotate, "ben", tokens["ben"])

@@ -97,13 +97,15 @@ def test_bad_labels_and_roles_are_refused_and_write_nothing(stores):
     assert as_("ann").history("demo") == []
 
 
-def test_an_annotator_sees_only_their_own_labels_until_they_submit_or_adjudication_opens(stores):
+def test_an_annotator_sees_only_their_own_labels_until_they_submit_or_adjudication_opens(stores, conv):
     gold, as_ = stores
     case = gold.get("demo", "commute")
     ann, ben = as_("ann"), as_("ben")
     ann.save_label(case, "commute-q1", T[:2], T[:2], "a", "CAUSAL_FOLLOW")
     ben.save_label(case, "commute-q1", T[1:], T[1:], "b", "CAUSAL_FOLLOW")
     assert list(ann.visible_labels("demo", "commute", "ann")["commute-q1"]) == ["ann"]
+    [mine, _] = team_document(gold.cases("demo"), conv, ann, reader="ann")["cases"]     # nor in the export
+    assert {lab["annotator"] for lab in mine["labels"]} == {"ann"} and mine["agreement"] is None
     ann.submit("demo", "commute")
     assert list(ann.visible_labels("demo", "commute", "ann")["commute-q1"]) == ["ann", "ben"]
     assert list(ben.visible_labels("demo", "commute", "ben")["commute-q1"]) == ["ben"]
