@@ -154,9 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Writes or updates FOLDER/splits.lock. Scripts that fit anything refuse a file "
                                    "of a locked split (test.jsonl, test/, cases/test/) with a message; scoring "
                                    "reads it as before.")
-    p.add_argument("action", choices=["lock", "unlock", "show"])
+    p.add_argument("action", choices=["lock", "unlock", "show"], help="lock or unlock --split, or show what is "
+                                                                      "locked")
     p.add_argument("folder", help="the dataset folder (e.g. datasets/causal)")
-    p.add_argument("--split", default="test", choices=["validation", "test"])
+    p.add_argument("--split", default="test", choices=["validation", "test"], help="the split (default: test)")
 
     p = sub.add_parser("reproduce", help="an engine's paper table rows beside this project's figures",
                        description="Run the benchmarks that measure ENGINE's paper rows (All-Mem: Table 10 R@5/N@5 "
