@@ -80,7 +80,7 @@ _SMALL = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
           "nine": 9, "ten": 10}
 
 
-def _dates(time: str, text: str) -> str:
+def _dates(time: str, text: str, session_date: bool = True) -> str:
     """A turn's session date in the words an answer uses ("2023-05-08 8 May 2023 Monday"), and the dates its
     relative phrases name ("last year" said in 2023: 2022; "3 years ago", "for 10 years"; last or next month), as
     LoCoMo's temporal answers give them."""
@@ -91,7 +91,8 @@ def _dates(time: str, text: str) -> str:
     low = text.lower()
     back = [1] if "last year" in low else []
     back += [int(n) if n.isdigit() else _SMALL[n] for pair in _AGO.findall(low) for n in pair if n]
-    out = [f"{when:%Y-%m-%d} {when.day} {when:%B %Y %A}", *(str(when.year - b) for b in back)]
+    out = [f"{when:%Y-%m-%d} {when.day} {when:%B %Y %A}" if session_date else "",
+           *(str(when.year - b) for b in back)]
     if "last month" in low:
         month = when.replace(day=1) - timedelta(days=1)
         out.append(f"{month:%B %Y}")
@@ -103,8 +104,11 @@ def _dates(time: str, text: str) -> str:
     return " ".join(out)
 
 
-def turn_terms(turn: Turn) -> set[str]:
-    text = " ".join([turn.text, turn.image_caption or "", _dates(turn.time, turn.text)])
+def turn_terms(turn: Turn, session_date: bool = True) -> set[str]:
+    """What a turn says (text, caption, the dates its relative phrases name) and, with `session_date`, its
+    session's date: context enough to confirm an evidence turn, too much to say a turn holds an answer (every
+    turn of a session would hold its date)."""
+    text = " ".join([turn.text, turn.image_caption or "", _dates(turn.time, turn.text, session_date)])
     return _terms(text)
 
 
@@ -164,7 +168,7 @@ def audit_results(conversations: Iterable[Conversation], results: Sequence[dict]
             for ranked in rankings:
                 first_gold = next((n for n, tid in enumerate(ranked) if tid in q.evidence), len(ranked))
                 holder = next((tid for tid in ranked[:first_gold]
-                               if tid in turns and wanted <= turn_terms(turns[tid])), None)
+                               if tid in turns and wanted <= turn_terms(turns[tid], session_date=False)), None)
                 above.append(holder)
             if all(above):
                 flags.append(Flag(conv.id, q.id, q.question, str(q.answer), tuple(q.evidence),
@@ -334,7 +338,7 @@ def audit_case(conv: Conversation, flags: Sequence[Flag], scenario_id: str = AUD
     for qid, found in reasons.items():
         q = questions[qid]
         wanted = answer_terms("" if q.answer is None else str(q.answer))
-        holders = [t for t in conv.turns if wanted and wanted <= turn_terms(t)][:candidates]
+        holders = [t for t in conv.turns if wanted and wanted <= turn_terms(t, session_date=False)][:candidates]
         for turn in [*_window(conv, q.evidence), *holders]:
             case.include(turn)
         pointers = [case.include(by_id[e]) for e in q.evidence]
