@@ -156,3 +156,16 @@ def test_tuning_scripts_refuse_the_locked_test_split_with_a_clear_message(tmp_pa
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 1 and "scripts/fit_boundaries.py refuses" in run.stderr, run.stderr
     assert memwb("splits", "show", tmp_path / "qmsum").stdout.strip().endswith("locked test")
+
+
+def test_longmemeval_files_are_audited_through_their_has_answer_turns(tmp_path):
+    from engine.eval.gold_audit import audit_file
+
+    lme = ROOT / "datasets" / "fixtures" / "longmemeval_tiny.json"
+    assert audit_file(lme)[1] == []
+    data = json.loads(lme.read_text(encoding="utf-8"))
+    data[0]["answer"] = "In the garden shed"                      # a gold answer no evidence turn supports
+    broken = tmp_path / "lme.json"
+    broken.write_text(json.dumps(data), encoding="utf-8")
+    [flag] = audit_file(broken)[1]
+    assert (flag.reason, flag.question) == ("answer_not_in_evidence", data[0]["question"])
