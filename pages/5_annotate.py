@@ -4,9 +4,11 @@ import streamlit as st
 from engine.core.access import AccessDenied, Action
 from engine.core.cases import DEPENDENCY_TYPES, TASK_TYPES
 from engine.eval.annotation import summarize
-from engine.loaders.cases import export_json
+from engine.core.splits import SPLITS
+from engine.store.labels import team_document
 from workbench import access
 from workbench import annotate_view as av
+from workbench import label_view as lv
 from workbench.state import get_workbench, header
 from workbench.text import MISSING, full_height, md_code, md_escape, table
 
@@ -14,16 +16,25 @@ wb = get_workbench()
 header(wb)
 conv = wb.conversation
 store = av.annotation_store(wb)
+team = lv.label_store(wb.engine.store.engine)
+who = access.who()
 
 st.subheader("Annotate · SCDS diagnostic cases")
 st.caption("Cases in the style of SCDS, MemLoom's Synthetic Causal Diagnostic Suite. A case is a scenario cut out of "
            "this conversation: its turns get pointers `scenario_id:tNN`, and each "
            "question names its gold evidence and its causal chain (`gold_causal_structure`). Every change is saved "
            "to this session's database at once.")
-access.read_only_note(Action.ANNOTATE, "every case and score them")
+if access.can(Action.LABEL) and not access.can(Action.ANNOTATE):
+    st.info(f"Signed in as {md_escape(access.current_identity().label)}: you label each question under **My labels** "
+            "(and decisions below); the other annotators' labels show once you submit. A reviewer edits the gold "
+            "and adjudicates.", icon=":material/edit_note:")
+else:
+    access.read_only_note(Action.ANNOTATE, "every case and score them")
 locked = not access.can(Action.ANNOTATE)           # the store refuses a viewer's writes; the widgets say so
 messages = st.container()
 av.show_flash(messages)
+with messages:
+    lv.show_flash()
 
 cases = store.cases(conv.id)
 ids = [c.scenario_id for c in cases]
@@ -41,15 +52,25 @@ with bar[1].popover("New case", icon=":material/add:", width="stretch"):
 with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
     upload = st.file_uploader("Cases JSON (format: engine/loaders/cases.py)", type=["json"], key="annotate_upload",
                               disabled=locked)
+    if conv.questions:
+        st.button("Audit this conversation's gold", key="annotate_audit", on_click=av.audit_gold, args=(store, conv),
+                  disabled=locked, help="A case of the questions whose gold looks wrong (`memwb audit-gold`), for "
+                                        "annotators to confirm or correct; adjudicated, it exports as a "
+                                        "corrections overlay.")
     demo = av.bundled_cases(wb)
     if demo:
         st.button("Load the bundled demo cases", key="annotate_demo", on_click=av.import_bundled,
                   args=(store, demo, conv), disabled=locked)
 if av.handle_upload(store, upload, conv):
     st.rerun()
-bar[3].download_button("Export", data=export_json(cases, conv), file_name=f"{conv.id}-cases.json",
-                       mime="application/json", icon=":material/download:", disabled=not cases,
-                       width="stretch")
+bar[3].download_button("Export", data=av.export_text(team_document(cases, conv, team, who)),
+                       file_name=f"{conv.id}-cases.json", mime="application/json", icon=":material/download:",
+                       disabled=not cases, width="stretch",
+                       help="The gold cases with every annotator's label, the agreement, the adjudications and "
+                            "the case set's version.")
+
+with st.expander("Decision labels · how one turn relates to another, for a decision set", icon=":material/link:"):
+    lv.decision_labels_panel(lv.decision_store(wb.engine.store.engine), conv)
 
 if sid is None:
     st.info("No cases for this conversation yet: create one with **New case**, or **Import** a cases file"
@@ -66,10 +87,20 @@ with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
     st.button(f"Delete case {md_escape(sid)} and its questions", key="annotate_delete_case", type="primary",
               on_click=av.delete_case, args=(store, conv.id, sid), disabled=locked)
 authors = store.last_authors(conv.id, sid)
-if "" in authors:
-    st.caption(f"Case last changed by **{md_escape(authors[''])}**.")
+meta = st.columns([1, 1, 3], vertical_alignment="bottom")
+split_key = f"annotate_split|{sid}"
+st.session_state[split_key] = team.splits(conv.id).get(sid, "")         # the widget shows what is stored
+meta[0].selectbox("Split", ["", *SPLITS], key=split_key, format_func=lambda s: s or "(none)", disabled=locked,
+                  on_change=av.store_choice, args=(split_key, lambda v: team.set_split(conv.id, sid, v)))
+st.session_state["annotate_lock_test"] = "test" in team.locked(conv.id)
+meta[1].toggle("Test split locked", key="annotate_lock_test", disabled=not access.can(Action.ADJUDICATE),
+               on_change=av.store_choice, args=("annotate_lock_test", lambda v: team.lock(conv.id, "test", v)),
+               help="Tuning code refuses the test cases of an export whose test split is locked.")
+meta[2].caption(f"Case set version {md_code(av.version_of(cases, conv))}"
+                + (f" · case last changed by **{md_escape(authors[''])}**" if "" in authors else ""))
 
-tab_annotate, tab_score = st.tabs(["Questions & evidence", "Score"])
+tab_annotate, tab_mine, tab_agree, tab_adjudicate, tab_score = st.tabs(
+    ["Questions & evidence", "My labels", "Agreement", "Adjudicate", "Score"])
 
 with tab_annotate:
     qbar = st.columns([4, 1, 1], vertical_alignment="bottom")
@@ -145,6 +176,22 @@ with tab_annotate:
                     st.caption("None yet: tick turns in the transcript below.")
                 else:
                     st.dataframe(table(picked), hide_index=True)
+
+question_ids = [q.sample_id for q in case.questions]
+titled = {q.sample_id: av.question_label(q) for q in case.questions}
+with tab_mine:
+    if question_ids:
+        mine = av.pick(st, "Question to label", question_ids, f"label_question|{sid}", format_func=titled.get)
+        lv.my_labels(team, case, conv, mine, who)
+with tab_agree:
+    lv.agreement_tab(team, case, conv, who)
+with tab_adjudicate:
+    access.read_only_note(Action.ADJUDICATE, "the labels once adjudication is open")
+    if question_ids:
+        judged = av.pick(st, "Question to adjudicate", question_ids, f"adjudicate_question|{sid}",
+                         format_func=titled.get)
+        lv.adjudicate_tab(team, store, case, conv, judged)
+    lv.corrections_download(team, case)
 
 with tab_score:
     if wb.cursor < wb.total_turns:

@@ -40,6 +40,7 @@ from results import write_json  # noqa: E402
 from engine.core.segments import (DepthRule, boundaries_from_labels, deepest_boundaries, fixed_windows,  # noqa: E402
                                   no_boundaries, topic_depths, turn_sizes)
 from engine.core.text import strip_speaker  # noqa: E402
+from engine.core.splits import tuning_guard  # noqa: E402
 from engine.eval.segmentation import evaluate, turn_labels  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversation  # noqa: E402
@@ -145,6 +146,7 @@ def main() -> int:
     ap.add_argument("--check", type=int, default=2, help="train meetings replayed through the real engine")
     ap.add_argument("--out", default=str(ROOT / "out" / "memloom_boundaries_fit.json"))
     args = ap.parse_args()
+    tuning_guard([args.dir], "scripts/fit_boundaries.py")
     if Path(args.dir).resolve().name != "train":
         raise SystemExit(f"{args.dir}: the rule is fit on QMSum's train split only")
     started = time.perf_counter()

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.core.conversation import Conversation  # noqa: E402
 from engine.core.decision import DecisionKind  # noqa: E402
+from engine.core.splits import tuning_guard  # noqa: E402
 from engine.llm.decision_models import CAUSE_FEATURES, CHAT_PARTY, MODEL_FILE, Logistic, cause_features  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.llm.statements import UPDATE_FEATURES, analyse, update_features  # noqa: E402
@@ -208,6 +209,7 @@ def main() -> None:
             p = np.array([written[name].probability(r[0]) for r in rows])
             print(name, json.dumps(reliability(p, np.array([r[1] for r in rows]))))
         return
+    tuning_guard([ROOT / "datasets" / "decisions" / "dev", CAUSAL_SUITE / "validation.jsonl"], "scripts/fit_decisions.py")
     rows = update_rows("dev", embedder)
     update = fit(rows, UPDATE_FEATURES, vetoes=VETOES)
     reliable = {"update": reliability(cross_validated(rows, UPDATE_FEATURES, vetoes=VETOES),

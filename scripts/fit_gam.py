@@ -40,6 +40,7 @@ from results import write_json  # noqa: E402
 
 from engine.core.segments import boundaries_from_labels, fixed_windows, no_boundaries  # noqa: E402
 from engine.core.text import strip_speaker  # noqa: E402
+from engine.core.splits import tuning_guard  # noqa: E402
 from engine.core.tiling import deepest_gaps, depth_scores  # noqa: E402
 from engine.engines import engine_class, settings_class  # noqa: E402
 from engine.eval.segmentation import evaluate, turn_labels  # noqa: E402
@@ -229,6 +230,7 @@ def main() -> int:
     ap.add_argument("--check", type=int, default=2, help="meetings the real engine replays to check the simulation")
     ap.add_argument("--out", default=str(ROOT / "out" / "gam_fit.json"))
     args = ap.parse_args()
+    tuning_guard([args.dir], "scripts/fit_gam.py")
     if Path(args.dir).resolve().name != "train":
         raise SystemExit(f"{args.dir}: fit on QMSum's train split only")
     started = time.perf_counter()

@@ -36,6 +36,7 @@ from fit_gam import Stream, fit_parts, replayed, simulate  # noqa: E402
 from results import write_json  # noqa: E402
 
 from engine.bench.config import BenchConfig  # noqa: E402
+from engine.core.splits import tuning_guard  # noqa: E402
 from engine.bench.runner import run_benchmark  # noqa: E402
 from engine.engines import engine_schema  # noqa: E402
 from engine.eval.reproduction import PAPER_ROWS, growth_of  # noqa: E402
@@ -116,6 +117,7 @@ def main() -> int:
     ap.add_argument("--check", type=int, default=1, help="conversations the real engine replays to check")
     ap.add_argument("--out", default=str(ROOT / "out" / "gam_chat_fit.json"))
     args = ap.parse_args()
+    tuning_guard([args.data], "scripts/fit_gam_chat.py")
     if "dev" not in Path(args.data).name:
         raise SystemExit(f"{args.data}: calibrate on LoCoMo's dev conversations only")
     started = time.perf_counter()

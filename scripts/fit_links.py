@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from results import write_json  # noqa: E402
 
 from engine.core.text import strip_speaker  # noqa: E402
+from engine.core.splits import tuning_guard  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from engine.retrieval.links import BIAS, FEATURES, SUBSTANCE_CAP, WEIGHTS, LinkScorer, Utterance  # noqa: E402
@@ -123,6 +124,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "out" / "link_fit.json"))
     args = ap.parse_args()
     fit_on = args.fit.split(",")
+    tuning_guard([SUITE / f"{split}.jsonl" for split in fit_on], "scripts/fit_links.py")
     if "test" in fit_on:
         raise SystemExit("the link model is never fit on the test split")
     built = Pairs(Embedder())

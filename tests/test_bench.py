@@ -29,7 +29,7 @@ CAUSAL = ROOT / "datasets" / "causal" / "validation.jsonl"
 
 TOP_KEYS = ["format", "command", "dataset", "llm", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
             "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries",
-            "decisions"]
+            "decisions", "dataset_version"]
 
 
 def bench(*args, check=True):

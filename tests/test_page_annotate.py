@@ -171,3 +171,97 @@ def test_conversation_text_never_reaches_html_unescaped():
     shown = [m.value for m in at.markdown] + [c.value for c in at.caption]
     assert not any("<script" in text or "<img" in text for text in shown)
     assert cases_of(at)[0].resolve(cases_of(at)[0].questions[0].gold_evidence_keys) == ["D1:1"]
+
+
+def test_a_decision_label_is_stored_under_the_signed_in_name_and_exported_as_an_overlay():
+    from engine.core.access import local_identity
+    from engine.store.decision_labels import DecisionLabels
+
+    at = open_page()
+    wb = at.session_state["workbench"]
+    ids = [t.id for t in wb.conversation.turns]
+    at.selectbox(key="decision_label_later").set_value(ids[12])
+    at.selectbox(key="decision_label_relation").set_value("supersedes")
+    at.selectbox(key="decision_label_earlier").set_value(ids[2])
+    at.button(key="decision_label_add").click().run()
+    assert not at.exception, at.exception
+    [(decision, who, _)] = DecisionLabels.at(wb.db_path).labels(wb.conversation.id)
+    assert (decision.kind, decision.earlier, decision.later, who) == ("update", ids[2], ids[12],
+                                                                     local_identity().name)
+    assert json.loads(DecisionLabels.at(wb.db_path).overlay_lines(wb.conversation.id))["kind"] == "update"
+
+
+def test_flagged_gold_is_checked_in_the_multi_annotator_flow_and_exported_as_corrections(tmp_path):
+    from engine.core.access import Action, Identity, Role
+    from engine.core.labels import majority
+    from engine.eval.gold_audit import (AUDIT_CASE, CORRECTED, apply_overlay, load_overlay, overlay_from_case,
+                                        overlay_line)
+    from engine.loaders import load_conversations
+    from engine.store.database import database_url, open_database
+    from engine.store.labels import LabelStore
+
+    texts = ["I adopted a kitten today.", "Nice!", "What colour?", "Grey.", "Her name is Miso, by the way."]
+    rows = [{"id": f"t{i}", "speaker": "Ana" if i % 2 == 0 else "Ben", "text": text,
+             "time": f"2024-03-02T10:0{i}:00", "session": "1"} for i, text in enumerate(texts)]
+    rows.append({"type": "question", "id": "q1", "question": "What is the kitten called?", "answer": "Miso",
+                 "evidence": ["t0"]})
+    source = tmp_path / "kitten.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    at = open_page(Workbench.open(source, engine="naive", workdir=tmp_path / "s", label="kitten"))
+    at.button(key="annotate_audit").click().run()
+    assert not at.exception, at.exception
+    [case] = cases_of(at)
+    assert case.scenario_id == AUDIT_CASE and [q.sample_id for q in case.questions] == ["q1"]
+    assert case.questions[0].metadata["audit"]["reasons"] == ["answer_not_in_evidence"]
+    assert "t4" in {t.turn_id for t in case.turns}                 # the turn holding the answer is offered
+
+    engine = open_database(database_url(at.session_state["workbench"].db_path))
+
+    class As(LabelStore):
+        def __init__(self, name, role=Role.ANNOTATOR):
+            super().__init__(engine, name)
+            self.identity = Identity(name, role, "token")
+
+        def check(self, action: Action) -> None:
+            self.identity.require(action)
+
+    t4 = case.pointer_of("t4")
+    As("ann").save_label(case, "q1", [t4], [], "Miso", "CAUSAL_FOLLOW")
+    As("ben").save_label(case, "q1", [case.pointer_of("t0"), t4], [], "Miso", "CAUSAL_FOLLOW")
+    rita = As("rita", Role.REVIEWER)
+    rita.open_adjudication(case.conversation_id, AUDIT_CASE)
+    labels = list(rita.labels(case.conversation_id, AUDIT_CASE)["q1"].values())
+    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(engine, "rita").save)
+    at.run()
+    assert not at.exception, at.exception
+    stored = AnnotationStore(engine).get(case.conversation_id, AUDIT_CASE)
+    [correction] = overlay_from_case(stored, ["q1"], "rita")
+    assert correction.status == CORRECTED and correction.evidence == ("t4",) and correction.answer is None
+    overlay = tmp_path / "corrections.jsonl"
+    overlay.write_text(overlay_line(correction) + "\n", encoding="utf-8")
+    [fixed] = apply_overlay(load_conversations(source), load_overlay(overlay), overlay)
+    assert fixed.questions[0].evidence == ("t4",)
+
+
+def test_a_case_goes_to_the_test_split_the_split_locks_and_the_export_is_refused_by_tuning_code(tmp_path):
+    from engine.core.splits import LockedSplit, refuse_locked
+    from engine.store.labels import LabelStore, team_document
+
+    at = open_page()
+    at.button(key="annotate_demo").click().run()
+    at.selectbox(key="annotate_split|commute").set_value("test").run()
+    at.toggle(key="annotate_lock_test").set_value(True).run()
+    assert not at.exception, at.exception
+    wb = at.session_state["workbench"]
+    labels = LabelStore.at(wb.db_path)
+    assert labels.splits("demo") == {"commute": "test"} and labels.locked("demo") == ["test"]
+    at.selectbox(key="annotate_split|commute").set_value("validation").run()          # locked: it stays
+    assert labels.splits("demo") == {"commute": "test"}
+    assert any("split is locked" in e.value for e in at.error)
+    doc = team_document(cases_of(at), wb.conversation, labels)
+    assert doc["case_set"]["locked"] == ["test"]
+    assert doc["case_set"]["version"] in " ".join(shown_text(c.value)[0] for c in at.caption)
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(LockedSplit, match="commute"):
+        refuse_locked([path], "a fit script")

@@ -21,7 +21,8 @@ import os
 import streamlit as st
 from streamlit import config
 
-from engine.core.access import SIGN_IN_ENV, AccessDenied, Action, Identity, local_identity, sign_in_required
+from engine.core.access import (SIGN_IN_ENV, AccessDenied, Action, Identity, Role, local_identity,
+                                sign_in_required)
 from engine.store.data_paths import DATA_DIRS_ENV, data_dirs
 from engine.core.redact import redact, secret_status
 from engine.store.users import SignInThrottle, UserBook, UserBookError
@@ -94,8 +95,9 @@ def read_only_note(action: Action, what: str) -> None:
     """Say once, at the top of a page, why its controls are disabled for this identity."""
     identity = current_identity()
     if identity is not None and not identity.can(action):
+        roles = " or ".join(r.value for r in Role if r.allows(action))
         st.info(f"Signed in as {md_escape(identity.label)}: you can read {what}; {action.phrase} needs the "
-                "reviewer role.", icon=":material/visibility:")
+                f"{roles} role.", icon=":material/visibility:")
 
 
 # -- the sign-in screen --------------------------------------------------------------------------------------

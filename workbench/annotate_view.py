@@ -8,6 +8,7 @@ edits replayed on top of a changed case).
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,9 @@ from engine.core.cases import Case, CaseQuestion
 from engine.core.conversation import Conversation, Turn
 from engine.engines import engine_schema
 from engine.eval.annotation import QuestionScore, Retriever, score_case
+from engine.core.errors import WorkbenchError
 from engine.loaders import LoaderError
+from engine.loaders.cases import case_set_version, export_document
 from engine.store.annotations import AnnotationStore, ImportReport
 from workbench import access
 from workbench.model import DEMO_PATH, UPLOAD_LIMIT_BYTES, Workbench
@@ -210,6 +213,23 @@ def score_columns(k: int, *names: str) -> list[str]:
     return [f"{name} {metric}@{k}" for name in names for metric in ("R", "SCR")]
 
 
+def export_text(document: dict) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def version_of(cases: list[Case], conversation: Conversation) -> str:
+    return case_set_version(export_document(cases, conversation))
+
+
+def store_choice(key: str, write) -> None:
+    """Widget callback: write the widget's new value; a refusal or bad value becomes the page's error message
+    (the page then sets the widget back to what is stored)."""
+    try:
+        write(st.session_state[key])
+    except (AccessDenied, WorkbenchError, ValueError) as exc:
+        flash("error", md_escape(exc))
+
+
 def fmt(value: float | None) -> str:
     return missing(value, "{:.2f}")
 
@@ -301,6 +321,23 @@ def delete_question(store: AnnotationStore, conversation_id: str, scenario_id: s
     case = store.get(conversation_id, scenario_id)
     case.remove_question(sample_id)
     store.save(case)
+
+
+@refused_flashed
+def audit_gold(store: AnnotationStore, conversation: Conversation) -> None:
+    """Make the gold-audit case of the loaded conversation (once)."""
+    from engine.eval.gold_audit import AUDIT_CASE, audit_case, audit_conversations
+
+    if store.get(conversation.id, AUDIT_CASE):
+        st.session_state["annotate_case"] = AUDIT_CASE
+        return flash("error", f"The case {md_code(AUDIT_CASE)} exists already: delete it to audit again.")
+    flags = audit_conversations([conversation])
+    if not flags:
+        return flash("success", f"No question of {md_code(conversation.id)} is flagged.")
+    store.save(audit_case(conversation, flags))
+    st.session_state["annotate_case"] = AUDIT_CASE
+    flash("success", f"{len({f.question_id for f in flags})} flagged question(s) in case {md_code(AUDIT_CASE)}: "
+                     "label them, then adjudicate.")
 
 
 def question_key(scenario_id: str) -> str:

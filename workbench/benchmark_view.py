@@ -70,7 +70,9 @@ def run_caption(result: BenchResult) -> str:
     d = result.data
     return (f"{d['dataset']} · {d['protocol']} protocol · {d['rounds']} round(s) · "
             f"{len(d.get('conversations') or [])} conversation(s) · {len(result.questions)} question records · "
-            f"embedder {d.get('embedder', '?')} · schedule {d.get('schedule', '?')}")
+            f"embedder {d.get('embedder', '?')} · schedule {d.get('schedule', '?')}"
+            + (f" · scored against version {d['dataset_version']}" if d.get("dataset_version") else "")
+            + (f" · gold overlay {d['gold_overlay']['version']}" if d.get("gold_overlay") else ""))
 
 
 # -- the round-by-round figures ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class BenchConfig:
     llm: str = "offline"                            # LLM backend of the engines' own roles
     answer_budget: int | None = None                # None: engine.answer.DEFAULT_CONTEXT_TOKENS
     decisions: str | None = None                    # a decision overlay labelling the source's conversations
+    gold_overlay: str | None = None                 # gold corrections (engine.eval.gold_audit): figures on both
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,16 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
     if config.decisions and not spec.decisions:
         raise BenchInputError(f"--decisions labels a decision set; use it with --dataset decisions, not {spec.name}")
     found = sources(spec, config.source, config.conversations, config.decisions)
+    if config.gold_overlay:
+        if not spec.questions:
+            raise BenchInputError(f"--gold-overlay corrects questions' gold; --dataset {spec.name} has no questions")
+        from engine.eval.gold_audit import apply_overlay, load_overlay
+        from engine.loaders import LoaderError, load_conversations
+
+        try:
+            apply_overlay(load_conversations(config.source), load_overlay(config.gold_overlay), config.gold_overlay)
+        except (LoaderError, OSError) as exc:
+            raise BenchInputError(str(exc)) from None
     systems = resolve_systems(spec, config.engines, config.ablations, config.settings)
     if config.answer is not None:
         systems.append(System(FULL_HISTORY, FULL_HISTORY, {}, ()))
@@ -186,6 +197,8 @@ def command_line(config: BenchConfig) -> str:
     parts = ["memwb bench", "--dataset", config.dataset, config.source]
     if config.decisions:
         parts += ["--decisions", config.decisions]
+    if config.gold_overlay:
+        parts += ["--gold-overlay", config.gold_overlay]
     if config.conversations:
         parts += ["--conversations", *config.conversations]
     if config.engines:

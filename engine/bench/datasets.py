@@ -264,3 +264,19 @@ def _question_types(path: str, mtime_ns: int) -> tuple[tuple[str, str], ...]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     return tuple((item["question_id"], str(item["question_type"])) for item in data
                  if isinstance(item, dict) and item.get("question_type"))
+
+
+def dataset_version(paths: Sequence[str | Path | None]) -> str:
+    """The version of what a benchmark scored against: a digest of the bytes of its files (a folder's files in
+    name order; overlays included), so a result names the exact gold it used and a changed file shows."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in paths:
+        if not path:
+            continue
+        root = Path(path)
+        for file in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]:
+            digest.update(file.relative_to(root).as_posix().encode() if root.is_dir() else b"")
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return "sha256:" + digest.hexdigest()[:16]

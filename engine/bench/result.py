@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from engine.bench.config import BenchConfig, System, command_line, system_schedule
-from engine.bench.datasets import DatasetSpec
+from engine.bench.datasets import DatasetSpec, dataset_version
 from engine.bench.figures import boundary_figures
 from engine.bench.protocol import STATIC
 from engine.bench.tasks import FULL_HISTORY
@@ -132,7 +132,19 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         "systems": systems_out, "conversations": list(dict.fromkeys(s.conversation for s in found)),
         "metrics": metrics, "categories": categories, "tasks": task_rows, "rounds_detail": detail,
         "summary": summary, "questions": questions, "boundaries": boundaries, "decisions": decisions,
+        "dataset_version": dataset_version([config.source, config.decisions]),
+        **({"gold_overlay": _gold_overlay(config, spec, questions, ks)} if config.gold_overlay else {}),
     }
+
+
+def _gold_overlay(config: BenchConfig, spec: DatasetSpec, questions: list[dict], ks: list[int]) -> dict:
+    """The last round's figures on the original gold and on the overlay's corrected gold, per system."""
+    from engine.eval.gold_audit import corrected_figures, load_overlay
+
+    overlay = load_overlay(config.gold_overlay)
+    return {"path": str(Path(config.gold_overlay).resolve()), "version": dataset_version([config.gold_overlay]),
+            "corrections": len(overlay),
+            "systems": corrected_figures(questions, overlay, spec.score, ks)}
 
 
 def _relative(path: Path, out: Path) -> str:

@@ -270,6 +270,23 @@ def costs_tables(result: dict) -> list[str]:
     return lines
 
 
+def gold_overlay_table(result: dict) -> list[str]:
+    """With --gold-overlay: each system's last-round figures on the original gold and on the corrected gold."""
+    overlay = result.get("gold_overlay")
+    if not overlay:
+        return []
+    metrics = [m for m in result["metrics"] if any(m in row["original"] for row in overlay["systems"].values())]
+    lines = [f"**original vs corrected gold** ({overlay['corrections']} correction(s) in {overlay['path']}, "
+             f"{overlay['version']}; the last round, the same questions)", "",
+             "| system | questions | changed | " + " | ".join(f"{m} original | {m} corrected" for m in metrics) + " |",
+             "|---|---|---|" + "---|---|" * len(metrics)]
+    for label, row in overlay["systems"].items():
+        cells = [f"{row['original'].get(m, float('nan')):.3f} | {row['corrected'].get(m, float('nan')):.3f}"
+                 for m in metrics]
+        lines.append(f"| {label} | {row['n']} | {row['changed']} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def tables(result: dict) -> str:
     """Per-round and per-category tables (what `memwb bench` prints at the end)."""
     lines = ["**overall (last round)**", "", *overall_table(result), ""]
@@ -280,6 +297,7 @@ def tables(result: dict) -> str:
                   + paired_table(result) + misses_table(result) + chain_links_table(result))
     else:
         lines += boundaries_table(result)
+    lines += gold_overlay_table(result)
     lines += costs_tables(result)
     lines += construction_table(result)
     failed = errors(result)

@@ -16,6 +16,7 @@ import sys
 
 from engine.cli.bench_commands import cmd_bench, cmd_reproduce
 from engine.cli.engine_commands import cmd_engine, cmd_engines
+from engine.cli.gold_commands import cmd_audit_gold, cmd_splits
 from engine.cli.parser import build_parser
 from engine.cli.server_commands import cmd_auth, cmd_llm, cmd_ui
 from engine.cli.session_commands import (
@@ -60,4 +61,4 @@ def _reader_gone() -> int:
 COMMANDS = {"llm": cmd_llm, "replay": cmd_replay, "retrieve": cmd_retrieve, "export": cmd_export, "consolidate": cmd_consolidate,
             "runs": cmd_runs, "diagnostics": cmd_diagnostics, "dump": cmd_dump, "load": cmd_load,
             "check": cmd_check, "schema": cmd_schema, "bench": cmd_bench, "reproduce": cmd_reproduce, "ui": cmd_ui, "auth": cmd_auth,
-            "engines": cmd_engines, "engine": cmd_engine}
+            "engines": cmd_engines, "engine": cmd_engine, "audit-gold": cmd_audit_gold, "splits": cmd_splits}

@@ -38,7 +38,7 @@ def cmd_bench(args) -> int:
                          schedule=args.schedule, conversations=tuple(args.conversations or ()) or None,
                          out=args.out, ray=args.ray, answer=args.answer, llm=args.llm,
                          answer_budget=args.answer_budget, settings=parse_engine_settings(args.settings),
-                         decisions=args.decisions,
+                         decisions=args.decisions, gold_overlay=args.gold_overlay,
                          command=shlex.join(["memwb", *args.argv]))
     bar = ProgressBar(sys.stderr)
     path = run_benchmark(config, progress=bar)

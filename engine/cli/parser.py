@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "set: docs/DECISIONS.md)")
     p.add_argument("--decisions", metavar="OVERLAY", help="with --dataset decisions: a file of decision lines "
                                                           "labelling the input's conversations (e.g. a LoCoMo file)")
+    p.add_argument("--gold-overlay", metavar="CORRECTIONS", help="a gold-correction overlay (`memwb audit-gold`): "
+                                                                 "figures on the original and the corrected gold, "
+                                                                 "side by side")
     p.add_argument("--conversations", nargs="+", help="only these conversation ids")
     p.add_argument("--engines", help="comma-separated engines (default: every registered engine; qmsum: every "
                                      "event engine)")
@@ -171,6 +174,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "and how often the model decides otherwise than the offline rules are printed")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the tasks on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS")
+
+    p = sub.add_parser("audit-gold", help="flag questions of a benchmark file whose gold looks wrong, with reasons",
+                       description="Flags LoCoMo (or LongMemEval, JSONL) questions whose gold looks wrong: an "
+                                   "evidence id naming no turn, an answer without evidence, an answer none of whose "
+                                   "words appear in the evidence turns or their neighbours, and (with --results) a "
+                                   "non-gold turn holding the answer that every system ranked above all gold turns. "
+                                   "Prints one tab-separated line per flag, then the count per reason. Corrections "
+                                   "go in an overlay file (engine/eval/gold_audit.py), which `memwb bench "
+                                   "--gold-overlay` scores beside the original gold.")
+    p.add_argument("input", metavar="FILE", help="the benchmark file")
+    p.add_argument("--results", nargs="+", metavar="RESULT_JSON", help="stored `memwb bench` result.json files")
+    p.add_argument("--json", action="store_true", help="print the flags as one JSON document")
+
+    p = sub.add_parser("splits", help="lock or unlock a dataset folder's test split against tuning code",
+                       description="Writes or updates FOLDER/splits.lock. Scripts that fit anything refuse a file "
+                                   "of a locked split (test.jsonl, test/, cases/test/) with a message; scoring "
+                                   "reads it as before.")
+    p.add_argument("action", choices=["lock", "unlock", "show"], help="lock or unlock --split, or show what is "
+                                                                      "locked")
+    p.add_argument("folder", help="the dataset folder (e.g. datasets/causal)")
+    p.add_argument("--split", default="test", choices=["validation", "test"], help="the split (default: test)")
 
     p = sub.add_parser("reproduce", help="an engine's paper table rows beside this project's figures",
                        description="Run the benchmarks that measure ENGINE's paper rows (All-Mem: Table 10 R@5/N@5 "
@@ -230,12 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "hash is stored, in the workspace's users.json); an --oidc user signs in through "
                                    "the identity provider of Streamlit's secrets ([auth]) and gets a role here; "
                                    "'@domain' gives a role to every address of a domain. Roles: viewer (browse, "
-                                   "replay into a private branch, query) and reviewer (also decide, apply, undo, "
-                                   "annotate, run benchmarks).")
+                                   "replay into a private branch, query), annotator (also label cases and decisions "
+                                   "beside other annotators) and reviewer (also decide, apply, undo, annotate the "
+                                   "gold, adjudicate labels, run benchmarks).")
     actions = p.add_subparsers(dest="action", required=True)
     a = actions.add_parser("add", help="add a user with a role (prints a new token unless --oidc or --password)")
     a.add_argument("name", help="the user's name, or an e-mail address (or '@domain') for --oidc")
-    a.add_argument("--role", required=True, choices=[r.value for r in Role], help="viewer or reviewer")
+    a.add_argument("--role", required=True, choices=[r.value for r in Role], help="viewer, annotator or reviewer")
     how = a.add_mutually_exclusive_group()
     how.add_argument("--oidc", action="store_true", help="signs in through the identity provider (no token)")
     how.add_argument("--password", action="store_true", help="type a password instead of getting a token")
@@ -244,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--password", action="store_true", help="type a password instead of getting a token")
     a = actions.add_parser("role", help="change a user's role")
     a.add_argument("name", help="the user")
-    a.add_argument("role", choices=[r.value for r in Role], help="the new role: viewer or reviewer")
+    a.add_argument("role", choices=[r.value for r in Role], help="the new role: viewer, annotator or reviewer")
     a = actions.add_parser("remove", help="remove a user (their browser sessions are signed out)")
     a.add_argument("name", help="the user")
     actions.add_parser("list", help="every user with their role and how they sign in")

@@ -1,9 +1,10 @@
 """Who may do what in the workbench: roles, the actions they allow, the signed-in identity, the bind rule.
 
-Two roles. A viewer browses every session, replays into a session of their own (a
-private branch when the session belongs to someone else) and asks queries; a
-reviewer may also decide proposals, apply and undo runs, annotate and run
-benchmarks. The identity that did something is what the log and the annotation
+Three roles. A viewer browses every session, replays into a session of their own (a
+private branch when the session belongs to someone else) and asks queries; an
+annotator may also label cases and decisions (their own labels, next to other
+annotators'); a reviewer may also decide proposals, apply and undo runs, edit
+the gold of cases, adjudicate annotators' labels and run benchmarks. The identity that did something is what the log and the annotation
 tables record, so it comes from sign-in (or, on a loopback-only server nobody
 else can reach, from the operating-system user), never from a text box.
 
@@ -31,7 +32,9 @@ class Action(str, Enum):
     QUERY = "query"                     # retrieval, peers, scoring against annotations
     REVIEW = "review"                   # run a diagnosis, preview plans, decide and apply proposals, defer
     UNDO = "undo"                       # undo a committed run
-    ANNOTATE = "annotate"               # create, edit, import and delete annotation cases
+    ANNOTATE = "annotate"               # create, edit, import and delete annotation cases (their gold)
+    LABEL = "label"                     # one's own labels of a case's questions, and decision labels
+    ADJUDICATE = "adjudicate"           # open adjudication and merge annotators' labels into the gold
     BENCHMARK = "benchmark"             # run a benchmark (CPU for minutes, writes under the workspace)
     WRITE_SHARED = "write-shared"       # ingest into a session someone else owns
 
@@ -42,12 +45,14 @@ class Action(str, Enum):
 
 _PHRASES = {Action.BROWSE: "browsing", Action.REPLAY: "replaying", Action.QUERY: "querying",
             Action.REVIEW: "deciding and applying proposals", Action.UNDO: "undoing a run",
-            Action.ANNOTATE: "annotating", Action.BENCHMARK: "running a benchmark",
+            Action.ANNOTATE: "annotating", Action.LABEL: "labelling",
+            Action.ADJUDICATE: "adjudicating labels", Action.BENCHMARK: "running a benchmark",
             Action.WRITE_SHARED: "writing into another person's session"}
 
 
 class Role(str, Enum):
     VIEWER = "viewer"
+    ANNOTATOR = "annotator"
     REVIEWER = "reviewer"
 
     def allows(self, action: Action) -> bool:
@@ -55,6 +60,7 @@ class Role(str, Enum):
 
 
 GRANTS = {Role.VIEWER: frozenset({Action.BROWSE, Action.REPLAY, Action.QUERY}),
+          Role.ANNOTATOR: frozenset({Action.BROWSE, Action.REPLAY, Action.QUERY, Action.LABEL}),
           Role.REVIEWER: frozenset(Action)}
 
 
@@ -79,8 +85,9 @@ class Identity:
     def require(self, action: Action) -> None:
         """Raise `AccessDenied` unless this identity may do `action`."""
         if not self.can(action):
+            roles = [r.value for r in Role if r.allows(action)]
             raise AccessDenied(f"{self.name} is signed in as a {self.role.value}: {action.phrase} needs the "
-                               f"{Role.REVIEWER.value} role (`memwb auth role {self.name} {Role.REVIEWER.value}`). "
+                               f"{' or '.join(roles)} role (`memwb auth role {self.name} {roles[0]}`). "
                                "Nothing was changed.")
 
     @property

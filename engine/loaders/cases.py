@@ -28,6 +28,7 @@ never overwritten.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -70,6 +71,14 @@ def export_document(cases: Iterable[Case], conversation: Conversation) -> dict[s
 
 def export_json(cases: Iterable[Case], conversation: Conversation) -> str:
     return json.dumps(export_document(cases, conversation), ensure_ascii=False, indent=2) + "\n"
+
+
+def case_set_version(document: dict[str, Any]) -> str:
+    """The version of a case set: a digest of its gold (turns and questions of every case, in order), so the
+    same gold has the same version wherever it is stored and any change to it gives another."""
+    gold = [{k: c[k] for k in ("scenario_id", "turns", "questions")} for c in document["cases"]]
+    text = json.dumps([document["conversation_id"], gold], ensure_ascii=False, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def parse_json(text: str, source: str | Path) -> Any:

@@ -89,7 +89,7 @@ class AnnotationStore:
 
     def __init__(self, engine: Engine, author: str | None = None):
         self.engine, self.author = engine, (author or "").strip()
-        create_tables(engine, list(_TABLES))
+        create_tables(engine, list(_TABLES) + _team_tables())
 
     @classmethod
     def at(cls, target: str | Path, author: str | None = None) -> AnnotationStore:
@@ -170,6 +170,15 @@ class AnnotationStore:
         return ImportReport(tuple(c.scenario_id for c in fresh), tuple(unchanged))
 
 
+def _team_tables() -> list:
+    """The team's tables (labels, adjudications, splits, decision labels) live beside the cases in every database
+    that has cases, so a session's tables and its dump's are the same whichever store wrote first."""
+    from engine.store.decision_labels import DecisionLabelRow
+    from engine.store.labels import TABLES
+
+    return [*TABLES, DecisionLabelRow.__table__]
+
+
 def _write(s: Session, case: Case, author: str, action: str) -> None:
     """Store the case as it is now and record `author` against the case and each question this changed."""
     key = (case.conversation_id, case.scenario_id)
@@ -223,3 +232,4 @@ def _question_from_row(r: QuestionRow) -> CaseQuestion:
                             attribution_target=r.attribution_target,
                             supporting_evidence_keys=json.loads(r.supporting_evidence_keys)),
                         metadata=json.loads(r.extra))
+

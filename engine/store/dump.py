@@ -48,7 +48,8 @@ FORMAT = "memwb-dump"
 VERSION = 1
 # Modules that declare tables: importing them fills SQLModel.metadata. A module that adds a table joins this
 # list; a database holding a table no module declares is refused rather than dumped without it.
-TABLE_MODULES = ("engine.store.tables", "engine.store.annotations")
+TABLE_MODULES = ("engine.store.tables", "engine.store.annotations", "engine.store.labels",
+                 "engine.store.decision_labels")
 OPTIONAL_TABLES = {EmbeddingRow.__tablename__: "embeddings"}     # table -> the flag that includes it
 _BATCH = 500                    # rows per INSERT on load
 

@@ -102,7 +102,7 @@ class UserBook:
                 out[name] = User(name, Role(row["role"]), oidc=bool(row.get("oidc")), kdf=row.get("kdf"),
                                  hash=row.get("hash"))
             except (KeyError, TypeError, ValueError):
-                raise UserBookError(f"{self.path}: user {name!r} has no valid role (viewer or reviewer)") from None
+                raise UserBookError(f"{self.path}: user {name!r} has no valid role (viewer, annotator or reviewer)") from None
         return out
 
     def has_token_users(self) -> bool:
