@@ -5,7 +5,7 @@ from engine.core.access import AccessDenied, Action
 from engine.core.cases import DEPENDENCY_TYPES, TASK_TYPES
 from engine.eval.annotation import summarize
 from engine.core.splits import SPLITS
-from engine.store.labels import team_document
+from engine.eval.team_export import team_document
 from workbench import access
 from workbench import annotate_view as av
 from workbench import label_view as lv

@@ -19,7 +19,8 @@ from engine.loaders import load_conversation
 from engine.loaders.cases import parse_document
 from engine.store.annotations import AnnotationStore
 from engine.store.database import database_url, open_database
-from engine.store.labels import LabelError, LabelStore, team_document
+from engine.eval.team_export import team_document
+from engine.store.labels import LabelError, LabelStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -245,7 +245,8 @@ def test_flagged_gold_is_checked_in_the_multi_annotator_flow_and_exported_as_cor
 
 def test_a_case_goes_to_the_test_split_the_split_locks_and_the_export_is_refused_by_tuning_code(tmp_path):
     from engine.core.splits import LockedSplit, refuse_locked
-    from engine.store.labels import LabelStore, team_document
+    from engine.eval.team_export import team_document
+    from engine.store.labels import LabelStore
 
     at = open_page()
     at.button(key="annotate_demo").click().run()

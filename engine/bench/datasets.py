@@ -17,11 +17,8 @@ from typing import Callable, Sequence
 from engine.core.conversation import Conversation, Question
 from engine.core.errors import WorkbenchError
 from engine.eval.metrics import chain_recall, ndcg_at_k, recall_at_k, strict_chain_recall
-from engine.loaders import LoaderError, load_conversations
+from engine.loaders import LoaderError, file_format, load_conversations
 from engine.loaders.jsonl import attach_decisions, load_decision_overlay
-from engine.loaders.locomo import is_locomo
-from engine.loaders.longmemeval import is_longmemeval
-from engine.loaders.qmsum import is_qmsum
 
 
 class BenchInputError(WorkbenchError, ValueError):
@@ -147,24 +144,6 @@ def _format_of(path: str) -> str:
 @lru_cache(maxsize=8)
 def _cached_format(path: str, mtime_ns: int) -> str:
     return file_format(Path(path))
-
-
-def file_format(path: Path) -> str:
-    """locomo | longmemeval | qmsum | jsonl | unknown, from the extension and the first item."""
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        return "jsonl"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "unknown"
-    if is_qmsum(data):
-        return "qmsum"
-    first = data[0] if isinstance(data, list) and data else data
-    if is_locomo(first):
-        return "locomo"
-    if is_longmemeval(first):
-        return "longmemeval"
-    return "unknown"
 
 
 def _loader_complaint(file: Path) -> None:

@@ -196,7 +196,7 @@ def locomo_dropped_evidence(path: str | Path) -> dict[str, list[str]]:
 
 def audit_file(path: str | Path, results: Sequence[dict] = ()) -> tuple[list[Conversation], list[Flag]]:
     """Load a benchmark file (LoCoMo, LongMemEval or JSONL) and audit its gold, with stored results if given."""
-    from engine.bench.datasets import file_format
+    from engine.loaders import file_format
     from engine.loaders import load_conversations
 
     convs = load_conversations(path)

@@ -17,7 +17,25 @@ from engine.loaders.locomo import is_locomo, load_locomo, parse_locomo
 from engine.loaders.longmemeval import is_longmemeval, load_longmemeval, parse_longmemeval
 from engine.loaders.qmsum import is_qmsum, load_qmsum, parse_qmsum
 
-__all__ = [
+def file_format(path: Path) -> str:
+    """locomo | longmemeval | qmsum | jsonl | unknown, from the extension and the first item."""
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return "jsonl"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    if is_qmsum(data):
+        return "qmsum"
+    first = data[0] if isinstance(data, list) and data else data
+    if is_locomo(first):
+        return "locomo"
+    if is_longmemeval(first):
+        return "longmemeval"
+    return "unknown"
+
+
+__all__ = ["file_format", 
     "LoaderError",
     "load_conversation",
     "load_conversations",
