@@ -318,7 +318,7 @@ if "replay_info" in st.session_state:
     st.info(st.session_state.pop("replay_info"))
 with st.expander("Source, conversation, engine and settings", expanded=False):
     loader()
-sessions_box = st.expander("Sessions in the workspace", key="replay_sessions_open", on_change="rerun")
+sessions_box = st.expander("Sessions in the workspace and the data folders", key="replay_sessions_open", on_change="rerun")
 with sessions_box:                  # the listing reads every database: only while the box is open
     opened = session_picker(wb, new_embedder) if sessions_box.open else None
     if opened is not None:
