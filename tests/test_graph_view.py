@@ -187,7 +187,7 @@ def test_a_reverse_hop_highlights_and_labels_the_stored_edge():
     _, edges = _graph(html)
     causal = next(e for e in edges if (e["from"], e["to"]) == (4, 6))
     assert causal["width"] == 5 and causal["label"] == "hop 1 (reverse)"
-    assert "cites u3, u5" in causal["title"] and "confidence 0.800" in causal["title"]
+    assert "cites u3, u5" in causal["title"] and "confidence 0.80" in causal["title"]
     assert all(e["color"]["opacity"] == 0.2 for e in edges if e is not causal)
     assert "label" not in next(e for e in edges if (e["from"], e["to"]) == (6, 5))
 

@@ -15,7 +15,7 @@ import html
 from engine.core.node import Node
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
-from workbench.text import MISSING, missing
+from workbench.text import MISSING, confidence_text, missing
 
 Unit = Node
 OTHER_KIND_COLOR = "#17becf"
@@ -135,7 +135,7 @@ def edge_title(edge, schema: EngineSchema | None = None) -> str:
     conf = "" if edge.confidence is None else f" · cosine {cosine_text(edge.confidence)}"
     weighted = getattr(edge, "evidence", None) or edge_style(edge.type, schema).get("weighted")
     if edge.confidence is not None and weighted:        # a synthesised relation, or a weight
-        conf = f" · confidence {cosine_text(edge.confidence)}"
+        conf = f" · confidence {confidence_text(edge.confidence)}"
     cited = getattr(edge, "evidence", None) or []
     cites = f"<br>cites {e(', '.join(f'u{c}' for c in cited))}" if cited else ""
     return (f"<b>{e(edge_style(edge.type, schema)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
