@@ -142,7 +142,11 @@ def retrieval_text(result: RetrievalResult, k: int, state: MemoryState) -> str:
 
 
 def cmd_export(args) -> int:
-    print(json.dumps(open_db(args).export(labels=True), ensure_ascii=False))
+    from engine.runtime.relations import export_relations, export_text
+
+    engine = open_db(args)
+    data = export_relations(engine)
+    print(json.dumps(data, ensure_ascii=False) if args.json else export_text(engine, data))
     return 0
 
 
