@@ -5,6 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from engine.bench.datasets import DATASETS
+from engine.bench.talk import TalkFit, dataset_fit, dataset_of_file, with_fit
 from engine.core.access import AccessDenied
 from engine.engines import engine_schema, known_engines
 from engine.loaders import LoaderError
@@ -25,13 +27,13 @@ from workbench.model import (
 from workbench.progress import JumpClock
 from workbench.replay_view import render_effects
 from workbench.session_picker import session_picker
-from workbench.settings_form import settings_form
+from workbench.settings_form import defaults, settings_class, settings_form
 from workbench.state import get_workbench, live_header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape
 from workbench.transcript_view import transcript_html
 from workbench.turn_effects import turn_effects
 
-SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
+SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "QMSum meeting", "Upload")
 SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (default)",
              "every-N-sessions": "Every N sessions", "every-N-turns": "Every N turns"}
 EVERY_N = {"sessions": "every-N-sessions", "turns": "every-N-turns"}
@@ -41,6 +43,19 @@ EVERY_N = {"sessions": "every-N-sessions", "turns": "every-N-turns"}
 def _conversation_ids(path: str, mtime: float, size: int) -> list[str]:
     """Conversation ids in a file; keyed by mtime and size so an edited file is read again."""
     return list_conversations(Path(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _dataset_name(path: str, mtime: float, size: int) -> str | None:
+    """The dataset whose format the file is in (its kind of talk), read once per version of the file."""
+    spec = dataset_of_file(Path(path))
+    return spec.name if spec else None
+
+
+def _talk_fit(engine: str, path: Path) -> TalkFit | None:
+    """What a Load of this file into `engine` runs with for the talk it holds (`engine.bench.talk`)."""
+    stat = path.stat()
+    return dataset_fit(engine, DATASETS.get(_dataset_name(str(path), stat.st_mtime, stat.st_size)))
 
 
 def _show_loader_error(err: LoaderError) -> None:
@@ -78,7 +93,7 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
         return _saved_upload(upload), f"upload: {upload.name}"
     default = str(LOCOMO_PATH) if kind == "LoCoMo file" and is_allowed(LOCOMO_PATH) and LOCOMO_PATH.exists() else ""
     text = st.text_input(f"{kind.split()[0]} file path", value=default, key=f"replay_path_{kind}",
-                         placeholder="/path/to/file.json" if kind == "LoCoMo file" else "/path/to/file.jsonl",
+                         placeholder="/path/to/file.jsonl" if kind == "JSONL file" else "/path/to/file.json",
                          help="A file in the workspace, the bundled datasets or a folder of MEMWB_DATA_DIRS "
                               "(memwb ui --data-dir); anything else: upload it.")
     if not text.strip():
@@ -149,11 +164,21 @@ def loader() -> None:
     conversation = st.selectbox("Conversation", ids, key=f"replay_conversation:{path}", disabled=not ids,
                                 placeholder="choose a readable source first")
     engine, schedule, settings = _engine_and_settings(get_workbench())
+    fit = _talk_fit(engine, path) if path is not None and ids else None
+    if fit is not None:
+        st.info(f"This file holds **{fit.talk}**: {md_escape(fit.text())}.", icon=":material/tune:")
+        if st.checkbox(f"Apply the fit for {fit.talk}", value=True, key="replay_apply_fit",
+                       help="Its settings under any you changed above, and its schedule instead of the one above."):
+            settings = with_fit(fit, {k: v for k, v in settings.items() if v != defaults(settings_class(engine))[k]})
+            schedule = fit.schedule
+        else:
+            fit = None
     if st.button("Load", type="primary", disabled=conversation is None, key="replay_load"):
         try:
             with st.spinner(f"Opening {conversation}…"):
                 wb = Workbench.open(path, conversation, engine=engine, label=label, schedule=schedule,
-                                    settings=settings, embedder=new_embedder(), owner=access.who())
+                                    settings=settings, embedder=new_embedder(), owner=access.who(),
+                                    fit=fit.talk if fit else None)
         except LoaderError as err:
             _show_loader_error(err)
             return
