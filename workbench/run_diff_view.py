@@ -27,6 +27,9 @@ from workbench.review_view import sort_queue
 from workbench.text import confidence_text, full_height, md_escape, table
 
 
+RUN_ROWS = 200          # a run's proposals are read whole: no scroll box inside the page up to this many
+
+
 def skipped_help(counts: ProposalCounts) -> str:
     """What the Skipped count holds, with how many of them routing closed at diagnosis."""
     return (f"Closed without being executed: {counts.skipped_at_diagnosis} by routing at diagnosis, before any "
@@ -149,7 +152,7 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
         st.markdown("**The run's proposals**")
         n = sum(p.run_id == run_id for p in state.proposals.values())
         st.dataframe(table(run_proposals_frame(state, run_id)), hide_index=True, width="stretch",
-                     height=full_height(n))
+                     height=full_height(n, cap=RUN_ROWS))
         touched = sorted(set(diff["added_units"]) | set(diff["archived_units"]) | set(diff["redescribed_units"]))
         if touched and st.checkbox("Show the run's edits on the graph", key="diff_graph"):
             st.iframe(build_graph_html(after, highlight_units=touched, highlight_edges=diff["added_edges"],

@@ -13,7 +13,7 @@ from engine.core.proposal import ProposalCounts
 from engine.core.state import MemoryState
 from workbench.proposal_text import counts_text, run_label
 from workbench.review_view import PAGE_SIZE, proposal_card, sort_queue
-from workbench.run_diff_view import run_proposals_frame
+from workbench.run_diff_view import RUN_ROWS, run_proposals_frame
 from workbench.text import full_height, md_escape, table
 
 
@@ -43,7 +43,7 @@ def past_run_review(state: MemoryState) -> None:
     if not proposals:
         return
     st.dataframe(table(run_proposals_frame(state, run_id)), hide_index=True, width="stretch",
-                 height=full_height(len(proposals)), key="review_past_table")
+                 height=full_height(len(proposals), cap=RUN_ROWS), key="review_past_table")
     pages = max(1, -(-len(proposals) // PAGE_SIZE))
     page = st.selectbox(f"Cards page ({PAGE_SIZE} per page)", range(1, pages + 1), key="review_past_page",
                         format_func=lambda n: f"{n} of {pages}") if pages > 1 else 1
