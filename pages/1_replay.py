@@ -306,31 +306,29 @@ def stepping(wb: Workbench) -> None:
     sessions = wb.conversation.sessions
     turns = wb.conversation.turns
     upcoming = turns[wb.cursor].session if wb.cursor < wb.total_turns else None
-    c = st.columns([2, 2, 4, 4, 6])
-    c[0].button("◀ Back", key="replay_back", on_click=_do, args=("back",), disabled=wb.cursor == 0,
-                width="stretch", help="Cursor one turn back; the log is kept (the view becomes a fold of it).")
-    c[1].button("Next ▶", key="replay_next", on_click=_do, args=("next",), type="primary",
-                disabled=wb.cursor >= wb.total_turns, width="stretch",
-                help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
-    c[2].button(f"▶▶ Play to end of session {md_escape(upcoming)}" if upcoming else "▶▶ Play to end of session",
-                key="replay_play", on_click=_do, args=("play",), disabled=upcoming is None,
-                width="stretch")
-    if not 0 <= st.session_state.get("replay_turn_target", -1) <= wb.total_turns:
-        st.session_state["replay_turn_target"] = wb.cursor
-    with c[3]:
-        t1, t2 = st.columns([5, 2], vertical_alignment="bottom")
-        t1.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target",
-                        help="Turns seen after the jump (0 = before the first turn).")
-        t2.button("Go", key="replay_go_turn", on_click=_do, args=("turn",), width="stretch")
-    with c[4]:
-        s1, s2 = st.columns([4, 1], vertical_alignment="bottom")
+    # one flowing row: each control as wide as its label, wrapping onto a second line on a narrow screen
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+        st.button("◀ Back", key="replay_back", on_click=_do, args=("back",), disabled=wb.cursor == 0,
+                  width="content", help="Cursor one turn back; the log is kept (the view becomes a fold of it).")
+        st.button("Next ▶", key="replay_next", on_click=_do, args=("next",), type="primary",
+                  disabled=wb.cursor >= wb.total_turns, width="content",
+                  help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
+        st.button(f"▶▶ Play to end of session {md_escape(upcoming)}" if upcoming else "▶▶ Play to end of session",
+                  key="replay_play", on_click=_do, args=("play",), disabled=upcoming is None, width="content")
+        if not 0 <= st.session_state.get("replay_turn_target", -1) <= wb.total_turns:
+            st.session_state["replay_turn_target"] = wb.cursor
+        with st.container(horizontal=True, vertical_alignment="bottom", gap="small", width="content", wrap=False):
+            st.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target", width=150,
+                            help="Turns seen after the jump (0 = before the first turn).")
+            st.button("Go", key="replay_go_turn", on_click=_do, args=("turn",), width="content")
         first = {s: next(t for t in turns if t.session == s) for s in sessions}
         count = {s: sum(t.session == s for t in turns) for s in sessions}
         if st.session_state.get("replay_session_target") not in sessions:
             st.session_state["replay_session_target"] = (wb.current_turn or turns[0]).session
-        s1.selectbox("Jump to session", sessions, key="replay_session_target",
-                     format_func=lambda s: f"Session {s} ({first[s].time[:10]}, {count[s]} turns)")
-        s2.button("Go", key="replay_go_session", on_click=_do, args=("session",), width="stretch")
+        with st.container(horizontal=True, vertical_alignment="bottom", gap="small", width="content", wrap=False):
+            st.selectbox("Jump to session", sessions, key="replay_session_target", width=300,
+                         format_func=lambda s: f"Session {s} ({first[s].time[:10]}, {count[s]} turns)")
+            st.button("Go", key="replay_go_session", on_click=_do, args=("session",), width="content")
 
 
 wb = get_workbench()

@@ -54,7 +54,8 @@ st.caption(f"Offline process **{process.spec.label}**" + (f": {process.spec.desc
                                                           if process.spec.description else ""))
 waiting = process.pending()
 open_run = view.open_run()
-cols = st.columns([1, 1, 1, 2])
+row = st.container(horizontal=True, vertical_alignment="bottom")      # each label whole, wrapping when narrow
+cols = [row.container(width="content") for _ in range(3)] + [row.container(width="stretch")]
 cols[0].metric("Queued nodes", waiting,
                help=f"Nodes queued in the `{process.spec.buffer}` buffer for {process.spec.label} (the header's "
                     f"**{queued_label(process.spec)}**).")
@@ -62,7 +63,8 @@ cols[1].metric("Open run", open_run or "none")
 cols[2].metric("Runs (committed / undone)", f"{sum(r.status == RunStatus.COMMITTED for r in state.runs.values())} / "
                                             f"{sum(r.status == RunStatus.UNDONE for r in state.runs.values())}")
 with cols[3]:
-    st.button(f"Run diagnosis · {process.spec.label}", type="primary", key="run_diagnosis", on_click=actions.run_diagnosis, args=(wb, chosen),
+    st.button(f"Run diagnosis · {process.spec.label}", type="primary", key="run_diagnosis",
+              on_click=actions.run_diagnosis, args=(wb, chosen),
               disabled=bool(open_run) or not waiting or not access.can(Action.REVIEW),
               help=f"{process.spec.description or process.spec.label}: diagnose every buffered node; proposals "
                    "wait for review.")

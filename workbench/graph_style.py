@@ -25,7 +25,9 @@ UNKNOWN_EDGE_STYLE = {"color": "#bcbd22", "dashes": [2, 4], "label": "other", "w
 DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network, reused by the legend
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 GROUP_FILL, GROUP_BORDER = "#eaf1fb", "#4a6fa5"
-LABEL_HALO = {"strokeWidth": 4, "strokeColor": "#ffffff"}       # edges never run through a node's label
+LABEL_HALO = {"strokeWidth": 4, "strokeColor": "#ffffff"}       # a white halo round each letter
+LABEL_GROUND = "rgba(255,255,255,0.92)"   # and a white box behind a label under or above its node: an edge that
+                                          # crosses it (MemLoom's causal curves) passes behind the text
 NODE_FONT, INSIDE_FONT = 18, 16  # label size under a node, and inside a shape that holds its label (a box)
 INSIDE_SHAPES = ("box", "ellipse", "circle", "database", "text")  # vis-network shapes that draw the label inside
 LINE_EM = 1.15                   # a label line's height in font sizes (vis-network: one font size, plus margin)
@@ -202,12 +204,12 @@ def label_above(size: float, font_size: float, lines: int = 1) -> float:
 
 
 def readable(options: dict, unit: Unit) -> dict:
-    """A white halo round every label drawn on the canvas (none inside a shape, where a white halo would
+    """A white halo and ground behind every label drawn on the canvas (none inside a shape, where white would
     smear white text into its fill), and an off-surface label above its node, where the lineage edge from
     its successor (stacked below) cannot run through it."""
     if options["shape"] in INSIDE_SHAPES:
         return {**options, "font": {"size": INSIDE_FONT, "strokeWidth": 0, **options.get("font", {})}}
-    font = {**LABEL_HALO, "size": NODE_FONT, **options.get("font", {})}
+    font = {**LABEL_HALO, "background": LABEL_GROUND, "size": NODE_FONT, **options.get("font", {})}
     if not unit.visible:
         font["vadjust"] = round(label_above(options.get("size", 12), font["size"]))
     return {**options, "font": font}

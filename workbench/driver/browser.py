@@ -168,9 +168,15 @@ def read_page(page, texts: dict, key: str) -> None:
 _LABELS = ('[data-testid="stMetricLabel"], [data-testid="stWidgetLabel"], [data-baseweb="tab"], '
            '[data-testid="stBaseButton-secondary"], [data-testid="stBaseButton-primary"], '
            '[data-testid="stExpander"] summary')
-_CUT = """(sel) => {
+# A select box's chosen value is a label too when it is a short choice ("above 300 nodes"); a long one (a node's
+# summary) is cut on purpose.
+_SHORT_VALUES = '[data-testid="stSelectbox"] [data-baseweb="select"]'
+SHORT_VALUE = 30
+_CUT = """([sel, values, short]) => {
   const cut = [];
-  for (const el of document.querySelectorAll(sel)) {
+  const candidates = [...document.querySelectorAll(sel),
+                      ...[...document.querySelectorAll(values)].filter(e => e.innerText.trim().length <= short)];
+  for (const el of candidates) {
     if (!el.offsetParent) continue;
     for (const e of [el, ...el.querySelectorAll('*')]) {
       const st = getComputedStyle(e);
@@ -183,8 +189,9 @@ _CUT = """(sel) => {
 
 
 def cut_labels(page) -> list[str]:
-    """The labels on the page drawn shorter than their text (an ellipsis, or clipped): "Buffered after i…"."""
-    return page.evaluate(_CUT, _LABELS)
+    """The labels on the page drawn shorter than their text (an ellipsis, or clipped): "Buffered after i…", and
+    short select-box values ("above 300 no…")."""
+    return page.evaluate(_CUT, [_LABELS, _SHORT_VALUES, SHORT_VALUE])
 
 
 # An id where the pages write u4: a hop's end ("—evidence→ 4"), a citation or membership list ("Evidence cited:
