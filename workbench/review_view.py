@@ -329,7 +329,8 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     chosen = decisions(run_key)
 
     labels = sorted({v for p in proposals for v in detail_labels(p)})
-    cols = st.columns([3, 3, 3, 3] if labels else [3, 3, 2])
+    row = st.container(horizontal=True, vertical_alignment="bottom")     # filters that wrap when narrow
+    cols = [row.container(width=220) for _ in range(3 if labels else 2)] + [row.container(width="content")]
     f1, f2, f3 = cols[0], cols[1], cols[-1]
     ops = f1.multiselect("Operator", sorted({op_label(schema, p.op) for p in proposals}), key="queue_ops",
                          placeholder="all operators")
@@ -348,7 +349,8 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
                           and (not kinds or set(detail_labels(p)) & set(kinds)))
     shown_pending = [p for p in shown if p.status == Status.PENDING]
     if not gate_mode:
-        b1, b2, b3 = st.columns(3)
+        bulk = st.container(horizontal=True)                  # each button as wide as its label
+        b1, b2, b3 = bulk, bulk, bulk
         b1.button("Accept gate passes, reject the rest (shown)", on_click=set_decisions, disabled=not reviewer,
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
         b2.button("Reject all shown", on_click=set_decisions, args=(run_key, {p.id: False for p in shown_pending}),

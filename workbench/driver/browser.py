@@ -63,6 +63,18 @@ def choose_option(page, label: str, option: str) -> None:
     wait_idle(page)
 
 
+def open_multiselect(page, label: str):
+    """Open the multiselect labelled `label` and return its options: a click on its box, then the arrow key a
+    keyboard user presses (a click right after a long rerun can focus the box without opening it)."""
+    box = page.get_by_test_id("stMultiSelect").filter(has_text=label).get_by_role("combobox")
+    box.click()
+    options = page.get_by_role("option")
+    if not options.count():
+        box.press("ArrowDown")
+        options.first.wait_for(timeout=10_000)
+    return options
+
+
 def jump_to_turn(page, turn: int) -> None:
     """Replay page: type a turn number into the jump box and press its Go button."""
     box = page.get_by_role("spinbutton", name="Jump to turn")
