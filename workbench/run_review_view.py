@@ -39,7 +39,7 @@ def past_run_review(state: MemoryState) -> None:
     deciders = sorted({p.decided_by for p in proposals if p.decided_by})
     st.caption(f"**{run_id}** ({state.runs[run_id].status}): {counts.total} proposals: {counts_text(counts)} · "
                f"decided by **{md_escape(', '.join(deciders)) or 'nobody'}**. Read-only: the decisions are stored; "
-               "undo the last run on the *Run diff & undo* tab.")
+               "undo the last run on the Run diff & undo tab.")
     if not proposals:
         return
     st.dataframe(table(run_proposals_frame(state, run_id)), hide_index=True, width="stretch",
