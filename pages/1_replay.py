@@ -5,6 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from engine.bench.datasets import DATASETS
+from engine.bench.talk import TalkFit, dataset_fit, dataset_of_file, with_fit
 from engine.core.access import AccessDenied
 from engine.engines import broken_engines, engine_schema, known_engines
 from engine.loaders import LoaderError
@@ -25,13 +27,13 @@ from workbench.model import (
 from workbench.progress import JumpClock
 from workbench.replay_view import render_effects
 from workbench.session_picker import session_picker
-from workbench.settings_form import settings_form
+from workbench.settings_form import defaults, settings_class, settings_form
 from workbench.state import get_workbench, live_header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape
 from workbench.transcript_view import transcript_html
 from workbench.turn_effects import turn_effects
 
-SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "Upload")
+SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "QMSum meeting", "Upload")
 SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (default)",
              "every-N-sessions": "Every N sessions", "every-N-turns": "Every N turns"}
 EVERY_N = {"sessions": "every-N-sessions", "turns": "every-N-turns"}
@@ -41,6 +43,19 @@ EVERY_N = {"sessions": "every-N-sessions", "turns": "every-N-turns"}
 def _conversation_ids(path: str, mtime: float, size: int) -> list[str]:
     """Conversation ids in a file; keyed by mtime and size so an edited file is read again."""
     return list_conversations(Path(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _dataset_name(path: str, mtime: float, size: int) -> str | None:
+    """The dataset whose format the file is in (its kind of talk), read once per version of the file."""
+    spec = dataset_of_file(Path(path))
+    return spec.name if spec else None
+
+
+def _talk_fit(engine: str, path: Path) -> TalkFit | None:
+    """What a Load of this file into `engine` runs with for the talk it holds (`engine.bench.talk`)."""
+    stat = path.stat()
+    return dataset_fit(engine, DATASETS.get(_dataset_name(str(path), stat.st_mtime, stat.st_size)))
 
 
 def _show_loader_error(err: LoaderError) -> None:
@@ -78,7 +93,7 @@ def _source_path(kind: str) -> tuple[Path | None, str]:
         return _saved_upload(upload), f"upload: {upload.name}"
     default = str(LOCOMO_PATH) if kind == "LoCoMo file" and is_allowed(LOCOMO_PATH) and LOCOMO_PATH.exists() else ""
     text = st.text_input(f"{kind.split()[0]} file path", value=default, key=f"replay_path_{kind}",
-                         placeholder="/path/to/file.json" if kind == "LoCoMo file" else "/path/to/file.jsonl",
+                         placeholder="/path/to/file.jsonl" if kind == "JSONL file" else "/path/to/file.json",
                          help="A file in the workspace, the bundled datasets or a folder of MEMWB_DATA_DIRS "
                               "(memwb ui --data-dir); anything else: upload it.")
     if not text.strip():
@@ -152,11 +167,21 @@ def loader() -> None:
     conversation = st.selectbox("Conversation", ids, key=f"replay_conversation:{path}", disabled=not ids,
                                 placeholder="choose a readable source first")
     engine, schedule, settings = _engine_and_settings(get_workbench())
+    fit = _talk_fit(engine, path) if path is not None and ids else None
+    if fit is not None:
+        st.info(f"This file holds **{fit.talk}**: {md_escape(fit.text())}.", icon=":material/tune:")
+        if st.checkbox(f"Apply the fit for {fit.talk}", value=True, key="replay_apply_fit",
+                       help="Its settings under any you changed above, and its schedule instead of the one above."):
+            settings = with_fit(fit, {k: v for k, v in settings.items() if v != defaults(settings_class(engine))[k]})
+            schedule = fit.schedule
+        else:
+            fit = None
     if st.button("Load", type="primary", disabled=conversation is None, key="replay_load"):
         try:
             with st.spinner(f"Opening {conversation}…"):
                 wb = Workbench.open(path, conversation, engine=engine, label=label, schedule=schedule,
-                                    settings=settings, embedder=new_embedder(), owner=access.who())
+                                    settings=settings, embedder=new_embedder(), owner=access.who(),
+                                    fit=fit.talk if fit else None)
         except LoaderError as err:
             _show_loader_error(err)
             return
@@ -284,31 +309,29 @@ def stepping(wb: Workbench) -> None:
     sessions = wb.conversation.sessions
     turns = wb.conversation.turns
     upcoming = turns[wb.cursor].session if wb.cursor < wb.total_turns else None
-    c = st.columns([2, 2, 4, 4, 6])
-    c[0].button("◀ Back", key="replay_back", on_click=_do, args=("back",), disabled=wb.cursor == 0,
-                width="stretch", help="Cursor one turn back; the log is kept (the view becomes a fold of it).")
-    c[1].button("Next ▶", key="replay_next", on_click=_do, args=("next",), type="primary",
-                disabled=wb.cursor >= wb.total_turns, width="stretch",
-                help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
-    c[2].button(f"▶▶ Play to end of session {md_escape(upcoming)}" if upcoming else "▶▶ Play to end of session",
-                key="replay_play", on_click=_do, args=("play",), disabled=upcoming is None,
-                width="stretch")
-    if not 0 <= st.session_state.get("replay_turn_target", -1) <= wb.total_turns:
-        st.session_state["replay_turn_target"] = wb.cursor
-    with c[3]:
-        t1, t2 = st.columns([5, 2], vertical_alignment="bottom")
-        t1.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target",
-                        help="Turns seen after the jump (0 = before the first turn).")
-        t2.button("Go", key="replay_go_turn", on_click=_do, args=("turn",), width="stretch")
-    with c[4]:
-        s1, s2 = st.columns([4, 1], vertical_alignment="bottom")
+    # one flowing row: each control as wide as its label, wrapping onto a second line on a narrow screen
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+        st.button("◀ Back", key="replay_back", on_click=_do, args=("back",), disabled=wb.cursor == 0,
+                  width="content", help="Cursor one turn back; the log is kept (the view becomes a fold of it).")
+        st.button("Next ▶", key="replay_next", on_click=_do, args=("next",), type="primary",
+                  disabled=wb.cursor >= wb.total_turns, width="content",
+                  help="Ingest the next turn (or, behind the log head, move the cursor forward through the log).")
+        st.button(f"▶▶ Play to end of session {md_escape(upcoming)}" if upcoming else "▶▶ Play to end of session",
+                  key="replay_play", on_click=_do, args=("play",), disabled=upcoming is None, width="content")
+        if not 0 <= st.session_state.get("replay_turn_target", -1) <= wb.total_turns:
+            st.session_state["replay_turn_target"] = wb.cursor
+        with st.container(horizontal=True, vertical_alignment="bottom", gap="small", width="content", wrap=False):
+            st.number_input("Jump to turn", 0, wb.total_turns, key="replay_turn_target", width=150,
+                            help="Turns seen after the jump (0 = before the first turn).")
+            st.button("Go", key="replay_go_turn", on_click=_do, args=("turn",), width="content")
         first = {s: next(t for t in turns if t.session == s) for s in sessions}
         count = {s: sum(t.session == s for t in turns) for s in sessions}
         if st.session_state.get("replay_session_target") not in sessions:
             st.session_state["replay_session_target"] = (wb.current_turn or turns[0]).session
-        s1.selectbox("Jump to session", sessions, key="replay_session_target",
-                     format_func=lambda s: f"Session {s} ({first[s].time[:10]}, {count[s]} turns)")
-        s2.button("Go", key="replay_go_session", on_click=_do, args=("session",), width="stretch")
+        with st.container(horizontal=True, vertical_alignment="bottom", gap="small", width="content", wrap=False):
+            st.selectbox("Jump to session", sessions, key="replay_session_target", width=300,
+                         format_func=lambda s: f"Session {s} ({first[s].time[:10]}, {count[s]} turns)")
+            st.button("Go", key="replay_go_session", on_click=_do, args=("session",), width="content")
 
 
 wb = get_workbench()
@@ -321,7 +344,7 @@ if "replay_info" in st.session_state:
     st.info(st.session_state.pop("replay_info"))
 with st.expander("Source, conversation, engine and settings", expanded=False):
     loader()
-sessions_box = st.expander("Sessions in the workspace", key="replay_sessions_open", on_change="rerun")
+sessions_box = st.expander("Sessions in the workspace and the data folders", key="replay_sessions_open", on_change="rerun")
 with sessions_box:                  # the listing reads every database: only while the box is open
     opened = session_picker(wb, new_embedder) if sessions_box.open else None
     if opened is not None:

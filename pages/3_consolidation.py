@@ -14,6 +14,7 @@ from workbench.audit_view import audit_log
 from workbench.backend_compare_view import compare_panel
 from workbench.review_view import review_queue
 from workbench.run_diff_view import run_diff
+from workbench.run_review_view import past_run_review
 from workbench.state import get_workbench, header, queued_label
 
 wb = get_workbench()
@@ -53,7 +54,8 @@ st.caption(f"Offline process **{process.spec.label}**" + (f": {process.spec.desc
                                                           if process.spec.description else ""))
 waiting = process.pending()
 open_run = view.open_run()
-cols = st.columns([1, 1, 1, 2])
+row = st.container(horizontal=True, vertical_alignment="bottom")      # each label whole, wrapping when narrow
+cols = [row.container(width="content") for _ in range(3)] + [row.container(width="stretch")]
 cols[0].metric("Queued nodes", waiting,
                help=f"Nodes queued in the `{process.spec.buffer}` buffer for {process.spec.label} (the header's "
                     f"**{queued_label(process.spec)}**).")
@@ -61,7 +63,8 @@ cols[1].metric("Open run", open_run or "none")
 cols[2].metric("Runs (committed / undone)", f"{sum(r.status == RunStatus.COMMITTED for r in state.runs.values())} / "
                                             f"{sum(r.status == RunStatus.UNDONE for r in state.runs.values())}")
 with cols[3]:
-    st.button("Run diagnosis", type="primary", key="run_diagnosis", on_click=actions.run_diagnosis, args=(wb, chosen),
+    st.button(f"Run diagnosis · {process.spec.label}", type="primary", key="run_diagnosis",
+              on_click=actions.run_diagnosis, args=(wb, chosen),
               disabled=bool(open_run) or not waiting or not access.can(Action.REVIEW),
               help=f"{process.spec.description or process.spec.label}: diagnose every buffered node; proposals "
                    "wait for review.")
@@ -75,6 +78,8 @@ queue_tab, diff_tab, audit_tab, compare_tab = st.tabs([actions.QUEUE_TAB, action
 if queue_tab.open:
     with queue_tab:
         review_queue(wb, state, open_run)
+        if open_run is None:
+            past_run_review(state)
 if diff_tab.open:
     with diff_tab:
         run_diff(wb, view, state)

@@ -78,11 +78,11 @@ if gold:
     if peer_res is not None:
         label = f"{peer_schema.label} R@{k}" + (" (peer)" if peer_name == wb.engine_name else "")
         recalls.append((label, recall_at_k(peer_res.source_ids, gold, k)))
-m = st.columns(max(6, len(timings) + len(recalls)))
-for col, (label, ms) in zip(m, timings):
-    col.metric(label, f"{ms:.1f}")
-for col, (label, value) in zip(m[len(timings):], recalls):
-    col.metric(label, f"{value:.2f}")
+with st.container(horizontal=True):               # each label whole: a metric as wide as its label
+    for label, ms in timings:
+        st.metric(label, f"{ms:.1f}", width="content")
+    for label, value in recalls:
+        st.metric(label, f"{value:.2f}", width="content")
 st.caption(rv.TIMING_NOTE)
 
 def missed(engine, result, spec) -> None:

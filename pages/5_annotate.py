@@ -40,16 +40,17 @@ cases = store.cases(conv.id)
 ids = [c.scenario_id for c in cases]
 titles = {c.scenario_id: c.title for c in cases}
 
-bar = st.columns([4, 1, 1, 1], vertical_alignment="bottom")
+row = st.container(horizontal=True, vertical_alignment="bottom")    # buttons as wide as their labels
+bar = [row.container(width="stretch")] + [row.container(width="content") for _ in range(3)]
 sid = av.pick(bar[0], "Case", ids, "annotate_case", placeholder="No cases yet",
               format_func=lambda s: f"{s} · {titles[s]}" if titles.get(s) else s)
-with bar[1].popover("New case", icon=":material/add:", width="stretch"):
+with bar[1].popover("New case", icon=":material/add:", width="content"):
     st.text_input("scenario_id", key="annotate_new_id", placeholder="e.g. commute", disabled=locked,
                   help="Letters, digits, '_', '.', '-'; it prefixes every turn pointer and cannot change later.")
     st.text_input("title", key="annotate_new_title", disabled=locked)
     st.button("Create case", key="annotate_create", on_click=av.create_case, args=(store, conv.id), type="primary",
               disabled=locked)
-with bar[2].popover("Import", icon=":material/upload:", width="stretch"):
+with bar[2].popover("Import", icon=":material/upload:", width="content"):
     upload = st.file_uploader("Cases JSON (format: engine/loaders/cases.py)", type=["json"], key="annotate_upload",
                               disabled=locked)
     if conv.questions:
@@ -65,7 +66,7 @@ if av.handle_upload(store, upload, conv):
     st.rerun()
 bar[3].download_button("Export", data=av.export_text(team_document(cases, conv, team, who)),
                        file_name=f"{conv.id}-cases.json", mime="application/json", icon=":material/download:",
-                       disabled=not cases, width="stretch",
+                       disabled=not cases, width="content",
                        help="The gold cases with every annotator's label, the agreement, the adjudications and "
                             "the case set's version.")
 
@@ -103,12 +104,13 @@ tab_annotate, tab_mine, tab_agree, tab_adjudicate, tab_score = st.tabs(
     ["Questions & evidence", "My labels", "Agreement", "Adjudicate", "Score"])
 
 with tab_annotate:
-    qbar = st.columns([4, 1, 1], vertical_alignment="bottom")
+    qrow = st.container(horizontal=True, vertical_alignment="bottom")
+    qbar = [qrow.container(width="stretch"), qrow.container(width="content"), qrow.container(width="content")]
     labels = {q.sample_id: av.question_label(q) for q in case.questions}
     sample = av.pick(qbar[0], "Question", list(labels), av.question_key(sid), format_func=labels.get)
-    qbar[1].button("Add question", key="annotate_add_question", icon=":material/add:", width="stretch",
+    qbar[1].button("Add question", key="annotate_add_question", icon=":material/add:", width="content",
                    on_click=av.add_question, args=(store, conv.id, sid), disabled=locked)
-    qbar[2].button("Delete question", key="annotate_delete_question", icon=":material/delete:", width="stretch",
+    qbar[2].button("Delete question", key="annotate_delete_question", icon=":material/delete:", width="content",
                    disabled=sample is None or locked,
                    on_click=av.delete_question, args=(store, conv.id, sid, sample))
     if sample is None:

@@ -43,9 +43,14 @@ if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
     pytestmark.append(pytest.mark.skip(reason=f"{CHROMIUM} missing: scripts/test.sh installs Debian chromium"))
 
 
-def test_demo_walkthrough(tmp_path):
-    """Step past the superseded fact, consolidate, accept the Update, and recover the archived unit."""
-    with running_app() as url, browser_page() as page:
+LAPTOP_WIDTHS = (1024, 1280, 1440)     # the README's story and the MemLoom walk, read whole at each (issue 53.2)
+
+
+@pytest.mark.parametrize("width", LAPTOP_WIDTHS)
+def test_demo_walkthrough(tmp_path, width):
+    """Step past the superseded fact, consolidate, accept the Update, and recover the archived unit; at a laptop's
+    width, with no label cut short (each width on a workspace of its own: `/` reopens the last demo session)."""
+    with running_app(env={ENV: str(tmp_path / "workspace")}) as url, browser_page(width, 900) as page:
         texts = walkthrough(page, url, shots=tmp_path)
     assert "What turn D5:9 caused" in texts["replay"]
     assert "Applied\n\n1" in texts["consolidation"]
@@ -107,11 +112,12 @@ def test_naive_rag_session_walkthrough(tmp_path):
     assert len(list(tmp_path.glob("*.png"))) == 4
 
 
-def test_memloom_session_walkthrough(tmp_path):
+@pytest.mark.parametrize("width", LAPTOP_WIDTHS)
+def test_memloom_session_walkthrough(tmp_path, width):
     """The demo switched to MemLoom from the Replay page's form: a turn's routing decision, steward relations with
     cited evidence applied by the gate, event FSM shapes and the lifecycle timeline, the causal question's path
-    from its seed event, with no label cut short and no bare integer for an id."""
-    with running_app() as url, browser_page() as page:
+    from its seed event, with no label cut short and no bare integer for an id, at a laptop's width."""
+    with running_app(env={ENV: str(tmp_path / "workspace")}) as url, browser_page(width, 900) as page:
         texts = memloom_walkthrough(page, url, shots=tmp_path, switch=True)
     assert "Engine · MemLoom" in texts["replay"] and "What turn D" in texts["replay"]
     assert "Routing decision" in texts["replay"] and "score S_j" in texts["replay"]

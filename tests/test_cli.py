@@ -12,6 +12,7 @@ import pytest
 
 from engine.cli.parser import build_parser
 from engine.loaders import load_conversation
+from engine.session import open_session
 from tests.conftest import LOCOMO, ROOT, needs_data
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -197,6 +198,38 @@ def test_export_json(demo_db):
     assert all(re.fullmatch(r"u\d+", i) for i in ids)                      # ids as the pages write them
     assert all(e["src"] in ids and e["dst"] in ids for e in data["edges"])
     assert all(set(u["members"]) <= ids for u in data["units"])
+
+
+def test_export_keeps_what_the_review_showed(tmp_path):
+    """`memwb export --json` on a MemLoom replay of the demo: every relation the steward wrote carries the proposal
+    behind it (id, confidence, gate, reason code and reason, who decided) and the records it cites, as the database
+    stores them; an edge made online carries no proposal. Without --json: a readable summary naming the same
+    relations (it was the same JSON, and the help called JSON "the only format": issue 53.6)."""
+    db = tmp_path / "memloom.sqlite"
+    memwb("replay", DEMO, "--db", db, "--engine", "memloom", "--quiet")
+    data = json.loads(memwb("export", "--db", db, "--json").stdout)
+    state = open_session(db, create=False).state
+    relations = [e for e in data["edges"] if e["proposal"] is not None]
+    assert relations and {e["type"] for e in relations} >= {"CAUSAL_FOLLOW", "TEMPORAL_NEXT"}
+    for e in relations:
+        p = state.proposals[e["proposal"]["id"]]
+        stored = state.edges[(int(e["src"][1:]), int(e["dst"][1:]), e["type"])]
+        assert p.status == "applied" and p.run_id == e["made_by"] == e["proposal"]["run"]
+        assert p.targets == [int(e["src"][1:]), int(e["dst"][1:])] and p.detail["type"] == e["type"]
+        assert e["proposal"]["confidence"] == p.confidence == e["confidence"] == stored.confidence
+        assert (e["proposal"]["reason"], e["proposal"]["reason_code"], e["proposal"]["decided_by"]) == \
+            (p.reason, p.reason_code, p.decided_by)
+        assert [c["id"] for c in e["evidence"]] == [f"u{c}" for c in stored.evidence] and stored.evidence
+        assert all(c["source_ids"] == state.nodes[int(c["id"][1:])].source_ids for c in e["evidence"])
+    online = [e for e in data["edges"] if e["made_by"] == "online"]
+    assert online and all(e["proposal"] is None for e in online)
+    text = memwb("export", "--db", db).stdout
+    assert not text.lstrip().startswith("{") and f"relations offline runs wrote through a proposal: {len(relations)}" in text
+    first = relations[0]
+    assert (f"{first['src']} —{first['type']}→ {first['dst']}  {first['made_by']} proposal #{first['proposal']['id']} "
+            f"relation, confidence {first['proposal']['confidence']:.2f}") in text
+    assert f"cites {first['evidence'][0]['id']} ({', '.join(first['evidence'][0]['source_ids'])}): " in text
+    assert "the only format" not in memwb("export", "--help").stdout
 
 
 def test_clear_errors(tmp_path):

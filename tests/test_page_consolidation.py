@@ -226,7 +226,7 @@ def test_any_process_diagnoses_decides_applies_and_undoes(engine):
         row = queue[queue["#"] == p.id].iloc[0]
         assert row["targets"] == proposal_text.targets_label(schema, p)
         if "threshold" in p.detail:
-            assert row["gate θ"] == p.detail["threshold"]
+            assert row["gate θ"] == f"{p.detail['threshold']:.2f}"
     text = markdown_text(at)
     shown = review_view.sort_queue(carded)[:10]
     assert all(f"#{p.id} · {proposal_text.op_label(schema, p.op)}" in text for p in shown)
@@ -286,7 +286,7 @@ def test_diagnosis_lists_the_update_and_reject_changes_nothing():
     row = queue[queue["#"] == pid].iloc[0]
     p = wb.engine.state.proposals[pid]
     assert row["targets"] == f"u{p.targets[0]} → u{p.targets[1]}"       # ordered targets
-    assert row["gate θ"] == p.detail["threshold"] == wb.engine.settings.theta["update"]
+    assert row["gate θ"] == f"{p.detail['threshold']:.2f}" and p.detail["threshold"] == wb.engine.settings.theta["update"]
     text = markdown_text(at)
     assert f"#{pid} · Update" in text and f"(gate θ {p.detail['threshold']:.2f})" in text
     assert all(role in text for role in SCHEMA.operator(UPDATE).target_roles)

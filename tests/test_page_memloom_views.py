@@ -239,7 +239,7 @@ def test_reverse_hops_are_named_and_highlight_the_stored_edge():
     hops = rv.hops_frame(state, r)
     assert list(hops["stored edge"]) == ["u7 —CAUSAL_FOLLOW→ u12", "u7 —evidence→ u3"]
     assert list(hops["direction"]) == ["reverse (against the stored edge)", "forward"]
-    assert hops["cites"].iloc[0] == "u3, u13" and hops["confidence"].iloc[0] == 0.8
+    assert hops["cites"].iloc[0] == "u3, u13" and hops["confidence"].iloc[0] == "0.80"
     block = rv.paths_block(state, [r], ["D1:3"], "seed", [12])
     assert "seed u12 —CAUSAL_FOLLOW (reverse)→ u7" in block and "[D1:3*]" in block
 

@@ -13,6 +13,7 @@ from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
 from workbench.session_link import NEW_PARAM
 from workbench.settings_form import settings_key
+from tests.conftest import SHARED_DATA, needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")
@@ -74,14 +75,14 @@ def test_next_adds_a_node_and_explains_it(engine):
     assert all(f"{s.label} " in header for s in engine_schema(engine).statuses)
     if report.anchors or report.edges:
         assert at.dataframe, "anchors / edges tables"
-    if engine_schema(engine).processes:                  # one word for a process's buffer: queued, per process
-        queued = str(wb.engine.state.buffered())
-        assert metrics["Queued after ingest"] == queued
+    if engine_schema(engine).processes:       # one word and one count per process's buffer: the header's and the metric's
         for p in engine_schema(engine).processes:
-            assert f"**Queued for {p.label}** · {len(wb.engine.state.buffer(p.buffer))}" in header
+            queued = len(wb.engine.state.buffer(p.buffer))
+            assert f"**Queued for {p.label}** · {queued}" in header
+            assert metrics[f"Queued for {p.label}"] == str(queued)
         assert "**Buffered**" not in header
     else:
-        assert "Queued after ingest" not in metrics and "Offline process** · none" in header
+        assert not [m for m in metrics if m.startswith("Queued")] and "Offline process** · none" in header
 
 
 def test_back_moves_the_cursor_without_changing_the_log(at):
@@ -164,6 +165,36 @@ def test_load_a_jsonl_file_with_settings(at):
     assert wb.engine.store.meta()["settings"]["theta"]["update"] == 0.75       # stored with the session
     header = " ".join(m.value for m in at.markdown)
     assert "Ablations · no-merge" in shown_text(header)[0] and "k=7" in header
+
+
+def test_a_meeting_loaded_on_the_page_runs_with_the_engines_fit_for_meetings(monkeypatch):
+    """A QMSum meeting loaded into GAM from the Replay page gets GAM's fit for meetings and the meeting schedule,
+    as `memwb replay` and `memwb bench --dataset qmsum` give it (issue 53.9), a changed field still winning; the
+    page says so before Load and the header after, and the session stores it."""
+    from engine.bench.datasets import DATASETS
+
+    meeting = needs_data(SHARED_DATA / "qmsum" / "test" / "IS1003a.json")
+    monkeypatch.setenv(DATA_DIRS_ENV, str(meeting.parent))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params[NEW_PARAM] = "demo"
+    at.run()
+    at.radio(key="replay_source").set_value("QMSum meeting").run()
+    at.text_input(key="replay_path_QMSum meeting").input(str(meeting)).run()
+    at.selectbox(key="replay_engine").set_value("gam").run()
+    note = shown_text(" ".join(i.value for i in at.info))[0]
+    assert "This file holds meetings: GAM's fit for meetings (fits.meetings: " in note and "fits.meetings" in note and "every-200-turns" in note
+    assert at.checkbox(key="replay_apply_fit").value                      # applied unless unticked
+    at.number_input(key=settings_key("replay", "gam", "min_segment")).set_value(7)
+    at.button(key="replay_load").click().run()
+    assert not at.exception
+    wb = _wb(at)
+    fit = engine_schema("gam").fits["meetings"]
+    stored = wb.engine.store.meta()
+    assert stored["fit"] == "meetings" and stored["schedule"] == DATASETS["qmsum"].schedule
+    assert stored["settings"]["min_segment"] == 7 and all(stored["settings"][k] == v for k, v in fit.items()
+                                                          if k != "min_segment")
+    header = " ".join(m.value for m in at.markdown)
+    assert "Fit · meetings (fits.meetings of GAM's schema)" in shown_text(header)[0]
 
 
 def test_settings_form_follows_the_engine_schema(at):

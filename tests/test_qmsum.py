@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from engine.core.segments import fixed_windows, no_boundaries
+from engine.engines import engine_schema
 from engine.eval.segmentation import delta_b, pk, window_diff
 from engine.loaders import LoaderError, load_conversation, load_conversations
 from engine.loaders.qmsum import gold_boundaries, load_qmsum, synthetic_time, topic_segments
@@ -302,3 +303,37 @@ def test_memwb_replay_accepts_a_qmsum_meeting(tmp_path):
     assert memwb("replay", path, "--db", db, "--engine", "naive", "--quiet").startswith("turns=6 units=6 ")
     result = json.loads(memwb("retrieve", "--db", db, "--query", "budget for the remote", "--k", "2", "--json"))
     assert result["source_ids"][0] in {"3", "4"} and set(result["source_ids"]) <= {str(i) for i in range(6)}
+
+
+def test_a_meeting_replayed_with_the_cli_runs_as_the_benchmark_runs_it(tmp_path):
+    """`memwb replay` of a QMSum meeting into GAM applies GAM's fit for meetings and the meeting schedule, as
+    `memwb bench --dataset qmsum` does (issue 53.9: it used the chat settings), stores both with the session and says
+    so; `--set` still wins over the fit, and a chat replays with the defaults and no such line."""
+    from engine.bench.config import resolve_systems
+    from engine.bench.datasets import DATASETS
+    from engine.session import open_session
+
+    meeting = _real("IS1003a")
+    fit = engine_schema("gam").fits["meetings"]
+    out = _memwb("replay", meeting, "--db", tmp_path / "m.sqlite", "--engine", "gam", "--quiet")
+    stored = open_session(tmp_path / "m.sqlite", create=False)
+    bench = resolve_systems(DATASETS["qmsum"], ["gam"], [])[0].settings
+    assert fit and all(getattr(stored.settings, k) == v for k, v in fit.items())
+    assert stored.settings.to_dict() == bench                          # the settings the benchmark runs
+    assert stored.store.meta()["schedule"] == DATASETS["qmsum"].schedule and stored.store.meta()["fit"] == "meetings"
+    assert "talk: meetings: GAM's fit for meetings (fits.meetings: " in out and "and schedule every-200-turns, as memwb bench --dataset qmsum runs it" in out
+    out = _memwb("replay", meeting, "--db", tmp_path / "s.sqlite", "--engine", "gam", "--quiet",
+                 "--set", "min_segment=3", "--consolidate", "manual")
+    given = open_session(tmp_path / "s.sqlite", create=False)
+    assert given.settings.min_segment == 3 and given.settings.tiling_window == fit["tiling_window"]
+    assert given.store.meta()["schedule"] == "manual" and "(--consolidate manual given)" in out
+    chat = _memwb("replay", ROOT / "datasets" / "demo" / "demo.jsonl", "--db", tmp_path / "c.sqlite", "--engine", "gam",
+                  "--quiet")
+    assert "talk:" not in chat and "fit" not in open_session(tmp_path / "c.sqlite", create=False).store.meta()
+    assert open_session(tmp_path / "c.sqlite", create=False).settings == type(stored.settings)()
+
+
+def _memwb(*args) -> str:
+    done = subprocess.run([sys.executable, "-m", "engine.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, check=True)
+    return done.stdout

@@ -18,7 +18,7 @@ from engine.core.proposal import Proposal
 from engine.core.schema import EngineSchema
 from workbench.proposal_text import op_label, reason_description
 from workbench.retrieval_view import short
-from workbench.text import MISSING, table
+from workbench.text import MISSING, confidence_text, table
 
 NO_CODE = "(no code)"
 
@@ -59,7 +59,7 @@ def _status_changed(p: dict) -> str:
 
 def _proposal_made(p: dict) -> str:
     pr = p["proposal"]
-    return (f"#{pr['id']} {pr['op']} [{', '.join(f'u{t}' for t in pr['targets'])}] conf {pr['confidence']:.2f}"
+    return (f"#{pr['id']} {pr['op']} [{', '.join(f'u{t}' for t in pr['targets'])}] conf {confidence_text(pr['confidence'])}"
             f" · gate {pr['gate']}" + (f" · {pr['reason_code']}" if pr.get("reason_code") else ""))
 
 

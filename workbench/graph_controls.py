@@ -113,6 +113,12 @@ def group_words(state: MemoryState) -> str:
     return " and ".join(f"{kind_label(state.schema, k)}s" for k in kinds)
 
 
+def _picker_row() -> list:
+    """A mode picker wide enough for "above 300 nodes" beside a multiselect that takes the rest of the row."""
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    return [row.container(width=190), row.container(width="stretch")]
+
+
 def _open_pickers(wb: Workbench, state: MemoryState, current: int | None) -> tuple[list, bool | None, bool | None]:
     """How sessions and group nodes are grouped, and which are drawn open."""
     numbers = session_order(state)
@@ -120,7 +126,7 @@ def _open_pickers(wb: Workbench, state: MemoryState, current: int | None) -> tup
     counts = {s: 0 for s in ordered}
     for u in state.units.values():
         counts[u.session] += 1
-    c = st.columns([2, 10], vertical_alignment="bottom")
+    c = _picker_row()
     grouping = c[0].selectbox("Group sessions", list(MODES), key="graph_grouping", format_func=SESSION_MODES.get,
                               help="Draw each session as one node (unit count, date) with summary edges between "
                                    "sessions; a click on a session expands it in place.")
@@ -134,7 +140,7 @@ def _open_pickers(wb: Workbench, state: MemoryState, current: int | None) -> tup
     groups = sorted(u for u, n in state.units.items() if is_group(state, n))
     if not words:
         return list(sessions), MODES[grouping], None
-    c = st.columns([2, 10], vertical_alignment="bottom")
+    c = _picker_row()
     folding = c[0].selectbox(f"Fold {words}", list(MODES), key="graph_fold", format_func=FOLD_MODES.get,
                              help=f"Draw {words} with their members folded into them (▸ n: n members inside) and "
                                   "their members' edges ending on them; a click opens one in place.")
@@ -162,7 +168,8 @@ def controls(wb: Workbench, state: MemoryState, sessions: tuple[int, int] | None
                                format_func=lambda t: f"{edge_style(t, schema)['label']} · {counts.get(t, 0)}")
     else:
         st.caption(f"{schema.label if schema else 'This engine'} keeps no edges: nodes only.")
-    c = st.columns([7, 2, 2], vertical_alignment="bottom")
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    c = [row.container(width="stretch"), row.container(width="content"), row.container(width=170)]
     shown_statuses = c[0].pills("Statuses", statuses, selection_mode="multi", default=statuses,
                                 key=f"graph_statuses:{wb.engine_name}",
                                 format_func=lambda s: f"{status_label(schema, s) or MISSING} · "
@@ -174,7 +181,9 @@ def controls(wb: Workbench, state: MemoryState, sessions: tuple[int, int] | None
                                   help="Above this, the most recent nodes are drawn and the rest counted as hidden.")
     current = state.turn_units.get(wb.current_turn.id) if wb.current_turn else None
     expand, group, fold = _open_pickers(wb, state, current)
-    c = st.columns([3, 5, 2.4, 1.6], vertical_alignment="bottom")
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    c = [row.container(width=260), row.container(width="stretch"), row.container(width="content"),
+         row.container(width=130)]
     search = c[0].text_input("Search text", key="graph_search", placeholder="raw, summary, keywords or D5:4",
                              help="Case-insensitive; draws only the nodes whose text matches.")
     uid = None

@@ -15,7 +15,7 @@ import html
 from engine.core.node import Node
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
-from workbench.text import MISSING, missing
+from workbench.text import MISSING, confidence_text, missing
 
 Unit = Node
 OTHER_KIND_COLOR = "#17becf"
@@ -25,7 +25,9 @@ UNKNOWN_EDGE_STYLE = {"color": "#bcbd22", "dashes": [2, 4], "label": "other", "w
 DASH_PATTERN = [6, 4]            # what `dashes: True` looks like in vis-network, reused by the legend
 TEXT_LIMIT = 600                 # characters of raw evidence in a tooltip
 GROUP_FILL, GROUP_BORDER = "#eaf1fb", "#4a6fa5"
-LABEL_HALO = {"strokeWidth": 4, "strokeColor": "#ffffff"}       # edges never run through a node's label
+LABEL_HALO = {"strokeWidth": 4, "strokeColor": "#ffffff"}       # a white halo round each letter
+LABEL_GROUND = "rgba(255,255,255,0.92)"   # and a white box behind a label under or above its node: an edge that
+                                          # crosses it (MemLoom's causal curves) passes behind the text
 NODE_FONT, INSIDE_FONT = 18, 16  # label size under a node, and inside a shape that holds its label (a box)
 INSIDE_SHAPES = ("box", "ellipse", "circle", "database", "text")  # vis-network shapes that draw the label inside
 LINE_EM = 1.15                   # a label line's height in font sizes (vis-network: one font size, plus margin)
@@ -142,7 +144,7 @@ def edge_title(edge, schema: EngineSchema | None = None) -> str:
     conf = "" if edge.confidence is None else f" · cosine {cosine_text(edge.confidence)}"
     weighted = getattr(edge, "evidence", None) or edge_style(edge.type, schema).get("weighted")
     if edge.confidence is not None and weighted:        # a synthesised relation, or a weight
-        conf = f" · confidence {cosine_text(edge.confidence)}"
+        conf = f" · confidence {confidence_text(edge.confidence)}"
     cited = getattr(edge, "evidence", None) or []
     cites = f"<br>cites {e(', '.join(f'u{c}' for c in cited))}" if cited else ""
     return (f"<b>{e(edge_style(edge.type, schema)['label'])}</b> u{edge.src} → u{edge.dst}<br>"
@@ -209,12 +211,12 @@ def label_above(size: float, font_size: float, lines: int = 1) -> float:
 
 
 def readable(options: dict, unit: Unit) -> dict:
-    """A white halo round every label drawn on the canvas (none inside a shape, where a white halo would
+    """A white halo and ground behind every label drawn on the canvas (none inside a shape, where white would
     smear white text into its fill), and an off-surface label above its node, where the lineage edge from
     its successor (stacked below) cannot run through it."""
     if options["shape"] in INSIDE_SHAPES:
         return {**options, "font": {"size": INSIDE_FONT, "strokeWidth": 0, **options.get("font", {})}}
-    font = {**LABEL_HALO, "size": NODE_FONT, **options.get("font", {})}
+    font = {**LABEL_HALO, "background": LABEL_GROUND, "size": NODE_FONT, **options.get("font", {})}
     if not unit.visible:
         font["vadjust"] = round(label_above(options.get("size", 12), font["size"]))
     return {**options, "font": font}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from engine.bench.talk import FIT_META
 from engine.core.conversation import Conversation
 from engine.engines import engine_class, engine_schema, known_engines
 from engine.llm.embedder import Embedder
@@ -88,9 +89,10 @@ class Workbench:
     def open(cls, path: Path, conversation_id: str | None = None, engine: str = DEFAULT_ENGINE,
              label: str | None = None, schedule: str = "manual", settings: dict | None = None,
              llm: str = "offline", workdir: Path | None = None, embedder: Embedder | None = None,
-             owner: str | None = None) -> "Workbench":
+             owner: str | None = None, fit: str | None = None) -> "Workbench":
         """Load a conversation and open a new database for `engine` (any registered engine name) in `workdir`,
-        the workspace's sessions folder by default, owned by `owner` (the identity that loaded it).
+        the workspace's sessions folder by default, owned by `owner` (the identity that loaded it); `fit` names the
+        kind of talk whose fit the settings and schedule carry (`engine.bench.talk`), stored for the header.
 
         An engine without offline processes never consolidates, so its schedule is always manual.
         """
@@ -103,7 +105,7 @@ class Workbench:
         db = new_session_path(f"{_safe(conversation.id)}-{engine}", workdir)
         opened = open_session(db, engine=engine, llm=llm, settings=settings, conversation=conversation.id,
                               source=str(Path(path).resolve()), schedule=schedule, label=label, embedder=embedder,
-                              **({OWNER: owner} if owner else {}))
+                              **({OWNER: owner} if owner else {}), **({FIT_META: fit} if fit else {}))
         check_replayable(opened, conversation)        # stepping resumes at the log's head: same turns before it
         mark_opened(opened.store)
         return cls(source_label=label, source_path=Path(path), conversation=conversation, engine=opened,
@@ -150,6 +152,11 @@ class Workbench:
     def owner(self) -> str | None:
         """Who loaded this session (or made this branch); None for one made outside the workbench."""
         return self.engine.store.meta().get(OWNER)
+
+    @property
+    def fit(self) -> str | None:
+        """The kind of talk whose fit this session was replayed with ("meetings"); None for the defaults."""
+        return self.engine.store.meta().get(FIT_META)
 
     @property
     def session_name(self) -> str | None:

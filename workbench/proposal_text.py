@@ -39,6 +39,22 @@ def threshold(p: Proposal) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def process_label(schema: EngineSchema | None, run) -> str:
+    """The name of the offline process a run belongs to ("Off-peak steward", "Consolidation (ATC)"), from the
+    schema."""
+    spec = schema.process(run.process) if schema is not None and run.process else None
+    return spec.label if spec else "Consolidation"
+
+
+RUN_MODES = {"auto": "scheduled", "manual": "manual"}      # a run's mode as the log stores it, in words
+
+
+def run_label(schema: EngineSchema | None, run, status: str | None = None) -> str:
+    """A run as the pages name it: "run-0002 · Off-peak steward, manual run at turn 30 · committed"."""
+    return (f"{run.run_id} · {process_label(schema, run)}, {RUN_MODES.get(run.mode, run.mode)} run at turn "
+            f"{run.turn} · {status or run.status}")
+
+
 def target_roles(schema: EngineSchema | None, p: Proposal) -> list[str]:
     """What each target is to the operator ("current (kept, …)", "superseded (archived on apply)")."""
     spec = operator(schema, p.op)

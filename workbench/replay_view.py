@@ -26,17 +26,12 @@ from workbench.lifecycle_view import (
     routing_sentence,
 )
 from workbench.phase_view import has_phases, render_phases
-from workbench.proposal_text import counts_text
+from workbench.proposal_text import counts_text, process_label
+from workbench.state import queued_label
 from workbench.text import MISSING, md_escape, missing, table
 from workbench.turn_effects import TurnEffects
 
 RUN_ICON = ":material/cleaning_services:"
-
-
-def process_label(schema, run: RunInfo) -> str:
-    """The name of the offline process a run belongs to ("Consolidation (ATC)"), from the schema."""
-    spec = schema.process(run.process) if schema is not None and run.process else None
-    return spec.label if spec else "Consolidation"
 
 
 def run_sentence(state: MemoryState, run: RunInfo, moment: str, schedule_text: str) -> str:
@@ -144,9 +139,11 @@ def render_effects(wb, effects: TurnEffects | None) -> None:
                            "Nearest nodes on the retrieval surface when the turn arrived"))
     if wb.has_processes:
         names = ", ".join(f"{n} {c}" for n, c in effects.buffers.items()) or "empty"
-        metrics.append(("Queued after ingest", effects.buffer_size,
-                        f"Nodes queued for an offline process just after this turn was ingested (before any run "
-                        f"that followed); per buffer: {names}"))
+        for process in schema.processes:           # the header's count, as it stood right after this ingest
+            metrics.append((queued_label(process), effects.buffers.get(process.buffer, 0),
+                            f"Nodes in the `{process.buffer}` buffer for {process.label} just after this turn was "
+                            f"ingested (before any run that followed), as the header counts them; every buffer "
+                            f"then: {names}"))
     with st.container(horizontal=True):               # each label whole: a metric as wide as its label
         for label, value, help_text in metrics:
             st.metric(label, value, help=help_text, width="content")

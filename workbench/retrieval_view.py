@@ -20,7 +20,7 @@ from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from engine.eval.chain_links import LINK_FATE_LABELS, ChainLink
 from workbench.graph_style import kind_field, kind_label, status_tag, visibility_text
-from workbench.text import MISSING, md_code, md_escape
+from workbench.text import MISSING, confidence_text, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"
 VISIBLE_MARK, ARCHIVED_MARK = "● visible", "◌ archived"     # All-Mem's statuses as `visibility_text` marks them
@@ -167,7 +167,7 @@ def hops_frame(state: MemoryState, r: RetrievedUnit) -> pd.DataFrame:
                      else "none: found at query time",
                      "direction": ("back to an earlier cause" if etype in query_time else
                                    "reverse (against the stored edge)") if getattr(h, "reverse", False) else "forward",
-                     "confidence": None if edge is None or edge.confidence is None else round(edge.confidence, 3),
+                     "confidence": None if edge is None else confidence_text(edge.confidence),
                      "cites": ", ".join(f"u{c}" for c in (getattr(edge, "evidence", None) or [])),
                      "reached": "" if to is None else short(to.raw or to.summary, 80)})
     return pd.DataFrame(rows, columns=["hop", "walk", "edge type", "stored edge", "direction", "confidence", "cites",

@@ -50,7 +50,7 @@ from workbench.review_decisions import (
 from workbench.review_decisions import (
     run_key as decisions_key,
 )
-from workbench.text import MISSING, md_code, md_escape, missing, table, text_html
+from workbench.text import MISSING, confidence_text, md_code, md_escape, missing, table, text_html
 
 PAGE_SIZE = 10
 GATE_MODE, MANUAL_MODE = "Let the gate decide", "I decide each proposal"
@@ -75,7 +75,8 @@ def queue_frame(schema: EngineSchema | None, proposals: list[Proposal], chosen: 
             decision = choice_of(chosen.get(p.id))
         rows.append({"#": p.id, "operator": op_label(schema, p.op), "targets": targets_label(schema, p),
                      "detail": detail_text(p),
-                     "confidence": round(p.confidence, 3), "gate θ": threshold(p), "gate": p.gate,
+                     "confidence": confidence_text(p.confidence), "gate θ": confidence_text(threshold(p)),
+                     "gate": p.gate,
                      "reason code": p.reason_code or "",
                      "status": p.status, "your decision": decision, "decided by": p.decided_by or ""})
     return pd.DataFrame(rows, columns=["#", "operator", "targets", "detail", "confidence", "gate θ", "gate",
@@ -169,10 +170,10 @@ def proposal_card(state: MemoryState, p: Proposal, run_key: str, gate_mode: bool
         left, right = st.columns([4, 1])
         gate = "✓ pass" if p.gate == GateVerdict.PASS else "✗ fail"
         theta = threshold(p)
-        judged = f" (gate θ {theta:.2f})" if theta is not None else ""
+        judged = f" (gate θ {confidence_text(theta)})" if theta is not None else ""
         kinds = " ".join(md_code(v) for v in p.detail.values() if isinstance(v, str))
         left.markdown(f"**#{p.id} · {md_escape(op_label(schema, p.op))}**{f' {kinds}' if kinds else ''} · "
-                      f"confidence **{p.confidence:.2f}**{judged} · gate **{gate}** · status {md_code(p.status)}"
+                      f"confidence **{confidence_text(p.confidence)}**{judged} · gate **{gate}** · status {md_code(p.status)}"
                       + (f" · decided by **{md_escape(p.decided_by)}**" if p.decided_by else ""))
         spec = operator(schema, p.op)
         cited = cited_nodes(state, p)
@@ -309,7 +310,9 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     Apply button."""
     schema = state.schema
     if open_run is None:
-        st.info("No open run. Press **Run diagnosis** to fill the review queue from the buffer.")
+        labels = " / ".join(p.label for p in schema.processes) if schema else ""
+        st.info(f"No open run. Press **Run diagnosis · {md_escape(labels)}** to fill the review queue from the "
+                "buffer" + ("; past runs are below, read-only." if state.runs else "."))
         return
     run_key = decisions_key(wb.db_path.name, open_run)
     proposals = [p for p in state.proposals.values() if p.run_id == open_run]
@@ -326,7 +329,8 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
     chosen = decisions(run_key)
 
     labels = sorted({v for p in proposals for v in detail_labels(p)})
-    cols = st.columns([3, 3, 3, 3] if labels else [3, 3, 2])
+    row = st.container(horizontal=True, vertical_alignment="bottom")     # filters that wrap when narrow
+    cols = [row.container(width=220) for _ in range(3 if labels else 2)] + [row.container(width="content")]
     f1, f2, f3 = cols[0], cols[1], cols[-1]
     ops = f1.multiselect("Operator", sorted({op_label(schema, p.op) for p in proposals}), key="queue_ops",
                          placeholder="all operators")
@@ -345,7 +349,8 @@ def review_queue(wb: Workbench, state: MemoryState, open_run: str | None) -> Non
                           and (not kinds or set(detail_labels(p)) & set(kinds)))
     shown_pending = [p for p in shown if p.status == Status.PENDING]
     if not gate_mode:
-        b1, b2, b3 = st.columns(3)
+        bulk = st.container(horizontal=True)                  # each button as wide as its label
+        b1, b2, b3 = bulk, bulk, bulk
         b1.button("Accept gate passes, reject the rest (shown)", on_click=set_decisions, disabled=not reviewer,
                   args=(run_key, {p.id: p.gate == GateVerdict.PASS for p in shown_pending}))
         b2.button("Reject all shown", on_click=set_decisions, args=(run_key, {p.id: False for p in shown_pending}),

@@ -23,9 +23,12 @@ from workbench import consolidation_actions as actions
 from workbench.graph_style import edge_style, moved_edges_word, off_surface_word, visibility_text
 from workbench.graph_view import build_graph_html
 from workbench.model import Workbench
-from workbench.proposal_text import op_label, targets_label
+from workbench.proposal_text import op_label, run_label, targets_label, threshold
 from workbench.review_view import sort_queue
-from workbench.text import md_escape, table
+from workbench.text import confidence_text, full_height, md_escape, table
+
+
+RUN_ROWS = 200          # a run's proposals are read whole: no scroll box inside the page up to this many
 
 
 def skipped_help(counts: ProposalCounts) -> str:
@@ -52,7 +55,8 @@ def edges_frame(edges: Iterable, schema: EngineSchema | None = None, state: Memo
         row = {"edge": f"u{src} —{etype}→ u{dst}", "type": edge_style(etype, schema)["label"]}
         if state is not None:
             stored = state.edges.get((src, dst, etype))
-            row["confidence"] = None if stored is None or stored.confidence is None else round(stored.confidence, 3)
+            row["confidence"] = None if stored is None or stored.confidence is None else \
+                confidence_text(stored.confidence)
             row["cites"] = ", ".join(f"u{c}" for c in (getattr(stored, "evidence", None) or []))
         rows.append(row)
     return pd.DataFrame(rows, columns=["edge", "type", *(["confidence", "cites"] if state is not None else [])])
@@ -80,11 +84,12 @@ def rewired_frame(rewired: Iterable, off: str = "off surface") -> pd.DataFrame:
 def run_proposals_frame(state: MemoryState, run_id: str) -> pd.DataFrame:
     schema = state.schema
     rows = [{"#": p.id, "operator": op_label(schema, p.op), "targets": targets_label(schema, p),
-             "confidence": round(p.confidence, 3), "gate": p.gate, "status": p.status,
-             "decided by": p.decided_by or "", "reason code": p.reason_code or "", "note": p.note}
+             "confidence": confidence_text(p.confidence), "gate θ": confidence_text(threshold(p)), "gate": p.gate,
+             "status": p.status, "decided by": p.decided_by or "", "reason code": p.reason_code or "",
+             "reason": p.reason, "note": p.note}
             for p in sort_queue(p for p in state.proposals.values() if p.run_id == run_id)]
-    return pd.DataFrame(rows, columns=["#", "operator", "targets", "confidence", "gate", "status", "decided by",
-                                       "reason code", "note"])
+    return pd.DataFrame(rows, columns=["#", "operator", "targets", "confidence", "gate θ", "gate", "status",
+                                       "decided by", "reason code", "reason", "note"])
 
 
 def run_status(run) -> str:
@@ -102,8 +107,7 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
         names = [r.run_id for r in shown_runs]
         default = st.session_state.get("diff_run")
         run_id = st.selectbox("Run", names, index=names.index(default) if default in names else len(names) - 1,
-                              format_func=lambda r: f"{r} · {run_status(state.runs[r])} · {state.runs[r].mode} "
-                                                    f"diagnosis at turn {state.runs[r].turn}")
+                              format_func=lambda r: run_label(state.schema, state.runs[r], run_status(state.runs[r])))
         run = state.runs[run_id]
         after = state if run.status == RunStatus.OPEN else view.store.load_state(upto_seq=run.last_seq)
         before = view.store.load_state(upto_seq=run.first_seq - 1)
@@ -150,7 +154,9 @@ def run_diff(wb: Workbench, view, state: MemoryState) -> None:
             st.dataframe(table(edges_frame(diff["removed_edges"], state.schema, before)), hide_index=True,
                          width="stretch")
         st.markdown("**The run's proposals**")
-        st.dataframe(table(run_proposals_frame(state, run_id)), hide_index=True, width="stretch", height=240)
+        n = sum(p.run_id == run_id for p in state.proposals.values())
+        st.dataframe(table(run_proposals_frame(state, run_id)), hide_index=True, width="stretch",
+                     height=full_height(n, cap=RUN_ROWS))
         touched = sorted(set(diff["added_units"]) | set(diff["archived_units"]) | set(diff["redescribed_units"]))
         if touched and st.checkbox("Show the run's edits on the graph", key="diff_graph"):
             st.iframe(build_graph_html(after, highlight_units=touched, highlight_edges=diff["added_edges"],

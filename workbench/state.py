@@ -114,6 +114,9 @@ def header(wb: Workbench) -> None:
     cols[0].markdown(f"**Source** · {md_escape(wb.source_label)}  \n**Conversation** · "
                      f"{md_code(wb.conversation.id)}  \n**Database** · {md_code(wb.db_path.name)}")
     process = f"**Schedule** · {md_code(wb.schedule_text)}" if wb.has_processes else "**Offline process** · none"
+    if wb.fit:                       # settings and schedule fit for the talk the file holds, as the benchmark runs it
+        process += f"  \n**Fit** · {md_escape(wb.fit)} (`fits.{md_escape(wb.fit)}` of {schema.label}'s schema)" \
+            if wb.fit in schema.fits else f"  \n**Fit** · {md_escape(wb.fit)} schedule ({schema.label} has no fit)"
     llm = f" · LLM {md_code(wb.engine.llm.backend.name)}" if schema.llm_roles else ""
     cols[1].markdown(f"**Engine** · {schema.label}{llm}  \n{process}")
     cols[2].markdown(f"**Turn** · {wb.cursor} / {wb.total_turns}"

@@ -78,6 +78,11 @@ def full_height(rows: int, cap: int = 40) -> int:
     return (min(max(rows, 1), cap) + 1) * ROW_PX + 3
 
 
+def confidence_text(value: float | None) -> str | None:
+    """A confidence as every page, table, export and doc writes it: two decimals ("0.99", "1.00")."""
+    return None if value is None else f"{value:.2f}"
+
+
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame as a page shows it: every column holding a missing value becomes text with `MISSING` there
     (Streamlit draws a null cell as "None"); columns without one keep their type, so they sort as numbers."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from engine.bench.datasets import BenchInputError, DatasetSpec, dataset, sources
 from engine.bench.protocol import PROTOCOLS
+from engine.bench.talk import fit_schedule, fit_settings
 from engine.bench.tasks import FULL_HISTORY
 from engine.core.schema import SettingError, parse_settings, setting_text
 from engine.engines import UnknownEngine, engine_class, engine_schema, known_engines
@@ -121,7 +122,7 @@ def resolve_systems(spec: DatasetSpec, engines: Sequence[str] | None, ablations:
                 raise BenchInputError(f"unknown ablation {item!r} for engines {', '.join(engines)}; known: "
                                       f"{', '.join(known) or 'none'} (or all)")
             combos += [(e, parts) for e in owners]
-    given = {e: {**engine_schema(e).fits.get(spec.talk, {}), **overrides.get(e, {})} for e in engines}
+    given = {e: {**fit_settings(e, spec), **overrides.get(e, {})} for e in engines}
     systems = [_system(e, e, (), given[e]) for e in engines]
     systems += [_system(f"{e}-{'+'.join(parts)}", e, parts, given[e]) for e, parts in dict.fromkeys(combos)]
     return systems
@@ -188,8 +189,7 @@ def check(config: BenchConfig) -> tuple[DatasetSpec, list, list[System]]:
 def system_schedule(config: BenchConfig, spec: DatasetSpec, engine: str) -> str:
     """`--schedule` when given, else the engine's own schedule (RecMem consolidates at the trigger), else the
     dataset's."""
-    own = engine_schema(engine).schedule if engine in known_engines() else ""
-    return config.schedule or own or spec.schedule
+    return fit_schedule(engine, spec, config.schedule)
 
 
 def command_line(config: BenchConfig) -> str:

@@ -63,9 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "it, its path and its text; --json also holds every result of the engine's final ranking")
     p.add_argument("--json", action="store_true", help="print JSON (one object per query)")
 
-    p = sub.add_parser("export", help="print every unit and edge")
+    p = sub.add_parser("export", help="print every unit and edge; each relation an offline run wrote with its "
+                                      "proposal, confidence, reason and the records it cites")
     _add_db(p)
-    p.add_argument("--json", action="store_true", help="print JSON (the only format)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: every unit, and every edge with made_by, created_turn, confidence, evidence "
+                        "(the records it cites) and proposal (id, run, op, confidence, gate, threshold, reason_code, "
+                        "reason, decided_by, status; null for an edge made online); without it, a readable summary")
 
     p = sub.add_parser("consolidate", help="run one consolidation pass on the buffer now (gate decides)")
     _add_db(p)

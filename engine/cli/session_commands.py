@@ -28,15 +28,19 @@ def cmd_replay(args) -> int:
     from engine.runtime.replay import Schedule, replay
     from engine.session import open_session
 
-    consolidate = args.consolidate or default_schedule(args.engine)
-    schedule = Schedule.parse(consolidate)
+    from engine.bench.talk import FIT_META, talk_fit, with_fit
+
     settings = parse_settings(settings_class(args.engine), args.set, args.engine)
     if args.ablation or "ablations" in settings:
         settings["ablations"] = sorted(set(args.ablation) | set(settings.get("ablations", [])))
     conversation = load_conversation(args.input, args.conversation)
+    fit = talk_fit(args.engine, args.input)          # a meeting replays as `memwb bench --dataset qmsum` runs it
+    consolidate = args.consolidate or (fit.schedule if fit else default_schedule(args.engine))
+    schedule = Schedule.parse(consolidate)
+    settings = with_fit(fit, settings)
     engine = open_session(args.db, engine=args.engine, llm=args.llm, settings=settings or None, records=args.records,
                           conversation=conversation.id, source=str(Path(args.input).resolve()),
-                          schedule=consolidate)
+                          schedule=consolidate, **({FIT_META: fit.talk} if fit else {}))
 
     tty = sys.stderr.isatty()
     if not args.quiet:
@@ -54,6 +58,8 @@ def cmd_replay(args) -> int:
         print(file=sys.stderr)
     print(summary.line())
     print(f"settings: {settings_line(engine.settings)}")
+    if fit:
+        print(f"talk: {fit.talk}: {fit.text()}" + (f" (--consolidate {args.consolidate} given)" if args.consolidate else ""))
     return _llm_outcome(args.command, engine, since)
 
 
@@ -144,7 +150,11 @@ def retrieval_text(result: RetrievalResult, k: int, state: MemoryState) -> str:
 
 
 def cmd_export(args) -> int:
-    print(json.dumps(open_db(args).export(labels=True), ensure_ascii=False))
+    from engine.runtime.relations import export_relations, export_text
+
+    engine = open_db(args)
+    data = export_relations(engine)
+    print(json.dumps(data, ensure_ascii=False) if args.json else export_text(engine, data))
     return 0
 
 

@@ -32,6 +32,9 @@ LAST_OPENED = "last_opened"        # meta: when the workbench last opened the se
 PARENT = "parent"                  # meta: the file name of the session a branch was made from
 OWNER = "owner"                    # meta: the identity that loaded the session or made the branch
 SIDECARS = ("-wal", "-shm", "-journal")      # SQLite's own files beside a database
+DB_SUFFIXES = (".sqlite", ".sqlite3", ".db")  # what a database made with `memwb replay --db` is called
+SEARCH_DEPTH = 3                              # folders below a data folder the search for databases looks into
+SEARCH_LIMIT = 200                            # database files read at most per search (a huge data folder)
 
 
 class SessionNameError(WorkbenchError, ValueError):
@@ -159,6 +162,28 @@ def list_sessions(folder: Path | None = None) -> list[SessionInfo]:
     seen = {i.name for i in ordered}
     ordered += [i for i in readable.values() if i.name not in seen]      # a cycle of parents: listed flat
     return ordered + [i for i in infos if not i.readable]
+
+
+def sessions_in_folders(folders: list[Path], skip: Path | None = None) -> list[SessionInfo]:
+    """Session databases made outside the workbench (`memwb replay --db FILE`) in `folders` (the data folders) and
+    up to SEARCH_DEPTH folders below them, most recently changed first; `skip` (the sessions folder, listed on
+    its own), hidden folders and files that are no session are left out. Each is named by its full path."""
+    skip = skip.resolve() if skip else None
+    found: dict[Path, None] = {}
+    for root in folders:
+        if not root.is_dir():
+            continue
+        for here, dirs, files in os.walk(root):
+            depth = len(Path(here).relative_to(root).parts)
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and depth < SEARCH_DEPTH
+                             and (Path(here) / d).resolve() != skip)
+            for f in sorted(files):
+                path = (Path(here) / f).resolve()
+                if f.endswith(DB_SUFFIXES) and path.parent != skip and len(found) < SEARCH_LIMIT:
+                    found[path] = None
+    infos = [read_session(p, name=str(p)) for p in found if p.is_file()]
+    sessions = [i for i in infos if i.readable]
+    return sorted(sessions, key=lambda i: (-i.path.stat().st_mtime, i.name))
 
 
 def _json(value: str):

@@ -63,6 +63,18 @@ def choose_option(page, label: str, option: str) -> None:
     wait_idle(page)
 
 
+def open_multiselect(page, label: str):
+    """Open the multiselect labelled `label` and return its options: a click on its box, then the arrow key a
+    keyboard user presses (a click right after a long rerun can focus the box without opening it)."""
+    box = page.get_by_test_id("stMultiSelect").filter(has_text=label).get_by_role("combobox")
+    box.click()
+    options = page.get_by_role("option")
+    if not options.count():
+        box.press("ArrowDown")
+        options.first.wait_for(timeout=10_000)
+    return options
+
+
 def jump_to_turn(page, turn: int) -> None:
     """Replay page: type a turn number into the jump box and press its Go button."""
     box = page.get_by_role("spinbutton", name="Jump to turn")
@@ -168,9 +180,15 @@ def read_page(page, texts: dict, key: str) -> None:
 _LABELS = ('[data-testid="stMetricLabel"], [data-testid="stWidgetLabel"], [data-baseweb="tab"], '
            '[data-testid="stBaseButton-secondary"], [data-testid="stBaseButton-primary"], '
            '[data-testid="stExpander"] summary')
-_CUT = """(sel) => {
+# A select box's chosen value is a label too when it is a short choice ("above 300 nodes"); a long one (a node's
+# summary) is cut on purpose.
+_SHORT_VALUES = '[data-testid="stSelectbox"] [data-baseweb="select"]'
+SHORT_VALUE = 30
+_CUT = """([sel, values, short]) => {
   const cut = [];
-  for (const el of document.querySelectorAll(sel)) {
+  const candidates = [...document.querySelectorAll(sel),
+                      ...[...document.querySelectorAll(values)].filter(e => e.innerText.trim().length <= short)];
+  for (const el of candidates) {
     if (!el.offsetParent) continue;
     for (const e of [el, ...el.querySelectorAll('*')]) {
       const st = getComputedStyle(e);
@@ -183,8 +201,9 @@ _CUT = """(sel) => {
 
 
 def cut_labels(page) -> list[str]:
-    """The labels on the page drawn shorter than their text (an ellipsis, or clipped): "Buffered after i…"."""
-    return page.evaluate(_CUT, _LABELS)
+    """The labels on the page drawn shorter than their text (an ellipsis, or clipped): "Buffered after i…", and
+    short select-box values ("above 300 no…")."""
+    return page.evaluate(_CUT, [_LABELS, _SHORT_VALUES, SHORT_VALUE])
 
 
 # An id where the pages write u4: a hop's end ("—evidence→ 4"), a citation or membership list ("Evidence cited:

@@ -11,6 +11,7 @@ from workbench.driver.browser import (
     choose_option,
     click,
     jump_to_turn,
+    open_multiselect,
     look,
     open_at_demo_turn,
     open_at_turn,
@@ -88,8 +89,7 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
 
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
-    page.get_by_test_id("stMultiSelect").filter(has_text="Operator").click()
-    page.get_by_role("option", name="Update").click()
+    open_multiselect(page, "Operator").filter(has_text=re.compile(r"^Update$")).click()
     page.keyboard.press("Escape")
     wait_idle(page)
     expect(page.get_by_text("· Update").first).to_be_visible()
@@ -173,14 +173,11 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None, switch: bool 
     expect(page.get_by_text(f"Turn · {demo_turn_after('D6:6')} /")).to_be_visible()
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
-    page.get_by_test_id("stMultiSelect").filter(has_text="Gate verdict").click()
-    page.get_by_role("option", name="pass").click()
+    open_multiselect(page, "Gate verdict").filter(has_text=re.compile(r"^pass$")).click()
     page.keyboard.press("Escape")
     wait_idle(page)
-    types = page.get_by_test_id("stMultiSelect").filter(has_text="Type")
-    if types.count():                                       # the relation type of the queue's cards
-        types.click()
-        causal = page.get_by_role("option", name="CAUSAL_FOLLOW")
+    if page.get_by_test_id("stMultiSelect").filter(has_text="Type").count():   # the relation type of the cards
+        causal = open_multiselect(page, "Type").filter(has_text=re.compile(r"^CAUSAL_FOLLOW$"))
         if causal.count():
             causal.click()
         page.keyboard.press("Escape")
