@@ -88,7 +88,8 @@ with head[1].popover("Delete case", icon=":material/delete:", width="stretch"):
     st.button(f"Delete case {md_escape(sid)} and its questions", key="annotate_delete_case", type="primary",
               on_click=av.delete_case, args=(store, conv.id, sid), disabled=locked)
 authors = store.last_authors(conv.id, sid)
-meta = st.columns([1, 1, 3], vertical_alignment="bottom")
+meta_row = st.container(horizontal=True, vertical_alignment="bottom")        # the toggle as wide as its label
+meta = [meta_row.container(width=200), meta_row.container(width="content"), meta_row.container(width="stretch")]
 split_key = f"annotate_split|{sid}"
 st.session_state[split_key] = team.splits(conv.id).get(sid, "")         # the widget shows what is stored
 meta[0].selectbox("Split", ["", *SPLITS], key=split_key, format_func=lambda s: s or "(none)", disabled=locked,
