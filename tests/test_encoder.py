@@ -122,7 +122,11 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     value equal; the decision set's `decisions` key (null here) was added, and All-Mem's and MemLoom's calibrated
     update model (issue 52) moved All-Mem's records of 14 questions and its summary (N@10 0.8070 -> 0.8066, every
     other last-round figure equal) and MemLoom's scores in 8 question records and its LLM tallies (its figures
-    equal); naive's and hybrid's are as they were. Floats are
+    equal); naive's and hybrid's are as they were. The second pass of issue 52 (a chat's causes judged by the
+    calibrated cause model, the update model's vetoes) and issue 54's `dataset_version` key moved MemLoom's
+    records of 14 questions, its relation edges (CAUSAL_FOLLOW 74 -> 26 at the last round) and its round-1
+    figures (R@5 0.9583 -> 1.0, its last-round figures equal), and All-Mem's diagnosis token tally only; naive's
+    and hybrid's are as they were. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""
