@@ -84,16 +84,18 @@ CAUSE_FEATURES = ("link_logit", "cosine", "entities", "mention", "same_speaker",
                   "update_probability")
 
 
-def cause_features(link_logit: float, old: dict, new: dict, embed, update_model: Logistic | None = None
-                   ) -> np.ndarray:
+def cause_features(link_logit: float, old: dict, new: dict, embed, update_model: Logistic | None = None,
+                   update: float | None = None) -> np.ndarray:
     """The cause model's features of "`old` states a cause and `new` its effect": each a sentence
-    (`text`, `speaker`, `time`); `link_logit` is the link scorer's logit of the pair; `update_model` the update
-    model to read, by default the stored one."""
+    (`text`, `speaker`, `time`); `link_logit` is the link scorer's logit of the pair; `update` the pair's update
+    probability when the caller has judged it already, else read from `update_model` (by default the stored
+    one)."""
     old_st, new_st = analyse(old["text"], old["speaker"]), analyse(new["text"], new["speaker"])
-    update = 0.0
-    if old["speaker"] == new["speaker"]:
-        x, _ = update_features(old_st, new_st, embed)
-        update = (update_model or models()["update"]).probability(x)
+    if update is None:
+        update = 0.0
+        if old["speaker"] == new["speaker"]:
+            x, _ = update_features(old_st, new_st, embed)
+            update = (update_model or models()["update"]).probability(x)
     vec = embed([old["text"], new["text"]])
     signals = pair_signals(old["text"], old["speaker"], new["text"], new["speaker"])
     return np.array([link_logit, float(vec[0] @ vec[1]), signals["entities"], signals["mention"],
@@ -111,9 +113,10 @@ def _hours_apart(a: str | None, b: str | None) -> float:
         return 0.0
 
 
-def judge_cause(link_logit: float, old: dict, new: dict, embed) -> Judgement:
-    """How probable it is that `old` states a cause and `new` its effect, and why."""
-    x = cause_features(link_logit, old, new, embed)
+def judge_cause(link_logit: float, old: dict, new: dict, embed, update: float | None = None) -> Judgement:
+    """How probable it is that `old` states a cause and `new` its effect, and why (`update`: the pair's update
+    probability, when already judged)."""
+    x = cause_features(link_logit, old, new, embed, update=update)
     model = models()["cause"]
     p = model.probability(x)
     top = ", ".join(f"{name} {value:+.1f}" for name, value in model.contributions(x)[:3])

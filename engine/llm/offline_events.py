@@ -150,8 +150,10 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
     if cosine >= 0.8 and p >= 0.5:
         return {"type": "SAME_EVENT", "confidence": round(p, 4), "evidence": evidence,
                 "rationale": f"event cosine {cosine:.2f}; link {p:.2f} (hooks: {hooks})"}
+    update = 0.0
     if old.get("speaker") == new.get("speaker"):
         state = judge_update(old["text"], old.get("speaker", ""), new["text"], new.get("speaker", ""), embedder.embed)
+        update = state.probability
         if state.probability >= STATE_FLOOR:
             return {"type": "STATE_SUCCESSOR", "confidence": round(state.probability, 4), "evidence": evidence,
                     "rationale": f"update model {state.probability:.2f}: {state.reason}"[:RATIONALE_CHARS]}
@@ -159,7 +161,7 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
             f"change {'yes' if link.get('change') else 'no'})")
     if not chat:
         return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence, "rationale": said}
-    cause = judge_cause(_logit(p), old, new, embedder.embed)
+    cause = judge_cause(_logit(p), old, new, embedder.embed, update=update)       # the update judged once
     return {"type": "CAUSAL_FOLLOW", "confidence": round(cause.probability, 4), "evidence": evidence,
             "rationale": f"{cause.reason}; {said}"[:RATIONALE_CHARS]}
 

@@ -240,7 +240,7 @@ _COMPOUND_NUMBER = re.compile(rf"\b({'|'.join(_TENS)})[- ]({'|'.join(_UNITS)})\b
 
 def _compound_number(m) -> str:
     """ "twenty-nine" as 29: the tokenizer splits it at the hyphen into two numbers."""
-    return str(10 * (_TENS.index(m.group(1).lower()) + 2) + _UNITS.index(m.group(2).lower()) + 1)
+    return str(int(_NUM_WORDS[m.group(1).lower()]) + int(_NUM_WORDS[m.group(2).lower()]))
 
 
 def _ages(head, tokens) -> set[str]:
@@ -315,9 +315,14 @@ def _compared(st: Statement) -> list[Clause]:
     return ([c for c in st.clauses if _content(c)] or list(st.clauses))[:MAX_CLAUSES]
 
 
+def _with_questions(old: Statement, new: Statement, asked: str, old_asked: str) -> tuple[str, str]:
+    """Each statement read after the question it answers: (new with `asked`, old with `old_asked`)."""
+    return f"{asked} {new.text}".strip(), f"{old_asked} {old.text}".strip()
+
+
 def update_texts(old: Statement, new: Statement, asked: str = "", old_asked: str = "") -> list[str]:
     """The texts `update_features` embeds for a pair (so a caller can embed many pairs' in one batch first)."""
-    return list(dict.fromkeys([old.text, new.text, f"{asked} {new.text}".strip(), f"{old_asked} {old.text}".strip()]
+    return list(dict.fromkeys([old.text, new.text, *_with_questions(old, new, asked, old_asked)]
                               + ([asked] if asked else []) + [c.masked for c in _compared(old) + _compared(new)]))
 
 
@@ -336,7 +341,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     a_cl, b_cl = _compared(old), _compared(new)
     if not a_cl or not b_cl:
         return np.zeros(len(UPDATE_FEATURES)), None
-    both, old_both = f"{asked} {new.text}".strip(), f"{old_asked} {old.text}".strip()
+    both, old_both = _with_questions(old, new, asked, old_asked)
     texts = update_texts(old, new, asked, old_asked)
     vec = dict(zip(texts, embed(texts)))
     turn_cos = float(vec[old.text] @ vec[new.text])
