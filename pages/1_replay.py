@@ -359,6 +359,7 @@ stepping(wb)
 left, right = st.columns([5, 6], gap="large")
 with left:
     st.subheader("Transcript")
+    st.caption(f"Encoder · {md_escape(wb.engine.embedder.encoder_description())}")
     st.html(transcript_html(wb.conversation.turns, wb.cursor, wb.head, wb.view.state))
 with right:
     render_effects(wb, turn_effects(wb.view, wb.cursor, wb.last_ingest))

@@ -30,6 +30,7 @@ from engine.llm.prompts import payload_of
 from engine.llm.schemas import BOUNDS, SCHEMAS, TOKEN_CAPS, model_schema
 from engine.llm.server import LocalServer, free_port, server_installed
 from engine.core.proposal import REPLY_REFUSED
+from engine.engines import known_engines
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
@@ -142,6 +143,12 @@ def role_payloads(tmp_path: Path) -> dict[str, dict]:
     payloads.setdefault("answer", {"question": "What is the name of Jon's dog?", "question_time": "",
                                    "passages": [{"keys": [t["id"]], "time": t["time"], "text": u["raw"]}
                                                 for t, u in zip(turns, units)]})
+    if "mem0_facts" in SCHEMAS:                 # the installed mem0 adapter's two roles, asked as it asks them
+        payloads.setdefault("mem0_facts", {"conversation": "\n".join(f"user: {u['raw']}" for u in units[:4]),
+                                           "today": turns[0]["time"][:10]})
+        payloads.setdefault("mem0_update", {"old_memory": [{"id": str(i), "text": u["raw"]}
+                                                           for i, u in enumerate(units[:3])],
+                                            "facts": [units[3]["raw"], units[4]["raw"]]})
     return payloads
 
 
@@ -155,6 +162,7 @@ def test_every_role_runs_through_the_real_server_in_its_negotiated_mode(server: 
     backend = OpenAIBackend(base_url=server.base_url, api_key="local", max_retries=0, timeout=300)
     assert backend.structured_mode == structured.JSON_OBJECT
     llm = LLM(backend, keep_calls=True)
+    known_engines()                             # the installed plugins' roles are registered as each imports
     payloads = role_payloads(tmp_path)
     assert set(payloads) == set(SCHEMAS), set(SCHEMAS) - set(payloads)
     for role, payload in sorted(payloads.items()):

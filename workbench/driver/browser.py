@@ -75,6 +75,32 @@ def open_multiselect(page, label: str):
     return options
 
 
+def pick_in_multiselect(page, label: str, option: str, required: bool = True) -> bool:
+    """Pick the option named exactly `option` in the multiselect labelled `label`, then close the list.
+
+    A rerun that lands while the list is open redraws it and detaches the option under the pointer; the
+    person then opens the list again, and so does this (up to three times). Returns whether it was picked;
+    raises if `required` and it never was."""
+    pattern = re.compile(rf"^{re.escape(option)}$")
+    for attempt in range(3):
+        wait_idle(page, 300)
+        match = open_multiselect(page, label).filter(has_text=pattern)
+        try:
+            if not match.count():
+                if not required:
+                    return False
+                match.first.wait_for(timeout=10_000)
+            match.first.click(timeout=15_000)
+            return True
+        except Exception:
+            if attempt == 2:
+                raise
+        finally:
+            page.keyboard.press("Escape")
+            wait_idle(page)
+    return False
+
+
 def jump_to_turn(page, turn: int) -> None:
     """Replay page: type a turn number into the jump box and press its Go button."""
     box = page.get_by_role("spinbutton", name="Jump to turn")

@@ -8,11 +8,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from engine.store.data_paths import shared_data
 from workbench.driver.server import ROOT
 
 UPDATE_QUERY = "How many half marathons has Jon run?"
 CAUSAL_QUESTION = "q7"              # "Why has Maya been missing deadlines?" (the demo's causal chain)
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
+LOCOMO = shared_data() / "locomo" / "locomo-dev8.json"
 LOCOMO_GRAPH_CONVERSATION = "conv-26"
 BENCH_FIXTURE = ROOT / "tests" / "fixtures" / "bench_result_small.json"
 BENCH_RUN = "small"                  # the fixture's run folder under the workspace's benchmarks/

@@ -11,7 +11,7 @@ from workbench.driver.browser import (
     choose_option,
     click,
     jump_to_turn,
-    open_multiselect,
+    pick_in_multiselect,
     look,
     open_at_demo_turn,
     open_at_turn,
@@ -89,9 +89,7 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
 
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
-    open_multiselect(page, "Operator").filter(has_text=re.compile(r"^Update$")).click()
-    page.keyboard.press("Escape")
-    wait_idle(page)
+    pick_in_multiselect(page, "Operator", "Update")
     expect(page.get_by_text("· Update").first).to_be_visible()
     page.get_by_text("Accept", exact=True).first.click()      # the first card: the most confident Update
     wait_idle(page)
@@ -173,15 +171,9 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None, switch: bool 
     expect(page.get_by_text(f"Turn · {demo_turn_after('D6:6')} /")).to_be_visible()
     open_page(page, "Consolidation")
     click(page, "Run diagnosis")
-    open_multiselect(page, "Gate verdict").filter(has_text=re.compile(r"^pass$")).click()
-    page.keyboard.press("Escape")
-    wait_idle(page)
+    pick_in_multiselect(page, "Gate verdict", "pass")
     if page.get_by_test_id("stMultiSelect").filter(has_text="Type").count():   # the relation type of the cards
-        causal = open_multiselect(page, "Type").filter(has_text=re.compile(r"^CAUSAL_FOLLOW$"))
-        if causal.count():
-            causal.click()
-        page.keyboard.press("Escape")
-        wait_idle(page)
+        pick_in_multiselect(page, "Type", "CAUSAL_FOLLOW", required=False)
     expect(page.get_by_text("★ cited").first).to_be_visible()
     read_page(page, texts, "consolidation")
     shot("9_memloom_consolidation", 2600)
