@@ -83,7 +83,7 @@ def scratch_engine(name: str, conversation: Conversation, embedder: Embedder, se
                    progress: Callable[[str, int, int], None] | None = None) -> BaseEngine:
     """An engine of `name` holding `conversation` in a throwaway database: the peer of a side-by-side view.
 
-    `progress(phase, done, total)` hears of each batch of texts embedded ("embedding") and each turn
+    `workbench.replay.progress(phase, done, total)` hears of each batch of texts embedded ("embedding") and each turn
     ingested ("ingesting"), since building a peer of a long conversation takes seconds."""
     path = Path(tempfile.mkdtemp(prefix="memwb-scratch-")) / f"{name}.sqlite"
     engine = open_session(path, engine=name, settings=settings, embedder=embedder)

@@ -13,8 +13,8 @@ from engine.loaders import LoaderError
 from engine.store.data_paths import PathRefused, is_allowed, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
-from workbench.llm_cost_view import session_costs_panel
 from workbench import access
+from workbench.benchmark.llm_costs import session_costs_panel
 from workbench.model import (
     DEMO_PATH,
     LOCOMO_PATH,
@@ -24,14 +24,14 @@ from workbench.model import (
     Workbench,
     list_conversations,
 )
-from workbench.progress import JumpClock
-from workbench.replay_view import render_effects
-from workbench.session_picker import session_picker
-from workbench.settings_form import defaults, settings_class, settings_form
+from workbench.replay.effects import render_effects
+from workbench.replay.progress import JumpClock
+from workbench.replay.session_picker import session_picker
+from workbench.replay.settings_form import defaults, settings_class, settings_form
+from workbench.replay.transcript import transcript_html
+from workbench.replay.turn_effects import turn_effects
 from workbench.state import get_workbench, live_header, new_embedder, set_workbench
 from workbench.text import md_code, md_escape
-from workbench.transcript_view import transcript_html
-from workbench.turn_effects import turn_effects
 
 SOURCES = ("Bundled demo", "LoCoMo file", "JSONL file", "QMSum meeting", "Upload")
 SCHEDULES = {"manual": "Manual (Consolidation page)", "every-3-sessions": "Every 3 sessions (default)",

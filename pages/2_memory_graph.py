@@ -9,14 +9,14 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.core.diff import diff_states
-from workbench.graph_canvas import graph_canvas
-from workbench.graph_controls import CANVAS, controls, group_words, on_graph_click, session_range, state_at, time_travel
-from workbench.graph_panels import diff_panel, lifecycle_panel, unit_detail
-from workbench.graph_style import FOLDED, OPENED
-from workbench.graph_view import draw_graph
-from workbench.layers_view import layer_kinds, render_layers
+from workbench.graph.canvas import graph_canvas
+from workbench.graph.controls import CANVAS, controls, group_words, on_graph_click, session_range, state_at, time_travel
+from workbench.graph.layers import layer_kinds, render_layers
+from workbench.graph.panels import diff_panel, lifecycle_panel, unit_detail
+from workbench.graph.style import FOLDED, OPENED
+from workbench.graph.topics import has_network, network_label, render_network
+from workbench.graph.view import draw_graph
 from workbench.state import get_workbench, header
-from workbench.topic_view import has_network, network_label, render_network
 
 HEIGHT = 720
 

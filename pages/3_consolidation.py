@@ -9,12 +9,12 @@ import streamlit as st
 from engine.core.access import Action
 from engine.core.oplog import RunStatus
 from workbench import access
-from workbench import consolidation_actions as actions
-from workbench.audit_view import audit_log
-from workbench.backend_compare_view import compare_panel
-from workbench.review_view import review_queue
-from workbench.run_diff_view import run_diff
-from workbench.run_review_view import past_run_review
+from workbench.review import actions
+from workbench.review.audit import audit_log
+from workbench.review.backend_compare import compare_panel
+from workbench.review.queue import review_queue
+from workbench.review.run_diff import run_diff
+from workbench.review.run_review import past_run_review
 from workbench.state import get_workbench, header, queued_label
 
 wb = get_workbench()

@@ -13,8 +13,8 @@ from engine.eval.metrics import recall_at_k
 from engine.retrieval.explain import explain_sources
 from engine.retrieval.result import rank_sources
 from workbench import retrieval_view as rv
-from workbench.graph_view import build_graph_html
-from workbench.progress import peer_with_progress
+from workbench.graph.view import build_graph_html
+from workbench.replay.progress import peer_with_progress
 from workbench.state import get_workbench, header
 from workbench.text import table, text_html
 

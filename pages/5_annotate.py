@@ -3,12 +3,12 @@ import streamlit as st
 
 from engine.core.access import AccessDenied, Action
 from engine.core.cases import DEPENDENCY_TYPES, TASK_TYPES
-from engine.eval.annotation import summarize
 from engine.core.splits import SPLITS
+from engine.eval.annotation import summarize
 from engine.eval.team_export import team_document
 from workbench import access
-from workbench import annotate_view as av
-from workbench import label_view as lv
+from workbench.annotate import cases as av
+from workbench.annotate import labels as lv
 from workbench.state import get_workbench, header
 from workbench.text import MISSING, full_height, md_code, md_escape, table
 

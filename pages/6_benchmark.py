@@ -17,14 +17,14 @@ from engine.store.data_paths import PathRefused, resolve_data_path
 from engine.store.log_store import StoreError
 from engine.store.workspace import workspace_dir
 from workbench import access
-from workbench import bench_checks as bc
-from workbench import bench_decisions as bd
-from workbench import bench_misses as bm
-from workbench import bench_questions as bq
-from workbench import bench_run
-from workbench import benchmark_view as bv
-from workbench.bench_result import BenchFileError, BenchResult, load_result, workspace_results
-from workbench.llm_cost_view import bench_costs_section
+from workbench.benchmark import checks as bc
+from workbench.benchmark import decisions as bd
+from workbench.benchmark import misses as bm
+from workbench.benchmark import questions as bq
+from workbench.benchmark import run as bench_run
+from workbench.benchmark import view as bv
+from workbench.benchmark.llm_costs import bench_costs_section
+from workbench.benchmark.result import BenchFileError, BenchResult, load_result, workspace_results
 from workbench.model import Workbench
 from workbench.state import get_workbench, header, new_embedder, set_workbench
 from workbench.text import full_height, md_code, md_escape, table

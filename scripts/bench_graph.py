@@ -41,7 +41,7 @@ from engine.engines import engine_schema  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from engine.store.log_store import Store  # noqa: E402
 from workbench.driver import browser_page  # noqa: E402
-from workbench.graph_view import build_graph_html  # noqa: E402
+from workbench.graph.view import build_graph_html  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev8.json"
 SEMANTIC_PER_UNIT, MIN_COSINE = 3, 0.1

@@ -1,6 +1,6 @@
 """Regenerate screenshots/ by driving every page of the workbench in headless Chromium.
 
-    python scripts/screenshots.py [--out screenshots]
+    python scripts/screenshots.py [--out screenshots] [--width 1280 --height 800]
                                   [--engine all|allmem|memloom|gam|recmem|naive|hybrid|locomo|progress|benchmark|decisions]
 
 `all` (the default) takes the All-Mem tour (1_ … 5_), the MemLoom tour (6_memloom_graph,
@@ -43,7 +43,7 @@ from workbench.driver import (  # noqa: E402
     baseline_walkthrough,
     bench_demo_workspace,
     benchmark_walkthrough,
-    browser_page,
+    browser_page as browser_window,
     decisions_walkthrough,
     first_miss,
     gam_session,
@@ -81,7 +81,13 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "screenshots"))
     ap.add_argument("--engine", default="all",
                     choices=["all", "progress", "benchmark", "decisions", "locomo", *known_engines()])
+    ap.add_argument("--width", type=int, default=1280, help="the window's width in pixels (a laptop's: 1280)")
+    ap.add_argument("--height", type=int, default=800, help="the window's height; each shot takes the whole page")
     args = ap.parse_args()
+
+    def browser_page():
+        return browser_window(args.width, args.height)
+
     engines = {"all": ["allmem", "memloom", "gam", "recmem"], "progress": [], "benchmark": [], "decisions": [],
                "locomo": []}.get(args.engine, [args.engine])
     for engine in engines:

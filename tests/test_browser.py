@@ -35,7 +35,7 @@ from workbench.driver import (
     walkthrough,
 )
 from workbench.model import DEMO_PATH, Workbench
-from workbench.review_view import sort_queue
+from workbench.review.queue import sort_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 LOCAL = local_identity().name         # the app runs on loopback: decisions are the local user's
@@ -260,7 +260,7 @@ def _session_db(workspace: Path, conversation: str = "demo") -> Path:
 
 
 def _card_radio(page, queue: list, pid: int):
-    """The Decision radio of proposal `pid`'s card: cards follow the queue's order (`review_view.sort_queue`)."""
+    """The Decision radio of proposal `pid`'s card: cards follow the queue's order (`workbench.review.queue.sort_queue`)."""
     return page.get_by_test_id("stRadio").filter(has_text="Decision").nth([p.id for p in queue].index(pid))
 
 
@@ -512,7 +512,7 @@ def test_a_benchmark_miss_opens_on_the_retrieval_page_in_its_session_at_its_turn
     the stream's end and open it. The Retrieval page shows that task's session database at the question's
     turn with the question chosen as the dataset question, its path and the missed gold lines; the session's
     log is unchanged and no session was added to the workspace."""
-    from workbench.bench_result import load_result
+    from workbench.benchmark.result import load_result
     from workbench.driver import bench_demo_workspace, benchmark_walkthrough, first_miss
 
     monkeypatch.setenv(ENV, str(tmp_path))

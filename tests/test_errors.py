@@ -10,7 +10,7 @@ import pytest
 
 from engine.core.errors import WorkbenchError
 from engine.runtime.errors import RunError
-from workbench import consolidation_actions
+from workbench.review import actions as consolidation_actions
 
 SIGNALS = {"engine.engines.allmem.executor.PlanInvalid", "engine.engines.recmem.consolidation.PlanFailed",
            "workbench.model.JumpCancelled"}        # raised and caught inside one module: never reach a boundary

@@ -11,8 +11,17 @@ import pytest
 from conftest import LOCOMO, ROOT, needs_data
 
 from engine.core.splits import LockedSplit, refuse_locked, split_of, write_lock
-from engine.eval.gold_audit import (CONFIRMED, CORRECTED, Correction, apply_overlay, audit_conversations,
-                                    audit_results, corrected_figures, load_overlay, overlay_line)
+from engine.eval.gold_audit import (
+    CONFIRMED,
+    CORRECTED,
+    Correction,
+    apply_overlay,
+    audit_conversations,
+    audit_results,
+    corrected_figures,
+    load_overlay,
+    overlay_line,
+)
 from engine.eval.metrics import recall_at_k
 from engine.loaders import LoaderError, load_conversation, load_conversations
 
@@ -105,8 +114,8 @@ def test_bench_reports_original_and_corrected_gold_side_by_side_and_names_the_ve
         (records["q1"]["metrics"]["n@5"] + records["q2"]["metrics"]["n@5"]) / 2, abs=1e-4)
     assert row["corrected"]["n@5"] != row["original"]["n@5"]         # s2:3 alone ranks lower than s1:1 did
     assert "original vs corrected gold" in run.stdout and "r@5 corrected" in run.stdout
-    from workbench.bench_result import load_result
-    from workbench.benchmark_view import run_caption
+    from workbench.benchmark.result import load_result
+    from workbench.benchmark.view import run_caption
 
     caption = run_caption(load_result(tmp_path / "out" / "result.json"))       # what the Benchmark page names
     assert f"scored against version {result['dataset_version']}" in caption

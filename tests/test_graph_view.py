@@ -16,13 +16,13 @@ from engine.core.payloads import DescriptorChanged, EdgeRemoved
 from engine.core.state import MemoryState
 from engine.core.walks import lineage, neighbourhood
 from engine.engines import engine_schema
-from workbench.graph_groups import FOLD_ABOVE, GROUP_ABOVE
-from workbench.graph_layout import date_text, node_box
-from workbench.graph_legend import Seen, legend_html
-from workbench.graph_select import select_units, session_order
-from workbench.graph_style import edge_style, node_label, visibility_text
-from workbench.graph_tables import diff_rows, edge_rows
-from workbench.graph_view import SUMMARY_PER_GROUP, build_graph_html
+from workbench.graph.groups import FOLD_ABOVE, GROUP_ABOVE
+from workbench.graph.layout import date_text, node_box
+from workbench.graph.legend import Seen, legend_html
+from workbench.graph.select import select_units, session_order
+from workbench.graph.style import edge_style, node_label, visibility_text
+from workbench.graph.tables import diff_rows, edge_rows
+from workbench.graph.view import SUMMARY_PER_GROUP, build_graph_html
 
 XSS = "<script>alert(1)</script>"
 SCHEMA = engine_schema("allmem")

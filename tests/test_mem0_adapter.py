@@ -222,7 +222,7 @@ def test_the_consolidation_page_reviews_mem0s_decisions_and_mem0_carries_them_ou
     cards' controls; the session database holds the decisions, mem0's history the update, and undo takes it back."""
     from engine.core.access import local_identity
     from tests.apptest import open_app_page
-    from workbench import review_decisions
+    from workbench.review import decisions as review_decisions
 
     at, wb = open_app_page("../pages/3_consolidation.py", engine="mem0")
     wb.jump(next(i for i, t in enumerate(wb.conversation.turns, 1) if t.id == "D5:4"))   # Jon: 4 half marathons

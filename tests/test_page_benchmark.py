@@ -13,11 +13,11 @@ from streamlit.testing.v1 import AppTest
 from engine.eval.significance import per_item
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
-from workbench import bench_misses as bm
-from workbench import bench_questions as bq
-from workbench import bench_run
-from workbench import benchmark_view as bv
-from workbench.bench_result import BenchFileError, BenchResult, load_result
+from workbench.benchmark import misses as bm
+from workbench.benchmark import questions as bq
+from workbench.benchmark import run as bench_run
+from workbench.benchmark import view as bv
+from workbench.benchmark.result import BenchFileError, BenchResult, load_result
 from workbench.driver import BENCH_FIXTURE, bench_fixture_workspace
 from workbench.retrieval_view import FREE_SOURCE, MISS, QUESTION_SOURCE
 from workbench.text import MISSING
@@ -561,7 +561,7 @@ def test_a_decision_set_shows_each_kind_its_confusion_and_why_a_pair_was_missed(
     missed ones, every edit that covered it with its confidence against θ."""
     from engine.bench.config import BenchConfig
     from engine.bench.runner import run_benchmark
-    from workbench import bench_decisions as bd
+    from workbench.benchmark import decisions as bd
 
     monkeypatch.setenv(ENV, str(tmp_path))
     source = Path(__file__).resolve().parents[1] / "datasets" / "fixtures" / "newcomer.jsonl"

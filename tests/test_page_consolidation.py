@@ -15,8 +15,12 @@ from engine.core.oplog import OpKind, OpRecord
 from engine.core.proposal import GateVerdict, Proposal, Status
 from engine.core.state import MemoryState
 from engine.engines import engine_schema
-from workbench import audit_view, proposal_text, retrieval_view, review_decisions, review_view
+from workbench import retrieval_view
 from workbench.model import Workbench
+from workbench.review import audit as audit_view
+from workbench.review import decisions as review_decisions
+from workbench.review import proposal_text
+from workbench.review import queue as review_view
 from workbench.text import text_html
 
 SCHEMA = engine_schema("allmem")

@@ -10,10 +10,10 @@ from engine.core.access import local_identity
 from engine.core.proposal import GateVerdict, Status
 from engine.store.log_store import Store
 from tests.apptest import open_app_page, start_app
-from workbench import review_decisions as rd
-from workbench import review_view as rv
+from workbench.graph.topics import build_network_html, groups
 from workbench.model import DEMO_PATH, Workbench
-from workbench.topic_view import build_network_html, groups
+from workbench.review import decisions as rd
+from workbench.review import queue as rv
 
 SESSION_ONE = 14            # the demo's first session; turn 15 opens session 2 and ends session 1
 

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
+from apptest import ENGINES, start_app
 from streamlit.testing.v1 import AppTest
 
-from apptest import ENGINES, start_app
-from engine.engines import engine_schema
 from engine.core.walks import neighbourhood
-from workbench.graph_tables import diff_default
+from engine.engines import engine_schema
+from workbench.graph.tables import diff_default
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")

@@ -8,16 +8,17 @@ import json
 import re
 
 import pytest
-
 from apptest import start_app
-from engine.engines import engine_schema
+
 from engine.core.oplog import OpKind
 from engine.core.proposal import GateVerdict, Status
+from engine.engines import engine_schema
 from engine.engines.memloom.seeds import relevance
 from workbench import retrieval_view as rv
-from workbench import review_decisions, review_view
-from workbench.graph_groups import FOLD_ABOVE
-from workbench.lifecycle_view import cause_text
+from workbench.graph.groups import FOLD_ABOVE
+from workbench.graph.lifecycle import cause_text
+from workbench.review import decisions as review_decisions
+from workbench.review import queue as review_view
 
 pytestmark = pytest.mark.slow
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.core.edge import Edge
-from engine.engines import engine_schema
 from engine.core.node import Node
 from engine.core.oplog import OpKind, OpRecord
-from engine.core.proposal import Proposal
-from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
-from engine.core.state import MemoryState
 from engine.core.ops import apply
-from workbench import audit_view, proposal_text, review_view
-from workbench import lifecycle_view as lv
+from engine.core.proposal import Proposal
+from engine.core.state import MemoryState
+from engine.engines import engine_schema
+from engine.retrieval.result import Hop, RetrievalResult, RetrievedUnit
 from workbench import retrieval_view as rv
+from workbench.graph import lifecycle as lv
+from workbench.review import audit as audit_view
+from workbench.review import proposal_text
+from workbench.review import queue as review_view
 from workbench.text import MISSING
 
 SCHEMA = engine_schema("memloom")

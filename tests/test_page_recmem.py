@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from apptest import DEMO_SETTINGS, shown_text, start_app
+
 from engine.core.oplog import OpKind
 from engine.core.proposal import Status
-from workbench.gate_view import gate_sentence
+from workbench.review.gate import gate_sentence
 
 pytestmark = pytest.mark.slow
 

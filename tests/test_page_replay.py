@@ -7,13 +7,13 @@ import pytest
 from apptest import ENGINES, WITHOUT_PROCESS, shown_text, start_app
 from streamlit.testing.v1 import AppTest
 
-from engine.store.data_paths import DATA_DIRS_ENV
 from engine.engines import engine_schema, known_engines
+from engine.store.data_paths import DATA_DIRS_ENV
+from tests.conftest import SHARED_DATA, needs_data
 from workbench.driver import demo_turn_after
 from workbench.model import DEMO_PATH, Workbench
+from workbench.replay.settings_form import settings_key
 from workbench.session_link import NEW_PARAM
-from workbench.settings_form import settings_key
-from tests.conftest import SHARED_DATA, needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "workbench" / "app.py")
@@ -292,7 +292,7 @@ def test_every_path_box_refuses_files_outside_the_data_folders(at, tmp_path, mon
 def test_transcript_escapes_text_and_marks_the_cursor():
     from engine.core.conversation import Turn
     from engine.core.state import MemoryState
-    from workbench.transcript_view import transcript_html
+    from workbench.replay.transcript import transcript_html
 
     turns = [Turn(f"D1:{i}", "<b>Ana</b>", f"<script>alert({i})</script>", f"2024-01-01T10:0{i}:00", "1", i)
              for i in range(1, 6)]
@@ -306,7 +306,7 @@ def test_transcript_escapes_text_and_marks_the_cursor():
 
 def test_turn_effects_read_from_the_log_match_the_ingest_report():
     from workbench.model import Workbench
-    from workbench.turn_effects import turn_effects
+    from workbench.replay.turn_effects import turn_effects
 
     wb = Workbench.demo()
     wb.jump(6)
@@ -342,7 +342,7 @@ def test_a_long_jump_runs_in_the_page_with_its_progress_and_lands_on_the_target(
 
 def test_jump_clock_times_each_phase():
     from workbench.model import JumpProgress
-    from workbench.progress import JumpClock
+    from workbench.replay.progress import JumpClock
 
     now = [100.0]
     clock = JumpClock(every=1.0, now=lambda: now[0])
@@ -365,7 +365,7 @@ def test_jump_clock_times_each_phase():
 def test_the_current_turn_is_last_in_the_scrolling_box_and_upcoming_turns_sit_below_it():
     from engine.core.conversation import Turn
     from engine.core.state import MemoryState
-    from workbench.transcript_view import transcript_html
+    from workbench.replay.transcript import transcript_html
 
     turns = [Turn(f"D1:{i}", "Ana", "long " * 400, f"2024-01-01T10:0{i}:00", "1", i) for i in range(1, 9)]
     html = transcript_html(turns, cursor=4, head=4, state=MemoryState(), before=2, after=3)

@@ -18,9 +18,9 @@ from engine.core.oplog import OpKind
 from engine.core.proposal import Proposal, ProposalCounts, Status
 from engine.store.log_store import Store
 from tests.conftest import ROOT, turn
-from workbench import consolidation_actions as actions
-from workbench import review_decisions
 from workbench.model import DEMO_PATH, Workbench
+from workbench.review import actions
+from workbench.review import decisions as review_decisions
 
 pytestmark = pytest.mark.slow
 

@@ -242,7 +242,7 @@ class Workbench:
         """Move the cursor to `turn` (1-based count of turns seen), ingesting if it is past the head.
 
         The jump's turn texts are embedded first, in batches, then each turn is one committed step; the cursor
-        follows every step, so an interruption between steps (an exception from `progress`, which is called
+        follows every step, so an interruption between steps (an exception from `workbench.replay.progress`, which is called
         after each batch and each step, or `cancel` from another thread) leaves the cursor on the last completed
         turn and loses nothing."""
         turn = max(0, min(turn, self.total_turns))
@@ -342,7 +342,7 @@ class Workbench:
         """An engine of `name` holding the turns up to the cursor (None before the first turn).
 
         Built in a throwaway database with its own embedder (sharing this one's vectors), cached per
-        (engine, cursor): comparing at the same turn again costs nothing. `progress` hears how the build goes.
+        (engine, cursor): comparing at the same turn again costs nothing. `workbench.replay.progress` hears how the build goes.
         """
         if self.cursor == 0:
             return None

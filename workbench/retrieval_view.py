@@ -14,12 +14,12 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from engine.retrieval.explain import Placement, Signals, SourcePlacement
-from engine.retrieval.result import RetrievalResult, RetrievedUnit, given, hop_arrow
 from engine.core.schema import EngineSchema
 from engine.core.state import MemoryState
 from engine.eval.chain_links import LINK_FATE_LABELS, ChainLink
-from workbench.graph_style import kind_field, kind_label, status_tag, visibility_text
+from engine.retrieval.explain import Placement, Signals, SourcePlacement
+from engine.retrieval.result import RetrievalResult, RetrievedUnit, given, hop_arrow
+from workbench.graph.style import kind_field, kind_label, status_tag, visibility_text
 from workbench.text import MISSING, confidence_text, md_code, md_escape
 
 HIT, MISS = "✓ hit", "✗ miss"

@@ -9,8 +9,8 @@ from engine.llm.embedder import Embedder
 from engine.store.catalog import DB_ENV
 from workbench import access
 from workbench.model import Workbench
+from workbench.replay.settings_form import changed_settings
 from workbench.session_link import NEW_PARAM, SESSION_PARAM, TURN_PARAM, first_workbench, url_params
-from workbench.settings_form import changed_settings
 from workbench.text import MISSING, md_code, md_escape
 
 _KEY = "workbench"

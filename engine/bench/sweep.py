@@ -104,7 +104,7 @@ def run_tasks(tasks: Sequence[T], run: Run, *, ray: str | None = None, workers: 
     """Run `run(task, embedder)` for every task; outcomes in the order of `tasks`, whatever order they finish in.
 
     `ray`: None runs serially in this process; "local" starts a local Ray with `workers` CPUs (or uses the one
-    already started in this process); anything else is the address of a Ray cluster. `progress(done, total,
+    already started in this process); anything else is the address of a Ray cluster. `workbench.replay.progress(done, total,
     label)` hears of each finished task."""
     tasks = list(tasks)
     if workers < 1:

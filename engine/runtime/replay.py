@@ -167,7 +167,7 @@ PREFETCH_BATCH = 64          # turns embedded per batch before stepping, so prog
 
 def prefetch_turns(engine, turns: list[Turn], progress: Callable[[int, int], None] | None = None) -> None:
     """Embed what ingesting `turns` will need before stepping through them, `PREFETCH_BATCH` turns at a time
-    sorted by length (like lengths batch with little padding), calling `progress(done, total)` after each
+    sorted by length (like lengths batch with little padding), calling `workbench.replay.progress(done, total)` after each
     batch; an exception from it stops before the next batch."""
     todo = sorted(turns, key=lambda t: (len(t.raw), t.index))
     for start in range(0, len(todo), PREFETCH_BATCH):

@@ -108,8 +108,8 @@ def bench_demo_workspace(workspace: Path, engines: tuple[str, ...] = ("allmem", 
 
 def first_miss(result: Path, system: str) -> dict:
     """`system`'s first question (in table order) that missed on the first metric."""
-    from workbench.bench_questions import QuestionFilter, filtered_questions
-    from workbench.bench_result import load_result
+    from workbench.benchmark.questions import QuestionFilter, filtered_questions
+    from workbench.benchmark.result import load_result
 
     loaded = load_result(result)
     misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))

@@ -34,7 +34,7 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
 
     from engine.core.proposal import GateVerdict, Status
     from engine.store.log_store import Store
-    from workbench.review_view import sort_queue
+    from workbench.review.queue import sort_queue
 
     def shot(name: str, max_height: int = 4200) -> None:
         if shots is not None:

@@ -16,7 +16,7 @@ from engine.store.log_store import Store
 from workbench.driver.browser import choose_radio, click, jump_to_turn, open_page, tall_screenshot, wait_idle
 from workbench.driver.demo import UPDATE_QUERY
 from workbench.driver.tours import ask_free_query
-from workbench.review_view import sort_queue
+from workbench.review.queue import sort_queue
 
 SETTINGS = {"theta sim": "0.60", "theta count": "3", "theta merge": "0.60"}     # the demo is short: see docs
 REVIEW_TURN = 48

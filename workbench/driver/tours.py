@@ -11,11 +11,11 @@ from workbench.driver.browser import (
     choose_option,
     click,
     jump_to_turn,
-    pick_in_multiselect,
     look,
     open_at_demo_turn,
     open_at_turn,
     open_page,
+    pick_in_multiselect,
     read_page,
     shooter,
     start_long_jump,
@@ -112,6 +112,8 @@ def walkthrough(page, url: str, shots: Path | None = None) -> dict[str, str]:
     page.get_by_role("button", name="Import").first.click()
     page.get_by_role("button", name="Load the bundled demo cases").click()
     wait_idle(page, 1500)
+    page.keyboard.press("Escape")                             # the Import popover closes, as a person closes it
+    wait_idle(page)
     look(page, texts, shot, "annotate", "5_annotate")
     return texts
 
@@ -322,8 +324,8 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     Retrieval page. Returns the Benchmark page's text and the Retrieval page's."""
     from playwright.sync_api import expect
 
-    from workbench.bench_questions import QuestionFilter, filtered_questions
-    from workbench.bench_result import load_result
+    from workbench.benchmark.questions import QuestionFilter, filtered_questions
+    from workbench.benchmark.result import load_result
 
     loaded = load_result(result)
     misses = filtered_questions(loaded, QuestionFilter(tuple(loaded.systems), (), True, loaded.metrics[0]))

@@ -1,0 +1,1 @@
+"""The Annotate page's parts: annotation cases and team labels."""
