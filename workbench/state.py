@@ -9,7 +9,6 @@ from engine.llm.embedder import Embedder
 from engine.store.catalog import DB_ENV
 from workbench import access
 from workbench.model import Workbench
-from workbench.replay.settings_form import changed_settings
 from workbench.session_link import NEW_PARAM, SESSION_PARAM, TURN_PARAM, first_workbench, url_params
 from workbench.text import MISSING, md_code, md_escape
 
@@ -78,7 +77,7 @@ def status_counts_text(state) -> str:
 
 def settings_text(engine) -> str:
     """Ablations (when the engine has any) and the settings that differ from the engine's defaults."""
-    changed = changed_settings(engine.settings)
+    changed = engine.settings.changed()
     ablations = changed.pop("ablations", None)
     parts = []
     if engine.schema.ablations:

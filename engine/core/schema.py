@@ -392,6 +392,11 @@ class EngineSettings:
         from dataclasses import asdict
         return asdict(self)
 
+    def changed(self) -> dict:
+        """The fields that differ from the class defaults (what a header says beside "defaults")."""
+        base = type(self)().to_dict()
+        return {k: v for k, v in self.to_dict().items() if v != base.get(k)}
+
     @classmethod
     def from_dict(cls, data: dict):
         """Settings from a dict (stored, or from a form or `--set`); every value within its bounds."""

@@ -142,10 +142,3 @@ def settings_form(engine: str, prefix: str = "settings", where=None) -> dict[str
                 st.markdown(f"**{group_label(group)}**")
                 _draw(members, values, prefix, engine, out, st)
     return out
-
-
-def changed_settings(settings: Any) -> dict[str, Any]:
-    """The fields of a settings object that differ from its class defaults (for the header)."""
-    current = dataclasses.asdict(settings)
-    base = defaults(type(settings))
-    return {k: v for k, v in current.items() if v != base.get(k)}
