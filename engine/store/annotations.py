@@ -134,6 +134,14 @@ class AnnotationStore:
         with self._writing() as s:
             _write(s, case, self.author, "saved")
 
+    def save_within(self, s: Session, case: Case) -> None:
+        """`save` inside a transaction someone else holds on this database (an adjudication and the gold it
+        writes commit together or not at all)."""
+        if not self.author:
+            raise ValueError("this annotation store was opened without an author, so it only reads: every "
+                             "change is recorded with who made it")
+        _write(s, case, self.author, "saved")
+
     def delete(self, conversation_id: str, scenario_id: str) -> None:
         with self._writing() as s:
             s.exec(delete(QuestionRow).where((QuestionRow.conversation_id == conversation_id)
