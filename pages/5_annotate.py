@@ -79,7 +79,7 @@ if sid is None:
     st.stop()
 
 case = next(c for c in cases if c.scenario_id == sid)
-head = st.columns([5, 1], vertical_alignment="bottom")
+head = st.columns([3, 1], vertical_alignment="bottom")
 title = head[0].text_input("Title", value=case.title, key=f"annotate_title|{sid}", disabled=locked)
 if title != case.title:
     case.title = title

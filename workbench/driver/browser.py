@@ -205,7 +205,7 @@ def read_page(page, texts: dict, key: str) -> None:
 # Labels a person reads to know what a figure or a control is: metric and widget labels, tabs, buttons.
 _LABELS = ('[data-testid="stMetricLabel"], [data-testid="stWidgetLabel"], [data-baseweb="tab"], '
            '[data-testid="stBaseButton-secondary"], [data-testid="stBaseButton-primary"], '
-           '[data-testid="stExpander"] summary')
+           '[data-testid="stPopover"] button, [data-testid="stExpander"] summary')
 # A select box's chosen value is a label too when it is a short choice ("above 300 nodes"); a long one (a node's
 # summary) is cut on purpose.
 _SHORT_VALUES = '[data-testid="stSelectbox"] [data-baseweb="select"]'
@@ -218,8 +218,13 @@ _CUT = """([sel, values, short]) => {
     if (!el.offsetParent) continue;
     for (const e of [el, ...el.querySelectorAll('*')]) {
       const st = getComputedStyle(e);
-      if (e.scrollWidth > e.clientWidth + 1 && (st.textOverflow === 'ellipsis' || st.overflow === 'hidden'
-          || st.overflowX === 'hidden') && e.innerText.trim()) { cut.push(el.innerText.trim()); break; }
+      if (!(st.textOverflow === 'ellipsis' || st.overflow === 'hidden' || st.overflowX === 'hidden')
+          || !(e.innerText || '').trim()) continue;
+      const range = document.createRange();          // the text's own width: a clipped child may report none
+      range.selectNodeContents(e);
+      if (Math.max(e.scrollWidth, range.getBoundingClientRect().width) > e.clientWidth + 1) {
+        cut.push(el.innerText.trim()); break;
+      }
     }
   }
   return cut;
