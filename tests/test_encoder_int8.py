@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.llm.embedder import Embedder, load_encoder
+from engine.llm.embedder import INT8_DIFFERENCES, Embedder, load_encoder
 from engine.llm.onnx_encoder import OnnxEncoder
 from engine.loaders import load_conversation
 from engine.session import open_session
@@ -77,3 +77,35 @@ def test_a_session_records_its_encoder_and_reopens_with_it(tmp_path):
     reopened = open_session(db, create=False, embedder=Embedder(shared=None, encoder="onnx"))
     assert reopened.embedder.encoder == "onnx-int8"
     assert "int8" in reopened.embedder.encoder_description()
+
+
+def test_without_an_installed_int8_file_the_first_use_quantises_one_and_says_so(tmp_path, monkeypatch, caplog):
+    """An environment holding only the float32 export: the int8 encoder quantises it into the workspace once,
+    with a warning on stderr, and the next encoder reads that file."""
+    from engine.llm import onnx_encoder
+
+    model = Embedder(shared=None).model_path
+    float_export = onnx_encoder.find_export(model) or onnx_encoder.build(model, tmp_path / "built")
+    environment = tmp_path / "environment"
+    environment.mkdir()
+    (environment / float_export.name).symlink_to(float_export)
+    monkeypatch.setattr(onnx_encoder, "installed_dir", lambda: environment)
+    monkeypatch.setenv("MEMWB_WORKSPACE", str(tmp_path / "workspace"))
+    assert "not exported yet" in Embedder(shared=None, encoder="onnx-int8").encoder_description()
+    with caplog.at_level("WARNING", logger=onnx_encoder.__name__):
+        encoder = OnnxEncoder(model, precision="int8")
+    assert encoder.path == tmp_path / "workspace" / "models" / onnx_encoder.export_name(model, "int8")
+    assert "no ONNX int8 export" in caplog.text and str(encoder.path) in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=onnx_encoder.__name__):
+        again = OnnxEncoder(model, precision="int8")
+    assert again.path == encoder.path and caplog.text == ""
+    assert list(environment.iterdir()) == [environment / float_export.name]     # the environment is left as it was
+
+
+def test_memwb_help_prints_int8s_measured_differences_beside_the_setting():
+    from engine.cli.parser import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    assert "MEMWB_ENCODER chooses the sentence encoder" in text and "onnx-int8:" in text
+    assert " ".join(INT8_DIFFERENCES.split()) in text

@@ -33,6 +33,16 @@ ENCODERS = ("torch", "onnx", "onnx-int8")
 # which vectors an encoder makes: torch's and ONNX Runtime's float32 ones are one family (equal within 2e-7),
 # int8's another; a cache key names the family, so no cache mixes two
 VECTOR_FAMILY = {"torch": "float32", "onnx": "float32", "onnx-int8": "int8"}
+# what each choice runs, for `memwb --help`; int8's differences from float32 measured on 6 Dec
+# (scripts/bench_int8.py, docs/ENCODER_INT8.md): outside issue 55's bounds (0.005), so float32 stays the default
+INT8_DIFFERENCES = ("against float32: LoCoMo dev-8 R@5 allmem -0.0080, gam -0.0069, recmem -0.0045, memloom +0.0022, "
+                    "naive +0.0030, hybrid +0.0049; QMSum test MemLoom Pk +0.0061 (worse), WindowDiff +0.0075")
+ENCODER_NOTES = {
+    "onnx": "all-MiniLM-L6-v2 in float32 under ONNX Runtime (the default)",
+    "torch": "the same model on torch (sentence-transformers), the reference: vectors within 2e-7 of onnx's",
+    "onnx-int8": f"the same model quantised to int8 by ONNX Runtime, 0.5-0.65x float32's encoding time; "
+                 f"{INT8_DIFFERENCES} (docs/ENCODER_INT8.md)",
+}
 AHEAD_BATCH = 256           # texts per encoder call when what will be needed is embedded ahead (`embed_ahead`)
 
 
@@ -155,7 +165,8 @@ class Embedder:
         from engine.llm.onnx_encoder import find_export, workspace_models_dir
 
         family = VECTOR_FAMILY[self.encoder]
-        runtime = "ONNX Runtime" if family == "float32" else f"ONNX Runtime, {family} ({ENCODER_ENV}={self.encoder})"
+        runtime = "ONNX Runtime" if family == "float32" else \
+            f"ONNX Runtime, {family} ({ENCODER_ENV}={self.encoder}; {INT8_DIFFERENCES})"
         path = find_export(self.model_path, family)
         if path is not None:
             return f"{self.label} under {runtime} ({path})"
