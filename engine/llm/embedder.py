@@ -13,7 +13,7 @@ key is the same for both, and no engine leaves a choice to an exact float tie (A
 rounds its cosines before breaking ties by time).
 
 `MEMWB_ENCODER=onnx-int8` runs the same model quantised to int8: its vectors are another family (a mean
-cosine of 0.992 to float32's), so its cache keys differ (`VECTOR_FAMILY`) and a cache never hands one
+cosine of 0.9925 to float32's), so its cache keys differ (`VECTOR_FAMILY`) and a cache never hands one
 family's vector to the other. What it changes in the benchmarks' figures is in `docs/ENCODER_INT8.md`.
 """
 from __future__ import annotations
