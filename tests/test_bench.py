@@ -3,6 +3,7 @@ file's format (docs/BENCHMARK_FORMAT.md), determinism, ablation systems and bad 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -27,7 +28,8 @@ TINY = ROOT / "datasets" / "fixtures" / "tiny.jsonl"
 LME = ROOT / "datasets" / "fixtures" / "longmemeval_tiny.json"
 CAUSAL = ROOT / "datasets" / "causal" / "validation.jsonl"
 
-TOP_KEYS = ["format", "command", "dataset", "llm", "source", "protocol", "ks", "rounds", "schedule", "embedder", "systems",
+TOP_KEYS = ["format", "command", "dataset", "llm", "source", "protocol", "ks", "rounds", "schedule", "embedder", "encoder",
+            "systems",
             "conversations", "metrics", "categories", "tasks", "rounds_detail", "summary", "questions", "boundaries",
             "decisions", "dataset_version"]
 
@@ -109,6 +111,7 @@ def test_streaming_run_on_the_demo_writes_the_format(demo_run):
     out, result, stdout = demo_run
     assert result["dataset"] == "locomo" and result["protocol"] == "streaming" and result["rounds"] == 5
     assert result["embedder"] == "all-MiniLM-L6-v2"                    # the model's name, not its folder's
+    assert result["encoder"] == os.environ.get("MEMWB_ENCODER", "onnx")   # the one that ran (default: float32 ONNX)
     assert result["metrics"] == ["r@5", "n@5", "r@10", "n@10"]
     assert list(result["systems"]) == ["naive", "allmem", "allmem-anchors-only"]
     assert result["conversations"] == ["demo"]

@@ -129,6 +129,7 @@ def assemble(config: BenchConfig, spec: DatasetSpec, found: list, systems: list[
         "format": FORMAT, "command": config.command or command_line(config), "dataset": spec.name, "llm": config.llm,
         "source": str(Path(config.source).resolve()), "protocol": config.protocol, "ks": ks, "rounds": rounds,
         "schedule": config.schedule or spec.schedule, "embedder": Embedder(shared=None).label,
+        "encoder": Embedder(shared=None).encoder,
         "systems": systems_out, "conversations": list(dict.fromkeys(s.conversation for s in found)),
         "metrics": metrics, "categories": categories, "tasks": task_rows, "rounds_detail": detail,
         "summary": summary, "questions": questions, "boundaries": boundaries, "decisions": decisions,

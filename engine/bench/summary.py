@@ -316,5 +316,5 @@ def summary_markdown(result: dict) -> str:
             f"`{result['command']}`", "",
             f"{len(result['conversations'])} conversation(s), {len(result['systems'])} system(s), "
             f"{len(tasks)} task(s) in {seconds:.0f} s of task time; schedule {schedule}, "
-            f"embedder {result['embedder']}, rounds {result['rounds']}, K {', '.join(map(str, result['ks']))}.", ""]
+            f"embedder {result['embedder']}{f' ({enc})' if (enc := result.get('encoder')) else ''}, rounds {result['rounds']}, K {', '.join(map(str, result['ks']))}.", ""]
     return "\n".join(head) + tables(result) + "\n" + "\n".join(latency_table(result)) + "\n"

@@ -5,6 +5,7 @@ import argparse
 
 from engine.core.access import LOOPBACK, Role
 from engine.engines import broken_engines, known_engines
+from engine.llm.embedder import ENCODER_ENV, ENCODER_NOTES
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -28,7 +29,10 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memwb", description="Memory Workbench command line")
+    parser = argparse.ArgumentParser(
+        prog="memwb", description="Memory Workbench command line",
+        epilog=f"{ENCODER_ENV} chooses the sentence encoder: " + "; ".join(f"{name}: {note}" for name, note in
+                                                                           ENCODER_NOTES.items()) + ".")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("replay", help="ingest a conversation turn by turn, consolidating on schedule")

@@ -11,6 +11,10 @@ in. `MEMWB_ENCODER=torch` runs the reference instead. The two encoders' vectors 
 most 1.96e-7 on conv-26, as much as torch's own vector of a text moves when its batch changes), so the cache
 key is the same for both, and no engine leaves a choice to an exact float tie (All-Mem's offline merge plan
 rounds its cosines before breaking ties by time).
+
+`MEMWB_ENCODER=onnx-int8` runs the same model quantised to int8: its vectors are another family (a mean
+cosine of 0.9925 to float32's), so its cache keys differ (`VECTOR_FAMILY`) and a cache never hands one
+family's vector to the other. What it changes in the benchmarks' figures is in `docs/ENCODER_INT8.md`.
 """
 from __future__ import annotations
 
@@ -25,7 +29,20 @@ from engine.llm.model_files import default_model_path, packaged_model_path
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ENCODER_ENV = "MEMWB_ENCODER"
-ENCODERS = ("torch", "onnx")
+ENCODERS = ("torch", "onnx", "onnx-int8")
+# which vectors an encoder makes: torch's and ONNX Runtime's float32 ones are one family (equal within 2e-7),
+# int8's another; a cache key names the family, so no cache mixes two
+VECTOR_FAMILY = {"torch": "float32", "onnx": "float32", "onnx-int8": "int8"}
+# what each choice runs, for `memwb --help`; int8's differences from float32 measured on 6 Dec
+# (scripts/bench_int8.py, docs/ENCODER_INT8.md): outside issue 55's bounds (0.005), so float32 stays the default
+INT8_DIFFERENCES = ("against float32: LoCoMo dev-8 R@5 allmem -0.0080, gam -0.0069, recmem -0.0045, memloom +0.0022, "
+                    "naive +0.0030, hybrid +0.0049; QMSum test MemLoom Pk +0.0061 (worse), WindowDiff +0.0075")
+ENCODER_NOTES = {
+    "onnx": "all-MiniLM-L6-v2 in float32 under ONNX Runtime (the default)",
+    "torch": "the same model on torch (sentence-transformers), the reference: vectors within 2e-7 of onnx's",
+    "onnx-int8": f"the same model quantised to int8 by ONNX Runtime, 0.5-0.65x float32's encoding time; "
+                 f"{INT8_DIFFERENCES} (docs/ENCODER_INT8.md)",
+}
 AHEAD_BATCH = 256           # texts per encoder call when what will be needed is embedded ahead (`embed_ahead`)
 
 
@@ -72,10 +89,10 @@ def load_encoder(path: str, name: str | None = None):
     with _LOCK:
         key = f"{choice}:{path}"
         if key not in _ENCODERS:
-            if choice == "onnx":
+            if choice.startswith("onnx"):
                 from engine.llm.onnx_encoder import OnnxEncoder
 
-                _ENCODERS[key] = OnnxEncoder(path)
+                _ENCODERS[key] = OnnxEncoder(path, precision=VECTOR_FAMILY[choice])
             else:
                 _ENCODERS[key] = TorchEncoder(path)
         return _ENCODERS[key]
@@ -106,10 +123,13 @@ class Embedder:
     def __init__(self, model_path: str | None = None, cache: EmbeddingCache | None = None, batch_size: int = 64,
                  shared: EmbeddingCache | Literal["workspace"] | None = "workspace", encoder: str | None = None):
         """`shared` is the cache every session shares: the workspace's by default, None for none. `encoder`:
-        torch or onnx (default: MEMWB_ENCODER, else onnx)."""
+        one of `ENCODERS` (default: MEMWB_ENCODER, else onnx)."""
         self.model_path = model_path or default_model_path()
         self.encoder = encoder_choice(encoder)
-        self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL   # the cache keys' part
+        self.model_name = os.path.basename(self.model_path.rstrip("/")) or DEFAULT_MODEL
+        family = VECTOR_FAMILY[self.encoder]
+        # the cache keys' part: the float32 family keeps the keys it always had, so existing caches stay valid
+        self.key_prefix = self.model_name if family == "float32" else f"{self.model_name}#{family}"
         self.cache = cache
         if shared == "workspace":
             from engine.store.embedding_cache import SharedEmbeddingCache
@@ -121,11 +141,11 @@ class Embedder:
         self.dim = 384
         self.encoded = 0
 
-    def sibling(self) -> "Embedder":
+    def sibling(self, encoder: str | None = None) -> "Embedder":
         """Another embedder over the same model that shares this one's vectors and shared cache but not its
-        session cache."""
+        session cache; `encoder` runs another encoder (the in-memory vectors are keyed by family too)."""
         other = Embedder(model_path=self.model_path, batch_size=self.batch_size, shared=self.shared,
-                         encoder=self.encoder)
+                         encoder=encoder or self.encoder)
         other.memory = self.memory
         return other
 
@@ -144,10 +164,13 @@ class Embedder:
             return f"{self.label} on torch (sentence-transformers; {ENCODER_ENV}=torch)"
         from engine.llm.onnx_encoder import find_export, workspace_models_dir
 
-        path = find_export(self.model_path)
+        family = VECTOR_FAMILY[self.encoder]
+        runtime = "ONNX Runtime" if family == "float32" else \
+            f"ONNX Runtime, {family} ({ENCODER_ENV}={self.encoder}; {INT8_DIFFERENCES})"
+        path = find_export(self.model_path, family)
         if path is not None:
-            return f"{self.label} under ONNX Runtime ({path})"
-        return (f"{self.label} under ONNX Runtime, not exported yet: the first text exports it once into "
+            return f"{self.label} under {runtime} ({path})"
+        return (f"{self.label} under {runtime}, not exported yet: the first text exports it once into "
                 f"{workspace_models_dir()}")
 
     def warm(self) -> None:
@@ -159,7 +182,7 @@ class Embedder:
         return load_encoder(self.model_path, self.encoder)
 
     def key(self, text: str) -> str:
-        return hashlib.sha1(f"{self.model_name}\x00{text}".encode("utf-8")).hexdigest()
+        return hashlib.sha1(f"{self.key_prefix}\x00{text}".encode("utf-8")).hexdigest()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
