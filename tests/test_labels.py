@@ -158,14 +158,14 @@ def test_majority_and_per_item_adjudication_write_the_gold_with_its_lineage(stor
     assert merged.chain == (T[0], T[1], T[2]) and merged.gold_answer == "the move"
     assert merged.sources["evidence"][T[2]] == ["ben", "cy"] and merged.sources["gold_answer"] == ["ann", "ben"]
     with pytest.raises(LabelError, match="not open"):
-        rita.record_adjudication(merged, case, AnnotationStore(rita.engine, "rita"))
+        rita.record_adjudication(merged, case, AnnotationStore(rita.engine, "rita").save_within)
     rita.open_adjudication("demo", "commute")
-    rita.record_adjudication(merged, case, AnnotationStore(rita.engine, "rita"))
+    rita.record_adjudication(merged, case, AnnotationStore(rita.engine, "rita").save_within)
     q = gold.get("demo", "commute").question("commute-q2")
     assert q.gold_evidence_keys == [T[0], T[1], T[2]] and q.gold_answer == "the move"
     assert q.gold_causal_structure.supporting_evidence_keys == [T[0], T[1], T[2]]
     picked = per_item(case, labels, "rita", [T[2]], chain_from="ben", answer_from="cy", dependency_from="cy")
-    kept = rita.record_adjudication(picked, case, AnnotationStore(rita.engine, "rita"))
+    kept = rita.record_adjudication(picked, case, AnnotationStore(rita.engine, "rita").save_within)
     q = gold.get("demo", "commute").question("commute-q2")
     assert q.gold_evidence_keys == [T[2]] and q.gold_causal_structure.supporting_evidence_keys == [T[1], T[0], T[2]]
     assert (q.gold_answer, q.gold_causal_structure.dependency_type) == ("the flat", "TEMPORAL_NEXT")
@@ -189,11 +189,11 @@ def test_an_adjudication_and_its_gold_commit_together_or_not_at_all(stores):
               len(rita.adjudications("demo", "commute")))
     in_hand = case.question("commute-q1").gold_evidence_keys[:]
     with pytest.raises(ValueError, match="opened without an author"):
-        rita.record_adjudication(majority(case, [label], "rita"), case, AnnotationStore(rita.engine))
+        rita.record_adjudication(majority(case, [label], "rita"), case, AnnotationStore(rita.engine).save_within)
     after = (gold.get("demo", "commute").question("commute-q1").gold_evidence_keys,
              len(rita.adjudications("demo", "commute")))
     assert after == before and case.question("commute-q1").gold_evidence_keys == in_hand
-    rita.record_adjudication(majority(case, [label], "rita"), case, AnnotationStore(rita.engine, "rita"))
+    rita.record_adjudication(majority(case, [label], "rita"), case, AnnotationStore(rita.engine, "rita").save_within)
     assert gold.get("demo", "commute").question("commute-q1").gold_evidence_keys == [T[3]]
     assert len(rita.adjudications("demo", "commute")) == before[1] + 1
 
@@ -206,7 +206,7 @@ def test_the_export_holds_labels_agreement_and_adjudicated_gold_and_still_import
     rita = as_("rita", Role.REVIEWER)
     rita.open_adjudication("demo", "commute")
     labels = list(rita.labels("demo", "commute")["commute-q3"].values())
-    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(rita.engine, "rita"))
+    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(rita.engine, "rita").save_within)
     doc = json.loads(json.dumps(team_document(gold.cases("demo"), conv, rita)))
     [commute] = [c for c in doc["cases"] if c["scenario_id"] == "commute"]
     assert {lab["annotator"] for lab in commute["labels"]} == {"ann", "ben"}
@@ -258,7 +258,7 @@ def test_labels_adjudications_and_decision_labels_survive_a_dump_and_load(stores
     rita = as_("rita", Role.REVIEWER)
     rita.open_adjudication("demo", "commute")
     labels = list(rita.labels("demo", "commute")["commute-q1"].values())
-    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(rita.engine, "rita"))
+    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(rita.engine, "rita").save_within)
     DecisionLabels(rita.engine, "ann").add(conv, conv.turns[1].id, conv.turns[4].id, "restates")
     out = io.BytesIO()
     dump(db_url, out)

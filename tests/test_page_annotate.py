@@ -231,7 +231,7 @@ def test_flagged_gold_is_checked_in_the_multi_annotator_flow_and_exported_as_cor
     rita = As("rita", Role.REVIEWER)
     rita.open_adjudication(case.conversation_id, AUDIT_CASE)
     labels = list(rita.labels(case.conversation_id, AUDIT_CASE)["q1"].values())
-    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(engine, "rita"))
+    rita.record_adjudication(majority(case, labels, "rita"), case, AnnotationStore(engine, "rita").save_within)
     at.run()
     assert not at.exception, at.exception
     stored = AnnotationStore(engine).get(case.conversation_id, AUDIT_CASE)

@@ -19,7 +19,6 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlmodel import Field, Session, SQLModel, select
@@ -30,9 +29,6 @@ from engine.core.errors import WorkbenchError
 from engine.core.labels import Adjudication, Label
 from engine.core.splits import SPLITS
 from engine.store.database import create_tables, database_url, open_database, write_transaction
-
-if TYPE_CHECKING:
-    from engine.store.annotations import AnnotationStore
 
 
 class LabelRow(SQLModel, table=True):
@@ -235,16 +231,15 @@ class LabelStore:
         return {sample: {who: by[who]} for sample, by in labels.items() if who in by}
 
     # -- adjudication --------------------------------------------------------------------------------------------
-    def record_adjudication(self, adjudication: Adjudication, case: Case, gold: AnnotationStore) -> Adjudication:
-        """Keep the adjudication with its lineage and write its gold into the case through `gold` (the annotation
-        store of this database, which records the reviewer against the question), in one transaction: a gold
-        never stands without the adjudication it came from, nor an adjudication without its gold."""
+    def record_adjudication(self, adjudication: Adjudication, case: Case,
+                            write_gold: Callable[[Session, Case], None]) -> Adjudication:
+        """Keep the adjudication with its lineage and write its gold into the case with `write_gold` (the
+        annotation store's `save_within`, which records the reviewer against the question), in one transaction of
+        this database: a gold never stands without the adjudication it came from, nor an adjudication without
+        its gold."""
         if not self.adjudication_open(case.conversation_id, case.scenario_id):
             raise LabelError(f"adjudication of case {case.scenario_id!r} is not open: a reviewer opens it first "
                              "(annotators see each other's labels from then on)")
-        if gold.engine.url != self.engine.url:
-            raise LabelError(f"the gold's store is another database ({gold.engine.url.render_as_string()}) than "
-                             f"the labels' ({self.engine.url.render_as_string()}): both are written together")
         stamped = Adjudication(**{**adjudication.__dict__, "reviewer": self.author, "at": self.clock()})
         adjudicated = copy.deepcopy(case)
         stamped.apply(adjudicated)
@@ -259,7 +254,7 @@ class LabelStore:
             s.add(row)
             s.flush()
             seq = row.seq
-            gold.save_within(s, adjudicated)
+            write_gold(s, adjudicated)
         stamped.apply(case)
         return Adjudication(**{**stamped.__dict__, "seq": seq})
 

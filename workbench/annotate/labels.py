@@ -217,7 +217,7 @@ def adjudicate_tab(store: LabelStore, gold: AnnotationStore, case: Case, convers
 
 
 def _record(store: LabelStore, gold: AnnotationStore, case: Case, adjudication) -> None:
-    store.record_adjudication(adjudication, case, gold)
+    store.record_adjudication(adjudication, case, gold.save_within)
     flash("success", f"The gold of {md_code(adjudication.sample_id)} is now the {adjudication.method} of "
                      f"{len(adjudication.labels)} label(s).")
 
