@@ -96,10 +96,13 @@ class AnnotationStore:
         """Open the cases of a database file or URL (e.g. a workbench's `db_path`)."""
         return cls(open_database(database_url(target)), author)
 
-    def _writing(self):
+    def _require_author(self) -> None:
         if not self.author:
             raise ValueError("this annotation store was opened without an author, so it only reads: every "
                              "change is recorded with who made it")
+
+    def _writing(self):
+        self._require_author()
         return write_transaction(self.engine)
 
     def edits(self, conversation_id: str) -> list[Edit]:
@@ -137,9 +140,7 @@ class AnnotationStore:
     def save_within(self, s: Session, case: Case) -> None:
         """`save` inside a transaction someone else holds on this database (an adjudication and the gold it
         writes commit together or not at all)."""
-        if not self.author:
-            raise ValueError("this annotation store was opened without an author, so it only reads: every "
-                             "change is recorded with who made it")
+        self._require_author()
         _write(s, case, self.author, "saved")
 
     def delete(self, conversation_id: str, scenario_id: str) -> None:

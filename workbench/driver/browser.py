@@ -98,7 +98,6 @@ def pick_in_multiselect(page, label: str, option: str, required: bool = True) ->
         finally:
             page.keyboard.press("Escape")
             wait_idle(page)
-    return False
 
 
 def jump_to_turn(page, turn: int) -> None:
