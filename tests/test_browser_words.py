@@ -1,4 +1,5 @@
-"""Words and counts that agree on one screen, in a real browser (issue 53.7): `/replay` as a URL, MemLoom's queued
+"""Words and counts that agree on one screen, in a real browser (issue 53.7): `/replay` as a URL, a router summary
+that names its subject once ("Maya spends most of their week"), MemLoom's queued
 count in the header and under the turn, its process named from the schema on the button and the run, the Play
 button naming its session, and the run's proposals read without a scroll box of their own."""
 from __future__ import annotations
@@ -32,6 +33,11 @@ def test_memloom_at_turn_30_says_one_thing_once(tmp_path):
         page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
         wait_idle(page)
         assert "Page not found" not in page.inner_text("body")
+        jump_to_turn(page, 7)                    # "... so I spend most of my week staring at tanks"
+        page.get_by_text("Turn · 7 /").wait_for()
+        page.get_by_text("What turn D1:7 caused").wait_for()
+        card = page.inner_text("body")
+        assert "so Maya spends most of their week staring at tanks" in card and "Maya's week" not in card
         jump_to_turn(page, TURN)
         page.get_by_text(f"Turn · {TURN} /").wait_for()
         db = next(s.path for s in list_sessions(workspace / "sessions") if s.engine == "memloom")

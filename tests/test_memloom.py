@@ -139,6 +139,19 @@ def test_router_rewrites_without_touching_raw(make_engine):
     assert node.attrs["dates"] == [{"mention": "yesterday", "date": "2024-01-05"}]
 
 
+def test_a_summary_says_their_where_the_index_keeps_the_name(make_engine):
+    """The rewrite names the speaker for every pronoun, which a query about them matches; the summary a
+    researcher reads says "their" once the sentence has named its subject, not "Priya cancelled Priya's"."""
+    eng = make_engine(engine="memloom")
+    eng.ingest(turn(1, "Jon", "How did the tour go?", "1", 6))
+    r = eng.ingest(turn(2, "Priya", "The venue pulled out, so I cancelled my holiday in Lisbon.", "1", 6))
+    node = eng.state.nodes[r.unit_id]
+    assert node.summary.endswith("so Priya cancelled their holiday in Lisbon.")
+    assert node.attrs["rewritten"] == "The venue pulled out, so Priya cancelled Priya's holiday in Lisbon."
+    assert eng.indexed_text(node).endswith(node.attrs["rewritten"])
+    assert "Priya's holiday" in eng.lexical_text(node)
+
+
 def test_reader_during_steward_runs_sees_one_whole_snapshot(tmp_path):
     """A reader thread polling the published snapshot while steward runs commit sees old or new, never a mix."""
     conv = load_conversation(DEMO)

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from engine.llm.offline_events import rewrite
+from engine.llm.pronouns import readable
 from tests.conftest import LOCOMO, needs_data
 
 WHEN = "2023-05-08T13:56:00"
@@ -29,6 +30,17 @@ WHEN = "2023-05-08T13:56:00"
 def test_router_rewrites_pronouns_with_agreeing_verbs(utterance, speaker, addressee, expected):
     out = rewrite(utterance, speaker, WHEN, [{"speaker": addressee, "text": "hi"}])
     assert out["rewritten"] == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("The stage fell through, so Priya cancelled Priya's holiday. Priya's sister told Priya.",
+     "The stage fell through, so Priya cancelled their holiday. Priya's sister told Priya."),
+    ("Priya told Jon about Priya's plan.", "Priya told Jon about Priya's plan."),       # "their" could be Jon's
+    ("Jon really loves Jon's dog and Gina loves Jon's cat.", "Jon really loves their dog and Gina loves Jon's cat."),
+    ("Thank Gina for Gina's help", "Thank Gina for Gina's help"),                     # Gina is no subject here
+])
+def test_a_summary_says_their_after_its_subject_is_named(text, expected):
+    assert readable(text, ["Priya", "Jon", "Gina"]) == expected
 
 
 def test_router_rewrites_real_locomo_turns_without_first_or_second_person_verbs_on_a_name():

@@ -9,6 +9,7 @@ preposition governs it. What the rules cannot read (an unknown word after "you")
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 TOKEN = re.compile(r"[A-Za-z][A-Za-z'’]*|[^A-Za-z]+")
 
@@ -217,4 +218,45 @@ def third_person(utterance: str, speaker: str, addressee: str) -> tuple[str, lis
     return "".join(out), references
 
 
-__all__ = ["third_person"]
+_SENTENCE_ENDS = ".!?;"
+_THIRD_PEOPLE = {"he", "she", "him", "her", "his", "hers", "they", "them", "their"}
+
+
+def readable(text: str, names: Iterable[str]) -> str:
+    """`text` as a person reads it: once a sentence has named someone as its subject, a later "Name's" in it is
+    "their" ("so Priya cancelled their holiday", not "Priya cancelled Priya's holiday"). Singular "they", since
+    nothing says which pronoun the person uses. Display only: the rewrite keeps the name where it is indexed,
+    where "Priya's" is what a query about Priya matches."""
+    names = {n for n in names if n}
+    tokens = _Tokens(text)
+    out = list(tokens.toks)
+    named, gap_from = "", 0
+    for i in tokens.words:
+        if any(mark in "".join(tokens.toks[gap_from:i]) for mark in _SENTENCE_ENDS):
+            named = ""                                  # a new sentence names its subject again
+        gap_from = i + 1
+        tok = tokens.toks[i]
+        stem, possessive = (tok[:-2], True) if tok.endswith(("'s", "’s")) else (tok, False)
+        if stem in names:
+            prev = tokens.neighbour(i, -1)
+            if possessive and named == stem:
+                out[i] = "their" if _inside(tokens, i) else "Their"
+            elif not possessive and (prev is None or tokens.low(prev) not in _GOVERNS):
+                named = stem                            # named as a subject: "their" now refers back to them
+            elif stem != named:
+                named = ""                              # someone else named in between: "their" would be ambiguous
+        elif tok[0].isupper() and _inside(tokens, i) or tokens.low(i) in _THIRD_PEOPLE:
+            named = ""
+    return "".join(out)
+
+
+def _inside(tokens: _Tokens, i: int) -> bool:
+    """Whether word i stands inside its sentence (a capital there is a name, not a sentence's first word)."""
+    k = tokens.rank[i]
+    if k == 0:
+        return False
+    gap = "".join(tokens.toks[tokens.words[k - 1] + 1:i])
+    return not any(mark in gap for mark in _SENTENCE_ENDS)
+
+
+__all__ = ["readable", "third_person"]

@@ -18,6 +18,7 @@ from engine.engines.memloom.retrieval import retrieve
 from engine.engines.memloom.schema import SCHEMA, Kind, Life, Rel
 from engine.engines.memloom.settings import MemLoomSettings
 from engine.engines.memloom.steward import Steward
+from engine.llm.pronouns import readable
 from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes
@@ -37,8 +38,17 @@ class MemLoomEngine(BaseEngine):
 
     # -- views: events are indexed by their centroid and stay out of BM25 ---------------------------
     def embed_text(self, node: Node) -> str:
-        """A sentence record is embedded as its routed descriptor: speaker, date, rewritten text."""
-        return node.summary
+        """A sentence record is embedded as its routed descriptor: speaker, date, rewritten text (its summary is
+        the same, worded for a reader)."""
+        return self.indexed_text(node)
+
+    def indexed_text(self, node: Node) -> str:
+        """What a sentence record is found by: the router's rewrite, every pronoun a name ("Priya cancelled
+        Priya's holiday", which a query about Priya matches), after its speaker and date."""
+        rewritten = node.attrs.get("rewritten") if node.kind == Kind.SENTENCE else None
+        if rewritten is None or not node.speakers:
+            return node.summary
+        return self._descriptor(node.speakers[0], node.time, rewritten)
     def embed_node(self, node: Node) -> np.ndarray:
         """A sentence record's retrieval vector (its descriptor); an event's centroid c_j."""
         if node.kind == Kind.EVENT:
@@ -69,7 +79,7 @@ class MemLoomEngine(BaseEngine):
         self._published, self._pointer = None, None
 
     def lexical_text(self, node: Node) -> str | None:
-        return None if node.kind == Kind.EVENT else f"{node.raw} {node.summary}"
+        return None if node.kind == Kind.EVENT else f"{node.raw} {self.indexed_text(node)}"
 
     # -- the published snapshot ---------------------------------------------------------------------
     def published_seq(self) -> int:
@@ -114,9 +124,9 @@ class MemLoomEngine(BaseEngine):
             routed = None if self.settings.has("no-router") else self.llm.foresee(
                 "router", self.router_payload(t, window[-self.settings.router_window:]))
             if routed is None:
-                texts.append(self._descriptor(t, strip_speaker(t.raw)[1]))
+                texts.append(self._descriptor(t.speaker, t.time, strip_speaker(t.raw)[1]))
             else:
-                texts += [routed["rewritten"], self._descriptor(t, routed["rewritten"])]
+                texts += [routed["rewritten"], self._descriptor(t.speaker, t.time, routed["rewritten"])]
             window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
         self.embedder.embed_ahead(texts)
 
@@ -127,9 +137,16 @@ class MemLoomEngine(BaseEngine):
                 "window": window}
 
     @staticmethod
-    def _descriptor(turn: Turn, body: str) -> str:
-        body = strip_speaker(body)[1] if body.startswith(f"{turn.speaker}: ") else body
-        return f"{turn.speaker} ({human_date(turn.time)}): {body}"
+    def _descriptor(speaker: str, time: str, body: str) -> str:
+        body = strip_speaker(body)[1] if body.startswith(f"{speaker}: ") else body
+        return f"{speaker} ({human_date(time)}): {body}"
+
+    @staticmethod
+    def _names(turn: Turn, routed: dict) -> set[str]:
+        """The people a rewrite names: the speaker and whoever its pronouns were resolved to."""
+        resolved = {str(r.get("resolved", "")).split(" ")[0].removesuffix("'s") for r in routed["references"]
+                    if isinstance(r, dict)}
+        return {turn.speaker} | resolved
 
     def _window(self) -> list[dict]:
         n = self.settings.router_window
@@ -151,7 +168,8 @@ class MemLoomEngine(BaseEngine):
             call = self.llm.call("router", self.router_payload(turn, self._window()))
             if call.ok:
                 routed = call.data
-        sentence = Node(id=state.next_node_id, raw=turn.raw, summary=self._descriptor(turn, routed["rewritten"]),
+        sentence = Node(id=state.next_node_id, raw=turn.raw, summary=self._descriptor(
+                            turn.speaker, turn.time, readable(routed["rewritten"], self._names(turn, routed))),
                         keywords=keywords_of(turn.raw), time=turn.time, kind=Kind.SENTENCE, source_ids=[turn.id],
                         speakers=[turn.speaker], session=turn.session, status=Life.BUFFERED, created_turn=turn_no,
                         attrs={k: routed[k] for k in ("rewritten", "intent", "topics", "references", "dates")})
