@@ -3,6 +3,7 @@ cache never fails an ingest."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 import subprocess
 import sys
@@ -125,3 +126,21 @@ def test_a_locked_or_broken_cache_never_fails_an_ingest(workspace, tmp_path):
     broken = Embedder()
     vec = broken.embed(["A sentence nobody cached."])
     assert vec.shape == (1, 384) and broken.encoded == 1 and broken.shared.failed_writes == 1
+
+
+def test_every_text_a_paper_engine_embeds_is_read_by_a_stage(tmp_path):
+    """`scripts/embedded_texts.py` traces each embedder call of a demo replay to the function that asked: MemLoom,
+    GAM and RecMem embed no text that only a warm-up asked for (MemLoom's router rewrites were, until 6 Dec);
+    All-Mem's prefetch of every utterance leaves a few short turns no diagnosis compares."""
+    out = tmp_path / "embedded.json"
+    run = subprocess.run([sys.executable, "scripts/embedded_texts.py", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    found = {e["engine"]: e for e in json.loads(out.read_text())["engines"]}
+    assert set(found) == {"allmem", "memloom", "gam", "recmem"}
+    for name in ("memloom", "gam", "recmem"):
+        assert found[name]["unread"]["texts"] == 0, (name, found[name]["unread"])
+    assert found["allmem"]["unread"]["texts"] <= 3
+    assert "engine.engines.memloom.engine:route_vector" in found["memloom"]["read_by"]
+    assert found["memloom"]["texts"] < 3 * found["memloom"]["turns"] + 200
+    assert "memloom" in run.stdout and "read by nothing" in run.stdout

@@ -57,9 +57,8 @@ class MemLoomEngine(BaseEngine):
         return super().embed_node(node)
 
     def route_vector(self, node: Node) -> np.ndarray:
-        """v_m for routing: the router's rewrite of the utterance (pronouns anchored to speakers, dates made
-        absolute), as MemLoom routes the preprocessed unit. Measured on the demo: 11 events for 102 turns,
-        against 47 when routing on the raw utterance."""
+        """v_m for routing: the utterance as said (its speaker's prefix stripped), which the event centroids
+        c_j average too."""
         return self.embedder.embed_one(strip_speaker(node.raw)[1])
 
     def utterance_vector(self, node: Node) -> np.ndarray:
@@ -69,7 +68,7 @@ class MemLoomEngine(BaseEngine):
     def embed_nodes(self, nodes: list[Node]) -> dict[int, np.ndarray]:
         """Sentence records in one batch (and their route vectors), then event centroids from them."""
         sentences = [n for n in nodes if n.kind == Kind.SENTENCE]
-        self.embedder.embed([n.attrs.get("rewritten") or strip_speaker(n.raw)[1] for n in sentences])
+        self.embedder.embed([strip_speaker(n.raw)[1] for n in sentences])
         out = super().embed_nodes(sentences)
         out.update({n.id: self.embed_node(n) for n in nodes if n.kind == Kind.EVENT})
         return out
@@ -116,8 +115,9 @@ class MemLoomEngine(BaseEngine):
 
     # -- online path ----------------------------------------------------------------------------------
     def prefetch(self, turns: list[Turn]) -> None:
-        """Embed the utterances, and the router's rewrites and descriptors where the backend foresees them (the
-        offline rules do), in large batches: only an optimisation, every vector lands in the cache."""
+        """Embed the utterances, and the descriptors where the backend foresees the router's rewrite (the offline
+        rules do), in large batches: only an optimisation, every vector lands in the cache. The rewrite alone is
+        read by no stage (`scripts/embedded_texts.py`), so it is not embedded."""
         texts = [strip_speaker(t.raw)[1] for t in turns]
         window: list[dict] = []
         for t in turns:
@@ -126,7 +126,7 @@ class MemLoomEngine(BaseEngine):
             if routed is None:
                 texts.append(self._descriptor(t.speaker, t.time, strip_speaker(t.raw)[1]))
             else:
-                texts += [routed["rewritten"], self._descriptor(t.speaker, t.time, routed["rewritten"])]
+                texts.append(self._descriptor(t.speaker, t.time, routed["rewritten"]))
             window.append({"speaker": t.speaker, "text": t.raw, "time": t.time})
         self.embedder.embed_ahead(texts)
 
