@@ -33,7 +33,7 @@ if not shutil.which(CHROMIUM) and not (ROOT / CHROMIUM).exists():
 PLUGINS = ("notes", "mem0")          # examples/memwb-notes-engine and examples/memwb-mem0, installed by the test command
 
 
-@pytest.mark.parametrize("name", PLUGINS)
+@pytest.mark.parametrize("name", PLUGINS, ids=["tutorial", "adapter"])    # ids: not per-engine contract cases
 def test_an_installed_engine_on_all_six_pages(tmp_path, name):
     assert name in known_engines(), f"{name} is not installed: scripts/install.sh installs examples/"
     schema = engine_schema(name)

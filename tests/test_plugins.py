@@ -23,6 +23,7 @@ from tests.conftest import ROOT
 from workbench.session_link import NEW_PARAM
 
 EXAMPLE = ROOT / "examples" / "memwb-notes-engine"
+ADAPTER = ROOT / "examples" / "memwb-mem0"          # mem0ai itself comes from the environment (--no-deps)
 BROKEN = ROOT / "tests" / "fixtures" / "plugins" / "memwb-broken-engines"
 TINY = ROOT / "datasets" / "fixtures" / "tiny.jsonl"
 BROKEN_NAMES = {"badimport": "cannot import memwb_broken.missing:Engine: ModuleNotFoundError",
@@ -43,7 +44,7 @@ def pip_install(package: Path, site: Path, scratch: Path) -> None:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     site, scratch = tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("build")
-    for package in (EXAMPLE, BROKEN):
+    for package in (EXAMPLE, ADAPTER, BROKEN):
         pip_install(package, site, scratch)
     return site
 
@@ -143,9 +144,10 @@ def test_the_replay_page_names_a_broken_plugin_and_loads_a_discovered_engine(on_
 
 
 @pytest.mark.slow
-def test_engine_check_passes_on_the_example(site):
-    proc = memwb(site, "engine", "check", "notes")
-    assert re.search(r"memwb engine check notes: \d+ passed, 0 failed", proc.stdout)
+@pytest.mark.parametrize("name", ["notes", "mem0"], ids=["tutorial", "adapter"])    # ids: not a per-engine case
+def test_engine_check_passes_on_the_example_and_the_adapter(site, name):
+    proc = memwb(site, "engine", "check", name)
+    assert re.search(rf"memwb engine check {name}: \d+ passed, 0 failed", proc.stdout), proc.stdout[-2000:]
     assert "FAIL" not in proc.stdout
 
 
