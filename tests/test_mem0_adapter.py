@@ -129,6 +129,23 @@ def test_mem0s_history_is_the_lineage(offline_demo):
     assert held == set(eng.current_memories())
 
 
+def test_a_memory_said_word_for_word_comes_from_the_turn_that_says_it(offline_demo):
+    """mem0 does not say which turn of a session a memory came from; one said word for word in a turn ("Maya: I've
+    been dying to ask.", said in D5:1 after a question) is that turn's, not the turn most like it in meaning."""
+    from memwb_mem0.process import _says
+    from memwb_mem0.schema import Kind, Op
+
+    state = offline_demo.state
+    turns = [n for n in state.nodes.values() if n.kind == Kind.TURN]
+    added = [p for p in state.proposals.values() if p.op == Op.ADD]
+    word_for_word = [p for p in added if any(_says(t.raw, p.plan["text"]) for t in turns)]
+    assert len(word_for_word) > 20
+    for p in word_for_word:
+        source = state.nodes[p.targets[0]]
+        assert _says(source.raw, p.plan["text"]), (p.plan["text"], source.raw)
+    assert any("dying to ask" in p.plan["text"] and state.nodes[p.targets[0]].source_ids == ["D5:1"] for p in added)
+
+
 def test_retrieval_is_mem0s_search_with_provenance_over_stored_edges(offline_demo):
     eng = offline_demo
     res = eng.retrieve("How many half marathons has Jon run?")

@@ -90,10 +90,14 @@ class Mem0Process(BaseProcess):
         return made.proposal(op, [target, source], reason, plan, detail)
 
     def _source(self, text: str, turns: list[Node]) -> int:
-        """The turn a memory came from: the only one, or among several given together the one whose text is most
-        like it (mem0 does not say; ties to the earlier turn)."""
+        """The turn a memory came from: the only one; among several given together, the first that says it word
+        for word ("Maya: I've been dying to ask." is in "Jon! How did the Bridges Half go? I've been dying to
+        ask."), else the one whose text is most like it (mem0 does not say; ties to the earlier turn)."""
         if len(turns) == 1 or not text:
             return turns[-1].id
+        said = next((t.id for t in turns if _says(t.raw, text)), None)
+        if said is not None:
+            return said
         vecs = self.engine.embedder.embed([t.raw for t in turns])
         cos = vecs @ self.engine.embedder.embed_one(text)
         return turns[int(np.argmax(np.round(cos, 6)))].id
@@ -185,3 +189,10 @@ class Made:
         p.status, p.gate, p.reason_code, p.note = (Status.FAILED, GateVerdict.FAIL, call_reason_code(call.error_code),
                                                    call.error or "")
         return p
+
+
+def _says(raw: str, memory: str) -> bool:
+    """Whether a turn ("Maya: …") holds a memory's words, the memory with or without its speaker's prefix."""
+    speaker, _, said = raw.partition(": ")
+    body = memory.removeprefix(f"{speaker}: ") if memory.startswith(f"{speaker}: ") else memory
+    return bool(body) and " ".join(body.split()).lower() in " ".join(said.split()).lower()
