@@ -23,14 +23,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-embedded-texts-")
 
-from replay_fingerprint import ENGINES, SOURCES  # noqa: E402
+from replay_fingerprint import ENGINES, SOURCES, fresh_session  # noqa: E402
 from results import write_json  # noqa: E402
 
-from engine.engines import engine_schema  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
-from engine.loaders import load_conversation  # noqa: E402
-from engine.runtime.replay import Schedule, replay  # noqa: E402
-from engine.session import open_session  # noqa: E402
+from engine.runtime.replay import replay  # noqa: E402
 
 WARM_UPS = ("prefetch", "embed_ahead", "warm_up")      # callers that only fill the cache for later calls
 HERE = (str(Path(__file__).resolve()), str(ROOT / "engine" / "llm" / "embedder.py"))
@@ -63,17 +60,13 @@ def traced(engine_name: str, source: str) -> dict:
         askers[text].add(asker())
         return embed(self, [text])[0]
 
-    path, conversation_id = SOURCES[source]
-    conversation = load_conversation(str(path), conversation_id)
-    schedule = engine_schema(engine_name).schedule or "every-3-sessions"
-    db = Path(tempfile.mkdtemp(prefix="memwb-embedded-")) / f"{engine_name}.sqlite"
-    engine = open_session(db, engine=engine_name, llm="offline", conversation=conversation.id,
-                          source=str(path.resolve()), schedule=schedule)
+    engine, conversation, schedule = fresh_session(source, engine_name)
+    embed_one = Embedder.embed_one
     Embedder.embed, Embedder.embed_one = recording, recording_one
     try:
-        replay(engine, conversation, Schedule.parse(schedule))
+        replay(engine, conversation, schedule)
     finally:
-        Embedder.embed, Embedder.embed_one = embed, Embedder.__dict__["embed_one"]
+        Embedder.embed, Embedder.embed_one = embed, embed_one
     return {"turns": len(conversation.turns), "askers": askers,
             "turn_tokens": tokens([t.text for t in conversation.turns], engine.embedder)}
 

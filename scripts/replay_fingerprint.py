@@ -48,14 +48,21 @@ def fingerprint(engine: BaseEngine) -> dict:
             "log": log}
 
 
-def run(source: str, name: str, out: Path) -> Path:
+def fresh_session(source: str, name: str):
+    """A new session of engine `name` on `source` in a scratch folder, opened as `memwb replay` opens it (offline
+    LLM, the engine's own schedule); returns it, the conversation and the schedule to replay on."""
     path, conversation_id = SOURCES[source]
     conversation = load_conversation(str(path), conversation_id)
     consolidate = engine_schema(name).schedule or "every-3-sessions"
-    db = Path(tempfile.mkdtemp(prefix="memwb-fingerprint-")) / f"{name}.sqlite"
+    db = Path(tempfile.mkdtemp(prefix="memwb-replay-")) / f"{name}.sqlite"
     engine = open_session(db, engine=name, llm="offline", conversation=conversation.id,
                           source=str(path.resolve()), schedule=consolidate)
-    summary = replay(engine, conversation, Schedule.parse(consolidate))
+    return engine, conversation, Schedule.parse(consolidate)
+
+
+def run(source: str, name: str, out: Path) -> Path:
+    engine, conversation, schedule = fresh_session(source, name)
+    summary = replay(engine, conversation, schedule)
     target = out / f"{source}-{name}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(fingerprint(engine), indent=1, sort_keys=True, ensure_ascii=False) + "\n")

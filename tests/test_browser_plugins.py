@@ -23,6 +23,7 @@ from engine.store.workspace import ENV
 from workbench.driver import CHROMIUM, browser_page, click, open_page, running_app, wait_idle
 from workbench.driver.browser import open_at_demo_turn
 from workbench.driver.demo import UPDATE_QUERY
+from workbench.driver.tours import ask_free_query
 from workbench.model import DEMO_PATH
 from workbench.review.queue import sort_queue
 
@@ -67,14 +68,7 @@ def test_an_installed_engine_on_all_six_pages(tmp_path, name):
         accepted = Store(db).load_state().proposals[queue[0].id]
         assert accepted.status not in (Status.PENDING, Status.REJECTED) and accepted.decided_by == local, accepted
 
-        open_page(page, "Retrieval")
-        page.get_by_text("Free query", exact=True).click()
-        wait_idle(page)
-        box = page.get_by_role("textbox", name="Query", exact=True)
-        box.fill(UPDATE_QUERY)
-        box.press("Enter")
-        wait_idle(page, 2500)
-        texts["retrieval"] = page.inner_text("body")
+        ask_free_query(page, texts, lambda name: None, UPDATE_QUERY)
 
         open_page(page, "Annotate")
         page.get_by_role("button", name="Import").first.click()
