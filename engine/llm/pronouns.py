@@ -240,7 +240,7 @@ def readable(text: str, names: Iterable[str]) -> str:
         if stem in names:
             prev = tokens.neighbour(i, -1)
             if possessive and named == stem:
-                out[i] = "their" if _inside(tokens, i) else "Their"
+                out[i] = "their"                        # (never a sentence's first word: named is reset there)
             elif not possessive and (prev is None or tokens.low(prev) not in _GOVERNS):
                 named = stem                            # named as a subject: "their" now refers back to them
             elif stem != named:

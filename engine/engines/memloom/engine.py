@@ -49,6 +49,7 @@ class MemLoomEngine(BaseEngine):
         if rewritten is None or not node.speakers:
             return node.summary
         return self._descriptor(node.speakers[0], node.time, rewritten)
+
     def embed_node(self, node: Node) -> np.ndarray:
         """A sentence record's retrieval vector (its descriptor); an event's centroid c_j."""
         if node.kind == Kind.EVENT:
