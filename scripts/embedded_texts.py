@@ -29,7 +29,7 @@ from results import write_json  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
 from engine.runtime.replay import replay  # noqa: E402
 
-WARM_UPS = ("prefetch", "embed_ahead", "warm_up")      # callers that only fill the cache for later calls
+WARM_UPS = ("prefetch",)      # callers that only fill the cache for later calls (`embed_ahead` is the embedder's own)
 HERE = (str(Path(__file__).resolve()), str(ROOT / "engine" / "llm" / "embedder.py"))
 
 
@@ -67,20 +67,24 @@ def traced(engine_name: str, source: str) -> dict:
         replay(engine, conversation, schedule)
     finally:
         Embedder.embed, Embedder.embed_one = embed, embed_one
-    return {"turns": len(conversation.turns), "askers": askers,
-            "turn_tokens": tokens([t.text for t in conversation.turns], engine.embedder)}
+    turns = [t.text for t in conversation.turns]
+    counted = token_counts(list(askers) + turns, engine.embedder)
+    return {"turns": len(turns), "askers": askers, "tokens": counted,
+            "turn_tokens": sum(counted[t] for t in turns)}
 
 
-def tokens(texts, embedder: Embedder) -> int:
+def token_counts(texts: list[str], embedder: Embedder) -> dict[str, int]:
+    """Each distinct text's tokens (the encoder's tokenizer; words where the encoder has none), counted once."""
+    texts = list(dict.fromkeys(texts))
     encoder = embedder.model()
     if not hasattr(encoder, "token_ids"):
-        return sum(len(t.split()) for t in texts)
-    return sum(len(ids) for ids in encoder.token_ids(list(texts)))
+        return {t: len(t.split()) for t in texts}
+    return {t: len(ids) for t, ids in zip(texts, encoder.token_ids(texts))}
 
 
 def inventory(engine_name: str, source: str) -> dict:
     seen = traced(engine_name, source)
-    embedder = Embedder()
+    counted = seen["tokens"]
     by_reader: dict[str, list[str]] = defaultdict(list)
     unread = []
     for text, who in seen["askers"].items():
@@ -91,9 +95,10 @@ def inventory(engine_name: str, source: str) -> dict:
             by_reader[w].append(text)
     every = list(seen["askers"])
     out = {"engine": engine_name, "source": source, "turns": seen["turns"], "turn_tokens": seen["turn_tokens"],
-           "texts": len(every), "tokens": tokens(every, embedder),
-           "read_by": {w: {"texts": len(t), "tokens": tokens(t, embedder)} for w, t in sorted(by_reader.items())},
-           "unread": {"texts": len(unread), "tokens": tokens(unread, embedder), "examples": unread[:5]}}
+           "texts": len(every), "tokens": sum(counted[t] for t in every),
+           "read_by": {w: {"texts": len(t), "tokens": sum(counted[x] for x in t)}
+                       for w, t in sorted(by_reader.items())},
+           "unread": {"texts": len(unread), "tokens": sum(counted[t] for t in unread), "examples": unread[:5]}}
     out["tokens_x_turns"] = round(out["tokens"] / max(1, seen["turn_tokens"]), 2)
     return out
 

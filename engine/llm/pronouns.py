@@ -245,7 +245,7 @@ def readable(text: str, names: Iterable[str]) -> str:
                 named = stem                            # named as a subject: "their" now refers back to them
             elif stem != named:
                 named = ""                              # someone else named in between: "their" would be ambiguous
-        elif tok[0].isupper() and _inside(tokens, i) or tokens.low(i) in _THIRD_PEOPLE:
+        elif (tok[0].isupper() and _inside(tokens, i)) or tokens.low(i) in _THIRD_PEOPLE:
             named = ""
     return "".join(out)
 

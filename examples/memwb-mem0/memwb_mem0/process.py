@@ -17,7 +17,7 @@ from mem0.memory.utils import parse_messages
 from engine.core.edge import Edge
 from engine.core.node import Node
 from engine.core.proposal import GateVerdict, Proposal, Status, call_reason_code, fail_gate
-from engine.core.text import keywords_of
+from engine.core.text import keywords_of, strip_speaker
 from engine.core.tx import Tx
 from engine.runtime.process import BaseProcess
 from memwb_mem0.library import mem0_id
@@ -193,6 +193,6 @@ class Made:
 
 def _says(raw: str, memory: str) -> bool:
     """Whether a turn ("Maya: …") holds a memory's words, the memory with or without its speaker's prefix."""
-    speaker, _, said = raw.partition(": ")
-    body = memory.removeprefix(f"{speaker}: ") if memory.startswith(f"{speaker}: ") else memory
+    speaker, said = strip_speaker(raw)
+    body = memory.removeprefix(f"{speaker}: ") if speaker else memory
     return bool(body) and " ".join(body.split()).lower() in " ".join(said.split()).lower()
