@@ -19,4 +19,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bash scripts/install_llm.sh
 export HF_HUB_OFFLINE=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-exec bash scripts/pg_test_server.sh run "${MEMWB_VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider --durations=30 "$@"
+exec bash scripts/pg_test_server.sh run "${MEMWB_VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider --durations=30 \
+  -n "${MEMWB_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -38,9 +38,12 @@ from typing import NoReturn
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if "MEMWB_WORKSPACE" not in os.environ:          # never the user's own workspace: one throwaway folder per test run
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")      # "gw0", "gw1", … under `pytest -n N`; else ""
+if "MEMWB_WORKSPACE" not in os.environ or XDIST_WORKER:
+    # never the user's own workspace: one throwaway folder per test run, and per worker when the suite runs on
+    # several (a test that lists the workspace's sessions must see only its own worker's)
     import tempfile
-    os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix="memwb-test-workspace-")
+    os.environ["MEMWB_WORKSPACE"] = tempfile.mkdtemp(prefix=f"memwb-test-workspace-{XDIST_WORKER}")
 
 from engine.core.conversation import Turn  # noqa: E402
 from engine.session import open_session  # noqa: E402
