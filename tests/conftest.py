@@ -57,8 +57,8 @@ LOCOMO = SHARED_DATA / "locomo" / "locomo-dev8.json"
 def engines_under_test() -> list[str]:
     """The engines the per-engine tests run for: every usable one (built-in and installed plugins), or the ones
     `MEMWB_CONTRACT_ENGINES` names (what `memwb engine check NAME` sets; engine/eval/contract.py)."""
-    from engine.eval.contract import CONTRACT_ENGINES_VAR
     from engine.engines import known_engines
+    from engine.eval.contract import CONTRACT_ENGINES_VAR
 
     chosen = [n.strip() for n in os.environ.get(CONTRACT_ENGINES_VAR, "").split(",") if n.strip()]
     return chosen or known_engines()
@@ -72,6 +72,16 @@ def turn(i: int, speaker: str, text: str, session: str = "1", day: int = 1) -> T
 
 BACKENDS = ("sqlite", "postgresql")
 PG_URL_VAR = "MEMWB_TEST_PG_URL"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `-n N --dist loadfile` (scripts/test.sh): whole modules, longest first (tests/scheduling.py)."""
+    if config.getoption("dist") in ("loadfile", "loadscope"):
+        from tests.scheduling import LongestFirst
+
+        return LongestFirst(config, log)
+    return None
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -18,7 +18,7 @@ import pytest
 from engine.core.conversation import Conversation
 from engine.core.oplog import OpKind
 from engine.core.proposal import ProposalCounts, Status
-from engine.engines import ENGINES, register_engine
+from engine.engines import known_engines, register_engine
 from engine.eval.decisions import judge_engine
 from engine.llm.prompts import render
 from engine.loaders import load_conversation
@@ -33,7 +33,7 @@ except ImportError as exc:              # the example is its own package: script
     pytest.skip(f"the mem0 adapter package is not installed ({exc}); install it with "
                 "`pip install -e examples/memwb-mem0` (scripts/install.sh does)", allow_module_level=True)
 
-if "mem0" not in ENGINES:               # until entry-point discovery finds the installed package
+if "mem0" not in known_engines():       # importable but not installed (no entry point): register it by hand
     register_engine("mem0", lambda: __import__("memwb_mem0.engine", fromlist=["Mem0Engine"]).Mem0Engine)
 
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
