@@ -19,5 +19,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 bash scripts/install_llm.sh
 export HF_HUB_OFFLINE=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+# Workers: one more than the cores (much of a browser test is waiting on a page), at most 4; tests/scheduling.py
+# deals out the work. MEMWB_TEST_WORKERS=0 runs the suite in this one process.
+cores=$(nproc 2>/dev/null || echo 2)
+workers=${MEMWB_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 exec bash scripts/pg_test_server.sh run "${MEMWB_VENV:-.venv}/bin/python" -m pytest -q -p no:cacheprovider --durations=30 \
-  -n "${MEMWB_TEST_WORKERS:-2}" --dist loadfile "$@"
+  -n "$workers" --dist loadfile "$@"
