@@ -1,10 +1,11 @@
-"""How the suite is shared between workers under `pytest -n N` (`scripts/test.sh` runs it on two).
+"""How the suite is shared between workers under `pytest -n N` (`scripts/test.sh` runs it on one
+worker more than the cores, at most four).
 
 A module goes to one worker whole, so that what its tests share (a replay, a model server, a database made once
 per module) is made once, as in a serial run; the tests of a module in `ONE_BY_ONE`, each of which starts its own
 server and browser and shares nothing, are dealt out one at a time. A free worker takes the longest unit left,
 by the seconds `tests/durations.json` records (longest first: a long module handed out last would leave the
-other worker idle). A unit it does not name counts as the median: the figures only steer the order, never what
+other workers idle). A unit it does not name counts as the median: the figures only steer the order, never what
 runs. `python scripts/test_durations.py LOG` writes them from a run's `--durations=0` lines.
 """
 from __future__ import annotations
