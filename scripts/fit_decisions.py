@@ -1,4 +1,4 @@
-"""Fit the offline decision models (engine/llm/decision_models.json: update and cause) on the dev decision set
+"""Fit the offline decision models (engine/llm/decision_models.json: update, merge, split and cause) on the dev decision set
 and the causal suite's validation split, and report their reliability there (predictions cross-validated by
 conversation) or, with --report test, on the test decision set and the causal suite's test split.
 
@@ -7,7 +7,10 @@ conversation) or, with --report test, on the test decision set and the causal su
 
 Update pairs are the pairs All-Mem's diagnosis meets: for every turn, the earlier turns of the same speaker most
 alike in meaning, plus every labelled pair; positive when labelled an update (a causal suite state-succession
-chain's consecutive turns count as one). Cause pairs are every turn of a two-person conversation with each of the
+chain's consecutive turns count as one). Merge pairs are the same pairs, positive when labelled a merge (the later
+statement restates the earlier: "Still Saturday Pilates for me" after "I've moved Pilates to Saturday mornings").
+Split rows are every candidate cut of every turn (`engine.llm.offline_split.read_cuts`), positive when its turn
+is labelled a split. Cause pairs are every turn of a two-person conversation with each of the
 `CAUSE_WINDOW` turns before it, plus every labelled pair; positive when labelled a cause. Nothing here
 reads a test split unless --report test is given, and then only to score.
 """
@@ -29,6 +32,7 @@ from engine.core.decision import DecisionKind  # noqa: E402
 from engine.core.splits import tuning_guard  # noqa: E402
 from engine.llm.decision_models import CAUSE_FEATURES, CHAT_PARTY, MODEL_FILE, Logistic, cause_features  # noqa: E402
 from engine.llm.embedder import Embedder  # noqa: E402
+from engine.llm.offline_split import SPLIT_FEATURES, read_cuts  # noqa: E402
 from engine.llm.statements import UPDATE_FEATURES, analyse, update_features  # noqa: E402
 from engine.loaders import load_conversations  # noqa: E402
 from engine.retrieval.links import LinkScorer, Utterance  # noqa: E402
@@ -182,6 +186,26 @@ def update_rows(split: str, embedder: Embedder) -> list[tuple]:
     return [r for conv in conversations(split) for r in pairs_of(conv, embedder)]
 
 
+def relabelled(rows: list[tuple], split: str, kind: str) -> list[tuple]:
+    """The same statement pairs, positive when labelled `kind` (their features do not depend on the label)."""
+    labels = {(conv.id, d.earlier, d.later) for conv in conversations(split) for d in conv.decisions if d.kind == kind}
+    return [(r[0], int((r[2], r[3], r[4]) in labels), *r[2:]) for r in rows]
+
+
+def split_rows(split: str, embedder: Embedder) -> list[tuple]:
+    """Split rows: (features, label, conversation, turn id, turn id, labelled?) for every candidate cut of every
+    turn; positive when the turn is labelled a split (a turn of two topics has one cut between them, or two when
+    one topic takes two sentences: each is the split)."""
+    rows = []
+    for conv in conversations(split):
+        gold = {d.earlier for d in conv.decisions if d.kind == DecisionKind.SPLIT}
+        labelled = {t for d in conv.decisions for t in (d.earlier, d.later)}
+        for t in conv.turns:
+            for reading in read_cuts(f"{t.speaker}: {t.text}", embedder):
+                rows.append((reading.features, int(t.id in gold), conv.id, t.id, t.id, t.id in labelled))
+    return rows
+
+
 def cause_rows(split: str, embedder: Embedder, update_model: Logistic) -> list[tuple]:
     """Cause rows of the two-person conversations only: with more people talking, MemLoom keeps the link
     model's probability (`engine.llm.offline_events.relation_between`), fit on the causal suite's scenarios."""
@@ -204,7 +228,9 @@ def main() -> None:
         from engine.llm.decision_models import models
 
         written = models()
-        for name, rows in (("update", update_rows(args.report, embedder)),
+        rows = update_rows(args.report, embedder)
+        for name, rows in (("update", rows), ("merge", relabelled(rows, args.report, DecisionKind.MERGE)),
+                           ("split", split_rows(args.report, embedder)),
                            ("cause", cause_rows(args.report, embedder, written["update"]))):
             p = np.array([written[name].probability(r[0]) for r in rows])
             print(name, json.dumps(reliability(p, np.array([r[1] for r in rows]))))
@@ -214,14 +240,21 @@ def main() -> None:
     update = fit(rows, UPDATE_FEATURES, vetoes=VETOES)
     reliable = {"update": reliability(cross_validated(rows, UPDATE_FEATURES, vetoes=VETOES),
                                       np.array([r[1] for r in rows]))}
+    rows = relabelled(rows, "dev", DecisionKind.MERGE)
+    merge = fit(rows, UPDATE_FEATURES, vetoes=VETOES)
+    reliable["merge"] = reliability(cross_validated(rows, UPDATE_FEATURES, vetoes=VETOES), np.array([r[1] for r in rows]))
+    rows = split_rows("dev", embedder)
+    split = fit(rows, SPLIT_FEATURES)
+    reliable["split"] = reliability(cross_validated(rows, SPLIT_FEATURES), np.array([r[1] for r in rows]))
     rows = cause_rows("dev", embedder, update)
     cause = fit(rows, CAUSE_FEATURES)
     reliable["cause"] = reliability(cross_validated(rows, CAUSE_FEATURES), np.array([r[1] for r in rows]))
     out = {"fitted_on": "datasets/decisions/dev and datasets/causal/validation.jsonl",
            "command": "python scripts/fit_decisions.py",
-           "models": {"update": stored(update), "cause": stored(cause)},
+           "models": {"update": stored(update), "merge": stored(merge), "split": stored(split),
+                      "cause": stored(cause)},
            "reliability_dev": reliable}
-    for name, model in (("update", update), ("cause", cause)):
+    for name, model in (("update", update), ("merge", merge), ("split", split), ("cause", cause)):
         print(name, json.dumps(reliable[name]))
         print("  weights", dict(zip(model.features, np.round(model.weights, 3))), "vetoes", dict(model.vetoes))
     MODEL_FILE.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

@@ -126,7 +126,12 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     calibrated cause model, the update model's vetoes) and issue 54's `dataset_version` key moved MemLoom's
     records of 14 questions, its relation edges (CAUSAL_FOLLOW 74 -> 26 at the last round) and its round-1
     figures (R@5 0.9583 -> 1.0, its last-round figures equal), and All-Mem's diagnosis token tally only; naive's
-    and hybrid's are as they were. Floats are
+    and hybrid's are as they were. All-Mem's calibrated merge and split models (issue 52), and its update proposals
+    between the floor 0.3 and 0.5 no longer dropped, split D6:10 ("Just keep sending me Pepper photos. Also, fun
+    fact, I changed my diet last month.") as well as D3:4, which moved its memory's counts, scores, the places
+    of two turns in demo:q2's top 5 (D5:1 and D5:2) and of two in demo:q12's ranking (D6:10 and D1:3, 6th and
+    7th), and its token tallies; every recall and nDCG figure is equal, and naive's, hybrid's and MemLoom's
+    records are as they were. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""

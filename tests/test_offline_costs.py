@@ -70,11 +70,11 @@ def test_diagnosis_and_split_plan_of_a_100kb_turn_embed_a_bounded_amount(embedde
     llm = LLM(backend)
     assert llm.call("diagnosis", {"target": target, "context": [neighbour]}).ok
     texts = [t for args in embed.calls for t in args[0]]
-    cut_texts, sentences = 2 * offline_split.MAX_CUTS, 2 * offline_diagnosis.MAX_SENTENCES
-    update = 3 + 2 * statements.MAX_CLAUSES         # the update model: both turns, the answer with its question,
-    assert len(texts) <= cut_texts + 2 + sentences + update     # and the clauses it compares
+    cut_texts = 2 * offline_split.MAX_CUTS
+    update = 3 + 2 * statements.MAX_CLAUSES         # the statement models: both turns, the answer with its
+    assert len(texts) <= cut_texts + 2 + update     # question, and the clauses they compare
     side = offline_split.SIDE_CHARS
-    assert sum(map(len, texts)) <= (cut_texts + sentences + update) * side + len(raw) + len(neighbour["raw"])
+    assert sum(map(len, texts)) <= (cut_texts + update) * side + len(raw) + len(neighbour["raw"])
     embed.calls.clear()
     assert llm.call("split_plan", {"node_id": "1", "original_text": raw, "reason": "x"}).ok
     assert sum(len(t) for args in embed.calls for t in args[0]) <= cut_texts * side
@@ -96,9 +96,9 @@ def test_prefetch_of_a_large_buffer_embeds_in_bounded_batches(embedder):
 
 
 def test_after_the_prefetch_a_diagnosis_runs_nothing_through_the_model():
-    """The prefetch embeds the sentences `compare` aligns (pairs of one speaker's statements) with the cuts, so
+    """The prefetch embeds the clauses `compare` judges (pairs of one speaker's statements) with the cuts, so
     the diagnosis that follows finds every vector in the cache; a pair of two speakers' statements, which
-    diagnosis never aligns, is not embedded."""
+    diagnosis never judges, is not embedded."""
     embedder = Embedder(shared=None)
     stamp = "quokka"           # words no other test embeds: the first encoding of these texts is this test's
     target = {"id": "2", "speaker": "Maya", "time": "2024-03-01T10:00:00",
@@ -116,15 +116,15 @@ def test_after_the_prefetch_a_diagnosis_runs_nothing_through_the_model():
     assert prefetched > 0
     assert LLM(backend).call("diagnosis", payload).ok
     assert embedder.encoded - before == prefetched                  # the diagnosis found everything cached
-    assert not any(embedder.key(t) in embedder.memory                # Ben's sentences were never aligned
-                   for t in offline_diagnosis._content_sentences(offline_diagnosis.strip_speaker(other["raw"])[1]))
+    bens = [c.masked for c in statements.analyse(offline_diagnosis.strip_speaker(other["raw"])[1], "Ben").clauses]
+    assert bens and not any(embedder.key(t) in embedder.memory for t in bens)    # Ben's clauses were never read
 
 
 def test_diagnosis_embeds_only_cuts_that_could_reach_the_proposal_floor(embedder):
     """A cut whose confidence bound (shared words, substance, opening) is under the floor is never embedded,
     and that changes no diagnosis: on every demo turn the best Split found with the floor is the best Split
     found without it whenever that one reaches the floor."""
-    floor = offline_diagnosis.PROPOSE_FLOOR
+    floor = offline_split.SPLIT_FLOOR
     raws = [f"{t.speaker}: {t.text}" for t in load_conversation(DEMO_PATH).turns]
     pruned_away = 0
     for raw in raws:

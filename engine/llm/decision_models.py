@@ -1,13 +1,15 @@
 """The calibrated offline decision models: how probable "the later statement gives a fact of the earlier one a
-new value" (update) and "the earlier statement states a cause of the later" (cause) are, read from the structure
-of what is said.
+new value" (update), "the later statement says the earlier one again, with nothing new" (merge) and "the earlier
+statement states a cause of the later" (cause) are, read from the structure of what is said.
 
 Each is a logistic regression over the features `engine.llm.statements` computes (the cause model also over
 the steward's link signals, `engine.retrieval.links`), fit by `scripts/fit_decisions.py` on the dev decision set
 and the causal suite's validation split only, and stored in `decision_models.json` beside this module with its
 reliability on dev (cross-validated by conversation). Its output is a probability, so a gate's θ reads as one:
-All-Mem's θ_update 0.9 passes what the update model finds 90% likely, MemLoom's θ_rel 0.10 what the cause model
-finds 10% likely.
+All-Mem's θ_update 0.9 passes what the update model finds 90% likely, its θ_merge 0.9 what the merge model finds
+90% likely, MemLoom's θ_rel 0.10 what the cause model finds 10% likely. The update and merge models read the same
+features of a pair: two statements alike enough to be one fact are an update when a value changed and a merge
+when the later one keeps it ("still", the same number or place).
 """
 from __future__ import annotations
 
@@ -67,7 +69,8 @@ class Logistic:
 def models() -> dict[str, Logistic]:
     data = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
     out = {name: Logistic.from_dict(m) for name, m in data["models"].items()}
-    if out["update"].features != UPDATE_FEATURES or out["cause"].features != CAUSE_FEATURES:
+    if out["update"].features != UPDATE_FEATURES or out["merge"].features != UPDATE_FEATURES or \
+            out["cause"].features != CAUSE_FEATURES:
         raise ValueError(f"{MODEL_FILE} was fit on other features; run scripts/fit_decisions.py")
     return out
 
@@ -138,14 +141,24 @@ def judge_update(old_text: str, old_speaker: str, new_text: str, new_speaker: st
                  old_asked: str = "") -> Judgement:
     """How probable it is that `new` gives a new value of a fact `old` stated, and why (`asked`, `old_asked`:
     what the other speaker said just before `new`, `old`, which an answer takes its subject from)."""
+    return judge_statements(old_text, old_speaker, new_text, new_speaker, embed, asked, old_asked)["update"]
+
+
+def judge_statements(old_text: str, old_speaker: str, new_text: str, new_speaker: str, embed, asked: str = "",
+                     old_asked: str = "") -> dict[str, Judgement]:
+    """The update and the merge model's judgements of one pair of statements, from one reading of both
+    (`judge_update` says what `asked` and `old_asked` are)."""
     x, pair = update_features(analyse(old_text, old_speaker), analyse(new_text, new_speaker), embed, asked,
                               old_asked)
-    model = models()["update"]
-    p = model.probability(x)
-    return Judgement(p, _update_reason(pair, x, model), dict(zip(UPDATE_FEATURES, map(float, x))))
+    out = {}
+    for name in ("update", "merge"):
+        model = models()[name]
+        p = model.probability(x)
+        out[name] = Judgement(p, _statement_reason(pair, x, model, name), dict(zip(UPDATE_FEATURES, map(float, x))))
+    return out
 
 
-def _update_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: Logistic) -> str:
+def _statement_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: Logistic, kind: str) -> str:
     if pair is None:
         return "no clause to compare"
     a, b = pair
@@ -156,7 +169,7 @@ def _update_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: Log
                                     ("a plan, then its outcome", f["plan_then_outcome"])) if flag]
     holder = a.holder or "?"
     vetoed = model.veto(x)
-    top = (f"ruled out: {VETO_WORDS.get(vetoed[0], vetoed[0])}, {vetoed[1]:.0%} of such pairs on dev are updates"
+    top = (f"ruled out: {VETO_WORDS.get(vetoed[0], vetoed[0])}, {vetoed[1]:.0%} of such pairs on dev are {kind}s"
            if vetoed else "strongest: " + ", ".join(f"{name} {value:+.1f}" for name, value in model.contributions(x)[:3]))
     return (f"'{_clip(a.text)}' ({holder}, {a.mood}) -> '{_clip(b.text)}' ({b.holder or '?'}, {b.mood}); "
             f"turns alike at {f['turn_cosine']:.2f}, clauses at {f['clause_cosine']:.2f}; {'; '.join(what) or 'no value change seen'} "

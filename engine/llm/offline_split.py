@@ -1,17 +1,22 @@
 """Offline rule for All-Mem's Split: where one unit holds two topics, and how sure that is.
 
-A concept of its own, used by two roles: candidate cuts between sentences, each scored by how separate its
-sides are, whether each is a memory of its own and how the second side opens. `diagnosis`
-(`engine.llm.offline_diagnosis`) proposes the best cut above its floor and `split_plan`
-(`engine.llm.offline`) cuts there. The cached `terms` and the person words are shared with the statement
-rules of the diagnosis.
+A concept of its own, used by two roles: candidate cuts between sentences, each read for how separate its sides
+are (cosine, shared words), whether each is a memory of its own (its content words) and how the second side
+opens (a cue phrase such as "Also," or "Oh, and", turning from the partner to the speaker's own news, pointing
+back); the calibrated split model (`engine.llm.decision_models`, fit on the dev decision sets by
+`scripts/fit_decisions.py`) turns that into a probability, so the gate's θ reads as one. `diagnosis`
+(`engine.llm.offline_diagnosis`) proposes the best cut above its floor and `split_plan` (`engine.llm.offline`)
+cuts there. The cached `terms` and the person words are shared with the statement rules of the diagnosis.
 """
 from __future__ import annotations
 
 import functools
-import math
+from dataclasses import dataclass
+
+import numpy as np
 
 from engine.core.text import content_tokens, jaccard, sentence_spans, strip_speaker, words
+from engine.llm.decision_models import Logistic, models
 
 # Words that make a sentence lean on the one before it (also as "it's", "they're"): splitting there would
 # cut a narrative.
@@ -19,12 +24,14 @@ _CONTINUATIONS = frozenset("it that this these those he she they him her them hi
                            "and which then there after afterwards".split())
 # Discourse markers with which a speaker announces a change of topic (cue phrases, Hirschberg & Litman
 # 1993), possibly after "oh" or "and" ("Oh, and BTW, ..."): the one signal that a low cosine is a new
-# topic rather than a new detail of the same situation.
+# topic rather than a new detail of the same situation; "Oh, and" opening a sentence is one of them.
 _SHIFT_CUES = tuple(tuple(cue.split()) for cue in (
     "also", "by the way", "btw", "fyi", "anyway", "anyways", "speaking of", "on another note",
     "on a different note", "on a side note", "side note", "in other news", "besides that", "apart from that",
-    "aside from that", "other than that", "changing the subject", "unrelated"))
+    "aside from that", "other than that", "changing the subject", "unrelated", "totally unrelated",
+    "completely unrelated", "separately", "completely separately", "different subject"))
 _CUE_LEAD_INS = frozenset({"oh", "ah", "and"})
+_LEAD_IN_CUES = (("oh", "and"), ("ah", "and"))      # "Oh, and Liv lost her first tooth!": a cue of its own
 # Who a side is about. In conversation the commonest change of topic is unannounced: a speaker answers the
 # partner ("Glad you have support, Caroline!") and then opens news of their own ("Here's a pic of my family
 # camping at the beach"): the side before the cut is about the addressee (second person), the side after
@@ -33,26 +40,23 @@ SECOND_PERSON = frozenset("you your you're you've you'll you'd yours yourself ya
 FIRST_PERSON = frozenset("i i'm i've i'll i'd my me mine myself we we're we've we'll our ours us".split())
 _SHOWING = tuple(tuple(p.split()) for p in ("here's", "here is", "check out", "take a look", "look at this"))
 _OPENING_WORDS = 12       # words of the second side read for who it is about
-MIN_CONTENT = 4           # tokens a statement or segment needs before Merge/Update/Split rules apply
-# MiniLM cosines of unrelated sentence pairs cluster below ~0.15 and of same-topic pairs above ~0.3;
-# the split's separation is a logistic around this midpoint rather than a linear 1 - cosine. When the
-# speaker marks the change (a cue phrase, or turning from the partner to their own news), the marker is the
-# evidence of a new topic and the cosine only has to rule out the same subject, so the midpoint moves up to
-# where same-topic pairs begin: two sides of one chat share its register ("support", "family") and sit at
-# 0.15-0.3 without being one topic.
-_UNRELATED_MID, _MARKED_MID, _UNRELATED_SCALE = 0.2, 0.3, 0.035
-# Each side must be a statement of its own, not a remark on the other ("Rude but accurate.", "Thanks,
-# Caroline."): a logistic in the content words of the shorter side, one half at 4.5 (about 0.27 at 4
-# words, 0.73 at 5, 0.95 at 6, 0.99 at 7).
-_SUBSTANCE_MID, _SUBSTANCE_SCALE = 4.5, 0.5
-# How the second side opens. MiniLM gives a new detail of the same situation ("There's a train, but it's
-# slow. We're viewing two places next week.") as low a cosine as a new topic, so a cut the speaker does not
-# mark stays below the 0.9 gate, for a reviewer to judge; one that points back (a pronoun, "so") counts half.
-_UNMARKED, _LEANS = 0.85, 0.5
+MIN_SIDE = 2              # content words each side of a cut needs to be read at all ("Rude but accurate.")
+# Below this probability a cut is no Split candidate at all (an LLM diagnoser would not propose it either, and
+# a plan finds no two topics); between it and the gate, the proposal is shown to a reviewer as gated out.
+SPLIT_FLOOR = 0.5
+# Content words past which a side counts as no more of a memory of its own: the dev sets' sides are a
+# sentence or two, LoCoMo's run to paragraphs, and the model must not read a long side as ever surer.
+SUBSTANCE_CAP = 8
+# Below any cosine MiniLM gives two English sentences: a cut whose probability at this cosine is under the
+# floor cannot reach it, so it is never embedded.
+COSINE_BOUND = -0.5
 MAX_CUTS = 32             # candidate Split points per text
 SIDE_CHARS = 2000         # characters of each side of a cut that are compared (MiniLM reads ~256 tokens)
-# How a cut's second side opens, as a factor of its confidence.
-_MARKER = {"shift": 1.0, "turn": 1.0, "leans": _LEANS, "plain": _UNMARKED}
+SPLIT_FEATURES = ("cosine", "shared", "substance", "shift", "turn", "leans", "asks")
+_WORDS = {"shift": "the second part opens with '{}', a change of topic",
+          "turn": "the first part answers the partner, the second opens the speaker's own news ('{}')",
+          "leans": "the second part leans on the first ('{}')",
+          "plain": "no marker of a change of topic"}
 
 
 @functools.lru_cache(maxsize=8192)
@@ -84,58 +88,86 @@ def split_cuts(raw: str) -> list[tuple[int, int, str, str]]:
 
 def scored_cuts(raw: str, all_cuts: list[tuple[int, int, str, str]] | None = None, floor: float = 0.0
                  ) -> list[tuple[int, int, str, str, float, int]]:
-    """The cuts whose sides both have substance, with their shared-word share and the shorter side's
-    content words: the only cuts Split embeds. With a `floor`, also only the cuts that could reach it:
-    a confidence is at most (1 - shared) x substance x opening (the cosine factor is below 1), so a cut
-    whose bound is under the floor needs no embedding to be ruled out."""
+    """The cuts whose sides both say something (`MIN_SIDE` content words), with their shared-word share and
+    the shorter side's content words: the only cuts Split embeds. With a `floor`, also only the cuts that
+    could reach it: the split model's probability at `COSINE_BOUND`, the most separate the sides can read, is
+    a bound that needs no embedding."""
     cuts = []
     for n_left, cut, left, right in split_cuts(raw) if all_cuts is None else all_cuts:
         tl, tr = terms(left), terms(right)
-        if len(tl) < MIN_CONTENT or len(tr) < MIN_CONTENT:
+        if len(tl) < MIN_SIDE or len(tr) < MIN_SIDE:
             continue
         shared, content = jaccard(tl, tr), min(len(tl), len(tr))
-        if floor and (1.0 - shared) * _substance(content) * _MARKER[_opening(left, right)[0]] < floor:
+        if floor and _model().probability(cut_features(COSINE_BOUND, shared, content, _opening(left, right)[0],
+                                                       right)) < floor:
             continue
         cuts.append((n_left, cut, left, right, shared, content))
     return cuts
 
 
-def best_split(raw: str, embedder, floor: float = 0.0) -> tuple[float, int, str] | None:
-    """The most confident two-way cut between sentences, as (confidence, char offset, reason).
+def cut_features(cosine: float, shared: float, content: int, opening: str, right: str) -> np.ndarray:
+    """The split model's features of a cut (`SPLIT_FEATURES`): the sides' cosine and shared-word share, the
+    shorter side's content words (at most `SUBSTANCE_CAP`), how the second side opens, and whether it asks."""
+    return np.array([cosine, shared, float(min(content, SUBSTANCE_CAP)), float(opening == "shift"),
+                     float(opening == "turn"), float(opening == "leans"), float(right.rstrip().endswith("?"))])
 
-    The confidence is that of two topics, a product of three parts: how separate the sides are (no
-    shared words, a low cosine), whether each is substantive enough to be a memory of its own, and
-    whether the speaker marks the change of topic; two sentences about one situation miss the last
-    two however low their cosine.
-    """
+
+@dataclass(frozen=True)
+class CutReading:
+    """One candidate cut as the split model reads it."""
+
+    n_left: int               # sentences before the cut
+    offset: int               # where the second side starts in the text
+    n_sentences: int
+    cosine: float
+    shared: float
+    content: int
+    opening: str              # shift | turn | leans | plain
+    word: str                 # the words that mark the opening
+    features: np.ndarray      # `cut_features`
+
+    def reason(self, p: float) -> str:
+        return (f"sentences 1-{self.n_left} and {self.n_left + 1}-{self.n_sentences} share {self.shared:.2f} of "
+                f"their words, cosine {self.cosine:.2f}; the shorter side has {self.content} content words; "
+                f"{_WORDS[self.opening].format(self.word)}; split model {p:.2f}")
+
+
+def read_cuts(raw: str, embedder, floor: float = 0.0) -> list[CutReading]:
+    """The candidate cuts of a text (`scored_cuts`, with its `floor`), each read for the split model."""
     all_cuts = split_cuts(raw)
     cuts = scored_cuts(raw, all_cuts, floor)
     if not cuts:
-        return None
+        return []
     n_sentences = all_cuts[-1][0] + 1          # the last sentence boundary is always a candidate
     vecs = embedder.embed([t for _, _, left, right, _, _ in cuts for t in (left, right)])
-    best: tuple[float, int, str] | None = None
+    out = []
     for i, (n_left, cut, left, right, shared, content) in enumerate(cuts):
         cosine = float(vecs[2 * i] @ vecs[2 * i + 1])
         opening, word = _opening(left, right)
-        mid = _MARKED_MID if _MARKER[opening] == 1.0 else _UNRELATED_MID
-        separation = (1.0 - shared) / (1.0 + math.exp((cosine - mid) / _UNRELATED_SCALE))
-        conf = separation * _substance(content) * _MARKER[opening]
-        reason = (f"sentences 1-{n_left} and {n_left + 1}-{n_sentences} share {shared:.2f} of their words, "
-                  f"cosine {cosine:.2f}; the shorter side has {content} content words; " + {
-                      "shift": f"the second part opens with '{word}', a change of topic",
-                      "turn": f"the first part answers the partner, the second opens the speaker's own news "
-                              f"('{word}')",
-                      "leans": f"the second part leans on the first ('{word}')",
-                      "plain": "no marker of a change of topic"}[opening])
-        if best is None or conf > best[0]:
-            best = (conf, cut, reason)
-    return best
+        out.append(CutReading(n_left, cut, n_sentences, cosine, shared, content, opening, word,
+                              cut_features(cosine, shared, content, opening, right)))
+    return out
 
 
-def _substance(content: int) -> float:
-    """Whether the shorter side is a memory of its own: logistic in its content words."""
-    return 1.0 / (1.0 + math.exp((_SUBSTANCE_MID - content) / _SUBSTANCE_SCALE))
+def best_split(raw: str, embedder, floor: float = 0.0) -> tuple[float, int, str] | None:
+    """The most probable two-way cut between sentences, as (probability, char offset, reason): the split
+    model's judgement of how separate the sides read, whether each says something of its own and whether
+    the speaker marks the change of topic; two sentences about one situation miss the last two however
+    low their cosine."""
+    model = _model()
+    best: tuple[float, CutReading] | None = None
+    for reading in read_cuts(raw, embedder, floor):
+        p = model.probability(reading.features)
+        if best is None or p > best[0]:
+            best = (p, reading)
+    return None if best is None else (best[0], best[1].offset, best[1].reason(best[0]))
+
+
+def _model() -> Logistic:
+    model = models()["split"]
+    if model.features != SPLIT_FEATURES:
+        raise ValueError("the stored split model was fit on other features; run scripts/fit_decisions.py")
+    return model
 
 
 def _points_back(word: str) -> bool:
@@ -143,7 +175,8 @@ def _points_back(word: str) -> bool:
 
 
 def _opening(left: str, text: str) -> tuple[str, str]:
-    """How a cut's second side opens: ("shift", cue) when a cue phrase announces a new topic, ("leans",
+    """How a cut's second side opens: ("shift", cue) when a cue phrase ("Also,", "Oh, and") announces a new
+    topic, ("leans",
     word) when it points back to the first side (also right after a cue: "Also, it's lopsided"), ("turn",
     words) when the first side is about the partner and the second opens the speaker's own news, else
     ("plain", "")."""
@@ -155,6 +188,9 @@ def _opening(left: str, text: str) -> tuple[str, str]:
         if tuple(ws[start:start + len(cue)]) == cue:
             after = ws[start + len(cue)] if len(ws) > start + len(cue) else ""
             return ("leans", after) if _points_back(after) else ("shift", " ".join(cue))
+    if tuple(ws[:2]) in _LEAD_IN_CUES:
+        after = ws[start] if start < len(ws) else ""
+        return ("leans", after) if _points_back(after) else ("shift", " ".join(ws[:2]))
     if ws and _points_back(ws[0]):
         return "leans", ws[0]
     turn = _turns_to_own_news(left, text)
