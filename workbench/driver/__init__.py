@@ -8,6 +8,7 @@ themselves. The names below are the package's public surface, so a test imports 
 from workbench.driver.browser import (
     CHROMIUM,
     browser_page,
+    choose_option,
     choose_radio,
     click,
     jump_to_turn,
@@ -61,7 +62,7 @@ __all__ = [
     "baseline_walkthrough",
     "bench_demo_workspace", "bench_fixture_workspace", "benchmark_walkthrough", "browser_page", "causal_root",
     "decisions_walkthrough",
-    "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "folded_groups", "free_port",
+    "choose_option", "choose_radio", "click", "click_graph_node", "demo_turn_after", "first_miss", "folded_groups", "free_port",
     "gam_session", "gam_walkthrough",
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
     "locomo_events_walkthrough", "locomo_graph_walkthrough", "locomo_layers_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
