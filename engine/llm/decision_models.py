@@ -150,12 +150,9 @@ def judge_statements(old_text: str, old_speaker: str, new_text: str, new_speaker
     (`judge_update` says what `asked` and `old_asked` are)."""
     x, pair = update_features(analyse(old_text, old_speaker), analyse(new_text, new_speaker), embed, asked,
                               old_asked)
-    out = {}
-    for name in ("update", "merge"):
-        model = models()[name]
-        p = model.probability(x)
-        out[name] = Judgement(p, _statement_reason(pair, x, model, name), dict(zip(UPDATE_FEATURES, map(float, x))))
-    return out
+    features = dict(zip(UPDATE_FEATURES, map(float, x)))
+    return {name: Judgement(models()[name].probability(x), _statement_reason(pair, x, models()[name], name), features)
+            for name in ("update", "merge")}
 
 
 def _statement_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: Logistic, kind: str) -> str:

@@ -58,7 +58,7 @@ class OfflineBackend(LLMBackend):
     def _split_plan(self, p: dict) -> dict:
         raw = p["original_text"]
         split = offline_split.best_split(raw, self.embedder, floor=offline_split.SPLIT_FLOOR)
-        if split is None or split[0] < offline_split.SPLIT_FLOOR:
+        if split is None:
             return {"do_split": False, "split_rationale": "one coherent topic",
                     "segments": [self._segment(raw, "whole")]}
         conf, cut, reason = split

@@ -33,7 +33,7 @@ def diagnose(p: dict, embedder) -> dict:
     target = p["target"]
     tasks: dict[str, list] = {"split_tasks": [], "merge_tasks": [], "update_tasks": []}
     split = best_split(target["raw"], embedder, floor=SPLIT_FLOOR)
-    if split is not None and split[0] >= SPLIT_FLOOR:
+    if split is not None:
         conf, _, reason = split
         tasks["split_tasks"].append({"node_id": target["id"], "reason": reason, "confidence": round(conf, 4)})
     _, t_body = strip_speaker(target["raw"])

@@ -150,17 +150,19 @@ def read_cuts(raw: str, embedder, floor: float = 0.0) -> list[CutReading]:
 
 
 def best_split(raw: str, embedder, floor: float = 0.0) -> tuple[float, int, str] | None:
-    """The most probable two-way cut between sentences, as (probability, char offset, reason): the split
-    model's judgement of how separate the sides read, whether each says something of its own and whether
-    the speaker marks the change of topic; two sentences about one situation miss the last two however
-    low their cosine."""
+    """The most probable two-way cut between sentences, as (probability, char offset, reason), or None when
+    no cut reaches `floor`: the split model's judgement of how separate the sides read, whether each says
+    something of its own and whether the speaker marks the change of topic; two sentences about one situation
+    miss the last two however low their cosine."""
     model = _model()
     best: tuple[float, CutReading] | None = None
     for reading in read_cuts(raw, embedder, floor):
         p = model.probability(reading.features)
         if best is None or p > best[0]:
             best = (p, reading)
-    return None if best is None else (best[0], best[1].offset, best[1].reason(best[0]))
+    if best is None or best[0] < floor:
+        return None
+    return best[0], best[1].offset, best[1].reason(best[0])
 
 
 def _model() -> Logistic:
