@@ -34,6 +34,17 @@ def test_one_person_across_speakers_and_relatives_named_without_my() -> None:
     assert analyse("Sandra and I split up.", "Tom").clauses[0].holder == "speaker"
 
 
+def test_they_need_not_be_people(embed) -> None:
+    """"They're great" answers "How are the cats?": a plural "they" is as often things as people, so it holds no
+    one's fact, where "she" does; the cats' new count is then Tom's own statement, not someone else's."""
+    assert analyse("They're great.", "Tom").clauses[0].holder == ""
+    assert analyse("She's great.", "Tom").clauses[0].holder == "third"
+    cats = judge_update("I love it. I have 2 cats, Miso and Pickle.", "Tom",
+                        "They're great. We adopted another kitten, so I have 3 cats now.", "Tom", embed,
+                        asked="How are the cats?")
+    assert cats.features["new_other_holder"] == 0.0 and cats.probability >= 0.9
+
+
 def test_an_age_in_words_and_a_plan_in_the_present_progressive() -> None:
     (age,) = [c for c in analyse("I'm twenty-nine though.", "Tom").clauses if c.counts]
     assert ("age", "29") in age.counts
@@ -53,6 +64,21 @@ def test_an_answer_takes_its_subject_from_both_questions(embed) -> None:
                          asked="Are you still at the garage?", old_asked="Still at the garage?")
     assert asked.features["context_cosine"] > bare.features["context_cosine"]
     assert asked.probability > bare.probability
+
+
+def test_an_answer_that_says_no_to_the_question_denies_what_it_asked(embed) -> None:
+    """"Nope." says no to "Still at the bank?", so the teaching job is the bank job's new value, though the
+    answer never names the bank; "No idea yet" and a "No!" of surprise deny nothing."""
+    old, new = "I'm still at the bank, doing mortgages. Fourteen years this summer.", \
+        "Nope. Teaching maths at a secondary school in Harrow now."
+    denied = judge_update(old, "Ravi", new, "Ravi", embed, asked="Still at the bank?")
+    unsaid = judge_update(old, "Ravi", new.replace("Nope. ", ""), "Ravi", embed, asked="Still at the bank?")
+    assert denied.features["denies_asked"] == pytest.approx(denied.features["asked_about_it"])
+    assert denied.features["denies_asked"] > 0.3
+    assert unsaid.features["denies_asked"] == 0.0 and denied.probability > unsaid.probability
+    for reply in ("No idea yet.", "No! Where will I get my buns?"):
+        assert judge_update(old, "Ravi", reply, "Ravi", embed, asked="Still at the bank?").features[
+            "denies_asked"] == 0.0
 
 
 def test_the_cause_model_reads_a_marked_consequence_and_a_question(embed) -> None:

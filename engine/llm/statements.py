@@ -27,6 +27,7 @@ coach team family in-laws stepdad stepmum stepmom""".split())
 FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
 SECOND_PERSON = frozenset("you your yours yourself".split())
 THIRD_PERSON = frozenset("he him his she her hers they them their theirs".split())
+PERSONAL = frozenset("he him his she her hers".split())     # third-person pronouns that only people take
 # How English marks a clause as not (yet) a fact: supposed, wished, planned, doubted.
 HYPOTHETICAL = frozenset("if unless suppose imagine maybe perhaps someday sometime might could would wish "
                          "whether dream".split())
@@ -154,7 +155,7 @@ def _holder(head, tokens, speaker: str) -> str:
             name = " ".join(t.text for t in subj.subtree if t.pos_ == "PROPN")
             return "speaker" if speaker and name.lower() == speaker.lower() else name.lower()
         if low in THIRD_PERSON:
-            return "third"
+            return "third" if low in PERSONAL else ""     # "they're great" (the cats) need not be people
         poss = next((t.lower_ for t in subj.subtree if t.dep_ == "poss"), "")
         if poss in FIRST_PERSON:
             return "speaker"
@@ -289,7 +290,12 @@ UPDATE_FEATURES = ("turn_cosine", "clause_cosine", "slot_overlap", "number_chang
                    "polarity_flip", "change_word", "plan_then_outcome", "new_other_holder", "new_not_stated",
                    "old_not_stated", "asked", "same_speaker", "cosine_x_change", "same_value", "context_cosine",
                    "asked_about_it", "context_x_change", "restated_new_value", "other_holder", "new_not_fact",
-                   "still")
+                   "still", "denies_asked")
+# An answer that opens by saying no to a yes-no question ("Still at the bank?" -- "Nope. Teaching maths now"):
+# English's polarity particles, alone before a pause, deny what the question asked, so the answer gives the
+# asked-about fact a new value without repeating it.
+_DENIAL = re.compile(r"^\W*(?:no|nope|nah|not any ?more|no longer|not now|not these days|sadly not|afraid not|"
+                     r"no chance|no way|not really|not at all)\s*(?:[.,;:]|\s[-\u2013\u2014])", re.IGNORECASE)
 
 
 def _content(c: Clause) -> bool:
@@ -336,8 +342,9 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     `asked` is what the other speaker said just before `new`, when `new` answers it: "Still at Swiftline?" --
     "No, three weeks in at the hospital now." An answer takes its subject from the question, so the question
     and the answer together are compared with the old statement (`context_cosine`), and how closely the
-    question asks about the old statement is a feature of its own (`asked_about_it`). `old_asked` is the same
-    for `old` ("Still at the garage?" -- "Still there. Twelve years next month.")."""
+    question asks about the old statement is a feature of its own (`asked_about_it`), and so is an answer that
+    opens by saying no to it ("Nope. Teaching maths now": `denies_asked`). `old_asked` is the same for `old`
+    ("Still at the garage?" -- "Still there. Twelve years next month.")."""
     a_cl, b_cl = _compared(old), _compared(new)
     if not a_cl or not b_cl:
         return np.zeros(len(UPDATE_FEATURES)), None
@@ -383,8 +390,13 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                          float(old.speaker == new.speaker), turn_cos * changed, same_value, context_cos, asked_cos,
                          context_cos * changed, _restated_new_value(a, b, cosine, best_key[0]),
                          float(best_key[0] == 0), float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
-                         float(b.kept)])
+                         float(b.kept), asked_cos * _denies(new.text, asked)])
     return features, (a, b)
+
+
+def _denies(answer: str, asked: str) -> float:
+    """Whether `answer` opens by saying no to `asked`, a question."""
+    return float(asked.rstrip().endswith("?") and bool(_DENIAL.match(answer)))
 
 
 def person(c: Clause, speaker: str) -> str:
