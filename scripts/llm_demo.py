@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from engine.core.ports import free_port  # noqa: E402
 from engine.eval.llm_costs import MODEL_NOTE, cost_table, costs_and_decisions, decisions_line, offline_llm  # noqa: E402
-from engine.llm.server import LocalServer, free_port  # noqa: E402
+from engine.llm.server import LocalServer  # noqa: E402
 
 
 def loadavg() -> str:

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.ports import free_port
+from engine.core.proposal import REPLY_REFUSED
+from engine.engines import known_engines
 from engine.llm import LLM, OpenAIBackend, structured
 from engine.llm.openai_backend import forget_models
 from engine.llm.prompts import payload_of
 from engine.llm.schemas import BOUNDS, SCHEMAS, TOKEN_CAPS, model_schema
-from engine.llm.server import LocalServer, free_port, server_installed
-from engine.core.proposal import REPLY_REFUSED
-from engine.engines import known_engines
+from engine.llm.server import LocalServer, server_installed
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from engine.core.ports import free_port
 from engine.llm import (
     BACKENDS,
     LLM,
@@ -159,12 +159,6 @@ def backend(base_url: str, sleeps: list[float] | None = None, **kw: Any) -> Open
     kw.setdefault("timeout", 5.0)
     return OpenAIBackend("fake-model", base_url=base_url, api_key="test-key",
                          sleep=(sleeps.append if sleeps is not None else lambda _s: None), **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_valid_answer_is_parsed_validated_and_measured(server: FakeServer) -> None:

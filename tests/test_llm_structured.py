@@ -86,7 +86,7 @@ def test_a_setting_overrides_detection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_unreachable_server_is_a_network_failure_and_nothing_is_cached() -> None:
-    from tests.test_llm_openai import free_port
+    from engine.core.ports import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     call = LLM(backend(url)).call("descriptor", PAYLOAD)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -66,12 +65,6 @@ def server_installed() -> str | None:
         if importlib.util.find_spec(module) is None:
             return f"the Python module {module} is not installed; run {INSTALL}"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
