@@ -90,3 +90,25 @@ def test_the_cause_model_reads_a_marked_consequence_and_a_question(embed) -> Non
     a, b = judge_cause(-2.0, cause, marked, embed), judge_cause(-2.0, cause, asked, embed)
     assert set(a.features) == set(CAUSE_FEATURES) and a.features["consequence"] == 1.0
     assert 0.0 < b.probability < a.probability < 1.0 and "cause model" in a.reason
+
+
+def test_a_pair_ruled_out_by_its_parse_embeds_nothing(embed) -> None:
+    """Someone else's fact, or a question, is vetoed whatever the turns' likeness, so nothing of the pair is
+    embedded: no text is asked of the embedder, and the probability and the reason are the veto's. A pair read
+    whole embeds the question and the answer apart, never the two as one text."""
+    from engine.llm.statements import update_texts
+
+    asked_for: list[str] = []
+
+    def recording(texts):
+        asked_for.extend(texts)
+        return embed(texts)
+
+    for new, veto in (("My sister has 3 cats.", "two people"), ("Do you have 3 cats now?", "asks")):
+        assert update_texts(analyse("I have 2 cats.", "Tom"), analyse(new, "Tom"), asked="How are the cats?") == []
+        judged = judge_update("I have 2 cats.", "Tom", new, "Tom", recording, asked="How are the cats?")
+        assert asked_for == [] and judged.probability < 0.05
+        assert veto in judged.reason and "alike" not in judged.reason
+    judged = judge_update("I have 2 cats.", "Tom", "I have 3 cats now.", "Tom", recording, asked="How are the cats?")
+    assert "How are the cats?" in asked_for and "I have 3 cats now." in asked_for
+    assert not [t for t in asked_for if "cats? " in t] and judged.probability >= 0.5

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.llm.statements import UPDATE_FEATURES, Clause, analyse, update_features
+from engine.llm.statements import PARSE_VETOES, UPDATE_FEATURES, Clause, analyse, update_features
 from engine.retrieval.links import pair_signals
 
 MODEL_FILE = Path(__file__).with_name("decision_models.json")
@@ -72,6 +72,10 @@ def models() -> dict[str, Logistic]:
     if out["update"].features != UPDATE_FEATURES or out["merge"].features != UPDATE_FEATURES or \
             out["cause"].features != CAUSE_FEATURES:
         raise ValueError(f"{MODEL_FILE} was fit on other features; run scripts/fit_decisions.py")
+    for name in ("update", "merge"):
+        first = {veto for veto, _ in out[name].vetoes[:len(PARSE_VETOES)]}
+        if first != set(PARSE_VETOES):       # update_features reads no more of a pair these rule out
+            raise ValueError(f"{MODEL_FILE}: the {name} model must veto {', '.join(PARSE_VETOES)} first")
     return out
 
 
@@ -168,9 +172,11 @@ def _statement_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: 
     vetoed = model.veto(x)
     top = (f"ruled out: {VETO_WORDS.get(vetoed[0], vetoed[0])}, {vetoed[1]:.0%} of such pairs on dev are {kind}s"
            if vetoed else "strongest: " + ", ".join(f"{name} {value:+.1f}" for name, value in model.contributions(x)[:3]))
-    return (f"'{_clip(a.text)}' ({holder}, {a.mood}) -> '{_clip(b.text)}' ({b.holder or '?'}, {b.mood}); "
-            f"turns alike at {f['turn_cosine']:.2f}, clauses at {f['clause_cosine']:.2f}; {'; '.join(what) or 'no value change seen'} "
-            f"({top})")
+    said = f"'{_clip(a.text)}' ({holder}, {a.mood}) -> '{_clip(b.text)}' ({b.holder or '?'}, {b.mood})"
+    if vetoed and vetoed[0] in PARSE_VETOES:        # ruled out from the parse: nothing else was read
+        return f"{said}; {top}"
+    return (f"{said}; turns alike at {f['turn_cosine']:.2f}, clauses at {f['clause_cosine']:.2f}; "
+            f"{'; '.join(what) or 'no value change seen'} ({top})")
 
 
 def _clip(text: str, n: int = 60) -> str:

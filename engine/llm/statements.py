@@ -291,6 +291,10 @@ UPDATE_FEATURES = ("turn_cosine", "clause_cosine", "slot_overlap", "number_chang
                    "old_not_stated", "asked", "same_speaker", "cosine_x_change", "same_value", "context_cosine",
                    "asked_about_it", "context_x_change", "restated_new_value", "other_holder", "new_not_fact",
                    "still", "denies_asked")
+# The vetoes the parse alone decides: every clause pair is about two people, or the later statement asks. A pair
+# either holds is ruled out whatever its turns' likeness, so `update_features` reads nothing more of it and
+# embeds nothing (`engine.llm.decision_models.models` checks that the stored models veto these first).
+PARSE_VETOES = ("other_holder", "asked")
 # An answer that opens by saying no to a yes-no question ("Still at the bank?" -- "Nope. Teaching maths now"):
 # English's polarity particles, alone before a pause, deny what the question asked, so the answer gives the
 # asked-about fact a new value without repeating it.
@@ -321,15 +325,35 @@ def _compared(st: Statement) -> list[Clause]:
     return ([c for c in st.clauses if _content(c)] or list(st.clauses))[:MAX_CLAUSES]
 
 
-def _with_questions(old: Statement, new: Statement, asked: str, old_asked: str) -> tuple[str, str]:
-    """Each statement read after the question it answers: (new with `asked`, old with `old_asked`)."""
-    return f"{asked} {new.text}".strip(), f"{old_asked} {old.text}".strip()
+def _read_after(vec: dict[str, np.ndarray], text: str, asked: str) -> np.ndarray:
+    """A statement read after the question it answers: the mean of the two texts' vectors, renormalised. Until
+    stop 64 the two were embedded together as one text, which was over a quarter of what All-Mem embeds on a
+    LoCoMo conversation; on dev the update model reads the mean as well (docs/DECISIONS.md)."""
+    if not asked:
+        return vec[text]
+    mean = vec[text] + vec[asked]
+    return mean / np.linalg.norm(mean)
+
+
+def _parse_vetoes(old: Statement, new: Statement, a_cl: list[Clause], b_cl: list[Clause]) -> dict[str, float]:
+    """Each of `PARSE_VETOES` as the pair's feature: whether no clause pair is about one person (or someone
+    unsaid), whether the later statement asks."""
+    return {"other_holder": float(all(_holders_agree(a, old.speaker, b, new.speaker) == 0 for a in a_cl for b in b_cl)),
+            "asked": float(_asks(new))}
+
+
+def _asks(st: Statement) -> bool:
+    return st.text.rstrip().endswith("?")
 
 
 def update_texts(old: Statement, new: Statement, asked: str = "", old_asked: str = "") -> list[str]:
-    """The texts `update_features` embeds for a pair (so a caller can embed many pairs' in one batch first)."""
-    return list(dict.fromkeys([old.text, new.text, *_with_questions(old, new, asked, old_asked)]
-                              + ([asked] if asked else []) + [c.masked for c in _compared(old) + _compared(new)]))
+    """The texts `update_features` embeds for a pair (so a caller can embed many pairs' in one batch first): none
+    for a pair one of `PARSE_VETOES` rules out."""
+    a_cl, b_cl = _compared(old), _compared(new)
+    if a_cl and b_cl and any(_parse_vetoes(old, new, a_cl, b_cl).values()):
+        return []
+    return list(dict.fromkeys([old.text, new.text] + [q for q in (asked, old_asked) if q]
+                              + [c.masked for c in a_cl + b_cl]))
 
 
 def update_features(old: Statement, new: Statement, embed, asked: str = "", old_asked: str = ""
@@ -344,15 +368,21 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     and the answer together are compared with the old statement (`context_cosine`), and how closely the
     question asks about the old statement is a feature of its own (`asked_about_it`), and so is an answer that
     opens by saying no to it ("Nope. Teaching maths now": `denies_asked`). `old_asked` is the same for `old`
-    ("Still at the garage?" -- "Still there. Twelve years next month.")."""
+    ("Still at the garage?" -- "Still there. Twelve years next month.").
+
+    A pair one of `PARSE_VETOES` rules out reads those vetoes only (every other feature 0, nothing embedded),
+    and its clause pair is the first of each statement's."""
     a_cl, b_cl = _compared(old), _compared(new)
     if not a_cl or not b_cl:
         return np.zeros(len(UPDATE_FEATURES)), None
-    both, old_both = _with_questions(old, new, asked, old_asked)
+    vetoes = _parse_vetoes(old, new, a_cl, b_cl)
+    if any(vetoes.values()):
+        return np.array([vetoes.get(name, 0.0) for name in UPDATE_FEATURES]), (a_cl[0], b_cl[0])
     texts = update_texts(old, new, asked, old_asked)
     vec = dict(zip(texts, embed(texts)))
     turn_cos = float(vec[old.text] @ vec[new.text])
-    context_cos = max(turn_cos, float(vec[old.text] @ vec[both]), float(vec[old_both] @ vec[both]))
+    both, old_both = _read_after(vec, new.text, asked), _read_after(vec, old.text, old_asked)
+    context_cos = max(turn_cos, float(vec[old.text] @ both), float(old_both @ both))
     asked_cos = float(vec[old.text] @ vec[asked]) if asked else 0.0
     best, best_key = None, None
     for a in a_cl:
@@ -386,10 +416,10 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
     changed = max(num, ent, flip, change, outcome)
     features = np.array([turn_cos, best_key[1], overlap, num, ent, flip, change, outcome, _others(new),
-                         _irrealis(new), _irrealis(old), float(new.text.rstrip().endswith("?")),
+                         _irrealis(new), _irrealis(old), vetoes["asked"],
                          float(old.speaker == new.speaker), turn_cos * changed, same_value, context_cos, asked_cos,
                          context_cos * changed, _restated_new_value(a, b, cosine, best_key[0]),
-                         float(best_key[0] == 0), float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
+                         vetoes["other_holder"], float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
                          float(b.kept), asked_cos * _denies(new.text, asked)])
     return features, (a, b)
 
