@@ -352,6 +352,12 @@ def update_texts(old: Statement, new: Statement, asked: str = "", old_asked: str
     a_cl, b_cl = _compared(old), _compared(new)
     if a_cl and b_cl and any(_parse_vetoes(old, new, a_cl, b_cl).values()):
         return []
+    return _read_texts(old, new, asked, old_asked, a_cl, b_cl)
+
+
+def _read_texts(old: Statement, new: Statement, asked: str, old_asked: str, a_cl: list[Clause],
+                b_cl: list[Clause]) -> list[str]:
+    """The texts a pair no veto of the parse holds is read by: both turns, the questions, the compared clauses."""
     return list(dict.fromkeys([old.text, new.text] + [q for q in (asked, old_asked) if q]
                               + [c.masked for c in a_cl + b_cl]))
 
@@ -378,7 +384,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     vetoes = _parse_vetoes(old, new, a_cl, b_cl)
     if any(vetoes.values()):
         return np.array([vetoes.get(name, 0.0) for name in UPDATE_FEATURES]), (a_cl[0], b_cl[0])
-    texts = update_texts(old, new, asked, old_asked)
+    texts = _read_texts(old, new, asked, old_asked, a_cl, b_cl)       # the vetoes are read already
     vec = dict(zip(texts, embed(texts)))
     turn_cos = float(vec[old.text] @ vec[new.text])
     both, old_both = _read_after(vec, new.text, asked), _read_after(vec, old.text, old_asked)
