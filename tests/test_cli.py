@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -351,3 +352,19 @@ def test_ui_refuses_a_db_that_is_no_session(tmp_path):
     assert junk.read_bytes() == b"not a database" * 20
     proc = memwb("ui", "--headless", "--db", tmp_path / "missing.sqlite", check=False)
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def test_a_command_naming_a_built_in_engine_imports_no_plugin_and_spacy_no_torch(tmp_path):
+    """A replay into All-Mem, which parses statements to diagnose, in a fresh process: no plugin is imported
+    (the installed mem0 adapter imports mem0) and spaCy is loaded without torch; torch still imports afterwards."""
+    conversation = tmp_path / "demo12.jsonl"
+    conversation.write_text("\n".join(DEMO.read_text(encoding="utf-8").splitlines()[:12]) + "\n", encoding="utf-8")
+    script = ("import sys\nfrom engine.cli import main\n"
+              f"code = main(['replay', {str(conversation)!r}, '--db', {str(tmp_path / 'a.sqlite')!r}, '--quiet'])\n"
+              "print('LOADED', sorted(m for m in ('spacy', 'torch', 'mem0', 'memwb_mem0') if m in sys.modules))\n"
+              "import torch\nprint('TORCH', torch.__version__, code)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MEMWB_WORKSPACE": str(tmp_path / "ws")})
+    assert proc.returncode == 0, proc.stderr
+    assert "turns=12" in proc.stdout and "runs=1" in proc.stdout
+    assert "LOADED ['spacy']" in proc.stdout and re.search(r"TORCH \S+ 0", proc.stdout), proc.stdout

@@ -112,3 +112,25 @@ def test_a_pair_ruled_out_by_its_parse_embeds_nothing(embed) -> None:
     judged = judge_update("I have 2 cats.", "Tom", "I have 3 cats now.", "Tom", recording, asked="How are the cats?")
     assert "How are the cats?" in asked_for and "I have 3 cats now." in asked_for
     assert not [t for t in asked_for if "cats? " in t] and judged.probability >= 0.5
+
+
+def test_statements_read_ahead_in_batches_are_the_statements_read_one_by_one(monkeypatch) -> None:
+    """`analyse_ahead` parses a buffer's turns through spaCy's batched pipe; `analyse` then hands those back
+    without parsing again, and each equals the statement the parser reads of the turn alone."""
+    from engine.llm import statements
+
+    said = [("I have 2 cats.", "Tom"), ("We adopted another kitten, so I have three cats now.", "Tom"),
+            ("My sister moved to Leeds last year, didn't she?", "Ana"), ("If I ever quit, I'd sail to Lisbon.", "Ana"),
+            ("I'm twenty-nine and I don't live in Leeds anymore.", "Tom"), ("I have 2 cats.", "Ana")]
+    monkeypatch.setattr(statements, "_READ", {})
+    alone = [statements.analyse(text, speaker) for text, speaker in said]
+    monkeypatch.setattr(statements, "_READ", {})
+    statements.analyse_ahead(said + said[:2])
+    assert len(statements._READ) == len(said)
+
+    def parsed_again():
+        raise AssertionError("a statement read ahead was parsed again")
+
+    monkeypatch.setattr(statements, "parser", parsed_again)
+    assert [statements.analyse(text, speaker) for text, speaker in said] == alone
+    assert alone[1].clauses and alone[1].speaker == "Tom" and alone[5].speaker == "Ana"

@@ -13,7 +13,7 @@ import re
 from engine.core.text import strip_speaker
 from engine.llm.decision_models import judge_statements
 from engine.llm.offline_split import SPLIT_FLOOR, best_split, scored_cuts
-from engine.llm.statements import Statement, analyse, update_texts
+from engine.llm.statements import Statement, analyse, analyse_ahead, update_texts
 
 # Below this probability a pair is no Update (or Merge) candidate; between it and the gate θ, the proposal is
 # shown to a reviewer as gated out, never dropped.
@@ -86,8 +86,13 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
 
 def _statement(unit: dict) -> Statement:
     """A payload unit's statement as `engine.llm.statements` reads it (its text without the speaker)."""
+    return analyse(*_said(unit))
+
+
+def _said(unit: dict) -> tuple[str, str]:
+    """A payload unit's text without the speaker, and its speaker."""
     speaker, body = strip_speaker(unit["raw"])
-    return analyse(body, speaker or unit.get("speaker", ""))
+    return body, speaker or unit.get("speaker", "")
 
 
 def _neighbours(p: dict) -> list[dict]:
@@ -104,17 +109,17 @@ def prefetch(payloads: list[dict], embedder) -> None:
     most `MAX_CLAUSES` clauses of each) are sorted by length and go to the embedder's `embed_ahead`, so a batch
     pads little and one batch of vectors is in flight at once. Embedding them two or three at a time, as the
     targets came, a cold conv-26 All-Mem benchmark made 278 encoder calls for its 1,823 texts; with this, 43.
+    The statements of those pairs are parsed ahead the same way (`statements.analyse_ahead`).
     """
-    wanted: set[str] = set()
-    for p in payloads:
-        target = p["target"]
-        wanted.update(t for _, _, left, right, _, _ in scored_cuts(target["raw"], floor=SPLIT_FLOOR)
-                      for t in (left, right))
-        for n in _neighbours(p):
-            if (n.get("speaker") or "") == (target.get("speaker") or ""):
-                new, old = (target, n) if _is_newer(target, n) else (n, target)
-                wanted.update(update_texts(_statement(old), _statement(new), strip_speaker(new.get("asked") or "")[1],
-                                           strip_speaker(old.get("asked") or "")[1]))
+    wanted = {t for p in payloads for _, _, left, right, _, _ in scored_cuts(p["target"]["raw"], floor=SPLIT_FLOOR)
+              for t in (left, right)}
+    pairs = [(p["target"], n) for p in payloads for n in _neighbours(p)
+             if (n.get("speaker") or "") == (p["target"].get("speaker") or "")]
+    analyse_ahead([_said(unit) for pair in pairs for unit in pair])        # parsed in batches
+    for target, n in pairs:
+        new, old = (target, n) if _is_newer(target, n) else (n, target)
+        wanted.update(update_texts(_statement(old), _statement(new), strip_speaker(new.get("asked") or "")[1],
+                                   strip_speaker(old.get("asked") or "")[1]))
     embedder.embed_ahead(sorted(wanted, key=lambda t: (len(t), t)))     # like lengths together: little padding
 
 
