@@ -38,6 +38,11 @@ DEMO = ROOT / "datasets" / "demo" / "demo.jsonl"
 FIXTURES = ROOT / "tests" / "fixtures" / "llm"
 REPLY_CODES = set(REPLY_REFUSED)          # a reply came (HTTP 200) and the boundary refused it
 
+# The suite runs this module beside two other workers on two cores, where a second llama.cpp thread mostly spins
+# waiting on the first: with one, two of its tests took 322 s against 377 s beside two busy cores, and 40 CPU
+# seconds less that the other workers had.
+THREADS = 1
+
 MISSING = server_installed()
 if MISSING and os.environ.get("CI") == "true":
     raise RuntimeError(f"the local model server is needed under CI: {MISSING}")
@@ -48,7 +53,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.live_llm,
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> LocalServer:
     log = tmp_path_factory.mktemp("llm") / "server.log"
-    with LocalServer(port=free_port(), context=4096, log=log) as srv:
+    with LocalServer(port=free_port(), context=4096, log=log, threads=THREADS) as srv:
         yield srv
 
 
@@ -229,7 +234,7 @@ def test_a_replay_through_the_real_model_is_recorded_and_replays_exactly(server:
 def test_server_killed_mid_run(tmp_path: Path) -> None:
     """The server dies after the second turn: later calls fail as NETWORK, each turn is still stored whole,
     the replay goes on to the end and says what failed."""
-    srv = LocalServer(port=free_port(), context=4096, log=tmp_path / "server.log").start()
+    srv = LocalServer(port=free_port(), context=4096, log=tmp_path / "server.log", threads=THREADS).start()
     env = env_for(srv, MEMWB_OPENAI_MAX_RETRIES="1")
     conv = demo_turns(tmp_path / "demo6.jsonl", 6)
     db = tmp_path / "killed.sqlite"
@@ -309,7 +314,7 @@ def test_a_schema_the_model_cannot_satisfy(server: LocalServer, tmp_path: Path,
 def test_a_prompt_longer_than_the_context(tmp_path: Path) -> None:
     """A server with a 512-token context: descriptors fit, diagnosis prompts (target plus neighbours) do not.
     They fail as CONTEXT_OVERFLOW, their proposals as LLM_FAIL with the server's message, nothing applied."""
-    with LocalServer(port=free_port(), context=512, log=tmp_path / "server.log") as srv:
+    with LocalServer(port=free_port(), context=512, log=tmp_path / "server.log", threads=THREADS) as srv:
         env = env_for(srv, MEMWB_OPENAI_MAX_TOKENS="64", MEMWB_OPENAI_MAX_RETRIES="0")
         db = tmp_path / "overflow.sqlite"
         proc = memwb("replay", demo_turns(tmp_path / "demo8.jsonl", 8), "--db", db, "--llm", "openai",
