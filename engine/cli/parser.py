@@ -13,9 +13,10 @@ def _add_db(p: argparse.ArgumentParser) -> None:
 
 
 class _EngineNames:
-    """`--engine`'s choices. A built-in name is checked without looking for plugins; any other name, the usage
-    line and the help discover them. Discovery imports every installed plugin, and a command naming a built-in
-    engine (most do, `allmem` by default) paid for that on each start: 0.75 s with the mem0 adapter installed."""
+    """`--engine`'s choices. A built-in name is checked without looking for plugins; any other name, the list an
+    unknown name's error gives and `--help` discover them (the usage line shows `ENGINE`: argparse formats it as
+    an argument is added). Discovery imports every installed plugin, and a command naming a built-in engine (most
+    do, `allmem` by default) paid for that on each start: 0.75 s with the mem0 adapter installed."""
 
     def __contains__(self, name: object) -> bool:
         return name in ENGINES or name in known_engines()
