@@ -66,7 +66,7 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
     and mood), so a confidence reads as a probability. An Update needs a value that changed in the clauses
     about one thing; the likelier of the two is proposed, and neither below its floor. `cosine` (the two
     statements' likeness) is what the diagnosis ranked the pair by; the models read their own."""
-    if (a.get("speaker") or "") != (b.get("speaker") or ""):
+    if not _one_speaker(a, b):
         return None
     new, old = (a, b) if _is_newer(a, b) else (b, a)
     old_st, new_st = _statement(old), _statement(new)
@@ -82,6 +82,11 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
         return "merge", merge.probability, (f"same speaker; cosine {cosine:.2f}; {merge.reason}; the newer "
                                             f"statement restates the older: redundant")
     return None
+
+
+def _one_speaker(a: dict, b: dict) -> bool:
+    """Whether two payload units are said by one speaker: the only pairs `compare` judges (and `prefetch` reads)."""
+    return (a.get("speaker") or "") == (b.get("speaker") or "")
 
 
 def _statement(unit: dict) -> Statement:
@@ -114,7 +119,7 @@ def prefetch(payloads: list[dict], embedder) -> None:
     wanted = {t for p in payloads for _, _, left, right, _, _ in scored_cuts(p["target"]["raw"], floor=SPLIT_FLOOR)
               for t in (left, right)}
     pairs = [(p["target"], n) for p in payloads for n in _neighbours(p)
-             if (n.get("speaker") or "") == (p["target"].get("speaker") or "")]
+             if _one_speaker(p["target"], n)]
     analyse_ahead([_said(unit) for pair in pairs for unit in pair])        # parsed in batches
     for target, n in pairs:
         new, old = (target, n) if _is_newer(target, n) else (n, target)
