@@ -134,3 +134,23 @@ def test_statements_read_ahead_in_batches_are_the_statements_read_one_by_one(mon
     monkeypatch.setattr(statements, "parser", parsed_again)
     assert [statements.analyse(text, speaker) for text, speaker in said] == alone
     assert alone[1].clauses and alone[1].speaker == "Tom" and alone[5].speaker == "Ana"
+
+
+def test_a_vocative_an_imperative_and_a_change_not_made_are_no_new_value(embed) -> None:
+    """Chat turns open by naming whom they speak to ("Thanks, Gina!"), urge ("Keep going") and promise not to
+    change ("I won't quit"). None of these gives a fact a new value: the name is no value of what is said, the
+    imperative states no one's fact, and a negated or modal change verb says that nothing changed. Before these
+    readings, All-Mem applied Updates at 0.9 or more between such restatements of one LoCoMo speaker."""
+    greeting = analyse("Hey Joanna, long time no see!", "Nate").clauses[0]
+    assert greeting.entities == frozenset() and "joanna" not in greeting.slot
+    assert analyse("Thanks, Gina! I won't quit, no matter what.", "Jon").clauses[1].change is False
+    assert analyse("I can't stop writing.", "Jo").clauses[0].change is False
+    assert analyse("I've quit my job.", "Jo").clauses[0].change is True
+    assert {c.mood for c in analyse("Keep going and reach for your dreams.", "Nate").clauses} == {"urged"}
+    assert analyse("Don't give up on your dreams!", "Nate").clauses[0].mood == "urged"
+    assert analyse("Love it.", "Nate").clauses[0].mood == "stated"        # a dropped "I", not an imperative
+    again = judge_update("Thanks, Gina! I won't quit, no matter what. Your encouragement really motivates me.",
+                         "Jon", "Thanks, Gina! I won't quit, even when it's hard. I'm gonna make it!", "Jon", embed)
+    assert again.probability < 0.3
+    assert judge_update("I have 2 cats.", "Tom", "Thanks, Ana! We adopted another kitten, so I have 3 cats now.",
+                        "Tom", embed).probability >= 0.9

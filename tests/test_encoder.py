@@ -131,7 +131,12 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     fact, I changed my diet last month.") as well as D3:4, which moved its memory's counts, scores, the places
     of two turns in demo:q2's top 5 (D5:1 and D5:2) and of two in demo:q12's ranking (D6:10 and D1:3, 6th and
     7th), and its token tallies; every recall and nDCG figure is equal, and naive's, hybrid's and MemLoom's
-    records are as they were. Floats are
+    records are as they were. The parse reading vocatives ("Thanks, Gina!"), imperatives and change verbs negated
+    or under a modal ("I won't quit") as no new value, and a plan's outcome only in the later statement's clause
+    most like the plan (issue 52: All-Mem's Updates between LoCoMo restatements), moved MemLoom's relation edges
+    (CAUSAL_FOLLOW 26 -> 21, STATE_SUCCESSOR 7 -> 6 at the last round), the walks in 8 of its question records
+    (demo:q7's 7th to 10th places among them; its four chain turns keep places 1-4) and its relation-synthesis tally, and All-Mem's diagnosis tally;
+    every recall and nDCG figure is equal, and naive's, hybrid's and All-Mem's rankings are as they were. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""

@@ -1,5 +1,5 @@
 """What a turn says, clause by clause: who the fact is about, what is said of them, its value, its polarity and
-its mood (stated, asked, planned, supposed, quoted), read from spaCy's dependency parse.
+its mood (stated, asked, planned, supposed, quoted, urged), read from spaCy's dependency parse.
 
 The offline decision makers compare statements through this structure rather than through phrase templates:
 "I have 2 cats" and "we adopted another kitten, so three cats now" are one holder's possession with a new
@@ -39,13 +39,18 @@ HABITUAL = frozenset("every each daily weekly usually always often twice never".
 ARRANGED = frozenset("go fly travel move visit head leave relocate emigrate".split())
 REPORT_VERBS = frozenset("say tell reckon claim insist announce mention promise warn".split())
 CANCEL = frozenset("cancel scrap drop postpone abandon shelve skip".split())
-CHANGE_WORDS = frozenset("""now anymore longer since switch move quit start become turn new stop finally
+CHANGE_WORDS = frozenset("""now anymore longer switch move quit start become turn new stop finally
 instead change leave join replace upgrade downgrade retire promote transfer adopt sell buy break lose finish
 return split divorce marry engage graduate recover diagnose cancel drop clear heal""".split())
 # phrasal verbs and adverbs that say a state changed: "given up", "back on the biscuits", "no more"
 CHANGE_PARTICLES = {("give", "up"), ("take", "up"), ("move", "out"), ("move", "in"), ("pack", "in"),
                     ("split", "up"), ("break", "up"), ("sign", "up"), ("come", "round"), ("come", "around")}
 KEPT = frozenset("still same yet".split())
+# verbs that describe a state rather than ask for an act: a subjectless "Love it" or "Need a holiday" is a
+# statement with its "I" dropped, where a subjectless "Keep going" or "Go for it" is an imperative
+STATIVE = frozenset("love like hate need miss want hope wish think know guess bet mean feel reckon".split())
+MODALS = frozenset("can could will would shall should may might must wo ca 'll 'd".split())
+GREETINGS = frozenset("hey hi hello thanks thank cheers congrats congratulations bye morning evening night".split())
 CONSEQUENCE = frozenset("so therefore thus because since hence consequently".split())
 CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is why", "that is why", "ended up",
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
@@ -70,7 +75,7 @@ class Clause:
     counts: frozenset[tuple[str, str]]   # (what is counted, how many): ("cat", "3") of "three cats"
     entities: frozenset[str]
     negated: bool
-    mood: str                # stated | asked | planned | supposed | quoted
+    mood: str                # stated | asked | planned | supposed | quoted | quoting | urged
     past: bool
     change: bool             # says that something changed ("now", "anymore", "moved", "switched" ...)
     consequence: bool        # marked as following from something ("so", "had to", "that's why" ...)
@@ -158,6 +163,7 @@ def _read(doc, key: tuple[str, str]) -> Statement:
     clauses = []
     for sent in doc.sents:
         asked = sent.text.rstrip().rstrip('"\')').endswith("?")
+        vocatives = _vocatives(sent)
         heads = [t for t in sent if t.pos_ in ("VERB", "AUX") and (t.dep_ in ("ROOT", "conj", "ccomp", "advcl",
                                                                                "xcomp", "relcl", "parataxis")
                                                                    or t.head == t)]
@@ -168,8 +174,17 @@ def _read(doc, key: tuple[str, str]) -> Statement:
                 continue
             if head.dep_ == "xcomp" and head.head in heads:
                 continue                         # "want to move": one clause with its governing verb
-            clauses.append(_clause(head, sent, speaker, asked))
+            clauses.append(_clause(head, sent, speaker, asked, vocatives))
     return Statement(speaker, text, tuple(c for c in clauses if c.text.strip()))
+
+
+def _vocatives(sent) -> frozenset[int]:
+    """The names a sentence calls its addressee by ("Thanks, Gina!", "Hey Joanna, long time no see"): a proper
+    noun set beside the sentence as an adverbial, or one a greeting governs. A vocative names who is spoken to,
+    not a value of what is said, so two greetings of one person do not change a name."""
+    return frozenset(t.i for t in sent if t.pos_ == "PROPN" and t.ent_type_ in ("", "PERSON", "ORG") and (
+        t.dep_ in ("npadvmod", "vocative") or t.head.lower_ in GREETINGS
+        or any(c.dep_ == "intj" and c.lower_ in GREETINGS for c in t.children)))
 
 
 def _span(head):
@@ -234,7 +249,7 @@ def _mood(head, tokens, sent, asked: bool) -> str:
     if lows & HYPOTHETICAL - {"might", "could", "would"} or \
             any(t.lower_ in ("might", "could", "would") and t.head == head for t in tokens):
         return "supposed"
-    future = any(t.lower_ in ("will", "'ll", "shall") and t.head == head for t in tokens) or \
+    future = any(t.lower_ in ("will", "'ll", "shall", "wo") and t.head == head for t in tokens) or \
         ("going" in lows and "to" in lows and head.tag_ == "VB") or "gonna" in lows or \
         any(t.lower_ == "next" and t.head.pos_ == "NOUN" for t in tokens) or lows & {"tomorrow", "soon"}
     # an intention: "plan to", "want to", "thinking about going", "hoping for"
@@ -247,14 +262,32 @@ def _mood(head, tokens, sent, asked: bool) -> str:
         and not lows & HABITUAL                                         # "I'm going to the gym every morning"
     if future or intends or arranged or (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
         return "planned"
+    if _urges(head, tokens):
+        return "urged"
     return "stated"
 
 
-def _clause(head, sent, speaker: str, asked: bool) -> Clause:
+def _urges(head, tokens) -> bool:
+    """An imperative: a sentence's main verb in its base form with no subject ("Keep going and reach for your
+    dreams", "Don't give up", "Please send me the recipe"); advice to the addressee, not a fact of anyone's.
+    A stative verb without its subject is a statement with the "I" dropped ("Love it", "Need a holiday")."""
+    if head.dep_ == "conj" and head.head.pos_ == "VERB" and head.tag_ == "VB" and not any(
+            c.dep_ in ("nsubj", "nsubjpass") for c in head.children):
+        return _urges(head.head, list(head.head.subtree))           # "Keep going and reach for your dreams"
+    if head.dep_ != "ROOT" or head.tag_ != "VB" or head.lemma_.lower() in STATIVE:
+        return False
+    if any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in head.children):
+        return False
+    before = [t for t in tokens if t.i < head.i and not t.is_punct]
+    return all(t.lower_ in ("do", "n't", "not", "please", "just", "never", "always") or t.dep_ == "intj"
+               for t in before)
+
+
+def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = frozenset()) -> Clause:
     tokens = _span(head)
     text = " ".join(t.text for t in tokens)
-    ents = {e.text.lower() for e in sent.ents if e.label_ in VALUE_ENTS and e.start <= head.i < e.end
-            or (e.label_ in VALUE_ENTS and any(e.start <= t.i < e.end for t in tokens))}
+    ents = {e.text.lower() for e in sent.ents if e.label_ in VALUE_ENTS and not any(t.i in vocatives for t in e)
+            and (e.start <= head.i < e.end or any(e.start <= t.i < e.end for t in tokens))}
     nums = {_number(t) for t in tokens if t.like_num or t.pos_ == "NUM"} - {""}
     nums |= {_ordinal(t.lower_) for t in tokens if _ordinal(t.lower_)}
     counts = {(t.head.lemma_.lower(), _number(t)) for t in tokens
@@ -265,7 +298,7 @@ def _clause(head, sent, speaker: str, asked: bool) -> Clause:
     value_words = {w for e in ents for w in e.split()}
     slot = frozenset(t.lemma_.lower() for t in tokens
                      if t.pos_ in ("NOUN", "VERB", "ADJ", "PROPN") and not t.is_stop and t.lemma_.lower() not in
-                     LIGHT_VERBS and t.lower_ not in value_words and not t.like_num)
+                     LIGHT_VERBS and t.lower_ not in value_words and not t.like_num and t.i not in vocatives)
     predicate = head.lemma_.lower()
     if predicate == "be":
         comp = next((c for c in head.children if c.dep_ in ("attr", "acomp")), None)
@@ -278,13 +311,23 @@ def _clause(head, sent, speaker: str, asked: bool) -> Clause:
         numbers=frozenset(nums), counts=frozenset(counts), entities=frozenset(ents), negated=negated,
         mood=_mood(head, tokens, sent, asked), past=head.tag_ in ("VBD", "VBN") or any(
             c.tag_ == "VBD" and c.dep_ == "aux" for c in head.children),
-        change=bool(lemmas & CHANGE_WORDS) or " no longer " in low or " any more " in low or " no more " in low
-        or any((t.head.lemma_.lower(), t.lower_) in CHANGE_PARTICLES for t in tokens if t.dep_ == "prt")
+        change=any(t.lemma_.lower() in CHANGE_WORDS and not _unrealised(t) for t in tokens)
+        or " no longer " in low or " any more " in low or " no more " in low
+        or any((t.head.lemma_.lower(), t.lower_) in CHANGE_PARTICLES and not _unrealised(t.head)
+               for t in tokens if t.dep_ == "prt")
         or any(t.lower_ == "back" and t.dep_ == "advmod" for t in tokens),
         consequence=bool({t.lower_ for t in tokens} & CONSEQUENCE and any(
             t.lower_ in CONSEQUENCE and t.dep_ in ("cc", "mark", "advmod", "prep") for t in tokens))
         or any(f" {p} " in " " + text.lower() + " " for p in CONSEQUENCE_PHRASES),
         kept=bool({t.lower_ for t in tokens} & KEPT) or " as usual " in low or " same as " in low, masked=masked)
+
+
+def _unrealised(token) -> bool:
+    """Whether a verb names a change that has not happened: negated or under a modal ("I won't quit", "can't
+    stop writing", "Don't give up"). A change word that is not a verb ("now", "new", "anymore") is realised."""
+    if token.pos_ not in ("VERB", "AUX"):
+        return False
+    return any(c.dep_ == "neg" or c.dep_ == "aux" and c.lower_ in MODALS for c in token.children)
 
 
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -466,8 +509,12 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
     change = float(b.change)
     # a plan, then a report that it happened or was called off: the two clauses about the planned thing, which
-    # need not be the pair most alike overall ("thinking about going camping" - "I just took my fam camping")
+    # need not be the pair most alike overall ("thinking about going camping" - "I just took my fam camping"),
+    # but the report is the later statement's clause most like the plan, about the same person: in two long
+    # turns some planned clause and some past one share a word by chance
     outcome = float(any(x.mood == "planned" and y.mood == "stated" and (y.past or y.negated or bool(y.slot & CANCEL))
+                        and _holders_agree(x, old.speaker, y, new.speaker)
+                        and y is max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))
                         and (x.entities & y.entities                             # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
                              and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME)  # the same doing to another
