@@ -305,7 +305,6 @@ def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = f
         predicate = comp.lemma_.lower() if comp is not None else predicate
     masked = " ".join("#" if (t.like_num or t.lower_ in value_words) else t.text for t in tokens)
     low = " " + " ".join(t.lower_ for t in sent) + " "
-    lemmas = {t.lemma_.lower() for t in tokens}
     return Clause(
         text=text, holder=_holder(head, tokens, speaker), predicate=predicate, slot=slot,
         numbers=frozenset(nums), counts=frozenset(counts), entities=frozenset(ents), negated=negated,
