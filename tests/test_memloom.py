@@ -341,3 +341,31 @@ def test_a_why_question_asked_before_the_steward_runs_walks_back_from_the_buffer
             and "logic_link" in {e.name for e in engine_schema("memloom").edge_types})
     eng.settings.ablations = ["no-realtime"]
     assert "D2:6" not in {u.source_ids[0] for u in eng.retrieve("Why has Maya been missing deadlines?").units[:4]}
+
+
+def test_the_conversations_end_closes_its_last_session_so_the_steward_relates_it(tmp_path):
+    """Φ_close at a session shift closes the events of the session before; the conversation's end closes the
+    last session's the same way (`end_of_stream`), so an event that never matured there is curated and put
+    before relation synthesis. Before, the bike stolen and the bus taken again in the last session stayed
+    provisional, and no call ever had the two turns side by side ("never compared")."""
+    from engine.core.conversation import Conversation
+    from engine.engines.memloom.schema import Kind, Life
+    from engine.eval.decisions import comparisons
+
+    conv = Conversation("bike", [
+        turn(1, "Stewart", "I've bought a second-hand bike. I'm cycling to work now.", "1", 1),
+        turn(2, "Priyanka", "Good for you. Wear a helmet.", "1", 1),
+        turn(1, "Priyanka", "I'm on five shifts now. Two of the girls left.", "2", 9),
+        turn(2, "Stewart", "Someone nicked the bike from outside Tesco.", "2", 9),
+        turn(3, "Stewart", "So it's back to the number 12 bus for me.", "2", 9)])
+    eng = open_session(tmp_path / "m.sqlite", engine="memloom")
+    replay(eng, conv, Schedule.parse("every-3-sessions"))
+    events = [n for n in eng.state.nodes.values() if n.kind == Kind.EVENT]
+    assert events and all(e.status == Life.CLOSED for e in events)
+    last = {e.id for e in events if e.session == "2"}
+    causes = [op.payload["cause"] for op in eng.store.ops(kinds=[OpKind.STATUS_CHANGED])
+              if op.payload["node"] in last and op.payload["status"] == Life.CLOSED]
+    assert causes and all(c["rule"] == "conversation_end" for c in causes)
+    calls = [op.payload for op in eng.store.ops(kinds=[OpKind.LLM_CALL])]
+    assert any(info["role"] == "relation_synthesis" and {"D2:2", "D2:3"} <= seen
+               for info, seen in comparisons(calls, eng.state))

@@ -23,7 +23,7 @@ from engine.retrieval.explain import Placement
 from engine.retrieval.result import RetrievalResult
 from engine.runtime.engine import BaseEngine, writes
 from engine.runtime.process import BaseProcess
-from engine.runtime.reports import IngestReport
+from engine.runtime.reports import IngestReport, RunReport
 
 REALTIME, STEWARD = "realtime", "steward"
 
@@ -226,12 +226,29 @@ class MemLoomEngine(BaseEngine):
     def _close_on_session_shift(self, tx: Tx, turn: Turn) -> list[int]:
         """Φ_close: a new session closes the open events of earlier sessions, mature or not (a provisional event
         that never matured ends there too), and puts them before the steward."""
+        return self._close_open_events(tx, lambda e: e.session != turn.session,
+                                       lambda e: {"rule": "session_shift", "from_session": e.session,
+                                                  "to_session": turn.session})
+
+    @writes
+    def end_of_stream(self) -> list[RunReport]:
+        """The conversation ended, so its last session did: Φ_close closes that session's open events as the
+        next session's first turn would, and the scheduled processes curate them. Without it, an event of the
+        last session that never matured stays provisional, and the steward relates nothing to it (a cause told
+        in the last session and its effect were never compared)."""
+        tx = Tx(self.state, turn=self.state.turn, actor="online", isolated=False)
+        if self._close_open_events(tx, lambda e: True,
+                                   lambda e: {"rule": "conversation_end", "from_session": e.session}):
+            self.commit(tx.ops)
+        return self.run_scheduled()
+
+    def _close_open_events(self, tx: Tx, which, cause) -> list[int]:
+        """Close the open events `which` holds (each with its `cause`), and hand them to the steward."""
         if not self.settings.close_on_session_shift:
             return []
         closed = []
-        for e in (n for n in self.nodes_in_status(Kind.EVENT, Life.JOINABLE) if n.session != turn.session):
-            tx.set_status(e.id, Life.CLOSED, {"rule": "session_shift", "from_session": e.session,
-                                              "to_session": turn.session})
+        for e in (n for n in self.nodes_in_status(Kind.EVENT, Life.JOINABLE) if which(n)):
+            tx.set_status(e.id, Life.CLOSED, cause(e))
             closed.append(e.id)
         waiting = set(self.state.buffer(STEWARD)) if closed else set()
         handed = [(e, []) for e in closed if e not in waiting]

@@ -68,7 +68,7 @@ SCHEMA = EngineSchema(
                    "#f2c14e", "triangle"),
         StatusSpec(Life.ACTIVE, "active", True, "mature event: takes evidence and relations", "#59a14f", "diamond"),
         StatusSpec(Life.CLOSED, "closed", True, "read-only event after a boundary (a topic boundary, a session "
-                   "shift, a completed task): relations, no new evidence",
+                   "shift, a completed task, the conversation's end): relations, no new evidence",
                    "#b07aa1", "box"),
         StatusSpec(Life.ARCHIVED, "archived", False, "retired by retention or timeline repair; reached by links",
                    "#8c8c8c", "square"),
