@@ -6,7 +6,12 @@ them are still alive then and are promoted, and once enough promoted ones pile u
 collected again, which walks every object an engine holds. A warm dev-8 `memwb bench` of allmem and memloom,
 serial, spent 17.3 s of 105 s in the collector, 14.7 s of it in 65 full collections; with the youngest
 generation examined every 10,000 allocations, 5.3 s (4 full collections). Reference counting frees acyclic
-objects either way: a larger young generation only lets cyclic garbage wait a little longer."""
+objects either way: a larger young generation only lets cyclic garbage wait a little longer.
+
+The batch ends with one full collection. Without it, what the batch left in the young generations reached the
+oldest one over the next queries: the first 300 queries after building MemLoom's 111,860 units ran 10 full
+collections and took 5.6-6.3 ms p50, the next rounds none and 3.0-4.0 ms (scripts/bench_retrieval.py
+--rounds, 7 Dec)."""
 from __future__ import annotations
 
 import gc
@@ -39,3 +44,4 @@ def batch_pace() -> Iterator[None]:
             _holders -= 1
             if _holders == 0:
                 gc.set_threshold(*_saved)
+                gc.collect()
