@@ -126,9 +126,11 @@ def growing(name: str, work: Path, embedder: Embedder, convs: list[Conversation]
 
 
 def line(label: str, figures: dict) -> str:
-    ms = figures["ms"]
-    return (f"  {label:>14s}: {figures.get('units', 0):7d} units  query p50 {ms['p50']:8.3f} ms  "
-            f"p95 {ms['p95']:8.3f} ms  ({ms['full_collections']} full collections)")
+    return f"  {label:>14s}: {figures.get('units', 0):7d} units  {timing(figures['ms'])}"
+
+
+def timing(ms: dict) -> str:
+    return f"query p50 {ms['p50']:8.3f} ms  p95 {ms['p95']:8.3f} ms  ({ms['full_collections']} full collections)"
 
 
 def main() -> int:
@@ -161,8 +163,7 @@ def main() -> int:
             for size, f in figures["sizes"].items():
                 print(line(f"{int(size):,} turns", f) + f"  ({f['ingest_s']:.0f} s ingesting so far)")
                 for r, ms in enumerate(f["ms"].get("rounds", [])[1:], start=2):
-                    print(f"  {'round ' + str(r):>14s}: query p50 {ms['p50']:8.3f} ms  p95 {ms['p95']:8.3f} ms"
-                          f"  ({ms['full_collections']} full collections)")
+                    print(f"  {'round ' + str(r):>14s}: {timing(ms)}")
         result["engines"][name] = figures
         write_json(args.out, result, say=False)    # after every engine: a long run keeps what it measured
     result["seconds"] = round(time.perf_counter() - started, 1)

@@ -146,13 +146,14 @@ def fit(rows, names: tuple[str, ...], c: float = 1.0, vetoes: tuple[str, ...] = 
     return Logistic(names, mean, scale, model.coef_[0], float(model.intercept_[0]), tuple(rates))
 
 
-def cross_validated(rows, names, folds: int = 5, vetoes: tuple[str, ...] = ()) -> np.ndarray:
-    """Each row's probability from a model fit without its conversation's fold."""
+def cross_validated(rows, names, folds: int = 5, vetoes: tuple[str, ...] = (), also: list = ()) -> np.ndarray:
+    """Each row's probability from a model fit without its conversation's fold (and with the rows `also` in
+    every fold's fit: pairs from elsewhere, scored by none)."""
     convs = sorted({r[2] for r in rows})
     fold_of = {c: k % folds for k, c in enumerate(convs)}
     out = np.zeros(len(rows))
     for k in range(folds):
-        train = [r for r in rows if fold_of[r[2]] != k]
+        train = [r for r in rows if fold_of[r[2]] != k] + list(also)
         test = [n for n, r in enumerate(rows) if fold_of[r[2]] == k]
         if not test or len({r[1] for r in train}) < 2:
             continue

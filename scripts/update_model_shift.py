@@ -94,14 +94,7 @@ def main() -> int:
     p_meet = np.array([stored.probability(r[0]) for r in meetings])
     dev = fd.update_rows("dev", embedder)
     y_dev = np.array([r[1] for r in dev])
-    convs = sorted({r[2] for r in dev})
-    fold = {c: k % 5 for k, c in enumerate(convs)}
-    with_meetings = np.zeros(len(dev))
-    for k in range(5):
-        model = fd.fit([r for r in dev if fold[r[2]] != k] + meetings, UPDATE_FEATURES, vetoes=fd.VETOES)
-        for n, r in enumerate(dev):
-            if fold[r[2]] == k:
-                with_meetings[n] = model.probability(r[0])
+    with_meetings = fd.cross_validated(dev, UPDATE_FEATURES, vetoes=fd.VETOES, also=meetings)
     alone = fd.cross_validated(dev, UPDATE_FEATURES, vetoes=fd.VETOES)
     result = {"meeting_pairs": len(meetings), "meetings": args.meetings, "turns_per_meeting": args.turns,
               "stored_model_on_meetings": passed(p_meet, np.zeros(len(meetings))),

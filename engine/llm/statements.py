@@ -511,13 +511,13 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     # need not be the pair most alike overall ("thinking about going camping" - "I just took my fam camping"),
     # but the report is the later statement's clause most like the plan, about the same person: in two long
     # turns some planned clause and some past one share a word by chance
-    outcome = float(any(x.mood == "planned" and y.mood == "stated" and (y.past or y.negated or bool(y.slot & CANCEL))
+    closest = ((x, max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))) for x in a_cl if x.mood == "planned")
+    outcome = float(any(y.mood == "stated" and (y.past or y.negated or bool(y.slot & CANCEL))
                         and _holders_agree(x, old.speaker, y, new.speaker)
-                        and y is max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))
                         and (x.entities & y.entities                             # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
                              and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME)  # the same doing to another
-                        for x in a_cl for y in b_cl))
+                        for x, y in closest))
     same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
     changed = max(num, ent, flip, change, outcome)
     features = np.array([turn_cos, best_key[1], overlap, num, ent, flip, change, outcome, _others(new),
