@@ -6,7 +6,7 @@ import pytest
 
 from engine.llm.decision_models import CAUSE_FEATURES, judge_cause, judge_update, models
 from engine.llm.embedder import Embedder
-from engine.llm.statements import analyse
+from engine.llm.statements import UPDATE_FEATURES, analyse, update_features
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +154,34 @@ def test_a_vocative_an_imperative_and_a_change_not_made_are_no_new_value(embed) 
     assert again.probability < 0.3
     assert judge_update("I have 2 cats.", "Tom", "Thanks, Ana! We adopted another kitten, so I have 3 cats now.",
                         "Tom", embed).probability >= 0.9
+
+
+def test_formulas_talk_of_the_talk_and_a_plan_carried_by_and_are_read_as_what_they_are(embed) -> None:
+    """What LoCoMo's chats are full of and the decision sets rarely hold: formulas of politeness ("No problem,
+    Nate!"), talk about the talk itself ("since we talked"), a second verb that shares the first one's plan
+    ("gonna keep going and reach my dreams"), "can't wait", a place said again alone, a reason given as
+    background ("Since I lost my job"). Each was read as a new value, and All-Mem superseded such restatements
+    at 0.9 or more on LoCoMo dev (docs/DECISIONS.md, stop 67)."""
+    assert analyse("No problem, Nate!", "Jo").clauses[0].mood == "phatic"
+    assert analyse("Paris!", "Jo").clauses[0].mood == "stated"                 # an answer, not a formula
+    assert analyse("Been a busy week since we talked.", "Nate").clauses[-1].mood == "phatic"
+    assert analyse("We talked about moving to Leeds.", "Nate").clauses[0].mood == "stated"
+    plan = analyse("I'm gonna keep going and reach my dreams no matter what.", "Jon").clauses
+    assert {c.mood for c in plan} == {"planned"} and not any(c.negated for c in plan)
+    assert analyse("I wanna start a dance studio.", "Jon").clauses[0].mood == "planned"
+    eager = analyse("Can't wait to see the new studio!", "Jon").clauses[0]
+    assert eager.mood == "planned" and not eager.negated
+    assert analyse("I have no cats now.", "Tom").clauses[0].negated
+    assert analyse("I just got back from the party.", "Tim").clauses[0].change is False
+    assert analyse("I'm back on the biscuits.", "Tim").clauses[0].change is True
+    assert analyse("Since I lost my job, things have been tough.", "Gina").clauses[0].change is False
+    assert analyse("I lost my job last week.", "Gina").clauses[0].change is True
+    assert judge_update("No problem, Nate! Let me know if you like it!", "Jo",
+                        "Thanks, Nate! It's a mix of drama and romance!", "Jo", embed).probability < 0.3
+    # a present "not giving up" is no outcome of the plan (a plan's outcome is done or called off): gated, not
+    # applied; the polarity of two alike clauses still flips ("not giving up" against "keep pushing")
+    assert judge_update("I'm gonna keep pushing forward and continue taking time for myself.", "Jolene",
+                        "I'm not giving up, just gonna keep pushing forward.", "Jolene", embed).probability < 0.9
+    features, _ = update_features(analyse("Last week I went to a Harry Potter conference in the UK.", "Tim"),
+                                  analyse("I just got back from the coolest Harry Potter party.", "Tim"), embed)
+    assert features[UPDATE_FEATURES.index("entity_change")] == 0        # no value that was not there before

@@ -34,7 +34,7 @@ PERSONAL = frozenset("he him his she her hers".split())     # third-person prono
 # How English marks a clause as not (yet) a fact: supposed, wished, planned, doubted.
 HYPOTHETICAL = frozenset("if unless suppose imagine maybe perhaps someday sometime might could would wish "
                          "whether dream".split())
-PLAN_VERBS = frozenset("plan intend hope want aim consider think look expect".split())
+PLAN_VERBS = frozenset("plan intend hope want wanna aim consider think look expect".split())
 HABITUAL = frozenset("every each daily weekly usually always often twice never".split())
 ARRANGED = frozenset("go fly travel move visit head leave relocate emigrate".split())
 REPORT_VERBS = frozenset("say tell reckon claim insist announce mention promise warn".split())
@@ -51,6 +51,12 @@ KEPT = frozenset("still same yet".split())
 STATIVE = frozenset("love like hate need miss want hope wish think know guess bet mean feel reckon".split())
 MODALS = frozenset("can could will would shall should may might must wo ca 'll 'd".split())
 GREETINGS = frozenset("hey hi hello thanks thank cheers congrats congratulations bye morning evening night".split())
+TALK = frozenset("talk chat speak catch".split())
+# what a verbless formula of politeness or surprise is made of: "No problem, Nate!", "Long time no see!", "Oh my
+# god", "Thanks so much!" say nothing of anyone's facts
+PHATIC = GREETINGS | frozenset("""problem worries worry sorry welcome pleasure luck wow oh ah aw yay woohoo whoa
+long time talk see speak chat awesome great cool nice amazing lovely wonderful ok okay sure yes yeah yep nope
+haha lol omg god gosh goodness much lot""".split())
 CONSEQUENCE = frozenset("so therefore thus because since hence consequently".split())
 CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is why", "that is why", "ended up",
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
@@ -75,7 +81,7 @@ class Clause:
     counts: frozenset[tuple[str, str]]   # (what is counted, how many): ("cat", "3") of "three cats"
     entities: frozenset[str]
     negated: bool
-    mood: str                # stated | asked | planned | supposed | quoted | quoting | urged
+    mood: str                # stated | asked | planned | supposed | quoted | quoting | urged | phatic
     past: bool
     change: bool             # says that something changed ("now", "anymore", "moved", "switched" ...)
     consequence: bool        # marked as following from something ("so", "had to", "that's why" ...)
@@ -241,6 +247,11 @@ def _mood(head, tokens, sent, asked: bool) -> str:
     lows = {t.lower_ for t in tokens}
     if asked:
         return "asked"
+    if _shares_verb_group(head):                 # "I'm gonna keep going and reach my dreams": one plan
+        governing = _clause_head(head.head)
+        return _mood(governing, _span(governing), sent, asked)
+    if _eager(head):                             # "Can't wait to see the new place": still to come
+        return "planned"
     if head.dep_ == "ccomp" and head.head.lemma_.lower() in REPORT_VERBS and \
             not any(c.lower_ in FIRST_PERSON for c in head.head.children if c.dep_ == "nsubj"):
         return "quoted"
@@ -250,7 +261,7 @@ def _mood(head, tokens, sent, asked: bool) -> str:
             any(t.lower_ in ("might", "could", "would") and t.head == head for t in tokens):
         return "supposed"
     future = any(t.lower_ in ("will", "'ll", "shall", "wo") and t.head == head for t in tokens) or \
-        ("going" in lows and "to" in lows and head.tag_ == "VB") or "gonna" in lows or \
+        ("going" in lows and "to" in lows and head.tag_ == "VB") or "gonna" in lows or _going_to(head) or \
         any(t.lower_ == "next" and t.head.pos_ == "NOUN" for t in tokens) or lows & {"tomorrow", "soon"}
     # an intention: "plan to", "want to", "thinking about going", "hoping for"
     intends = head.lemma_.lower() in PLAN_VERBS and any(
@@ -265,6 +276,48 @@ def _mood(head, tokens, sent, asked: bool) -> str:
     if _urges(head, tokens):
         return "urged"
     return "stated"
+
+
+def _clause_head(token):
+    """The verb whose clause a verb belongs to: an open complement ("keep" in "gonna keep going") is read with
+    the verb that governs it (`_read`)."""
+    while token.dep_ == "xcomp" and token.head is not token:
+        token = token.head
+    return token
+
+
+def _shares_verb_group(head) -> bool:
+    """Whether a verb is joined to another with neither a subject nor an auxiliary of its own, so that it takes
+    that verb's tense and mood: "I'll call them and book it" plans both."""
+    return head.dep_ == "conj" and head.head.pos_ in ("VERB", "AUX") and not any(
+        c.dep_ in ("nsubj", "nsubjpass", "expl", "aux", "auxpass") for c in head.children)
+
+
+def _going_to(head) -> bool:
+    """A verb completing "going to" / "gonna" (which spaCy reads as "gon" "na"), a future, even when its clause
+    is read apart from the "going"."""
+    return head.dep_ == "xcomp" and head.head.lemma_.lower() == "go" and head.head.tag_ == "VBG" and any(
+        c.dep_ == "aux" and c.lemma_.lower() == "to" for c in head.children)
+
+
+def _eager(head) -> bool:
+    """English's "can't wait": a negated "wait" under "can" says something is looked forward to, not that
+    anything is not so."""
+    return head.lemma_.lower() == "wait" and any(c.dep_ == "neg" for c in head.children) and any(
+        c.dep_ == "aux" and c.lemma_.lower() in ("can", "could") for c in head.children)
+
+
+def _negates(token) -> bool:
+    """Whether a word negates its clause: "not", "never", "no" ("no cats", "no longer"), but not in "no matter
+    what", "long time no see" or "can't wait", which negate nothing said."""
+    low = token.lower_
+    if low == "no":
+        after = token.nbor(1).lower_ if token.i + 1 < len(token.doc) else ""
+        return after != "matter" and not (token.head.lemma_.lower() in TALK | {"see"} and any(
+            t.lower_ == "time" for t in token.sent))
+    if token.dep_ == "neg" and _eager(token.head):
+        return False
+    return token.dep_ == "neg" or low in ("never", "anymore", "longer", "nobody", "nothing")
 
 
 def _urges(head, tokens) -> bool:
@@ -293,8 +346,7 @@ def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = f
     counts = {(t.head.lemma_.lower(), _number(t)) for t in tokens
               if (t.like_num or t.pos_ == "NUM") and t.dep_ == "nummod" and _number(t)}
     counts |= {("age", n) for n in _ages(head, tokens)}
-    negated = any(t.dep_ == "neg" or t.lower_ in ("never", "no", "anymore", "longer", "nobody", "nothing")
-                  for t in tokens)
+    negated = any(_negates(t) for t in tokens)
     value_words = {w for e in ents for w in e.split()}
     slot = frozenset(t.lemma_.lower() for t in tokens
                      if t.pos_ in ("NOUN", "VERB", "ADJ", "PROPN") and not t.is_stop and t.lemma_.lower() not in
@@ -304,21 +356,64 @@ def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = f
         comp = next((c for c in head.children if c.dep_ in ("attr", "acomp")), None)
         predicate = comp.lemma_.lower() if comp is not None else predicate
     masked = " ".join("#" if (t.like_num or t.lower_ in value_words) else t.text for t in tokens)
+    if not any(ch.isalpha() for ch in masked):   # a bare value ("Twins!", "Congrats!", "Forty.") is what it is
+        masked = text                            # about: masked, any two would read as one clause said again
     low = " " + " ".join(t.lower_ for t in sent) + " "
     return Clause(
         text=text, holder=_holder(head, tokens, speaker), predicate=predicate, slot=slot,
         numbers=frozenset(nums), counts=frozenset(counts), entities=frozenset(ents), negated=negated,
-        mood=_mood(head, tokens, sent, asked), past=head.tag_ in ("VBD", "VBN") or any(
-            c.tag_ == "VBD" and c.dep_ == "aux" for c in head.children),
-        change=any(t.lemma_.lower() in CHANGE_WORDS and not _unrealised(t) for t in tokens)
+        mood="phatic" if _phatic(head, tokens, vocatives) else _mood(head, tokens, sent, asked), past=_past(head),
+        change=not _given(head) and any(t.lemma_.lower() in CHANGE_WORDS and not _unrealised(t) for t in tokens)
         or " no longer " in low or " any more " in low or " no more " in low
         or any((t.head.lemma_.lower(), t.lower_) in CHANGE_PARTICLES and not _unrealised(t.head)
                for t in tokens if t.dep_ == "prt")
-        or any(t.lower_ == "back" and t.dep_ == "advmod" for t in tokens),
+        or any(t.lower_ == "back" and t.dep_ == "advmod" and not _returned(t) for t in tokens),
         consequence=bool({t.lower_ for t in tokens} & CONSEQUENCE and any(
             t.lower_ in CONSEQUENCE and t.dep_ in ("cc", "mark", "advmod", "prep") for t in tokens))
         or any(f" {p} " in " " + text.lower() + " " for p in CONSEQUENCE_PHRASES),
         kept=bool({t.lower_ for t in tokens} & KEPT) or " as usual " in low or " same as " in low, masked=masked)
+
+
+def _phatic(head, tokens, vocatives: frozenset[int]) -> bool:
+    """A verbless formula ("No problem, Nate!", "Thanks so much!", "Long time no talk", "Oh my god"), a name
+    beside it being whom it is said to: what is said to be kind or to react, not a fact; two such formulas, one
+    with "no", are no new polarity. A name alone ("Paris!") is no formula."""
+    formula = [t.lower_ in PHATIC or t.lemma_.lower() in PHATIC for t in tokens]
+    return head.pos_ not in ("VERB", "AUX") and any(formula) and all(
+        f or t.is_punct or t.is_stop or t.i in vocatives or t.pos_ == "PROPN" for f, t in zip(formula, tokens)) \
+        or _this_talk(head, tokens)
+
+
+def _this_talk(head, tokens) -> bool:
+    """Whether a clause is about the two speakers' talking itself ("since we talked", "Haven't talked with you in
+    a while", "great to chat with you again"): how the conversation goes, not a fact of either. Talk about
+    something ("we talked about moving") says what the talk was of, and is read."""
+    return head.lemma_.lower() in TALK and bool({t.lower_ for t in tokens} & {"we", "us", "you"}) and not any(
+        c.dep_ == "prep" and c.lower_ in ("about", "over", "of") for c in head.children)
+
+
+def _past(head) -> bool:
+    """Whether a clause reports what happened: a past tense, or a participle with its auxiliary ("I've moved").
+    A bare participle that completes another verb ("keep you posted", "get it fixed") reports nothing done."""
+    if head.tag_ == "VBN" and head.dep_ in ("ccomp", "xcomp", "oprd") and not any(
+            c.dep_ in ("aux", "auxpass") for c in head.children):
+        return False
+    if any(c.lower_ == "always" for c in head.children):   # "I've always loved strategy games": a state
+        return False
+    return head.tag_ in ("VBD", "VBN") or any(c.tag_ == "VBD" and c.dep_ == "aux" for c in head.children)
+
+
+def _given(head) -> bool:
+    """Whether a clause is presented as known already: an adverbial clause of time or reason ("Since I lost my
+    job at Door Dash, things have been tough") is the background of its sentence, not its news."""
+    return head.dep_ == "advcl" and any(c.dep_ == "mark" and c.lower_ in ("since", "after", "because", "as", "once")
+                                        for c in head.children)
+
+
+def _returned(back) -> bool:
+    """ "back from" a place or an outing is a return ("just got back from the party"), not a state taken up
+    again ("back on the biscuits", "back at the gym")."""
+    return any(c.dep_ == "prep" and c.lower_ == "from" for c in list(back.children) + list(back.head.children))
 
 
 def _unrealised(token) -> bool:
@@ -398,8 +493,9 @@ _DENIAL = re.compile(r"^\W*(?:no|nope|nah|not any ?more|no longer|not now|not th
 
 
 def _content(c: Clause) -> bool:
-    """Whether a clause says something: a content word, or a value ("I'm 29 though", "that's three of them")."""
-    return bool(c.slot or c.numbers or c.entities) and len(c.text.split()) >= 3
+    """Whether a clause says something: a content word, or a value ("I'm 29 though", "that's three of them"),
+    and not as a formula of politeness."""
+    return bool(c.slot or c.numbers or c.entities) and len(c.text.split()) >= 3 and c.mood != "phatic"
 
 
 def _others(st: Statement) -> float:
@@ -503,7 +599,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                 bool(a.numbers and b.numbers and a.numbers != b.numbers or
                      nums_a and nums_b and not nums_a & nums_b and len(a_cl) + len(b_cl) <= 4)
                 or _recounted_anywhere(a_cl, b_cl))
-    ent = float(bool(a.entities and b.entities and a.entities != b.entities or
+    ent = float(bool(_renamed(a, b) or
                      ents_a and ents_b and not ents_a & ents_b and len(a_cl) + len(b_cl) <= 4))
     flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
     change = float(b.change)
@@ -512,7 +608,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     # but the report is the later statement's clause most like the plan, about the same person: in two long
     # turns some planned clause and some past one share a word by chance
     closest = ((x, max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))) for x in a_cl if x.mood == "planned")
-    outcome = float(any(y.mood == "stated" and (y.past or y.negated or bool(y.slot & CANCEL))
+    outcome = float(any(y.mood == "stated" and (y.past or bool(y.slot & CANCEL))     # done, or called off
                         and _holders_agree(x, old.speaker, y, new.speaker)
                         and (x.entities & y.entities                             # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
@@ -575,6 +671,13 @@ def _recounted_anywhere(old: list[Clause], new: list[Clause]) -> bool:
                for c in new for thing, value in c.counts)
 
 
+def _renamed(a: Clause, b: Clause) -> bool:
+    """Whether the later clause names a place, a name or a thing the earlier one names otherwise: a new value,
+    not one of the earlier clause's values said again alone ("a Harry Potter conference in the UK" then "the
+    Harry Potter party")."""
+    return bool(a.entities and b.entities - a.entities)
+
+
 def _restated_new_value(a: Clause, b: Clause, cosine: float, holders: int) -> float:
     """One clause said again with its value replaced: the same words around a new number or name, or the same
     proposition negated ("I've run # half marathons" twice, 3 then 4). The clause pair is about one thing
@@ -583,5 +686,6 @@ def _restated_new_value(a: Clause, b: Clause, cosine: float, holders: int) -> fl
             "asked" in (a.mood, b.mood) or b.mood != "stated":
         return 0.0
     new_value = (_recount(a, b) if a.counts and b.counts else a.numbers and b.numbers and a.numbers != b.numbers) or \
-        (a.entities and b.entities and a.entities != b.entities) or a.negated != b.negated
+        _renamed(a, b) or \
+        (a.negated != b.negated and a.predicate == b.predicate)       # the same proposition, negated
     return float(bool(new_value))
