@@ -176,6 +176,9 @@ def test_formulas_talk_of_the_talk_and_a_plan_carried_by_and_are_read_as_what_th
     assert analyse("I'm back on the biscuits.", "Tim").clauses[0].change is True
     assert analyse("Since I lost my job, things have been tough.", "Gina").clauses[0].change is False
     assert analyse("I lost my job last week.", "Gina").clauses[0].change is True
+    assert analyse("We're together. Since June.", "Sami").clauses[-1].change is True     # when a state began
+    assert analyse("It's rooibos and mint for me these days.", "Hamid").clauses[0].change is True
+    assert analyse("Since I was a kid I've loved it.", "Jon").clauses[0].change is False  # how long, no change
     assert judge_update("No problem, Nate! Let me know if you like it!", "Jo",
                         "Thanks, Nate! It's a mix of drama and romance!", "Jo", embed).probability < 0.3
     # a present "not giving up" is no outcome of the plan (a plan's outcome is done or called off): gated, not

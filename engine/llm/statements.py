@@ -45,6 +45,8 @@ return split divorce marry engage graduate recover diagnose cancel drop clear he
 # phrasal verbs and adverbs that say a state changed: "given up", "back on the biscuits", "no more"
 CHANGE_PARTICLES = {("give", "up"), ("take", "up"), ("move", "out"), ("move", "in"), ("pack", "in"),
                     ("split", "up"), ("break", "up"), ("sign", "up"), ("come", "round"), ("come", "around")}
+# phrases that set a state against how it was: "no more coffee", "rooibos for me these days"
+CHANGE_PHRASES = ("no longer", "any more", "no more", "these days", "nowadays")
 KEPT = frozenset("still same yet".split())
 # verbs that describe a state rather than ask for an act: a subjectless "Love it" or "Need a holiday" is a
 # statement with its "I" dropped, where a subjectless "Keep going" or "Go for it" is an imperative
@@ -56,7 +58,7 @@ TALK = frozenset("talk chat speak catch".split())
 # god", "Thanks so much!" say nothing of anyone's facts
 PHATIC = GREETINGS | frozenset("""problem worries worry sorry welcome pleasure luck wow oh ah aw yay woohoo whoa
 long time talk see speak chat awesome great cool nice amazing lovely wonderful ok okay sure yes yeah yep nope
-haha lol omg god gosh goodness much lot""".split())
+haha lol omg god gosh goodness much lot fine""".split())
 CONSEQUENCE = frozenset("so therefore thus because since hence consequently".split())
 CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is why", "that is why", "ended up",
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
@@ -364,7 +366,7 @@ def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = f
         numbers=frozenset(nums), counts=frozenset(counts), entities=frozenset(ents), negated=negated,
         mood="phatic" if _phatic(head, tokens, vocatives) else _mood(head, tokens, sent, asked), past=_past(head),
         change=not _given(head) and any(t.lemma_.lower() in CHANGE_WORDS and not _unrealised(t) for t in tokens)
-        or " no longer " in low or " any more " in low or " no more " in low
+        or any(f" {p} " in low for p in CHANGE_PHRASES) or any(_since_when(t) for t in tokens)
         or any((t.head.lemma_.lower(), t.lower_) in CHANGE_PARTICLES and not _unrealised(t.head)
                for t in tokens if t.dep_ == "prt")
         or any(t.lower_ == "back" and t.dep_ == "advmod" and not _returned(t) for t in tokens),
@@ -408,6 +410,14 @@ def _given(head) -> bool:
     job at Door Dash, things have been tough") is the background of its sentence, not its news."""
     return head.dep_ == "advcl" and any(c.dep_ == "mark" and c.lower_ in ("since", "after", "because", "as", "once")
                                         for c in head.children)
+
+
+def _since_when(token) -> bool:
+    """ "since" a time ("Since June", "vegan since last year"): when a state began, so it was not so before. The
+    conjunction ("since we talked", "since I was a kid") says how long, and is no change; nor is "since our last
+    chat", which dates the talk, not a state."""
+    return token.lower_ == "since" and token.dep_ in ("prep", "ROOT") and any(
+        c.dep_ == "pobj" and c.lemma_.lower() not in TALK | {"conversation", "call"} for c in token.children)
 
 
 def _returned(back) -> bool:
