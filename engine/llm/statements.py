@@ -380,10 +380,11 @@ def _phatic(head, tokens, vocatives: frozenset[int]) -> bool:
     """A verbless formula ("No problem, Nate!", "Thanks so much!", "Long time no talk", "Oh my god"), a name
     beside it being whom it is said to: what is said to be kind or to react, not a fact; two such formulas, one
     with "no", are no new polarity. A name alone ("Paris!") is no formula."""
+    if head.pos_ in ("VERB", "AUX"):             # every clause is asked: a verb's is no formula, so stop here
+        return _this_talk(head, tokens)
     formula = [t.lower_ in PHATIC or t.lemma_.lower() in PHATIC for t in tokens]
-    return head.pos_ not in ("VERB", "AUX") and any(formula) and all(
-        f or t.is_punct or t.is_stop or t.i in vocatives or t.pos_ == "PROPN" for f, t in zip(formula, tokens)) \
-        or _this_talk(head, tokens)
+    return any(formula) and all(f or t.is_punct or t.is_stop or t.i in vocatives or t.pos_ == "PROPN"
+                                for f, t in zip(formula, tokens)) or _this_talk(head, tokens)
 
 
 def _this_talk(head, tokens) -> bool:
