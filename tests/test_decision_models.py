@@ -188,3 +188,31 @@ def test_formulas_talk_of_the_talk_and_a_plan_carried_by_and_are_read_as_what_th
     features, _ = update_features(analyse("Last week I went to a Harry Potter conference in the UK.", "Tim"),
                                   analyse("I just got back from the coolest Harry Potter party.", "Tim"), embed)
     assert features[UPDATE_FEATURES.index("entity_change")] == 0        # no value that was not there before
+
+
+def test_every_clause_of_a_turn_is_read_the_copula_over_a_clause_a_fragment_and_a_plan_called_off(embed) -> None:
+    """A copula at the root over a clause of its own ("We adopted a kitten, so now it's three cats"), over a verbal
+    complement ("I'm back eating chicken"), a verbless fragment beside a clause ("Still no meat, but fish is back
+    on my plate") and a clause hung on a noun ("happier news: a tabby turned up") were left out of the turn's
+    clauses, so the count or the negation they say was never compared. A cancelling verb whose object is a
+    pronoun calls off the plan said before it (docs/DECISIONS.md, stop 68)."""
+    def texts(text: str) -> list[str]:
+        return [c.text for c in analyse(text, "Tom").clauses]
+
+    assert any("three cats" in t for t in texts("We adopted a kitten last weekend, so now it's three cats here."))
+    assert any(("age", "29") in c.counts for c in analyse("I'm 29, turning 30 next year.", "Oli").clauses)
+    assert texts("I'm back eating chicken.") == ["I 'm back eating chicken ."]
+    fragment = analyse("Still no meat, but fish is back on my plate.", "Lia").clauses
+    assert fragment[0].text.startswith("Still no meat") and fragment[0].negated
+    assert any(t.startswith("a little tabby turned up") for t in texts("Happier news: a little tabby turned up."))
+    # the newcomer's count, said in other words than the pinned demo's: a new number of the thing counted
+    cats = judge_update("I've got two cats, Pepper and Salt.", "Tom",
+                        "We adopted a kitten last weekend, so now it's three cats in the flat.", "Tom", embed)
+    assert cats.features["number_change"] == 1.0 and cats.probability >= 0.5
+    assert judge_update("I'm 29, turning 30 next year.", "Oli", "Well, I'm officially 30 as of yesterday!", "Oli",
+                        embed).probability >= 0.9
+    off = judge_update("We're planning a trip to Lisbon in May.", "Kai", "We cancelled it.", "Kai", embed)
+    assert off.features["plan_then_outcome"] == 1.0
+    other = judge_update("We're planning a trip to Lisbon in May.", "Kai", "We cancelled the gym membership.", "Kai",
+                         embed)
+    assert other.features["plan_then_outcome"] == 0.0              # a thing named is not the plan's pronoun

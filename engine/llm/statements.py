@@ -68,6 +68,9 @@ VALUE_ENTS = frozenset("GPE LOC ORG FAC NORP PERSON PRODUCT WORK_OF_ART EVENT LA
 # so a 100 KB turn costs what a long paragraph does
 READ_CHARS, MAX_CLAUSES = 2000, 12
 PLAN_OUTCOME = 0.5     # how alike (values masked) a plan's clause and its outcome's need to read
+# The dependencies by which a verb heads a clause of its own, inside another ("We adopted a kitten, so now it's
+# three cats": "adopted" is the copula's ccomp).
+NESTED = frozenset(("conj", "ccomp", "advcl", "parataxis", "relcl"))
 LIGHT_VERBS = frozenset("be have get do go make take".split())
 
 
@@ -172,14 +175,10 @@ def _read(doc, key: tuple[str, str]) -> Statement:
     for sent in doc.sents:
         asked = sent.text.rstrip().rstrip('"\')').endswith("?")
         vocatives = _vocatives(sent)
-        heads = [t for t in sent if t.pos_ in ("VERB", "AUX") and (t.dep_ in ("ROOT", "conj", "ccomp", "advcl",
-                                                                               "xcomp", "relcl", "parataxis")
-                                                                   or t.head == t)]
-        if not heads:
-            heads = [sent.root]
+        heads = [t for t in sent if t.pos_ in ("VERB", "AUX") and (t.dep_ in ("ROOT", "xcomp") or _own_clause(t))]
+        if sent.root not in heads:               # a verbless fragment says something too: "Still no meat, but ..."
+            heads.insert(0, sent.root)
         for head in heads:
-            if head.pos_ == "AUX" and any(c.pos_ == "VERB" for c in head.children if c.dep_ != "conj"):
-                continue
             if head.dep_ == "xcomp" and head.head in heads:
                 continue                         # "want to move": one clause with its governing verb
             clauses.append(_clause(head, sent, speaker, asked, vocatives))
@@ -195,6 +194,13 @@ def _vocatives(sent) -> frozenset[int]:
         or any(c.dep_ == "intj" and c.lower_ in GREETINGS for c in t.children)))
 
 
+def _own_clause(t) -> bool:
+    """Whether a verb heads a clause of its own inside another: joined, complementing, adverbial, relative, or a
+    clause with its own subject the parser hung on a noun ("happier news: a little tabby turned up")."""
+    return t.pos_ in ("VERB", "AUX") and (t.dep_ in NESTED or t.dep_ == "acl" and any(
+        c.dep_ in ("nsubj", "nsubjpass") for c in t.children))
+
+
 def _span(head):
     """The tokens of a clause: the head's subtree without nested clauses of their own."""
     own = []
@@ -202,8 +208,7 @@ def _span(head):
     while stack:
         t = stack.pop()
         own.append(t)
-        stack.extend(c for c in t.children if not (c.dep_ in ("conj", "ccomp", "advcl", "parataxis", "relcl")
-                                                  and c.pos_ in ("VERB", "AUX")))
+        stack.extend(c for c in t.children if not _own_clause(c))
     return sorted(own, key=lambda t: t.i)
 
 
@@ -623,7 +628,8 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                         and _holders_agree(x, old.speaker, y, new.speaker)
                         and (x.entities & y.entities                             # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
-                             and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME)  # the same doing to another
+                             and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME   # the same doing to another
+                             or _calls_off_the_plan(y))
                         for x, y in closest))
     same_value = float(bool((nums_a and nums_a == nums_b) or (ents_a and ents_a == ents_b)))
     changed = max(num, ent, flip, change, outcome)
@@ -634,6 +640,12 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                          vetoes["other_holder"], float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
                          float(b.kept), asked_cos * _denies(new.text, asked)])
     return features, (a, b)
+
+
+def _calls_off_the_plan(c: Clause) -> bool:
+    """A clause that calls something off and names nothing else ("We cancelled it", "Scrapped it"): what it
+    calls off is the plan said before, which its pronoun stands for."""
+    return bool(c.slot & CANCEL) and not c.slot - CANCEL and not c.entities
 
 
 def _denies(answer: str, asked: str) -> float:
