@@ -340,3 +340,24 @@ def test_an_episodes_turns_rank_by_their_own_exchange(tmp_path):
     order = [s for s in res.source_ids if s in episode.source_ids]
     assert order == sorted(episode.source_ids, key=lambda s: (-episode.source_worth[s], s))[:len(order)]
     assert episode.source_worth["D3:1"] > episode.source_worth["D1:1"]       # the SweetLeaf exchange first
+
+
+def test_fact_refinement_reads_a_new_value_from_the_statements_structure():
+    """RecMem's offline refiner decides that a new fact updates a known one with the calibrated update model, from
+    who holds each fact and what changed, not from shared words: a count said in other words updates the known
+    fact; the same count about someone else, or the same fact said again, does not."""
+    from engine.llm.embedder import Embedder
+    from engine.llm.offline_recmem import refine_facts
+
+    known = [{"id": "u7", "time": "2024-03-01T10:00:00", "text": "On 1 March 2024, Tom: I've got two cats, Pepper and Salt."}]
+
+    def refined(speaker: str, text: str) -> dict:
+        unit = {"id": "u9", "time": "2024-03-20T10:00:00", "messages": [{"speaker": speaker, "text": text}]}
+        return refine_facts({"episode": {"id": "episode 1", "text": ""}, "units": [unit], "known": known}, Embedder())
+
+    mine = refined("Tom", "We adopted a kitten last weekend, so now it's three cats in the flat.")["facts"]
+    assert [(f["updates"], f["type"]) for f in mine] == [("u7", "TIME_ANCHORED_UPDATE")]
+    theirs = refined("Ana", "My sister has got three cats in her flat now, all of them ginger.")["facts"]
+    assert theirs and all(f["updates"] == "" for f in theirs)
+    again = refined("Tom", "I have got two cats, Pepper and Salt.")                # alike, but no new value
+    assert again["facts"] and all(f["updates"] == "" for f in again["facts"])

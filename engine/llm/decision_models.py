@@ -159,6 +159,21 @@ def judge_statements(old_text: str, old_speaker: str, new_text: str, new_speaker
             for name in ("update", "merge")}
 
 
+# The update model's features that say a value changed in the clauses about one thing: an update needs one (two
+# long turns on one subject read alike without giving anything a new value); without it, two statements alike
+# enough to say one thing are a merge.
+VALUE_CHANGES = ("number_change", "entity_change", "polarity_flip", "change_word", "plan_then_outcome",
+                 "restated_new_value")
+
+
+def supersedes(judged: dict[str, Judgement], floor: float) -> bool:
+    """Whether `judge_statements`' judgements make the later statement an update of the earlier one: at least
+    `floor` likely, with a value that changed, and no likelier to be the same fact said again (a merge)."""
+    update, merge = judged["update"], judged["merge"]
+    return update.probability >= floor and any(update.features[f] for f in VALUE_CHANGES) and \
+        update.probability >= merge.probability
+
+
 def _statement_reason(pair: tuple[Clause, Clause] | None, x: np.ndarray, model: Logistic, kind: str) -> str:
     if pair is None:
         return "no clause to compare"

@@ -11,18 +11,13 @@ from __future__ import annotations
 import re
 
 from engine.core.text import strip_speaker
-from engine.llm.decision_models import judge_statements
+from engine.llm.decision_models import judge_statements, supersedes
 from engine.llm.offline_split import SPLIT_FLOOR, best_split, scored_cuts
 from engine.llm.statements import Statement, analyse, analyse_ahead, update_texts
 
 # Below this probability a pair is no Update (or Merge) candidate; between it and the gate θ, the proposal is
 # shown to a reviewer as gated out, never dropped.
 UPDATE_FLOOR = MERGE_FLOOR = 0.3
-# The update model's features that say a value changed in the clauses about one thing: an Update needs one
-# (two long turns on one subject read alike without giving anything a new value); without it, two statements
-# alike enough to say one thing are a Merge candidate.
-VALUE_CHANGES = ("number_change", "entity_change", "polarity_flip", "change_word", "plan_then_outcome",
-                 "restated_new_value")
 _DATED = re.compile(r"\b(yesterday|today|tonight|this (?:morning|afternoon|evening)|last (?:week|month|year|weekend|"
                     r"night|summer|fall|winter|spring|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
                     r"\w+ (?:days?|weeks?|months?|years?) ago|the other day)\b", re.I)
@@ -75,8 +70,7 @@ def compare(a: dict, b: dict, cosine: float, embedder) -> tuple[str, float, str]
     judged = judge_statements(old_st.text, old_st.speaker, new_st.text, new_st.speaker, embedder.embed,
                               strip_speaker(new.get("asked") or "")[1], strip_speaker(old.get("asked") or "")[1])
     update, merge = judged["update"], judged["merge"]
-    if update.probability >= UPDATE_FLOOR and any(update.features[f] for f in VALUE_CHANGES) and \
-            update.probability >= merge.probability:
+    if supersedes(judged, UPDATE_FLOOR):
         return "update", update.probability, f"same speaker; {update.reason}; the newer statement supersedes"
     if merge.probability >= MERGE_FLOOR:
         return "merge", merge.probability, (f"same speaker; cosine {cosine:.2f}; {merge.reason}; the newer "

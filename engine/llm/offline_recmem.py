@@ -6,8 +6,9 @@ from its units' most informative sentences. A merge appends the new unit's most 
 episode when the unit continues it: the confidence is a logistic of the unit's cosine with the episode and the
 share of its content words the episode already has. A fact is one sentence of a unit (pronouns anchored to the
 speakers, relative dates made absolute, prefixed with the unit's date); it is dropped as known when a known
-fact says the same (near-identical embedding or words), and it is a time-anchored update of a known fact when
-it restates that fact's subject with a changed number or polarity.
+fact says the same (near-identical embedding or words), and it is a time-anchored update of a known fact when the
+calibrated update model (`engine.llm.decision_models.supersedes`, read from the structure of the two statements:
+who holds the fact, its value, polarity and mood) finds a changed value, at least `UPDATE_FLOOR` likely.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import re
 
 import numpy as np
 
-from engine.llm.offline_events import rewrite
+from engine.llm.decision_models import judge_statements, supersedes
+from engine.llm.offline_events import STATE_FLOOR, rewrite
 from engine.llm.schemas import EPISODE_CHARS, EPISODES, FACT_CHARS, FACTS
-from engine.core.text import containment, content_tokens, has_negation, human_date, jaccard, numbers, sentence_spans
+from engine.core.text import containment, content_tokens, human_date, jaccard, numbers, sentence_spans
 
 THREAD_COSINE = 0.3         # a unit below this content cosine to every thread's centroid opens a new thread
 TOPIC_WORD = 0.02           # what one informative word adds to a sentence's cosine with its topic
@@ -29,7 +31,8 @@ EPISODE_SENTENCES = 6       # "3 to 6 sentences" (App. F, Fig. 8)
 MIN_CONTENT = 4             # content words a sentence needs to be a fact or an episode's sentence
 KNOWN_COSINE = 0.85         # a candidate this close to a known fact says the same thing ...
 KNOWN_WORDS = 0.6           # ... or shares this much of its words (token Jaccard)
-SAME_SUBJECT = 0.35         # a candidate sharing this much with a known fact, with a changed value, updates it
+UPDATE_FLOOR = STATE_FLOOR  # the update model's probability past which a new fact updates a known one (the paper
+                            # leaves the call to its LLM; MemLoom's state succession reads the same model the same way)
 PREFERENCE = frozenset("like likes love loves prefer prefers favorite favourite hate hates enjoy enjoys allergic "
                        "always never usually vegan vegetarian budget want wants".split())
 RELATION = frozenset("sister brother mother mom mum father dad wife husband son daughter friend friends boss "
@@ -240,7 +243,7 @@ def refine_facts(payload: dict, embedder) -> dict:
             missing = 1.0 - containment(tokens, told)          # detail recovery: what the episode left out
             helper = 0.5 if spk.strip().lower() == "assistant" else 1.0     # user-centric: advice counts less
             candidates.append({"text": text, "unit": str(unit.get("id")), "tokens": tokens, "sentence": s,
-                               "score": informativeness(s) * (0.5 + missing) * helper})
+                               "speaker": spk, "score": informativeness(s) * (0.5 + missing) * helper})
     if not candidates:
         return {"facts": [], "dropped": []}
     known_texts = [str(k.get("text", "")) for k in known]
@@ -252,20 +255,13 @@ def refine_facts(payload: dict, embedder) -> dict:
         c = candidates[i]
         if any(float(vecs[i] @ vecs[j]) >= KNOWN_COSINE for j in seen):
             continue                                                 # restates a fact already kept here
-        updates, match = "", None
-        if known_vecs is not None:
+        updates, match = _updated(c, known, embedder), None
+        if known_vecs is not None and not updates:
             sims = known_vecs @ vecs[i]
             j = max(range(len(known)), key=lambda j: (float(sims[j]), -j))
-            k_tokens = set(content_tokens(str(known[j].get("text", ""))))
-            words = jaccard(c["tokens"], k_tokens)
+            words = jaccard(c["tokens"], set(content_tokens(str(known[j].get("text", "")))))
             if float(sims[j]) >= KNOWN_COSINE or words >= KNOWN_WORDS:
-                changed = numbers(c["sentence"]) - numbers(str(known[j].get("text", "")))
-                if changed or has_negation(c["sentence"]) != has_negation(str(known[j].get("text", ""))):
-                    updates = str(known[j].get("id"))
-                else:
-                    match = (str(known[j].get("id")), max(float(sims[j]), words))
-            elif words >= SAME_SUBJECT and (numbers(c["sentence"]) ^ numbers(str(known[j].get("text", "")))):
-                updates = str(known[j].get("id"))
+                match = (str(known[j].get("id")), max(float(sims[j]), words))
         if match is not None:
             dropped.append({"text": c["text"], "known": match[0], "similarity": round(min(1.0, max(0.0, match[1])), 4)})
             continue
@@ -274,3 +270,28 @@ def refine_facts(payload: dict, embedder) -> dict:
                         "updates": updates}
             seen.append(i)
     return {"facts": [facts[i] for i in sorted(facts)], "dropped": dropped}
+
+
+_FACT_DATE = re.compile(r"^On [^,]+, ")
+
+
+def _said(fact: str) -> tuple[str, str]:
+    """Who states a known fact and what, from its text ("On 8 May 2023, Maya: I moved to Leeds." or "On 8 May
+    2023, Maya moved to Leeds."): the name it opens with holds it."""
+    body = _FACT_DATE.sub("", fact, count=1)
+    name, colon, rest = body.partition(": ")
+    if colon and 0 < len(name.split()) <= 3:
+        return name, rest
+    return (body.split() or [""])[0], body
+
+
+def _updated(candidate: dict, known: list[dict], embedder) -> str:
+    """The id of the known fact the candidate most probably gives a new value, when the update model finds that
+    at least `UPDATE_FLOOR` likely; "" otherwise."""
+    best, best_p = "", 0.0
+    for k in known:
+        speaker, text = _said(str(k.get("text", "")))
+        judged = judge_statements(text, speaker, candidate["sentence"], candidate["speaker"], embedder.embed)
+        if supersedes(judged, UPDATE_FLOOR) and judged["update"].probability > best_p:
+            best, best_p = str(k.get("id")), judged["update"].probability
+    return best
