@@ -345,7 +345,7 @@ def test_an_episodes_turns_rank_by_their_own_exchange(tmp_path):
 def test_fact_refinement_reads_a_new_value_from_the_statements_structure():
     """RecMem's offline refiner decides that a new fact updates a known one with the calibrated update model, from
     who holds each fact and what changed, not from shared words: a count said in other words updates the known
-    fact; the same count about someone else, or the same fact said again, does not."""
+    fact, the same count about someone else does not, and the same fact said again is dropped as known."""
     from engine.llm.embedder import Embedder
     from engine.llm.offline_recmem import refine_facts
 
@@ -359,5 +359,6 @@ def test_fact_refinement_reads_a_new_value_from_the_statements_structure():
     assert [(f["updates"], f["type"]) for f in mine] == [("u7", "TIME_ANCHORED_UPDATE")]
     theirs = refined("Ana", "My sister has got three cats in her flat now, all of them ginger.")["facts"]
     assert theirs and all(f["updates"] == "" for f in theirs)
-    again = refined("Tom", "I have got two cats, Pepper and Salt.")                # alike, but no new value
-    assert again["facts"] and all(f["updates"] == "" for f in again["facts"])
+    # said again, compared without the known fact's date and name: known, neither a new fact nor an update
+    again = refined("Tom", "I have got two cats, Pepper and Salt.")
+    assert again["facts"] == [] and [d["known"] for d in again["dropped"]] == ["u7"]

@@ -246,7 +246,7 @@ def refine_facts(payload: dict, embedder) -> dict:
                                "speaker": spk, "score": informativeness(s) * (0.5 + missing) * helper})
     if not candidates:
         return {"facts": [], "dropped": []}
-    known_texts = [str(k.get("text", "")) for k in known]
+    known_texts = [_said(str(k.get("text", "")))[1] for k in known]        # without the date and the name
     vectors = _vectors(embedder, [c["sentence"] for c in candidates] + known_texts)
     vecs = np.stack([vectors[c["sentence"]] for c in candidates])
     known_vecs = np.stack([vectors[t] for t in known_texts]) if known else None
@@ -259,7 +259,7 @@ def refine_facts(payload: dict, embedder) -> dict:
         if known_vecs is not None and not updates:
             sims = known_vecs @ vecs[i]
             j = max(range(len(known)), key=lambda j: (float(sims[j]), -j))
-            words = jaccard(c["tokens"], set(content_tokens(str(known[j].get("text", "")))))
+            words = jaccard(c["tokens"], set(content_tokens(known_texts[j])))
             if float(sims[j]) >= KNOWN_COSINE or words >= KNOWN_WORDS:
                 match = (str(known[j].get("id")), max(float(sims[j]), words))
         if match is not None:
