@@ -136,7 +136,11 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     most like the plan (issue 52: All-Mem's Updates between LoCoMo restatements), moved MemLoom's relation edges
     (CAUSAL_FOLLOW 26 -> 21, STATE_SUCCESSOR 7 -> 6 at the last round), the walks in 8 of its question records
     (demo:q7's 7th to 10th places among them; its four chain turns keep places 1-4) and its relation-synthesis tally, and All-Mem's diagnosis tally;
-    every recall and nDCG figure is equal, and naive's, hybrid's and All-Mem's rankings are as they were. Floats are
+    every recall and nDCG figure is equal, and naive's, hybrid's and All-Mem's rankings are as they were. Every
+    clause of a turn read (a copula over a clause of its own, a verbless fragment; issue 52, stop 68), with the
+    models refit, moved MemLoom's relation edges (CAUSAL_FOLLOW 21 -> 22 at the last round) and the walks to three
+    results below the 10th place (demo:q5's 13th and 15th, demo:q11's 15th); every recall and nDCG figure is equal,
+    and naive's, hybrid's and All-Mem's records are as they were. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""
