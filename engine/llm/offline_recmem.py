@@ -20,6 +20,7 @@ import numpy as np
 from engine.llm.decision_models import judge_statements, supersedes
 from engine.llm.offline_events import STATE_FLOOR, rewrite
 from engine.llm.schemas import EPISODE_CHARS, EPISODES, FACT_CHARS, FACTS
+from engine.llm.statements import analyse, analyse_ahead, update_texts
 from engine.core.text import containment, content_tokens, human_date, jaccard, numbers, sentence_spans
 
 THREAD_COSINE = 0.3         # a unit below this content cosine to every thread's centroid opens a new thread
@@ -246,7 +247,9 @@ def refine_facts(payload: dict, embedder) -> dict:
                                "speaker": spk, "score": informativeness(s) * (0.5 + missing) * helper})
     if not candidates:
         return {"facts": [], "dropped": []}
-    known_texts = [_said(str(k.get("text", "")))[1] for k in known]        # without the date and the name
+    said = [_said(str(k.get("text", ""))) for k in known]           # (who, what): without the date and the name
+    known_texts = [text for _, text in said]
+    _read_ahead(candidates, said, embedder)
     vectors = _vectors(embedder, [c["sentence"] for c in candidates] + known_texts)
     vecs = np.stack([vectors[c["sentence"]] for c in candidates])
     known_vecs = np.stack([vectors[t] for t in known_texts]) if known else None
@@ -255,7 +258,7 @@ def refine_facts(payload: dict, embedder) -> dict:
         c = candidates[i]
         if any(float(vecs[i] @ vecs[j]) >= KNOWN_COSINE for j in seen):
             continue                                                 # restates a fact already kept here
-        updates, match = _updated(c, known, embedder), None
+        updates, match = _updated(c, known, said, embedder), None
         if known_vecs is not None and not updates:
             sims = known_vecs @ vecs[i]
             j = max(range(len(known)), key=lambda j: (float(sims[j]), -j))
@@ -285,12 +288,22 @@ def _said(fact: str) -> tuple[str, str]:
     return (body.split() or [""])[0], body
 
 
-def _updated(candidate: dict, known: list[dict], embedder) -> str:
-    """The id of the known fact the candidate most probably gives a new value, when the update model finds that
-    at least `UPDATE_FLOOR` likely; "" otherwise."""
+def _read_ahead(candidates: list[dict], said: list[tuple[str, str]], embedder) -> None:
+    """Parse every statement, and embed what the update model reads of every (known fact, candidate) pair, in
+    batches ahead of `_updated`, which judges the pairs one at a time (`offline_diagnosis.prefetch` does the same
+    for All-Mem's diagnosis)."""
+    news = [(c["sentence"], c["speaker"]) for c in candidates]
+    olds = [(text, speaker) for speaker, text in said]
+    analyse_ahead(olds + news)
+    wanted = {t for old in olds for new in news for t in update_texts(analyse(*old), analyse(*new))}
+    embedder.embed_ahead(sorted(wanted, key=lambda t: (len(t), t)))     # like lengths together: little padding
+
+
+def _updated(candidate: dict, known: list[dict], said: list[tuple[str, str]], embedder) -> str:
+    """The id of the known fact (`said`: who states each, and what) the candidate most probably gives a new value,
+    when the update model finds that at least `UPDATE_FLOOR` likely; "" otherwise."""
     best, best_p = "", 0.0
-    for k in known:
-        speaker, text = _said(str(k.get("text", "")))
+    for k, (speaker, text) in zip(known, said):
         judged = judge_statements(text, speaker, candidate["sentence"], candidate["speaker"], embedder.embed)
         if supersedes(judged, UPDATE_FLOOR) and judged["update"].probability > best_p:
             best, best_p = str(k.get("id")), judged["update"].probability
