@@ -216,3 +216,23 @@ def test_every_clause_of_a_turn_is_read_the_copula_over_a_clause_a_fragment_and_
     other = judge_update("We're planning a trip to Lisbon in May.", "Kai", "We cancelled the gym membership.", "Kai",
                          embed)
     assert other.features["plan_then_outcome"] == 0.0              # a thing named is not the plan's pronoun
+
+
+def test_a_progressive_dated_by_the_calendar_is_an_arrangement_and_a_plan_reported_finished_is_its_outcome(
+        embed) -> None:
+    """English dates an arrangement with the present progressive and a point of the calendar ("We're getting
+    the kitchen redone in May"), where the present as the time ("this week") or a plural weekday ("on Fridays")
+    is a report or a habit; a plan then "The kitchen's finished!" is the plan carried out (docs/DECISIONS.md,
+    stop 69)."""
+    def mood(text: str) -> str:
+        return analyse(text, "Tom").clauses[0].mood
+
+    assert mood("We're getting the kitchen redone in May.") == "planned"
+    assert mood("I'm seeing the doctor on Friday.") == "planned"
+    assert mood("I'm working from home this week.") == "stated"
+    assert mood("I'm working on Fridays now.") == "stated"
+    assert mood("I'm feeling better since Monday.") == "stated"
+    done = judge_update("We're getting the kitchen redone in May.", "Tom", "The kitchen's finished!", "Tom", embed)
+    assert done.features["plan_then_outcome"] == 1.0
+    still = judge_update("We're getting the kitchen redone in May.", "Tom", "The kitchen's a mess.", "Tom", embed)
+    assert still.features["plan_then_outcome"] == 0.0

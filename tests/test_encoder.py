@@ -140,7 +140,13 @@ def test_the_demo_benchmark_figures_stay_as_pinned(monkeypatch, tmp_path):
     clause of a turn read (a copula over a clause of its own, a verbless fragment; issue 52, stop 68), with the
     models refit, moved MemLoom's relation edges (CAUSAL_FOLLOW 21 -> 22 at the last round) and the walks to three
     results below the 10th place (demo:q5's 13th and 15th, demo:q11's 15th); every recall and nDCG figure is equal,
-    and naive's, hybrid's and All-Mem's records are as they were. Floats are
+    and naive's, hybrid's and All-Mem's records are as they were. A present progressive dated by the calendar read
+    as a plan and a plan reported finished as its outcome (issue 52, stop 69), with the models refit, let All-Mem
+    supersede "I'm eyeing the Bridges Half in the spring, but I haven't committed yet" with D5:1's "I signed up for
+    the Bridges Half" (version edges 2 -> 3 in round 1), which moved the scores in its records of all 14 questions,
+    the rankings below the 2nd place of four (demo:q1, q2, q10, q13) and its tallies, and moved MemLoom's relation edges (CAUSAL_FOLLOW 22 -> 23,
+    STATE_SUCCESSOR 6 -> 5 at the last round) and the walks in 5 of its question records; every recall and nDCG
+    figure is equal, and naive's and hybrid's records are as they were. Floats are
     compared within `FLOAT_TOLERANCE` (see `differences`); everything else exactly. The fixture is
     `figures` of `run_benchmark(BenchConfig(dataset="locomo", source="datasets/demo/demo.jsonl", engines=(...),
     rounds=2, out=...))` with `source` set to "demo.jsonl"."""

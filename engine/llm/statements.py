@@ -39,6 +39,14 @@ HABITUAL = frozenset("every each daily weekly usually always often twice never".
 ARRANGED = frozenset("go fly travel move visit head leave relocate emigrate".split())
 REPORT_VERBS = frozenset("say tell reckon claim insist announce mention promise warn".split())
 CANCEL = frozenset("cancel scrap drop postpone abandon shelve skip".split())
+# words that report a thing done, in the present: "The kitchen's finished!", "The move is done"
+COMPLETE = frozenset("finish finished done over complete completed".split())
+# points of the calendar: a present progressive dated by one is an arrangement ("We're getting the kitchen
+# redone in May", "I'm seeing the doctor on Friday"), where one dated by the present is a report ("I'm working
+# from home this week")
+CALENDAR = frozenset("""january february march april may june july august september october november december
+monday tuesday wednesday thursday friday saturday sunday spring summer autumn fall winter christmas easter
+weekend tonight tomorrow""".split())
 CHANGE_WORDS = frozenset("""now anymore longer switch move quit start become turn new stop finally
 instead change leave join replace upgrade downgrade retire promote transfer adopt sell buy break lose finish
 return split divorce marry engage graduate recover diagnose cancel drop clear heal""".split())
@@ -273,9 +281,10 @@ def _mood(head, tokens, sent, asked: bool) -> str:
     # an intention: "plan to", "want to", "thinking about going", "hoping for"
     intends = head.lemma_.lower() in PLAN_VERBS and any(
         c.dep_ == "xcomp" or c.dep_ == "prep" and any(g.pos_ == "VERB" for g in c.children) for c in head.children)
-    # the present progressive of a going-somewhere verb is an arrangement, not a report: "I'm going to Lisbon
-    # in May", "we're moving to Leeds"
-    arranged = head.tag_ == "VBG" and head.lemma_.lower() in ARRANGED and any(
+    # the present progressive of a going-somewhere verb, or of any verb dated by a point of the calendar, is an
+    # arrangement, not a report: "I'm going to Lisbon in May", "we're moving to Leeds", "I'm seeing the doctor
+    # on Friday"
+    arranged = head.tag_ == "VBG" and (head.lemma_.lower() in ARRANGED or _dated(tokens)) and any(
         c.dep_ == "aux" and c.lemma_.lower() == "be" and c.tag_ in ("VBP", "VBZ") for c in head.children) \
         and not lows & HABITUAL                                         # "I'm going to the gym every morning"
     if future or intends or arranged or (lemmas & {"plan", "thinking", "hope", "want"} and head.tag_ in ("VB", "VBG")):
@@ -283,6 +292,13 @@ def _mood(head, tokens, sent, asked: bool) -> str:
     if _urges(head, tokens):
         return "urged"
     return "stated"
+
+
+def _dated(tokens) -> bool:
+    """Whether a clause names a point of the calendar as its time: "in May", "on Friday", "at Easter"; not a
+    weekday in the plural ("on Fridays": a habit), nor a time it runs from or to ("since March")."""
+    return any(t.lower_ in CALENDAR and t.head.lower_ not in ("since", "until", "till", "from", "through")
+               for t in tokens)
 
 
 def _clause_head(token):
@@ -624,7 +640,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     # but the report is the later statement's clause most like the plan, about the same person: in two long
     # turns some planned clause and some past one share a word by chance
     closest = ((x, max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))) for x in a_cl if x.mood == "planned")
-    outcome = float(any(y.mood == "stated" and (y.past or bool(y.slot & CANCEL))     # done, or called off
+    outcome = float(any(y.mood == "stated" and (y.past or bool(y.slot & CANCEL) or _completes(y))  # done, called off
                         and _holders_agree(x, old.speaker, y, new.speaker)
                         and (x.entities & y.entities                             # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
@@ -640,6 +656,11 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                          vetoes["other_holder"], float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
                          float(b.kept), asked_cos * _denies(new.text, asked)])
     return features, (a, b)
+
+
+def _completes(c: Clause) -> bool:
+    """Whether a clause reports its thing done, in the present tense ("The kitchen's finished!")."""
+    return bool(set(re.findall(r"[a-z]+", c.text.lower())) & COMPLETE)
 
 
 def _calls_off_the_plan(c: Clause) -> bool:
