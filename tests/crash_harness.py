@@ -1,7 +1,8 @@
 """`memwb replay` with phase markers, for the kill -9 test: a real process that says where it is.
 
-Each marked phase prints `PHASE <name>` on stdout and then pauses (MEMWB_CRASH_PAUSE seconds) at the
-point where a crash hurts most, so the test's kill lands inside it:
+Each marked phase prints `PHASE <name>` on stdout at the point where a crash hurts most and then pauses
+there, so the test's kill lands inside it: MEMWB_CRASH_AT=<name>:<n> holds the process at the n-th marker of
+that phase only (the others pass at full speed), else every marker pauses MEMWB_CRASH_PAUSE seconds:
 - ingest: a turn's records are written into the open transaction, not yet committed;
 - diagnosis: a consolidation run is diagnosing the buffer (its run is being made);
 - apply: a run's edits are executed, its commit not yet made.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import Counter
 
 from engine.cli import main
 from engine.core.oplog import OpKind
@@ -19,11 +21,18 @@ from engine.engines import process_classes
 from engine.store.log_store import Store
 
 PAUSE = float(os.environ.get("MEMWB_CRASH_PAUSE", "0.3"))
+AT = os.environ.get("MEMWB_CRASH_AT", "")
+HOLD = 120.0            # seconds held at MEMWB_CRASH_AT: far longer than the test takes to send its kill
+_seen: Counter = Counter()
 
 
 def mark(name: str) -> None:
     print(f"PHASE {name}", flush=True)
-    time.sleep(PAUSE)
+    _seen[name] += 1
+    if not AT:
+        time.sleep(PAUSE)
+    elif AT == f"{name}:{_seen[name]}":
+        time.sleep(HOLD)
 
 
 def patch() -> None:

@@ -11,12 +11,12 @@ import random
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 from collections import Counter
 
 import pytest
 
-from tests.writers import ROOT, assert_whole, demo_prefix, env, export, finish, memwb, replay_args
+from tests.writers import ROOT, assert_whole, demo_prefix, env, export, replay_args
 
 pytestmark = pytest.mark.slow
 TURNS = 60
@@ -24,20 +24,24 @@ KILLS = 21
 PHASES = ("ingest", "diagnosis", "apply")
 
 
-def start(conversation, db) -> subprocess.Popen:
+def start(conversation, db, workspace: str, at: str = "") -> subprocess.Popen:
+    """The harness replaying `conversation` into `db`, held at `at` ("phase:n") for the kill, else unpaused.
+    The processes share one workspace: a kill tests the database, and a warm embedding cache only shortens the
+    stretches between the phases."""
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_harness.py"),
-                             *map(str, replay_args(conversation, db))], cwd=ROOT, env=env(),
+                             *map(str, replay_args(conversation, db))], cwd=ROOT,
+                            env={**env(), "MEMWB_WORKSPACE": workspace, "MEMWB_CRASH_AT": at,
+                                 "MEMWB_CRASH_PAUSE": "0"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def kill_in(proc: subprocess.Popen, phase: str, nth: int) -> bool:
-    """SIGKILL `proc` inside the `nth` `phase` it reaches; False if it finished first."""
+    """SIGKILL `proc` at the `nth` `phase` it reaches, where the harness holds it; False if it finished first."""
     seen = 0
     for line in proc.stdout:
         if line.strip() == f"PHASE {phase}":
             seen += 1
             if seen == nth:
-                time.sleep(0.05)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 return True
@@ -47,9 +51,11 @@ def kill_in(proc: subprocess.Popen, phase: str, nth: int) -> bool:
 
 def test_kill_dash_nine_during_replay_leaves_a_whole_database(tmp_path):
     conversation = demo_prefix(tmp_path, TURNS)
+    workspace = tempfile.mkdtemp(prefix="memwb-crash-", dir=tmp_path)
     clean = tmp_path / "clean.sqlite"
-    code, _, err = finish(memwb(*replay_args(conversation, clean)))
-    assert code == 0, err
+    proc = start(conversation, clean, workspace)
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err
 
     db = tmp_path / "killed.sqlite"
     rng = random.Random(7)
@@ -59,7 +65,7 @@ def test_kill_dash_nine_during_replay_leaves_a_whole_database(tmp_path):
         attempts += 1
         phase = PHASES[attempts % len(PHASES)]
         nth = rng.randint(1, 8) if phase == "ingest" else 1      # ingest kills move the replay on
-        proc = start(conversation, db)
+        proc = start(conversation, db, workspace, f"{phase}:{nth}")
         if kill_in(proc, phase, nth):
             landed[phase] += 1
             assert_whole(db, conversation)
@@ -71,7 +77,7 @@ def test_kill_dash_nine_during_replay_leaves_a_whole_database(tmp_path):
     print(f"kill -9 landed: {dict(landed)} in {attempts} attempts")
     assert sum(landed.values()) >= KILLS and all(landed[p] >= 5 for p in PHASES), landed
 
-    proc = start(conversation, db)
+    proc = start(conversation, db, workspace)
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err
     assert_whole(db, conversation, TURNS)

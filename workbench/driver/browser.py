@@ -23,6 +23,7 @@ def browser_page(width: int = 1500, height: int = 1100):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": width, "height": height})
+        page.add_init_script(RUN_OBSERVER)
         page.set_default_timeout(120_000)
         try:
             yield page
@@ -30,13 +31,39 @@ def browser_page(width: int = 1500, height: int = 1100):
             browser.close()
 
 
-def wait_idle(page, settle_ms: int = 600) -> None:
-    """Wait for the rerun an action triggered to start (if it does) and then to finish."""
-    running = '[data-testid="stStatusWidgetRunningIcon"], [data-testid="stSpinner"]'
-    with contextlib.suppress(Exception):
-        page.wait_for_selector(running, state="attached", timeout=3000)
-    page.wait_for_function(f"() => !document.querySelector('{running}')", timeout=300_000)
-    page.wait_for_timeout(settle_ms)
+# Streamlit marks its root with the state of the script run (`data-test-script-state`); an observer counts the
+# runs that start and records when the state last changed, so a wait sees a run however short it was (the
+# running icon shows only on runs long enough to notice, and a wait for it alone sat out its whole timeout).
+RUN_OBSERVER = """
+if (!window.__memwbRuns) {
+  window.__memwbRuns = {started: 0, seen: 0, changed: performance.now()};
+  new MutationObserver((changes) => {
+    for (const c of changes) {
+      window.__memwbRuns.changed = performance.now();
+      if (c.target.getAttribute('data-test-script-state') === 'running') window.__memwbRuns.started++;
+    }
+  }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+}
+"""
+# Whether the rerun an action triggered has come and gone: one has started since the last wait ended (or none
+# started within `patience` ms: the action asked for none), nothing runs or spins, and the state has held for
+# `settle` ms (a script that calls for a rerun of itself starts the next run within a few ms of the first).
+_IDLE = """([entry, settle, patience]) => {
+  const runs = window.__memwbRuns, now = performance.now();
+  const root = document.querySelector('[data-testid="stApp"]');
+  const state = root ? root.getAttribute('data-test-script-state') : null;
+  const busy = !['notRunning', 'compilationError'].includes(state) ||
+               document.querySelector('[data-testid="stStatusWidgetRunningIcon"], [data-testid="stSpinner"]');
+  return !busy && (runs.started > runs.seen || now - entry > patience) && now - runs.changed >= settle;
+}"""
+
+
+def wait_idle(page, settle_ms: int = 600, patience_ms: int = 3000) -> None:
+    """Wait for the rerun an action triggered to start (if it does within `patience_ms`) and then to finish."""
+    page.evaluate(RUN_OBSERVER)                 # a page opened elsewhere (a second person's) starts counting here
+    entry = page.evaluate("() => performance.now()")
+    page.wait_for_function(_IDLE, arg=[entry, settle_ms, patience_ms], timeout=300_000, polling=50)
+    page.evaluate("() => { window.__memwbRuns.seen = window.__memwbRuns.started; }")
 
 
 def open_page(page, title: str) -> None:
