@@ -232,6 +232,8 @@ def test_a_progressive_dated_by_the_calendar_is_an_arrangement_and_a_plan_report
     assert mood("I'm working from home this week.") == "stated"
     assert mood("I'm working on Fridays now.") == "stated"
     assert mood("I'm feeling better since Monday.") == "stated"
+    assert mood("She's staying in our spare room for now after the fall.") == "stated"    # a fall, not autumn
+    assert mood("I'm feeling a spring in my step.") == "stated"
     done = judge_update("We're getting the kitchen redone in May.", "Tom", "The kitchen's finished!", "Tom", embed)
     assert done.features["plan_then_outcome"] == 1.0
     still = judge_update("We're getting the kitchen redone in May.", "Tom", "The kitchen's a mess.", "Tom", embed)

@@ -296,9 +296,11 @@ def _mood(head, tokens, sent, asked: bool) -> str:
 
 def _dated(tokens) -> bool:
     """Whether a clause names a point of the calendar as its time: "in May", "on Friday", "at Easter"; not a
-    weekday in the plural ("on Fridays": a habit), nor a time it runs from or to ("since March")."""
-    return any(t.lower_ in CALENDAR and t.head.lower_ not in ("since", "until", "till", "from", "through")
-               for t in tokens)
+    weekday in the plural ("on Fridays": a habit), nor a time it runs from or to ("since March"), nor a word
+    that only spells like one (the modal "may", "a spring in my step"): the parser must read it as a date, a
+    time or a name."""
+    return any(t.lower_ in CALENDAR and (t.ent_type_ in ("DATE", "TIME") or t.tag_ == "NNP")
+               and t.head.lower_ not in ("since", "until", "till", "from", "through") for t in tokens)
 
 
 def _clause_head(token):
