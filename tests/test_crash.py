@@ -11,7 +11,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 
 import pytest
@@ -30,8 +29,7 @@ def start(conversation, db, workspace: str, at: str = "") -> subprocess.Popen:
     stretches between the phases."""
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "crash_harness.py"),
                              *map(str, replay_args(conversation, db))], cwd=ROOT,
-                            env={**env(), "MEMWB_WORKSPACE": workspace, "MEMWB_CRASH_AT": at,
-                                 "MEMWB_CRASH_PAUSE": "0"},
+                            env={**env(workspace), "MEMWB_CRASH_AT": at, "MEMWB_CRASH_PAUSE": "0"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -51,7 +49,7 @@ def kill_in(proc: subprocess.Popen, phase: str, nth: int) -> bool:
 
 def test_kill_dash_nine_during_replay_leaves_a_whole_database(tmp_path):
     conversation = demo_prefix(tmp_path, TURNS)
-    workspace = tempfile.mkdtemp(prefix="memwb-crash-", dir=tmp_path)
+    workspace = str(tmp_path / "workspace")
     clean = tmp_path / "clean.sqlite"
     proc = start(conversation, clean, workspace)
     _, err = proc.communicate(timeout=900)

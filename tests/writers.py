@@ -28,12 +28,12 @@ def demo_prefix(folder: Path, turns: int) -> Path:
     return path
 
 
-def env() -> dict:
-    """A writer's environment. Each process gets an empty workspace, so it runs the model as a first replay
-    does and stays busy long enough for a second writer to start beside it (a shared, warm embedding cache
-    would let a 40-turn replay end before another process has even started)."""
+def env(workspace: str | None = None) -> dict:
+    """A writer's environment. Each process gets an empty workspace unless given one, so it runs the model as a
+    first replay does and stays busy long enough for a second writer to start beside it (a shared, warm
+    embedding cache would let a 40-turn replay end before another process has even started)."""
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
-            "MEMWB_WORKSPACE": tempfile.mkdtemp(prefix="memwb-writer-")}
+            "MEMWB_WORKSPACE": workspace or tempfile.mkdtemp(prefix="memwb-writer-")}
 
 
 def memwb(*args, paced: float = 0.0, **kw) -> subprocess.Popen:
