@@ -222,8 +222,8 @@ def test_a_progressive_dated_by_the_calendar_is_an_arrangement_and_a_plan_report
         embed) -> None:
     """English dates an arrangement with the present progressive and a point of the calendar ("We're getting
     the kitchen redone in May"), where the present as the time ("this week") or a plural weekday ("on Fridays")
-    is a report or a habit; a plan then "The kitchen's finished!" is the plan carried out (docs/DECISIONS.md,
-    stop 69)."""
+    is a report or a habit; a plan then "The kitchen's finished!" is the plan carried out, where "I finish at
+    six", a present-tense verb, is a habit (docs/DECISIONS.md, stops 69 and 70)."""
     def mood(text: str) -> str:
         return analyse(text, "Tom").clauses[0].mood
 
@@ -238,3 +238,9 @@ def test_a_progressive_dated_by_the_calendar_is_an_arrangement_and_a_plan_report
     assert done.features["plan_then_outcome"] == 1.0
     still = judge_update("We're getting the kitchen redone in May.", "Tom", "The kitchen's a mess.", "Tom", embed)
     assert still.features["plan_then_outcome"] == 0.0
+    # "finish" as a present-tense verb is a habit, not the plan carried out (stop 70)
+    habit = judge_update("I'm starting the pottery course in May.", "Tom",
+                         "I finish the pottery course at six on Thursdays.", "Tom", embed)
+    assert habit.features["plan_then_outcome"] == 0.0
+    done = judge_update("I'm taking the pottery course in May.", "Tom", "Pottery course done!", "Tom", embed)
+    assert done.features["plan_then_outcome"] == 1.0

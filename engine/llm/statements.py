@@ -41,6 +41,8 @@ REPORT_VERBS = frozenset("say tell reckon claim insist announce mention promise 
 CANCEL = frozenset("cancel scrap drop postpone abandon shelve skip".split())
 # words that report a thing done, in the present: "The kitchen's finished!", "The move is done"
 COMPLETE = frozenset("finish finished done over complete completed".split())
+# but not as a present-tense verb, a habit ("I finish work at five"), nor as a preposition ("Over the weekend")
+HABITUAL_OR_PLACE = frozenset(("VB", "VBP", "VBZ", "IN"))
 # points of the calendar: a present progressive dated by one is an arrangement ("We're getting the kitchen
 # redone in May", "I'm seeing the doctor on Friday"), where one dated by the present is a report ("I'm working
 # from home this week")
@@ -100,6 +102,7 @@ class Clause:
     consequence: bool        # marked as following from something ("so", "had to", "that's why" ...)
     kept: bool               # says that something stayed as it was ("still", "same as", "as usual")
     masked: str              # the clause with its values masked: what it is about
+    completes: bool = False  # reports its thing done, in the present ("The kitchen's finished!", "Talk done!")
 
 
 @dataclass(frozen=True)
@@ -396,7 +399,8 @@ def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = f
         consequence=bool({t.lower_ for t in tokens} & CONSEQUENCE and any(
             t.lower_ in CONSEQUENCE and t.dep_ in ("cc", "mark", "advmod", "prep") for t in tokens))
         or any(f" {p} " in " " + text.lower() + " " for p in CONSEQUENCE_PHRASES),
-        kept=bool({t.lower_ for t in tokens} & KEPT) or " as usual " in low or " same as " in low, masked=masked)
+        kept=bool({t.lower_ for t in tokens} & KEPT) or " as usual " in low or " same as " in low, masked=masked,
+        completes=any(t.lower_ in COMPLETE and t.tag_ not in HABITUAL_OR_PLACE for t in tokens))
 
 
 def _phatic(head, tokens, vocatives: frozenset[int]) -> bool:
@@ -642,7 +646,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     # but the report is the later statement's clause most like the plan, about the same person: in two long
     # turns some planned clause and some past one share a word by chance
     closest = ((x, max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))) for x in a_cl if x.mood == "planned")
-    outcome = float(any(y.mood == "stated" and (y.past or bool(y.slot & CANCEL) or _completes(y))  # done, called off
+    outcome = float(any(y.mood == "stated" and (y.past or bool(y.slot & CANCEL) or y.completes)  # done, called off
                         and _holders_agree(x, old.speaker, y, new.speaker)
                         and (x.entities & y.entities                             # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
@@ -658,11 +662,6 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                          vetoes["other_holder"], float(b.mood not in ("stated", "quoting", "quoted") and not outcome),
                          float(b.kept), asked_cos * _denies(new.text, asked)])
     return features, (a, b)
-
-
-def _completes(c: Clause) -> bool:
-    """Whether a clause reports its thing done, in the present tense ("The kitchen's finished!")."""
-    return bool(set(re.findall(r"[a-z]+", c.text.lower())) & COMPLETE)
 
 
 def _calls_off_the_plan(c: Clause) -> bool:
