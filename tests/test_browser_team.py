@@ -17,7 +17,7 @@ from engine.store.annotations import AnnotationStore
 from engine.store.labels import LabelStore
 from engine.store.users import UserBook
 from engine.store.workspace import ENV
-from workbench.driver import CHROMIUM, browser_page, running_app, wait_idle
+from workbench.driver import CHROMIUM, browser_page, open_tab, running_app, wait_idle
 from workbench.model import DEMO_PATH, Workbench
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -32,11 +32,6 @@ def sign_in(page, url: str, name: str, secret: str) -> None:
     page.get_by_label("Token or password").fill(secret)
     page.get_by_role("button", name="Sign in", exact=True).click()
     page.get_by_text("Annotate · SCDS diagnostic cases").wait_for()
-    wait_idle(page)
-
-
-def tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
     wait_idle(page)
 
 
@@ -59,7 +54,7 @@ def answer(page, label: str, text: str) -> None:
 
 
 def label_q1(page, evidence: list[str], chain: list[str], gold: str) -> None:
-    tab(page, "My labels")
+    open_tab(page, "My labels")
     pick(page, "My evidence turns", *evidence)
     pick(page, "My causal chain", *chain)
     answer(page, "My gold answer", gold)
@@ -95,20 +90,20 @@ def test_two_annotators_agreement_adjudication_and_export(tmp_path):
         assert [r.annotator for r in store.history("demo", "commute")] == ["ann"] * 7 and \
             all(r.at for r in store.history("demo", "commute"))
 
-        tab(ann, "Adjudicate")                                    # an annotator does not adjudicate
+        open_tab(ann, "Adjudicate")                               # an annotator does not adjudicate
         assert ann.get_by_role("button", name="Open adjudication").is_disabled()
 
         ben = ann.context.browser.new_page(viewport={"width": 1500, "height": 1100})   # another person
         ben.set_default_timeout(120_000)
         sign_in(ben, annotate, "ben", tokens["ben"])
         label_q1(ben, ["commute:t20", "commute:t46", "commute:t80"], ["commute:t20", "commute:t46"], "the move")
-        tab(ben, "Agreement")                                     # ann's label stays hidden until ben submits
+        open_tab(ben, "Agreement")                                # ann's label stays hidden until ben submits
         assert "show once you submit" in ben.inner_text("body") and "a new job" not in ben.inner_text("body")
-        tab(ben, "My labels")
+        open_tab(ben, "My labels")
         ben.get_by_role("button", name="Submit my labels").click()
         wait_idle(ben)
         assert list(store.submitted("demo", "commute")) == ["ben"]
-        tab(ben, "Agreement")
+        open_tab(ben, "Agreement")
         body = ben.inner_text("body")
         kappa = cohen_kappa_score([1, 1, 0, 0], [1, 0, 1, 1])           # t20 t38 t46 t80: ann vs ben
         assert "Evidence picks · case" in body and f"κ {kappa:.2f}" in body, body[-3000:]
@@ -117,7 +112,7 @@ def test_two_annotators_agreement_adjudication_and_export(tmp_path):
         rita = ann.context.browser.new_page(viewport={"width": 1500, "height": 1100})
         rita.set_default_timeout(120_000)
         sign_in(rita, annotate, "rita", tokens["rita"])
-        tab(rita, "Adjudicate")
+        open_tab(rita, "Adjudicate")
         rita.get_by_role("button", name="Open adjudication").click()
         wait_idle(rita)
         assert store.adjudication_open("demo", "commute")

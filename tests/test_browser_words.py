@@ -13,7 +13,7 @@ from conftest import ROOT
 from engine.session import open_session
 from engine.store.catalog import list_sessions
 from engine.store.workspace import ENV
-from workbench.driver import CHROMIUM, browser_page, click, jump_to_turn, open_page, running_app, wait_idle
+from workbench.driver import CHROMIUM, browser_page, click, jump_to_turn, open_page, open_tab, running_app, wait_idle
 from workbench.driver.tours import apply_gate_verdicts
 from workbench.model import DEMO_PATH
 from engine.loaders import load_conversation
@@ -53,8 +53,7 @@ def test_memloom_at_turn_30_says_one_thing_once(tmp_path):
         open_page(page, "Consolidation")
         click(page, "Run diagnosis · Off-peak steward", exact=True)
         apply_gate_verdicts(page)
-        page.get_by_role("tab", name="Run diff & undo").click()
-        wait_idle(page)
+        open_tab(page, "Run diff & undo")
         chosen = page.get_by_role("combobox", name="Run", exact=True)
         assert chosen.input_value() == f"run-0001 · Off-peak steward, manual run at turn {TURN} · committed"
         state = open_session(db, create=False).state

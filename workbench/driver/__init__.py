@@ -13,6 +13,7 @@ from workbench.driver.browser import (
     click,
     jump_to_turn,
     open_page,
+    open_tab,
     start_long_jump,
     tall_screenshot,
     wait_idle,
@@ -66,6 +67,6 @@ __all__ = [
     "gam_session", "gam_walkthrough",
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
     "locomo_events_walkthrough", "locomo_graph_walkthrough", "locomo_layers_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
-    "open_page", "overlapping_labels", "progress_walkthrough", "recmem_walkthrough", "redrawn_frame", "routing_showcase_turn",
+    "open_page", "open_tab", "overlapping_labels", "progress_walkthrough", "recmem_walkthrough", "redrawn_frame", "routing_showcase_turn",
     "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "wait_until_up", "walkthrough",
 ]

@@ -66,6 +66,18 @@ def wait_idle(page, settle_ms: int = 600, patience_ms: int = 3000) -> None:
     page.evaluate("() => { window.__memwbRuns.seen = window.__memwbRuns.started; }")
 
 
+def open_tab(page, name: str, settle_ms: int = 600, reruns: bool = False) -> None:
+    """Show the tab named `name`. Streamlit switches tabs in the browser, with no run of the script, so this
+    waits for the tab to be selected and the page to hold still for `settle_ms`, not for a run to start (a wait
+    for one would sit out its whole patience). Tabs made with `on_change="rerun"` (the Retrieval page's, so
+    the tab chosen outlives a run) do start one: `reruns` waits for it."""
+    tab = page.get_by_role("tab", name=name).first
+    tab.click()
+    page.wait_for_function("(el) => el.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
+                           timeout=30_000, polling=50)
+    wait_idle(page, settle_ms, patience_ms=3000 if reruns else 0)
+
+
 def open_page(page, title: str) -> None:
     """Navigate with the sidebar (a URL change would start a new session and lose state)."""
     page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()

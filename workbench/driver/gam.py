@@ -12,6 +12,7 @@ from workbench.driver.browser import (
     click,
     jump_to_turn,
     open_page,
+    open_tab,
     tall_screenshot,
     wait_idle,
 )
@@ -84,8 +85,7 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     texts["accepted"] = Store(db).load_state()
 
     open_page(page, "Memory graph")                               # the accepted edge on the topic network
-    page.get_by_role("tab", name="Topic network").click()
-    wait_idle(page)
+    open_tab(page, "Topic network")
     page.get_by_test_id("stMultiSelect").filter(has_text="Expanded (drawn with their members)").click()
     page.get_by_role("option").first.click()
     page.keyboard.press("Escape")
@@ -93,19 +93,16 @@ def gam_walkthrough(page, url: str, db: Path, shots: Path | None = None) -> dict
     texts["graph"] = page.inner_text("body")
     shot("17_gam_graph", 2600)
     ask_free_query(page, texts, shot, GAM_QUERY, "18_gam_retrieval")       # the provenance paths tab
-    page.get_by_role("tab", name="Multi-factor re-rank").click()
-    wait_idle(page, 1000)
+    open_tab(page, "Multi-factor re-rank", 1000, reruns=True)
     texts["ranking"] = page.inner_text("body")
 
     linking()                                                     # undo the accepted edge, then reject it
-    page.get_by_role("tab", name="Run diff & undo").click()
-    wait_idle(page)
+    open_tab(page, "Run diff & undo")
     click(page, f"Undo last run ({run_id})…")
     click(page, "Yes, undo")
     expect(page.get_by_text(f"{run_id} undone").first).to_be_visible()
     texts["undone"] = Store(db).load_state()
-    page.get_by_role("tab", name="Review queue").click()
-    wait_idle(page)
+    open_tab(page, "Review queue")
     click(page, "Run diagnosis")
     again, queue = open_run()
     same = next(p for p in queue if p.targets == chosen.targets)

@@ -13,7 +13,8 @@ from engine.core.oplog import OpKind
 from engine.core.proposal import Status
 from engine.store.catalog import list_sessions
 from engine.store.log_store import Store
-from workbench.driver.browser import choose_radio, click, jump_to_turn, open_page, tall_screenshot, wait_idle
+from workbench.driver.browser import (choose_radio, click, jump_to_turn, open_page, open_tab, tall_screenshot,
+                                      wait_idle)
 from workbench.driver.demo import UPDATE_QUERY
 from workbench.driver.tours import ask_free_query
 from workbench.review.queue import sort_queue
@@ -124,16 +125,14 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     texts["applied"] = page.inner_text("body")
 
     open_page(page, "Memory graph")
-    page.get_by_role("tab", name="Layers").click()
-    wait_idle(page, 2500)
+    open_tab(page, "Layers", 2500)
     texts["graph"] = page.inner_text("body")
     shot("21_recmem_graph")
 
     ask_free_query(page, texts, shot, UPDATE_QUERY, "22_recmem_retrieval")
 
     open_page(page, "Consolidation")
-    page.get_by_role("tab", name="Run diff & undo").click()
-    wait_idle(page)
+    open_tab(page, "Run diff & undo")
     click(page, f"Undo last run ({run})…")
     click(page, "Yes, undo")
     expect(page.get_by_text(f"{run} undone")).to_be_visible()
@@ -149,8 +148,7 @@ def locomo_layers_walkthrough(page, url: str, shots: Path | None = None) -> str:
     page.get_by_role("button", name="Next ▶").wait_for(timeout=300_000)
     wait_idle(page, 2000)
     open_page(page, "Memory graph")
-    page.get_by_role("tab", name="Layers").click()
-    wait_idle(page, 4000)
+    open_tab(page, "Layers", 4000)
     if shots is not None:
         tall_screenshot(page, shots / "23_recmem_layers.png")
     return page.inner_text("body")

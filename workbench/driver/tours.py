@@ -15,6 +15,7 @@ from workbench.driver.browser import (
     open_at_demo_turn,
     open_at_turn,
     open_page,
+    open_tab,
     pick_in_multiselect,
     read_page,
     shooter,
@@ -185,8 +186,7 @@ def memloom_walkthrough(page, url: str, shots: Path | None = None, switch: bool 
     open_page(page, "Memory graph")
     open_largest_event(page)
     texts["graph_overlaps"] = _overlaps_text(graph_frame(page))
-    page.get_by_role("tab", name="Lifecycle timeline").click()
-    wait_idle(page, 2500)
+    open_tab(page, "Lifecycle timeline", 2500)
     read_page(page, texts, "graph")
     shot("6_memloom_graph")
 
