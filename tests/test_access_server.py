@@ -23,7 +23,7 @@ from engine.core.access import Role
 from engine.store.log_store import Store
 from engine.store.users import UserBook
 from workbench.driver import (CHROMIUM, browser_page, click, demo_turn_after, free_port, jump_to_turn, open_page,
-                              wait_idle, wait_until_up)
+                              wait_idle, wait_loaded, wait_until_up)
 
 pytestmark = pytest.mark.slow
 PLANTED = "sk-test-PLANTED-0123456789abcdefXYZ"          # a fake key: it must never show anywhere
@@ -179,7 +179,7 @@ def test_shared_workbench_asks_for_sign_in_and_enforces_roles(tmp_path):
         for path in PAGES:
             page.goto(f"{url}/{path}?session=x.sqlite&turn=3")
             page.get_by_label("Token or password").wait_for()
-            wait_idle(page)
+            wait_loaded(page)
             body = page.inner_text("body")
             assert "sign in" in body.lower() and "Next ▶" not in body and "Turn ·" not in body, (path, body[:300])
             assert page.get_by_test_id("stSidebarNav").count() == 0
@@ -300,7 +300,7 @@ def test_a_planted_key_never_shows_in_errors_records_dumps_pages_or_logs(tmp_pat
         url = f"http://127.0.0.1:{port}"
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         seen = [page_text_everywhere(page)]
         open_settings(page)
         assert "OPENAI_API_KEY · set" in page.inner_text("body").replace("\u2060", "")

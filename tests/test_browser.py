@@ -32,6 +32,7 @@ from workbench.driver import (
     running_app,
     start_long_jump,
     wait_idle,
+    wait_loaded,
     walkthrough,
 )
 from workbench.model import DEMO_PATH, Workbench
@@ -206,7 +207,7 @@ def test_conversation_html_is_escaped_on_every_page():
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         jump_to_turn(page, 6)
         replay = page.inner_text("body")
         assert "<script>alert('xss-turn')</script>" in replay          # rendered as literal text
@@ -238,7 +239,7 @@ def test_a_page_load_stays_on_this_machine(tmp_path):
         page.on("request", lambda r: requests.append(r.url))
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         jump_to_turn(page, 12)
         for title in ("Memory graph", "Consolidation", "Retrieval", "Annotate"):
             open_page(page, title)
@@ -277,7 +278,7 @@ def test_bulk_and_single_decisions_are_what_is_stored(tmp_path):
     with running_app(env={ENV: str(tmp_path)}) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         jump_to_turn(page, demo_turn_after("D5:9"))
         open_page(page, "Consolidation")
         click(page, "Run diagnosis")
@@ -356,7 +357,7 @@ def test_dataset_strings_show_literally_and_never_as_links(tmp_path):
     with running_app(env={"MEMWB_DEMO": str(fixture), "TMPDIR": str(tmp_path)}) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         jump_to_turn(page, 2)
         replay = page.inner_text("body").replace("\u2060", "")
         open_page(page, "Annotate")
@@ -391,7 +392,7 @@ def test_a_reload_and_a_shared_link_return_to_the_same_session_page_and_turn(tmp
     with running_app(env={ENV: str(tmp_path)}) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         jump_to_turn(page, 9)
         click(page, "◀ Back")
         page.get_by_text("Turn · 8 / ").wait_for()
@@ -413,7 +414,7 @@ def test_a_reload_and_a_shared_link_return_to_the_same_session_page_and_turn(tmp
         other.set_default_timeout(120_000)
         other.goto(link)
         other.get_by_text(f"Database · {db.name}").wait_for()
-        wait_idle(other)
+        wait_loaded(other)
         assert _header_turn(other) == "8" and urlparse(other.url).path.endswith("/graph")
         open_page(other, "Replay")
         click(other, "Next ▶")                                   # through the log: the cursor moves, nothing ingested
@@ -442,7 +443,7 @@ def test_memwb_ui_db_opens_that_session(tmp_path):
             browser_page() as page:
         page.goto(url)
         page.get_by_text(f"Database · {db.name}").wait_for()
-        wait_idle(page)
+        wait_loaded(page)
         assert _header_turn(page) == "6" and "my demo" in page.inner_text("body")
         click(page, "Next ▶")
         page.get_by_text("Turn · 7 / ").wait_for()
@@ -485,7 +486,7 @@ def test_a_long_jump_shows_progress_and_cancel_keeps_the_turns_done(tmp_path):
     with running_app(env=env) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
-        wait_idle(page)
+        wait_loaded(page)
         bar = start_long_jump(page, 419, shown_turn=5)
         page.wait_for_function("() => +(document.body.innerText.match(/Turn · (\\d+) \\/ 419/) || [0, 0])[1] >= 5")
         header_mid = re.search(r"Turn · (\d+) / 419", page.inner_text("body"))          # redrawn as it goes

@@ -13,7 +13,7 @@ from conftest import ROOT
 from engine.session import open_session
 from engine.store.catalog import DB_ENV
 from engine.store.workspace import ENV
-from workbench.driver import CHROMIUM, browser_page, choose_option, open_page, running_app, wait_idle
+from workbench.driver import CHROMIUM, browser_page, choose_option, open_page, running_app, wait_loaded
 from workbench.model import DEMO_PATH
 from workbench.review.queue import PAGE_SIZE
 
@@ -38,7 +38,7 @@ def test_a_committed_runs_proposals_are_readable_with_no_open_run(tmp_path):
     with running_app(env={ENV: str(tmp_path / "workspace"), DB_ENV: str(db)}) as url, browser_page() as page:
         page.goto(url)
         page.get_by_text(f"Database · {db.name}").wait_for(timeout=180_000)
-        wait_idle(page)
+        wait_loaded(page)
         open_page(page, "Consolidation")
         page.get_by_text("Past runs (read-only)").wait_for()
         text = _every_card_page(page, len(by_run[busiest]))

@@ -13,7 +13,7 @@ from engine.session import open_session
 from engine.store.catalog import read_session
 from engine.store.data_paths import DATA_DIRS_ENV
 from engine.store.workspace import ENV
-from workbench.driver import CHROMIUM, browser_page, click, running_app, wait_idle
+from workbench.driver import CHROMIUM, browser_page, click, running_app, wait_idle, wait_loaded
 from workbench.model import DEMO_PATH
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -49,7 +49,7 @@ def test_a_cli_made_session_in_a_data_folder_opens_from_the_session_picker(tmp_p
     with running_app(env=env) as url, browser_page() as page:
         page.goto(url)
         page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
-        wait_idle(page)
+        wait_loaded(page)
         page.get_by_text("Sessions in the workspace").click()
         wait_idle(page)
         body = page.inner_text("body")

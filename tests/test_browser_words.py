@@ -13,7 +13,8 @@ from conftest import ROOT
 from engine.session import open_session
 from engine.store.catalog import list_sessions
 from engine.store.workspace import ENV
-from workbench.driver import CHROMIUM, browser_page, click, jump_to_turn, open_page, open_tab, running_app, wait_idle
+from workbench.driver import (CHROMIUM, browser_page, click, jump_to_turn, open_page, open_tab, running_app,
+                              wait_loaded)
 from workbench.driver.tours import apply_gate_verdicts
 from workbench.model import DEMO_PATH
 from engine.loaders import load_conversation
@@ -31,7 +32,7 @@ def test_memloom_at_turn_30_says_one_thing_once(tmp_path):
     with running_app(env={ENV: str(workspace), "MEMWB_ENGINE": "memloom"}) as url, browser_page(1280, 900) as page:
         page.goto(f"{url}/replay")
         page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
-        wait_idle(page)
+        wait_loaded(page)
         assert "Page not found" not in page.inner_text("body")
         jump_to_turn(page, 7)                    # "... so I spend most of my week staring at tanks"
         page.get_by_text("Turn · 7 /").wait_for()

@@ -17,6 +17,7 @@ from workbench.driver.browser import (
     start_long_jump,
     tall_screenshot,
     wait_idle,
+    wait_loaded,
 )
 from workbench.driver.demo import (
     BENCH_FIXTURE,
@@ -68,5 +69,5 @@ __all__ = [
     "graph_frame", "graph_label_boxes", "graph_nodes", "jump_to_turn", "locomo_conversation_file",
     "locomo_events_walkthrough", "locomo_graph_walkthrough", "locomo_layers_walkthrough", "memloom_graph_walkthrough", "memloom_walkthrough", "open_largest_event",
     "open_page", "open_tab", "overlapping_labels", "progress_walkthrough", "recmem_walkthrough", "redrawn_frame", "routing_showcase_turn",
-    "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "wait_until_up", "walkthrough",
+    "running_app", "start_long_jump", "tall_screenshot", "wait_idle", "wait_loaded", "wait_until_up", "walkthrough",
 ]

@@ -66,6 +66,21 @@ def wait_idle(page, settle_ms: int = 600, patience_ms: int = 3000) -> None:
     page.evaluate("() => { window.__memwbRuns.seen = window.__memwbRuns.started; }")
 
 
+def wait_loaded(page, settle_ms: int = 600) -> None:
+    """After a page load, once something its first run draws is on screen: wait for that run (and any it starts
+    at once) to end. The load started the run waited for, so this waits for no other to start (a `wait_idle`
+    would sit out its whole patience for one)."""
+    wait_idle(page, settle_ms, patience_ms=0)
+
+
+def open_expander(page, label, settle_ms: int = 600) -> None:
+    """Open the expander labelled `label` (a string matched exactly, or a pattern). An expander opens in the
+    browser with no run of the script, so this waits for none; one made with `on_change="rerun"` (the Replay
+    page's session picker) does start one, and is opened with a click and `wait_idle`."""
+    page.get_by_text(label, exact=isinstance(label, str)).click()
+    wait_idle(page, settle_ms, patience_ms=0)
+
+
 def open_tab(page, name: str, settle_ms: int = 600, reruns: bool = False) -> None:
     """Show the tab named `name`. Streamlit switches tabs in the browser, with no run of the script, so this
     waits for the tab to be selected and the page to hold still for `settle_ms`, not for a run to start (a wait
@@ -193,7 +208,7 @@ def open_at_turn(page, url: str, turn: int, steps: int = 0) -> None:
 
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
+    wait_loaded(page)
     for _ in range(steps):
         click(page, "Next ▶")
     jump_to_turn(page, turn)
@@ -207,9 +222,8 @@ def switch_engine(page, url: str, engine_label: str) -> None:
 
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
-    page.get_by_text("Source, conversation, engine and settings").click()
-    wait_idle(page)
+    wait_loaded(page)
+    open_expander(page, "Source, conversation, engine and settings")
     choose_option(page, "Engine", engine_label)
     page.get_by_role("button", name="Load", exact=True).click()
     wait_idle(page, 1500)

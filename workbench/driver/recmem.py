@@ -13,8 +13,8 @@ from engine.core.oplog import OpKind
 from engine.core.proposal import Status
 from engine.store.catalog import list_sessions
 from engine.store.log_store import Store
-from workbench.driver.browser import (choose_radio, click, jump_to_turn, open_page, open_tab, tall_screenshot,
-                                      wait_idle)
+from workbench.driver.browser import (choose_radio, click, jump_to_turn, open_expander, open_page, open_tab,
+                                      tall_screenshot, wait_idle, wait_loaded)
 from workbench.driver.demo import UPDATE_QUERY
 from workbench.driver.tours import ask_free_query
 from workbench.review.queue import sort_queue
@@ -70,9 +70,8 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     texts: dict[str, str] = {}
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
-    page.get_by_text("Source, conversation, engine and settings", exact=True).click()
-    wait_idle(page)
+    wait_loaded(page)
+    open_expander(page, "Source, conversation, engine and settings")
     engine = page.get_by_test_id("stSelectbox").filter(has_text="Engine")
     if "RecMem" not in engine.inner_text():
         engine.click()
@@ -95,8 +94,7 @@ def recmem_walkthrough(page, url: str, workspace: Path, shots: Path | None = Non
     turn = trigger_turn(db)
     _jump(page, turn)
     expect(page.get_by_text("|R| vs θ_count").first).to_be_visible()
-    page.get_by_text(re.compile("^Threshold sweep")).click()
-    wait_idle(page, 2500)
+    open_expander(page, re.compile("^Threshold sweep"), 2500)
     texts["replay"] = page.inner_text("body")
     shot("19_recmem_replay")
 

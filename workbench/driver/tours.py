@@ -23,6 +23,7 @@ from workbench.driver.browser import (
     switch_engine,
     tall_screenshot,
     wait_idle,
+    wait_loaded,
 )
 from workbench.driver.demo import (
     CAUSAL_QUESTION,
@@ -49,7 +50,7 @@ def progress_walkthrough(page, url: str, shots: Path | None = None, shown_turn: 
     Returns the bar's text and the page after the cancel; the shot is `11_replay_progress`."""
     page.goto(url)
     page.get_by_role("button", name="Next ▶").wait_for(timeout=180_000)
-    wait_idle(page)
+    wait_loaded(page)
     total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
     texts = {"bar": start_long_jump(page, total, shown_turn)}
     shooter(page, shots)("11_replay_progress")
@@ -269,7 +270,7 @@ def play_to_end(page, url: str) -> int:
 
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
+    wait_loaded(page)
     total = int(re.search(r"Turn · \d+ / (\d+)", page.inner_text("body")).group(1))
     jump_to_turn(page, total)
     expect(page.get_by_text(f"Turn · {total} /")).to_be_visible(timeout=900_000)
@@ -332,7 +333,7 @@ def benchmark_walkthrough(page, url: str, result: Path, shots: Path | None = Non
     row = next(i for i, q in enumerate(misses) if q["system"] == system and q["question_id"] == miss)
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
+    wait_loaded(page)
     open_page(page, "Benchmark")
     expect(page.get_by_text("Per-round curves")).to_be_visible()
     page.get_by_text("Misses only", exact=True).click()
@@ -361,7 +362,7 @@ def decisions_walkthrough(page, url: str, shots: Path | None = None, system: str
 
     page.goto(url)
     expect(page.get_by_role("button", name="Next ▶")).to_be_visible(timeout=180_000)
-    wait_idle(page)
+    wait_loaded(page)
     open_page(page, "Benchmark")
     expect(page.get_by_text("Decisions per kind")).to_be_visible(timeout=60_000)
     choose_option(page, "System", system)
