@@ -23,7 +23,7 @@ from engine.core.access import Role
 from engine.store.log_store import Store
 from engine.store.users import UserBook
 from workbench.driver import (CHROMIUM, browser_page, click, demo_turn_after, free_port, jump_to_turn, open_page,
-                              wait_idle, wait_loaded, wait_until_up)
+                              open_tab, wait_idle, wait_loaded, wait_until_up)
 
 pytestmark = pytest.mark.slow
 PLANTED = "sk-test-PLANTED-0123456789abcdefXYZ"          # a fake key: it must never show anywhere
@@ -216,8 +216,7 @@ def test_shared_workbench_asks_for_sign_in_and_enforces_roles(tmp_path):
         viewer.get_by_text("Run diff & undo", exact=True).wait_for()
         body = viewer.inner_text("body")
         assert "Signed in as vera (viewer)" in body.replace("\\", "")
-        viewer.get_by_text("Run diff & undo", exact=True).click()
-        wait_idle(viewer)
+        open_tab(viewer, "Run diff & undo")
         undo = viewer.get_by_role("button", name=re.compile(r"^Undo last run"))
         assert undo.is_disabled()
         assert viewer.get_by_role("button", name="Run diagnosis").is_disabled()
@@ -309,8 +308,7 @@ def test_a_planted_key_never_shows_in_errors_records_dumps_pages_or_logs(tmp_pat
             open_page(page, title)
             page.wait_for_timeout(1000)
             seen.append(page_text_everywhere(page))
-        page.get_by_text("Audit log", exact=True).click()
-        wait_idle(page, 1500)
+        open_tab(page, "Audit log", 1500)
         seen.append(page_text_everywhere(page))
         assert not any(PLANTED in html for html in seen)
     assert PLANTED not in log.read_text()

@@ -102,7 +102,7 @@ class Clause:
     consequence: bool        # marked as following from something ("so", "had to", "that's why" ...)
     kept: bool               # says that something stayed as it was ("still", "same as", "as usual")
     masked: str              # the clause with its values masked: what it is about
-    completes: bool = False  # reports its thing done, in the present ("The kitchen's finished!", "Talk done!")
+    completes: bool          # reports its thing done, in the present ("The kitchen's finished!", "Talk done!")
 
 
 @dataclass(frozen=True)
