@@ -118,6 +118,27 @@ def test_a_new_value_of_one_fact_is_a_state_successor_and_a_cause_is_judged_by_t
     assert many["type"] == "CAUSAL_FOLLOW" and many["confidence"] == 0.3 and "cause model" not in many["rationale"]
 
 
+def test_a_new_value_less_sure_than_the_floor_is_a_state_successor_when_likelier_than_a_cause_said_unmarked():
+    """Under STATE_FLOOR, from All-Mem's proposal floor, a same-speaker pair in a chat is still STATE_SUCCESSOR
+    (with the update model's probability) when the update model is surer of it than the cause model, unless the
+    later statement marks a cause or a consequence itself ("so", "because of"): then it is a cause's effect."""
+    from engine.llm.decision_models import judge_update
+    from engine.llm.offline_diagnosis import UPDATE_FLOOR
+    from engine.llm.offline_events import STATE_FLOOR, relation_between
+
+    embedder = Embedder()
+    old = "My brother and I share a flat in Leith."
+    for new, relation in (("I've got my own place in Portobello now.", "STATE_SUCCESSOR"),
+                          ("So I've got my own place in Portobello now.", "CAUSAL_FOLLOW")):
+        update = judge_update(old, "Maya", new, "Maya", embedder.embed).probability
+        rel = relation_between(*_link(old, new), 0.3, embedder)
+        assert UPDATE_FLOOR <= update < STATE_FLOOR and rel["type"] == relation, (new, update, rel)
+        if relation == "STATE_SUCCESSOR":
+            assert rel["confidence"] == round(update, 4) and "over cause model" in rel["rationale"]
+        else:                                       # likelier a state, yet "so" names a cause
+            assert rel["confidence"] < update and "cause model" in rel["rationale"]
+
+
 def test_relation_synthesis_reads_a_chat_of_two_with_the_cause_model_and_a_scenario_of_more_with_the_link():
     from engine.llm.offline_events import synthesize
 

@@ -12,7 +12,8 @@ import re
 from datetime import datetime, timedelta
 
 from engine.core.text import content_tokens, has_negation, jaccard, number_change, numbers, words
-from engine.llm.decision_models import CHAT_PARTY, judge_cause, judge_update
+from engine.llm.decision_models import CHAT_PARTY, Judgement, judge_cause, judge_update
+from engine.llm.offline_diagnosis import UPDATE_FLOOR
 from engine.llm.pronouns import third_person
 from engine.llm.schemas import SUMMARY_CHARS
 from engine.retrieval.links import CHANGE_WORDS
@@ -135,7 +136,10 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
     steward's logic track. Near-identical events are SAME_EVENT (the link's probability); a later utterance
     of the same speaker that gives a fact of the earlier one a new value is STATE_SUCCESSOR, with the
     calibrated update model's probability (`engine.llm.decision_models`): "2 cats" then "3 cats", Leeds then
-    Manchester are one fact's states, not a cause and its effect. Anything else is CAUSAL_FOLLOW: in a `chat`
+    Manchester are one fact's states, not a cause and its effect. So is a pair in a chat the update model finds
+    less likely than STATE_FLOOR but at least UPDATE_FLOOR (All-Mem's) and likelier than the cause model does,
+    unless the later statement names a cause itself ("because of the strike", "so"). Anything else is
+    CAUSAL_FOLLOW: in a `chat`
     (two people talking) with the calibrated cause model's probability (`engine.llm.decision_models.judge_cause`:
     the link, and what the two statements say: a consequence marked, a change reported, a question, how long
     apart), else with the link model's, fit on multi-party scenarios (`engine.retrieval.links`).
@@ -162,8 +166,17 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
     if not chat:
         return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence, "rationale": said}
     cause = judge_cause(_logit(p), old, new, embedder.embed, update=update)       # the update judged once
+    if update >= UPDATE_FLOOR and update > cause.probability and not _marks_a_cause(cause):
+        return {"type": "STATE_SUCCESSOR", "confidence": round(update, 4), "evidence": evidence,
+                "rationale": f"update model {update:.2f} over cause model {cause.probability:.2f}: "
+                             f"{state.reason}"[:RATIONALE_CHARS]}
     return {"type": "CAUSAL_FOLLOW", "confidence": round(cause.probability, 4), "evidence": evidence,
             "rationale": f"{cause.reason}; {said}"[:RATIONALE_CHARS]}
+
+
+def _marks_a_cause(cause: Judgement) -> bool:
+    """The later statement names a cause itself ("because of the strike", "so I had to"): a causal reading."""
+    return bool(cause.features.get("cue") or cause.features.get("consequence"))
 
 
 def _state_change(old: dict, new: dict) -> str:
