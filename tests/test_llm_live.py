@@ -202,25 +202,31 @@ def test_the_server_builds_every_grammar_and_counts_no_more_tokens_than_characte
         assert tokens <= len(text) <= TOKEN_CAPS[role], (role, tokens, len(text))
 
 
+TURN_ROLE = {"allmem": "descriptor", "memloom": "router"}                     # asked once for each turn
+CONSOLIDATING_ROLE = {"allmem": "diagnosis", "memloom": "relation_synthesis"}  # asked by a consolidation run
+
+
 @pytest.mark.parametrize("engine", ["allmem", "memloom"])
 def test_a_replay_through_the_real_model_is_recorded_and_replays_exactly(server: LocalServer, engine: str,
                                                                          tmp_path: Path) -> None:
     env = env_for(server)
-    conv = demo_turns(tmp_path / "demo6.jsonl", 6)
+    conv = demo_turns(tmp_path / "demo4.jsonl", 4)
     db = tmp_path / f"{engine}.sqlite"
     proc = memwb("replay", conv, "--db", db, "--engine", engine, "--llm", "openai", "--consolidate",
-                 "every-3-turns", "--quiet", env=env, check=False)
+                 "every-2-turns", "--quiet", env=env, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("turns=6 ")
+    assert proc.stdout.startswith("turns=4 ")
     calls = logged_calls(db)
-    assert len(calls) >= 6 and all(c["backend"] == "openai" for c in calls)
+    roles = Counter(c["role"] for c in calls)
+    assert roles[TURN_ROLE[engine]] == 4 and roles[CONSOLIDATING_ROLE[engine]] >= 1, roles    # every turn, and a run
+    assert all(c["backend"] == "openai" for c in calls)
     assert {c["params"]["structured"] for c in calls} == {"json_object"}
     assert all(c["error_code"] is None or c["error_code"] in REPLY_CODES for c in calls), \
         Counter(c["error_code"] for c in calls)
     check_ok(db, env)
     again = tmp_path / f"{engine}-again.sqlite"
     memwb("replay", conv, "--db", again, "--engine", engine, "--llm", "recorded", "--records", db,
-          "--consolidate", "every-3-turns", "--quiet", env={k: v for k, v in env.items()
+          "--consolidate", "every-2-turns", "--quiet", env={k: v for k, v in env.items()
                                                              if not k.startswith("MEMWB_OPENAI")})
     replayed = logged_calls(again)
     assert [(c["role"], c["key"], c["response"], c["error_code"]) for c in replayed] == \

@@ -188,11 +188,11 @@ def test_a_serial_run_reports_each_task_and_keeps_going_after_a_failure():
 
 
 @pytest.mark.slow
-def test_memwb_bench_on_ray_gives_the_serial_figures_on_two_dev_conversations(tmp_path, monkeypatch):
-    """The real benchmark (static protocol, All-Mem, naive and hybrid RAG) on two LoCoMo dev conversations: a
-    local Ray with 2 workers gives every figure and per-question record of the serial run. The serial run fills
-    the workspace's embedding cache, which the Ray workers then read. (All eight, 24 tasks, are compared by
-    `scripts/bench_sweep.py`; the suite runs the two smallest to stay well inside CI's time.)"""
+def test_memwb_bench_on_ray_gives_the_serial_figures_on_a_dev_conversation(tmp_path, monkeypatch):
+    """The real benchmark (static protocol, All-Mem, naive and hybrid RAG) on a LoCoMo dev conversation: a local
+    Ray with 2 workers gives, over its three tasks, every figure and per-question record of the serial
+    run. The serial run fills the workspace's embedding cache, which the Ray workers then read. (All eight, 24
+    tasks, are compared by `scripts/bench_sweep.py`; the suite runs the smallest to stay well inside CI's time.)"""
     from engine.bench.config import BenchConfig
     from engine.bench.result import figures
     from engine.bench.runner import run_benchmark
@@ -203,12 +203,12 @@ def test_memwb_bench_on_ray_gives_the_serial_figures_on_two_dev_conversations(tm
     for mode, ray in (("serial", None), ("ray", "local")):
         config = BenchConfig(dataset="locomo", source=str(needs_data(LOCOMO)), engines=("allmem", "naive", "hybrid"),
                              protocol="static", out=str(tmp_path / mode), ray=ray,
-                             conversations=("conv-26", "conv-30"))
+                             conversations=("conv-30",))
         path = run_benchmark(config)
         runs[mode] = json.loads(path.read_text(encoding="utf-8"))
     serial, on_ray = runs["serial"], runs["ray"]
-    assert len(serial["conversations"]) == 2 and len(serial["tasks"]) == 6
+    assert len(serial["conversations"]) == 1 and len(serial["tasks"]) == 3
     assert all(t["error"] is None for run in runs.values() for t in run["tasks"])
     asked = sum(d["questions"] for d in serial["rounds_detail"] if d["system"] == "naive")
-    assert asked > 200 and len(serial["questions"]) == 3 * asked
+    assert asked > 80 and len(serial["questions"]) == 3 * asked
     assert figures(serial) == figures(on_ray)
