@@ -244,3 +244,18 @@ def test_a_progressive_dated_by_the_calendar_is_an_arrangement_and_a_plan_report
     assert habit.features["plan_then_outcome"] == 0.0
     done = judge_update("I'm taking the pottery course in May.", "Tom", "Pottery course done!", "Tom", embed)
     assert done.features["plan_then_outcome"] == 1.0
+
+
+def test_a_name_said_in_fewer_words_is_the_same_name_and_as_always_says_it_stayed(embed) -> None:
+    """The recogniser's span of a name moves with the sentence around it ("the Royal Infirmary", then "the
+    Royal"; "the food bank on Fridays", then "the food bank"): one said within the other is no new place, where
+    another name is ("Leith", then "Portobello"). "As always" says that something stayed, as "still" does (stop
+    71)."""
+    royal = judge_update("I'm a nurse at the Royal Infirmary.", "Tom", "Still nursing at the Royal, still on nights.",
+                         "Tom", embed)
+    assert royal.features["entity_change"] == 0.0
+    moved = judge_update("We live in a flat in Leith.", "Tom", "We live in a flat in Portobello now.", "Tom", embed)
+    assert moved.features["entity_change"] == 1.0
+    kept = judge_update("I volunteer at the food bank on Fridays.", "Tom", "Fridays at the food bank as always.",
+                        "Tom", embed)
+    assert kept.features["entity_change"] == 0.0 and kept.features["still"] == 1.0

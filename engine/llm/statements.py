@@ -58,6 +58,7 @@ CHANGE_PARTICLES = {("give", "up"), ("take", "up"), ("move", "out"), ("move", "i
 # phrases that set a state against how it was: "no more coffee", "rooibos for me these days"
 CHANGE_PHRASES = ("no longer", "any more", "no more", "these days", "nowadays")
 KEPT = frozenset("still same yet".split())
+KEPT_PHRASES = (" as usual ", " same as ", " as always ", " as ever ")
 # verbs that describe a state rather than ask for an act: a subjectless "Love it" or "Need a holiday" is a
 # statement with its "I" dropped, where a subjectless "Keep going" or "Go for it" is an imperative
 STATIVE = frozenset("love like hate need miss want hope wish think know guess bet mean feel reckon".split())
@@ -74,6 +75,7 @@ CONSEQUENCE_PHRASES = ("had to", "have to", "has to", "that's why", "which is wh
                        "because of", "thanks to", "due to", "as a result", "after that", "since then", "now that",
                        "couldn't", "can't", "cannot", "until", "no choice", "meant", "means", "forced")
 VALUE_ENTS = frozenset("GPE LOC ORG FAC NORP PERSON PRODUCT WORK_OF_ART EVENT LANGUAGE".split())
+ARTICLES = frozenset({"the", "a", "an"})
 # what of a turn is read (a turn of a long monologue is read up to here) and how many of its clauses compared,
 # so a 100 KB turn costs what a long paragraph does
 READ_CHARS, MAX_CLAUSES = 2000, 12
@@ -399,7 +401,7 @@ def _clause(head, sent, speaker: str, asked: bool, vocatives: frozenset[int] = f
         consequence=bool({t.lower_ for t in tokens} & CONSEQUENCE and any(
             t.lower_ in CONSEQUENCE and t.dep_ in ("cc", "mark", "advmod", "prep") for t in tokens))
         or any(f" {p} " in " " + text.lower() + " " for p in CONSEQUENCE_PHRASES),
-        kept=bool({t.lower_ for t in tokens} & KEPT) or " as usual " in low or " same as " in low, masked=masked,
+        kept=bool({t.lower_ for t in tokens} & KEPT) or any(p in low for p in KEPT_PHRASES), masked=masked,
         completes=any(t.lower_ in COMPLETE and t.tag_ not in HABITUAL_OR_PLACE for t in tokens))
 
 
@@ -638,7 +640,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
                      nums_a and nums_b and not nums_a & nums_b and len(a_cl) + len(b_cl) <= 4)
                 or _recounted_anywhere(a_cl, b_cl))
     ent = float(bool(_renamed(a, b) or
-                     ents_a and ents_b and not ents_a & ents_b and len(a_cl) + len(b_cl) <= 4))
+                     ents_a and ents_b and not _share_a_name(ents_a, ents_b) and len(a_cl) + len(b_cl) <= 4))
     flip = float(a.negated != b.negated)            # of the clauses about one thing, not of any two clauses
     change = float(b.change)
     # a plan, then a report that it happened or was called off: the two clauses about the planned thing, which
@@ -648,7 +650,7 @@ def update_features(old: Statement, new: Statement, embed, asked: str = "", old_
     closest = ((x, max(b_cl, key=lambda z: float(vec[x.masked] @ vec[z.masked]))) for x in a_cl if x.mood == "planned")
     outcome = float(any(y.mood == "stated" and (y.past or bool(y.slot & CANCEL) or y.completes)  # done, called off
                         and _holders_agree(x, old.speaker, y, new.speaker)
-                        and (x.entities & y.entities                             # the same trip, the same place
+                        and (_share_a_name(x.entities, y.entities)               # the same trip, the same place
                              or (x.slot & y.slot) - LIGHT_VERBS - {y.predicate}  # the same thing done, not
                              and float(vec[x.masked] @ vec[y.masked]) >= PLAN_OUTCOME   # the same doing to another
                              or _calls_off_the_plan(y))
@@ -720,7 +722,19 @@ def _renamed(a: Clause, b: Clause) -> bool:
     """Whether the later clause names a place, a name or a thing the earlier one names otherwise: a new value,
     not one of the earlier clause's values said again alone ("a Harry Potter conference in the UK" then "the
     Harry Potter party")."""
-    return bool(a.entities and b.entities - a.entities)
+    return bool(a.entities) and any(not _share_a_name(a.entities, {e}) for e in b.entities)
+
+
+def _share_a_name(xs: frozenset[str] | set[str], ys: frozenset[str] | set[str]) -> bool:
+    """Whether two sets of mentions name one thing between them."""
+    return any(_one_name(x, y) for x in xs for y in ys)
+
+
+def _one_name(a: str, b: str) -> bool:
+    """Whether two mentions name one thing, one said in fewer words ("the Royal" for "the Royal Infirmary", "the
+    food bank" within "the food bank on Fridays"): the recogniser's spans differ with the sentence around them."""
+    x, y = set(a.split()) - ARTICLES, set(b.split()) - ARTICLES
+    return bool(x and y) and (x <= y or y <= x)
 
 
 def _restated_new_value(a: Clause, b: Clause, cosine: float, holders: int) -> float:
