@@ -139,6 +139,25 @@ def test_a_new_value_less_sure_than_the_floor_is_a_state_successor_when_likelier
             assert rel["confidence"] < update and "cause model" in rel["rationale"]
 
 
+def test_a_fact_said_again_in_a_chat_is_the_same_event_when_the_merge_model_is_surest():
+    """"Yep, still in the Leith flat" after "We live in a flat in Leith": the update model reads it 0.5 likely or
+    more, the merge model likelier still, so it is the fact said again (SAME_EVENT, a co-referential fragment,
+    with the merge model's probability), as All-Mem's diagnosis proposes the likelier of Update and Merge; a new
+    value the update model is surer of stays a STATE_SUCCESSOR."""
+    from engine.llm.decision_models import judge_statements
+    from engine.llm.offline_events import STATE_FLOOR, relation_between
+
+    embedder = Embedder()
+    old, again = "We live in a flat in Leith.", "Yep, still in the Leith flat."
+    judged = judge_statements(old, "Maya", again, "Maya", embedder.embed)
+    assert STATE_FLOOR <= judged["update"].probability < judged["merge"].probability
+    rel = relation_between(*_link(old, again), 0.3, embedder)
+    assert rel["type"] == "SAME_EVENT" and rel["confidence"] == round(judged["merge"].probability, 4)
+    assert "merge model" in rel["rationale"]
+    moved = relation_between(*_link(old, "We live in a flat in Portobello now."), 0.3, embedder)
+    assert moved["type"] == "STATE_SUCCESSOR"
+
+
 def test_relation_synthesis_reads_a_chat_of_two_with_the_cause_model_and_a_scenario_of_more_with_the_link():
     from engine.llm.offline_events import synthesize
 

@@ -12,8 +12,8 @@ import re
 from datetime import datetime, timedelta
 
 from engine.core.text import content_tokens, has_negation, jaccard, number_change, numbers, words
-from engine.llm.decision_models import CHAT_PARTY, Judgement, judge_cause, judge_update
-from engine.llm.offline_diagnosis import UPDATE_FLOOR
+from engine.llm.decision_models import CHAT_PARTY, Judgement, judge_cause, judge_statements
+from engine.llm.offline_diagnosis import MERGE_FLOOR, UPDATE_FLOOR
 from engine.llm.pronouns import third_person
 from engine.llm.schemas import SUMMARY_CHARS
 from engine.retrieval.links import CHANGE_WORDS
@@ -135,14 +135,17 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
     The link (an earlier and a later utterance, its probability and the hooks they share) comes from the
     steward's logic track. Near-identical events are SAME_EVENT (the link's probability); a later utterance
     of the same speaker that gives a fact of the earlier one a new value is STATE_SUCCESSOR, with the
-    calibrated update model's probability (`engine.llm.decision_models`): "2 cats" then "3 cats", Leeds then
-    Manchester are one fact's states, not a cause and its effect. So is a pair in a chat the update model finds
-    less likely than STATE_FLOOR but at least UPDATE_FLOOR (All-Mem's) and likelier than the cause model does,
-    unless the later statement names a cause itself ("because of the strike", "so"). Anything else is
-    CAUSAL_FOLLOW: in a `chat`
-    (two people talking) with the calibrated cause model's probability (`engine.llm.decision_models.judge_cause`:
-    the link, and what the two statements say: a consequence marked, a change reported, a question, how long
-    apart), else with the link model's, fit on multi-party scenarios (`engine.retrieval.links`).
+    calibrated update model's probability (`engine.llm.decision_models`) from STATE_FLOOR: "2 cats" then "3
+    cats", Leeds then Manchester are one fact's states, not a cause and its effect. In a `chat` (two people
+    talking) the same speaker's pair is read three ways, each with its calibrated model, and the likeliest
+    reading wins, as All-Mem's diagnosis proposes the likelier of Update and Merge: the fact said again
+    (SAME_EVENT, a co-referential fragment: "Yep, still in the Leith flat"; the merge model, from MERGE_FLOOR),
+    its new value (STATE_SUCCESSOR, from UPDATE_FLOOR), or a cause and its effect, which a pair under STATE_FLOOR
+    always is when its later statement names a cause itself ("because of the strike", "so"). Any other pair is
+    CAUSAL_FOLLOW: in a chat
+    with the calibrated cause model's probability (`engine.llm.decision_models.judge_cause`: the link, and what
+    the two statements say: a consequence marked, a change reported, a question, how long apart), else with the
+    link model's, fit on multi-party scenarios (`engine.retrieval.links`).
     """
     by_id = {s["id"]: s for s in cause["sentences"] + effect["sentences"]}
     old, new = by_id.get(link["source_sentence"]), by_id.get(link["target_sentence"])
@@ -154,24 +157,35 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
     if cosine >= 0.8 and p >= 0.5:
         return {"type": "SAME_EVENT", "confidence": round(p, 4), "evidence": evidence,
                 "rationale": f"event cosine {cosine:.2f}; link {p:.2f} (hooks: {hooks})"}
-    update = 0.0
+    judged = None
     if old.get("speaker") == new.get("speaker"):
-        state = judge_update(old["text"], old.get("speaker", ""), new["text"], new.get("speaker", ""), embedder.embed)
-        update = state.probability
-        if state.probability >= STATE_FLOOR:
-            return {"type": "STATE_SUCCESSOR", "confidence": round(state.probability, 4), "evidence": evidence,
-                    "rationale": f"update model {state.probability:.2f}: {state.reason}"[:RATIONALE_CHARS]}
+        judged = judge_statements(old["text"], old.get("speaker", ""), new["text"], new.get("speaker", ""),
+                                  embedder.embed)
+    update = judged["update"].probability if judged else 0.0
+    if update >= STATE_FLOOR and (not chat or update >= judged["merge"].probability):
+        return _state_successor(judged["update"], evidence, "")
     said = (f"link {p:.2f} from u{old['id']} to u{new['id']} (hooks: {hooks}; cue {link.get('cue') or 'none'}; "
             f"change {'yes' if link.get('change') else 'no'})")
     if not chat:
         return {"type": "CAUSAL_FOLLOW", "confidence": round(p, 4), "evidence": evidence, "rationale": said}
     cause = judge_cause(_logit(p), old, new, embedder.embed, update=update)       # the update judged once
-    if update >= UPDATE_FLOOR and update > cause.probability and not _marks_a_cause(cause):
-        return {"type": "STATE_SUCCESSOR", "confidence": round(update, 4), "evidence": evidence,
-                "rationale": f"update model {update:.2f} over cause model {cause.probability:.2f}: "
-                             f"{state.reason}"[:RATIONALE_CHARS]}
+    if judged and not _marks_a_cause(cause):
+        over = f" over cause model {cause.probability:.2f}"
+        restated = judged["merge"]
+        if restated.probability >= MERGE_FLOOR and restated.probability > max(update, cause.probability):
+            return {"type": "SAME_EVENT", "confidence": round(restated.probability, 4), "evidence": evidence,
+                    "rationale": f"merge model {restated.probability:.2f} over update model {update:.2f} and"
+                                 f"{over}: {restated.reason}"[:RATIONALE_CHARS]}
+        if update >= UPDATE_FLOOR and update > cause.probability:
+            return _state_successor(judged["update"], evidence, over)
     return {"type": "CAUSAL_FOLLOW", "confidence": round(cause.probability, 4), "evidence": evidence,
             "rationale": f"{cause.reason}; {said}"[:RATIONALE_CHARS]}
+
+
+def _state_successor(state: Judgement, evidence: list[str], over: str) -> dict:
+    """The relation of one fact's two states, with the update model's probability and reason."""
+    return {"type": "STATE_SUCCESSOR", "confidence": round(state.probability, 4), "evidence": evidence,
+            "rationale": f"update model {state.probability:.2f}{over}: {state.reason}"[:RATIONALE_CHARS]}
 
 
 def _marks_a_cause(cause: Judgement) -> bool:
