@@ -142,10 +142,10 @@ def relation_between(cause: dict, effect: dict, link: dict, cosine: float, embed
     (SAME_EVENT, a co-referential fragment: "Yep, still in the Leith flat"; the merge model, from MERGE_FLOOR),
     its new value (STATE_SUCCESSOR, from UPDATE_FLOOR), or a cause and its effect, which a pair under STATE_FLOOR
     always is when its later statement names a cause itself ("because of the strike", "so"). Any other pair is
-    CAUSAL_FOLLOW: in a chat
-    with the calibrated cause model's probability (`engine.llm.decision_models.judge_cause`: the link, and what
-    the two statements say: a consequence marked, a change reported, a question, how long apart), else with the
-    link model's, fit on multi-party scenarios (`engine.retrieval.links`).
+    CAUSAL_FOLLOW: in a chat with the calibrated cause model's probability (`engine.llm.decision_models.
+    judge_cause`: the link, and what the two statements say: a consequence marked, a change reported, a
+    question, how long apart), else with the link model's, fit on multi-party scenarios
+    (`engine.retrieval.links`).
     """
     by_id = {s["id"]: s for s in cause["sentences"] + effect["sentences"]}
     old, new = by_id.get(link["source_sentence"]), by_id.get(link["target_sentence"])
